@@ -1,0 +1,90 @@
+# Helpers that give every test, GPU test, HIP check and fuzzer the same shape and ctest labels.
+#
+# Labels: unit, property, corpus, mutants, fuzz, gpu (needs a GPU; skipped without one), hip.
+
+include(GoogleTest)
+
+set(MLACHECK_WARNINGS -Wall -Wextra)
+set(MLACHECK_PROPERTY_CASES 1000 CACHE STRING "RapidCheck cases per property in ctest runs")
+
+# mlacheck_add_library(name SOURCES ... DEPS ...): a static library of the project's code.
+function(mlacheck_add_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MLACHECK_WARNINGS}>)
+  target_link_libraries(${name} PUBLIC ${A_DEPS})
+endfunction()
+
+# mlacheck_add_gtest(name SOURCES ... DEPS ... LABELS ...): a GoogleTest binary, one ctest per test.
+function(mlacheck_add_gtest name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MLACHECK_WARNINGS}>)
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  # Property tests run MLACHECK_PROPERTY_CASES cases each (RapidCheck's RC_PARAMS may override).
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+                       PROPERTIES LABELS "${A_LABELS}"
+                                  ENVIRONMENT "RC_PARAMS=max_success=${MLACHECK_PROPERTY_CASES}")
+endfunction()
+
+# mlacheck_add_gpu_test(name SOURCES ... DEPS ...): a CUDA test binary that prints "skipped: no
+# GPU" and exits 77 (ctest's SKIP_RETURN_CODE) when no device is present.
+function(mlacheck_add_gpu_test name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT MLACHECK_HAVE_CUDA)
+    return()
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} CUDA::cudart)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+endfunction()
+
+# mlacheck_add_hip_check(name SOURCE file): compiles a device source with hipcc for every HIP
+# architecture, as part of the build, and registers a ctest (label hip) that confirms the object
+# holds code for each one.
+function(mlacheck_add_hip_check name)
+  cmake_parse_arguments(A "" "SOURCE" "" ${ARGN})
+  if(NOT MLACHECK_HAVE_HIP)
+    return()
+  endif()
+  set(obj ${CMAKE_CURRENT_BINARY_DIR}/${name}.o)
+  set(arch_flags)
+  foreach(arch IN LISTS MLACHECK_HIP_ARCHS)
+    list(APPEND arch_flags --offload-arch=${arch})
+  endforeach()
+  add_custom_command(
+    OUTPUT ${obj}
+    COMMAND ${MLACHECK_HIPCC} -std=c++17 -O2 ${arch_flags} -I${PROJECT_SOURCE_DIR} -c ${A_SOURCE} -o ${obj}
+    DEPENDS ${A_SOURCE}
+    IMPLICIT_DEPENDS CXX ${A_SOURCE}
+    COMMENT "hipcc ${A_SOURCE} for ${MLACHECK_HIP_ARCHS}"
+    VERBATIM)
+  add_custom_target(${name} ALL DEPENDS ${obj})
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -DOBJECT=${obj} "-DARCHS=${MLACHECK_HIP_ARCHS}"
+                                -P ${PROJECT_SOURCE_DIR}/cmake/CheckHipObject.cmake)
+  set_tests_properties(${name} PROPERTIES LABELS hip)
+endfunction()
+
+# mlacheck_add_fuzzer(name SOURCES ... DEPS ... CORPUS dir RUNS n): a libFuzzer harness, and a
+# ctest (label fuzz) that replays its corpus and then fuzzes for a fixed number of runs.
+function(mlacheck_add_fuzzer name)
+  cmake_parse_arguments(A "" "CORPUS;RUNS" "SOURCES;DEPS" ${ARGN})
+  if(NOT MLACHECK_HAVE_FUZZ)
+    return()
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  target_compile_options(${name} PRIVATE -fsanitize=fuzzer ${MLACHECK_WARNINGS})
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(${name} PRIVATE ${A_DEPS})
+  if(NOT A_RUNS)
+    set(A_RUNS 20000)
+  endif()
+  # Fuzz from a scratch copy so new inputs never land in the source tree.
+  set(work ${CMAKE_CURRENT_BINARY_DIR}/${name}.work)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
+                   sh -c "rm -rf '${work}' && mkdir -p '${work}' && '$<TARGET_FILE:${name}>' -seed=1 -runs=${A_RUNS} -max_len=512 '${work}' '${A_CORPUS}'")
+  set_tests_properties(${name} PROPERTIES LABELS fuzz)
+endfunction()

@@ -1,0 +1,73 @@
+# Detects the optional toolchains and switches their targets on or off, one status line each.
+#
+#   MLACHECK_CUDA = AUTO | ON | OFF   nvcc at $CUDACXX or /usr/local/cuda/bin/nvcc; sm_90a and sm_100a
+#   MLACHECK_HIP  = AUTO | ON | OFF   hipcc on PATH; compile checks for gfx90a and gfx940
+#   MLACHECK_FUZZ = AUTO | ON | OFF   libFuzzer harnesses; needs clang as the C++ compiler
+# ON makes a missing toolchain a configure error; AUTO reports it and goes on.
+
+set(MLACHECK_CUDA AUTO CACHE STRING "Build the CUDA backend and GPU tests (AUTO, ON, OFF)")
+set(MLACHECK_HIP AUTO CACHE STRING "Compile-check kernels with hipcc (AUTO, ON, OFF)")
+set(MLACHECK_FUZZ AUTO CACHE STRING "Build libFuzzer harnesses (AUTO, ON, OFF)")
+set_property(CACHE MLACHECK_CUDA MLACHECK_HIP MLACHECK_FUZZ PROPERTY STRINGS AUTO ON OFF)
+
+function(_mlacheck_toolchain_off what mode reason)
+  if(mode STREQUAL "ON")
+    message(FATAL_ERROR "mlacheck: ${what} was required (ON) but ${reason}")
+  endif()
+  message(STATUS "mlacheck: ${what} off: ${reason}")
+endfunction()
+
+# CUDA.
+set(MLACHECK_HAVE_CUDA OFF)
+if(MLACHECK_CUDA STREQUAL "OFF")
+  message(STATUS "mlacheck: CUDA off: MLACHECK_CUDA=OFF")
+else()
+  if(NOT DEFINED ENV{CUDACXX} AND NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  if(DEFINED ENV{CUDACXX} OR CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90a 100a)
+    endif()
+    # nvcc compiles host code with g++ whatever the C++ compiler is (clang 14 is not one nvcc 13
+    # accepts); the objects link with either.
+    if(NOT CMAKE_CUDA_HOST_COMPILER AND EXISTS /usr/bin/g++)
+      set(CMAKE_CUDA_HOST_COMPILER /usr/bin/g++)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(MLACHECK_HAVE_CUDA ON)
+    message(STATUS "mlacheck: CUDA on: ${CMAKE_CUDA_COMPILER} for ${CMAKE_CUDA_ARCHITECTURES}")
+  else()
+    _mlacheck_toolchain_off("CUDA" "${MLACHECK_CUDA}" "no nvcc at /usr/local/cuda/bin and CUDACXX is not set")
+  endif()
+endif()
+
+# HIP: Debian's hipcc 5.2 knows gfx90a and gfx940 (not gfx942). Kernels are compile-checked only.
+set(MLACHECK_HAVE_HIP OFF)
+if(MLACHECK_HIP STREQUAL "OFF")
+  message(STATUS "mlacheck: HIP off: MLACHECK_HIP=OFF")
+else()
+  find_program(MLACHECK_HIPCC hipcc)
+  if(MLACHECK_HIPCC)
+    set(MLACHECK_HAVE_HIP ON)
+    set(MLACHECK_HIP_ARCHS gfx90a gfx940)
+    message(STATUS "mlacheck: HIP on: ${MLACHECK_HIPCC} compile checks for ${MLACHECK_HIP_ARCHS}")
+  else()
+    _mlacheck_toolchain_off("HIP" "${MLACHECK_HIP}" "no hipcc on PATH (scripts/setup installs Debian's)")
+  endif()
+endif()
+
+# libFuzzer comes with clang (-fsanitize=fuzzer).
+set(MLACHECK_HAVE_FUZZ OFF)
+if(MLACHECK_FUZZ STREQUAL "OFF")
+  message(STATUS "mlacheck: libFuzzer off: MLACHECK_FUZZ=OFF")
+elseif(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  set(MLACHECK_HAVE_FUZZ ON)
+  message(STATUS "mlacheck: libFuzzer on: ${CMAKE_CXX_COMPILER}")
+else()
+  _mlacheck_toolchain_off("libFuzzer" "${MLACHECK_FUZZ}"
+                          "the C++ compiler is ${CMAKE_CXX_COMPILER_ID}, not clang (use the asan preset)")
+endif()

@@ -1,0 +1,139 @@
+// Exact and tolerance-based comparison with worst-coordinate reports.
+#include "core/compare.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace mlacheck {
+namespace {
+
+enum class FloatClass { kFinite, kPosInf, kNegInf, kNaN };
+
+FloatClass classify(double x) {
+  if (std::isnan(x)) return FloatClass::kNaN;
+  if (std::isinf(x)) return x > 0 ? FloatClass::kPosInf : FloatClass::kNegInf;
+  return FloatClass::kFinite;
+}
+
+const char* class_name(FloatClass c) {
+  switch (c) {
+    case FloatClass::kFinite: return "a finite value";
+    case FloatClass::kPosInf: return "+inf";
+    case FloatClass::kNegInf: return "-inf";
+    case FloatClass::kNaN: return "NaN";
+  }
+  return "?";
+}
+
+std::string fmt(double x) {
+  std::ostringstream os;
+  os.precision(9);
+  os << x;
+  return os.str();
+}
+
+bool same_shape(const HostTensor& a, const HostTensor& b, CompareReport& r) {
+  if (a.view.shape() == b.view.shape()) return true;
+  r.ok = false;
+  r.what = "shape mismatch: actual " + a.view.to_string() + ", expected " + b.view.to_string();
+  return false;
+}
+
+}  // namespace
+
+std::string CompareReport::describe() const {
+  if (ok) {
+    std::ostringstream os;
+    os << "ok: " << elements << " elements";
+    if (cosine_distance != 0) os << ", cosine distance " << fmt(cosine_distance);
+    return os.str();
+  }
+  return what;
+}
+
+CompareReport compare_exact(const HostTensor& actual, const HostTensor& expected) {
+  CompareReport r;
+  if (!same_shape(actual, expected, r)) return r;
+  actual.view.for_each_index([&](const std::vector<int64_t>& idx) {
+    ++r.elements;
+    const double a = actual.load(idx);
+    const double b = expected.load(idx);
+    if (a == b || (std::isnan(a) && std::isnan(b))) return;
+    if (r.mismatches++ == 0) {
+      r.worst = idx;
+      r.worst_actual = a;
+      r.worst_expected = b;
+    }
+  });
+  if (r.mismatches > 0) {
+    r.ok = false;
+    std::ostringstream os;
+    os << r.mismatches << " of " << r.elements << " elements differ (exact comparison); first at "
+       << shape_string(r.worst) << ": got " << fmt(r.worst_actual) << ", expected " << fmt(r.worst_expected);
+    r.what = os.str();
+  }
+  return r;
+}
+
+CompareReport compare_close(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol) {
+  CompareReport r;
+  if (!same_shape(actual, expected, r)) return r;
+  int64_t special_mismatches = 0;
+  std::vector<int64_t> first_special;
+  double special_a = 0, special_b = 0;
+  double worst_ratio = 0;  // |a-b| / (atol + rtol*|b|) of the worst finite pair
+  double dot = 0, norms = 0;
+  actual.view.for_each_index([&](const std::vector<int64_t>& idx) {
+    ++r.elements;
+    const double a = actual.load(idx);
+    const double b = expected.load(idx);
+    const FloatClass ca = classify(a), cb = classify(b);
+    if (ca != cb) {
+      if (special_mismatches++ == 0) {
+        first_special = idx;
+        special_a = a;
+        special_b = b;
+      }
+      return;
+    }
+    if (ca != FloatClass::kFinite) return;
+    dot += a * b;
+    norms += a * a + b * b;
+    const double diff = std::fabs(a - b);
+    const double allowed = tol.atol + tol.rtol * std::fabs(b);
+    if (diff <= allowed) return;
+    ++r.mismatches;
+    const double ratio = allowed > 0 ? diff / allowed : INFINITY;
+    if (ratio > worst_ratio || r.worst.empty()) {
+      worst_ratio = ratio;
+      r.worst = idx;
+      r.worst_actual = a;
+      r.worst_expected = b;
+    }
+  });
+  r.cosine_distance = norms > 0 ? 1.0 - 2.0 * dot / norms : 0.0;
+  std::ostringstream os;
+  if (special_mismatches > 0) {
+    r.mismatches += special_mismatches;
+    r.worst = first_special;
+    r.worst_actual = special_a;
+    r.worst_expected = special_b;
+    os << special_mismatches << " of " << r.elements << " elements have the wrong special value; first at "
+       << shape_string(first_special) << ": got " << class_name(classify(special_a)) << " (" << fmt(special_a)
+       << "), expected " << class_name(classify(special_b)) << " (" << fmt(special_b) << ")";
+  } else if (r.mismatches > 0) {
+    os << r.mismatches << " of " << r.elements << " elements exceed |a-b| <= " << tol.atol << " + "
+       << tol.rtol << "*|b|; worst at " << shape_string(r.worst) << ": got " << fmt(r.worst_actual)
+       << ", expected " << fmt(r.worst_expected) << " (" << fmt(worst_ratio) << "x the allowed difference)";
+  } else if (!(r.cosine_distance <= tol.max_cosine_distance)) {
+    os << "cosine distance " << fmt(r.cosine_distance) << " exceeds " << tol.max_cosine_distance << " over "
+       << r.elements << " elements";
+  } else {
+    return r;
+  }
+  r.ok = false;
+  r.what = os.str();
+  return r;
+}
+
+}  // namespace mlacheck

@@ -1,0 +1,45 @@
+// Comparing a kernel's result with the oracle's (SPEC.md section 7).
+//
+// Integers compare exactly. Floats compare in three steps, and the first that fails is reported:
+// the positions of +inf, -inf and NaN must be identical; every finite pair must satisfy
+// |a - b| <= atol + rtol * |b| (b is the expected value); and the cosine distance over the finite
+// pairs, 1 - 2*sum(a*b) / sum(a*a + b*b) in double, must not exceed the tolerance's limit. Reports
+// name the worst coordinates and values, never just "mismatch".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mlacheck {
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+  double max_cosine_distance = 0;
+  const char* reason = "";
+};
+
+struct CompareReport {
+  bool ok = true;
+  std::string what;              // "" when ok; otherwise the rule that failed, in one line
+  int64_t elements = 0;
+  int64_t mismatches = 0;        // elements that break the exact, special-value or elementwise rule
+  std::vector<int64_t> worst;    // coordinates of the first special mismatch, else the worst element
+  double worst_actual = 0;
+  double worst_expected = 0;
+  double cosine_distance = 0;    // over finite pairs; 0 for integer comparisons
+  std::string describe() const;  // one line
+};
+
+// Exact comparison (integer outputs: metadata, indices). Float dtypes compare by value, with NaN
+// equal to NaN and +0 equal to -0.
+CompareReport compare_exact(const HostTensor& actual, const HostTensor& expected);
+
+// Float comparison by the rules above. actual and expected may have different dtypes (a bf16
+// kernel result against the oracle's fp64) but must have the same shape.
+CompareReport compare_close(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol);
+
+}  // namespace mlacheck

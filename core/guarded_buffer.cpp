@@ -1,0 +1,195 @@
+// Guarded host buffers: red zones, poison, output masks and the stray-write check.
+#include "core/guarded_buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/poison.h"
+
+namespace mlacheck {
+
+const char* stray_region_name(StrayRegion r) {
+  switch (r) {
+    case StrayRegion::kBeforeAllocation: return "before the allocation (leading red zone)";
+    case StrayRegion::kAfterAllocation: return "after the allocation (trailing red zone)";
+    case StrayRegion::kBetweenViews: return "inside the allocation, outside every output view";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string coords_in_view(const View& v, const std::vector<int64_t>& c) {
+  std::ostringstream os;
+  if (v.rank() == 2) {
+    os << "row " << c[0] << ", column " << c[1];
+  } else {
+    os << "index " << shape_string(c);
+  }
+  // Say in words where the coordinates fall outside the view.
+  for (int d = 0; d < v.rank(); ++d) {
+    const char* dim = v.rank() == 2 ? (d == 0 ? "row" : "column") : "index";
+    if (c[d] < 0) {
+      os << " (before the view's first " << dim << ")";
+      break;
+    }
+    if (c[d] >= v.size(d)) {
+      if (v.rank() == 2 && d == 1) {
+        os << " (past the row's " << v.size(1) << " columns, in its padding)";
+      } else {
+        os << " (past the view's " << v.size(d) << (v.rank() == 2 ? " rows" : " in dim ");
+        if (v.rank() != 2) os << d;
+        os << ")";
+      }
+      break;
+    }
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string StrayWrite::describe() const {
+  std::ostringstream os;
+  os << "buffer '" << buffer << "': stray write at byte " << offset << ", "
+     << stray_region_name(region) << "; expected 0x" << std::hex << int(expected) << ", found 0x"
+     << int(actual) << std::dec;
+  if (nearest_view.empty()) {
+    os << "; no output views were declared";
+  } else {
+    os << "; nearest output view '" << nearest_view << "' " << view.to_string() << " at "
+       << coords_in_view(view, coords);
+  }
+  return os.str();
+}
+
+std::string GuardReport::describe() const {
+  if (ok()) return "ok: no byte outside the output views changed";
+  std::ostringstream os;
+  os << stray_bytes << " stray byte" << (stray_bytes == 1 ? "" : "s") << " (last at byte " << last_offset
+     << "); first: " << first.describe();
+  return os.str();
+}
+
+void GuardedBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
+
+uint8_t GuardedBuffer::red_zone_byte(int64_t off) {
+  return static_cast<uint8_t>(0xFD ^ static_cast<uint8_t>(off * 0x3B));
+}
+uint8_t GuardedBuffer::poison_byte(int64_t off) {
+  return static_cast<uint8_t>(0xA5 ^ static_cast<uint8_t>(off * 0x9D));
+}
+
+GuardedBuffer::GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
+    : name_(std::move(name)), size_(bytes), red_zone_(red_zone) {
+  MLA_REQUIRE(bytes >= 0, "guarded buffer '", name_, "': negative size ", bytes);
+  MLA_REQUIRE(red_zone >= 256 && red_zone % 256 == 0, "guarded buffer '", name_, "': red zone of ",
+              red_zone, " bytes; it must be a multiple of 256, at least 256");
+  const int64_t total = ((size_ + 2 * red_zone_) + 255) / 256 * 256;
+  storage_.reset(static_cast<uint8_t*>(std::aligned_alloc(256, static_cast<size_t>(total))));
+  MLA_REQUIRE(storage_ != nullptr, "guarded buffer '", name_, "': cannot allocate ", total, " bytes");
+  fill_red_zones();
+  uint8_t* d = data();
+  for (int64_t i = 0; i < size_; ++i) d[i] = poison_byte(i);
+  output_mask_.assign(static_cast<size_t>((size_ + 7) / 8), 0);
+}
+
+GuardedBuffer::GuardedBuffer(GuardedBuffer&&) noexcept = default;
+GuardedBuffer& GuardedBuffer::operator=(GuardedBuffer&&) noexcept = default;
+GuardedBuffer::~GuardedBuffer() = default;
+
+void GuardedBuffer::fill_red_zones() {
+  uint8_t* d = data();
+  for (int64_t i = 1; i <= red_zone_; ++i) d[-i] = red_zone_byte(-i);
+  for (int64_t i = 0; i < red_zone_; ++i) d[size_ + i] = red_zone_byte(size_ + i);
+}
+
+HostTensor GuardedBuffer::tensor(const View& v) {
+  const ByteSpan span = v.byte_span();
+  MLA_REQUIRE(span.empty() || span.end <= size_, "guarded buffer '", name_, "' (", size_,
+              " bytes): view ", v.to_string(), " reaches byte ", span.end);
+  return HostTensor(data(), v);
+}
+
+void GuardedBuffer::declare_output(std::string view_name, const View& v) {
+  const ByteSpan span = v.byte_span();
+  MLA_REQUIRE(span.empty() || span.end <= size_, "guarded buffer '", name_, "' (", size_,
+              " bytes): output view '", view_name, "' ", v.to_string(), " reaches byte ", span.end);
+  std::vector<uint8_t> mask = output_mask_;
+  const int64_t es = v.element_size();
+  v.for_each_byte_offset([&](int64_t off) {
+    for (int64_t b = off; b < off + es; ++b) {
+      uint8_t& m = mask[b >> 3];
+      const uint8_t bit = static_cast<uint8_t>(1u << (b & 7));
+      MLA_REQUIRE(!(m & bit), "guarded buffer '", name_, "': output view '", view_name, "' ",
+                  v.to_string(), " overlaps itself or an earlier output at byte ", b);
+      m |= bit;
+    }
+  });
+  output_mask_.swap(mask);
+  outputs_.push_back({std::move(view_name), v});
+  armed_ = false;
+}
+
+void GuardedBuffer::clear_outputs() {
+  outputs_.clear();
+  std::fill(output_mask_.begin(), output_mask_.end(), 0);
+  armed_ = false;
+}
+
+void GuardedBuffer::arm() {
+  for (const NamedView& o : outputs_) poison_output(HostTensor(data(), o.view));
+  fill_red_zones();
+  const int64_t total = size_ + 2 * red_zone_;
+  snapshot_.assign(storage_.get(), storage_.get() + total);
+  armed_ = true;
+}
+
+GuardReport GuardedBuffer::check() const {
+  MLA_REQUIRE(armed_, "guarded buffer '", name_, "': check() before arm() (or outputs changed since)");
+  GuardReport report;
+  const uint8_t* now = storage_.get();
+  const uint8_t* was = snapshot_.data();
+  const int64_t total = size_ + 2 * red_zone_;
+  int64_t i = 0;
+  while (i < total) {
+    // Skip equal stretches with memcmp; most of the buffer is unchanged.
+    int64_t stretch = std::min<int64_t>(4096, total - i);
+    if (std::memcmp(now + i, was + i, static_cast<size_t>(stretch)) == 0) {
+      i += stretch;
+      continue;
+    }
+    for (const int64_t end = i + stretch; i < end; ++i) {
+      if (now[i] == was[i]) continue;
+      const int64_t off = i - red_zone_;
+      if (off >= 0 && off < size_ && in_output(off)) continue;
+      if (report.stray_bytes++ == 0) {
+        StrayWrite& s = report.first;
+        s.buffer = name_;
+        s.offset = off;
+        s.region = off < 0 ? StrayRegion::kBeforeAllocation
+                           : off >= size_ ? StrayRegion::kAfterAllocation : StrayRegion::kBetweenViews;
+        s.expected = was[i];
+        s.actual = now[i];
+        // Nearest output view: least distance from the byte to the view's span.
+        int64_t best = INT64_MAX;
+        for (const NamedView& o : outputs_) {
+          const ByteSpan sp = o.view.byte_span();
+          const int64_t dist = off < sp.begin ? sp.begin - off : off >= sp.end ? off - sp.end + 1 : 0;
+          if (dist < best) {
+            best = dist;
+            s.nearest_view = o.name;
+            s.view = o.view;
+            s.coords = o.view.coords_of_byte(off);
+          }
+        }
+      }
+      report.last_offset = off;
+    }
+  }
+  return report;
+}
+
+}  // namespace mlacheck

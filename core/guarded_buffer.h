@@ -1,0 +1,110 @@
+// Guarded host memory: red zones around an allocation, poison inside it, and a check that a launch
+// wrote nothing but its declared output views.
+//
+// A GuardedBuffer owns its allocation. Life of one launch:
+//   GuardedBuffer buf("logits", bytes);      // red zones patterned, interior poisoned
+//   ... write inputs through buf.tensor(v) ...
+//   buf.declare_output("logits", out_view);  // the only bytes the launch may change
+//   buf.arm();                               // poison the outputs, snapshot everything else
+//   launch(...);
+//   GuardReport r = buf.check();             // first stray byte, with the nearest view's coordinates
+// This catches writes past a *view* that stay inside the allocation (e.g. the extra rows of vLLM's
+// preallocated topk buffer), which a memory checker cannot see. The device variant shares this
+// interface (backends issue).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/view.h"
+
+namespace mlacheck {
+
+struct NamedView {
+  std::string name;
+  View view;
+};
+
+// Where a stray byte lies relative to the allocation.
+enum class StrayRegion { kBeforeAllocation, kAfterAllocation, kBetweenViews };
+const char* stray_region_name(StrayRegion r);
+
+struct StrayWrite {
+  std::string buffer;
+  StrayRegion region = StrayRegion::kBetweenViews;
+  int64_t offset = 0;  // from the allocation start; negative in the leading red zone
+  uint8_t expected = 0;
+  uint8_t actual = 0;
+  // The declared output view nearest to the byte ("" when none was declared), and the byte's
+  // coordinates in that view's index space. They may fall outside the view's shape: row 8 of a
+  // view with rows 0..7 is one row past its end; column 130 of 128 columns is in the row padding.
+  std::string nearest_view;
+  View view;
+  std::vector<int64_t> coords;
+  std::string describe() const;  // one line
+};
+
+struct GuardReport {
+  bool ok() const { return stray_bytes == 0; }
+  int64_t stray_bytes = 0;   // bytes that differ from their armed value
+  StrayWrite first;          // the lowest-addressed stray byte (meaningful when !ok())
+  int64_t last_offset = 0;   // the highest-addressed one
+  std::string describe() const;  // one line: "ok" or the first stray write and the count
+};
+
+class GuardedBuffer {
+ public:
+  static constexpr int64_t kDefaultRedZone = 256;
+
+  // bytes may be 0. red_zone must be a multiple of 256 and at least 256 (keeps data 256-aligned).
+  GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone = kDefaultRedZone);
+  GuardedBuffer(GuardedBuffer&&) noexcept;
+  GuardedBuffer& operator=(GuardedBuffer&&) noexcept;
+  ~GuardedBuffer();
+
+  const std::string& name() const { return name_; }
+  uint8_t* data() { return storage_.get() + red_zone_; }
+  const uint8_t* data() const { return storage_.get() + red_zone_; }
+  int64_t size() const { return size_; }
+  int64_t red_zone() const { return red_zone_; }
+
+  // A view of this buffer; throws if it reaches outside the allocation.
+  HostTensor tensor(const View& v);
+
+  // Declares a view the next launch may write. Outputs may not overlap each other.
+  void declare_output(std::string view_name, const View& v);
+  void clear_outputs();
+  const std::vector<NamedView>& outputs() const { return outputs_; }
+
+  // Poisons the outputs (NaN for floats, 0xA5.. for integers, so an unwritten element never
+  // passes), restores the red zones, and snapshots every byte the launch must leave alone.
+  void arm();
+  // Compares every byte outside the output views (red zones included) to the armed snapshot.
+  GuardReport check() const;
+
+  // The byte patterns, exposed for tests and reports: position-dependent, so a stray write of any
+  // constant is seen at nearly every byte.
+  static uint8_t red_zone_byte(int64_t offset_from_allocation);
+  static uint8_t poison_byte(int64_t offset_from_allocation);
+
+ private:
+  void fill_red_zones();
+  bool in_output(int64_t offset) const { return (output_mask_[offset >> 3] >> (offset & 7)) & 1; }
+
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::string name_;
+  int64_t size_ = 0;
+  int64_t red_zone_ = 0;
+  std::unique_ptr<uint8_t[], Free> storage_;  // red zone | data | red zone
+  std::vector<uint8_t> snapshot_;             // of storage_, taken by arm()
+  std::vector<uint8_t> output_mask_;          // one bit per data byte inside an output element
+  std::vector<NamedView> outputs_;
+  bool armed_ = false;
+};
+
+}  // namespace mlacheck

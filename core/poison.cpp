@@ -1,0 +1,77 @@
+// Output poison, input poisoning helpers and the all-zero check.
+#include "core/poison.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace mlacheck {
+namespace {
+
+// Little-endian byte images of each dtype's output poison, padded to 8 bytes.
+void poison_bytes(DType t, uint8_t out[8]) {
+  uint64_t v = 0;
+  switch (t) {
+    case DType::kF64: v = 0x7FF4A5A5A5A5A5A5ull; break;
+    case DType::kF32: v = 0x7FA5A5A5u; break;
+    case DType::kBF16: v = 0x7FA5u; break;
+    case DType::kF16: v = 0x7DA5u; break;
+    case DType::kFP8E4M3:
+    case DType::kFP8E5M2: v = 0x7Fu; break;
+    case DType::kUE8M0: v = 0xFFu; break;
+    case DType::kI64:
+    case DType::kI32:
+    case DType::kU8: v = 0xA5A5A5A5A5A5A5A5ull; break;
+  }
+  std::memcpy(out, &v, 8);
+}
+
+}  // namespace
+
+void poison_output(const HostTensor& t) {
+  uint8_t p[8];
+  poison_bytes(t.view.dtype(), p);
+  const size_t es = dtype_size(t.view.dtype());
+  uint8_t* base = t.bytes();
+  t.view.for_each_byte_offset([&](int64_t off) { std::memcpy(base + off, p, es); });
+}
+
+bool is_output_poison(DType t, const void* p) {
+  uint8_t want[8];
+  poison_bytes(t, want);
+  return std::memcmp(want, p, dtype_size(t)) == 0;
+}
+
+void fill(const HostTensor& t, double value) {
+  const DType dt = t.view.dtype();
+  uint8_t encoded[8];
+  store_element(dt, encoded, value);
+  const size_t es = dtype_size(dt);
+  uint8_t* base = t.bytes();
+  t.view.for_each_byte_offset([&](int64_t off) { std::memcpy(base + off, encoded, es); });
+}
+
+void fill_past_lengths(const HostTensor& rows_by_cols, const std::vector<int64_t>& lengths, double value) {
+  const View& v = rows_by_cols.view;
+  MLA_REQUIRE(v.rank() == 2, "fill_past_lengths: needs a [rows, cols] view, got ", v.to_string());
+  MLA_REQUIRE(static_cast<int64_t>(lengths.size()) == v.size(0), "fill_past_lengths: ", lengths.size(),
+              " lengths for ", v.size(0), " rows of ", v.to_string());
+  for (int64_t r = 0; r < v.size(0); ++r) {
+    const int64_t from = lengths[r] < 0 ? 0 : lengths[r];
+    if (from >= v.size(1)) continue;
+    fill(HostTensor(rows_by_cols.base, v.select(0, r).slice(0, from, v.size(1))), value);
+  }
+}
+
+bool all_zero(const HostTensor& t) {
+  bool zero = true;
+  const DType dt = t.view.dtype();
+  const uint8_t* base = t.bytes();
+  t.view.for_each_byte_offset([&](int64_t off) {
+    if (zero && load_element(dt, base + off) != 0.0) zero = false;  // NaN != 0 as well
+  });
+  return zero;
+}
+
+}  // namespace mlacheck

@@ -1,0 +1,121 @@
+// Top-k validity: the rules of SPEC.md section 3, row by row.
+#include "core/topk_check.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mlacheck {
+
+std::string TopkReport::describe() const {
+  if (ok) {
+    std::ostringstream os;
+    os << "ok: " << rows << " rows";
+    return os.str();
+  }
+  std::ostringstream os;
+  os << bad_rows << " of " << rows << " rows invalid; first: row " << first_bad_row << ": " << what;
+  return os.str();
+}
+
+std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const double* values, int64_t n) {
+  std::ostringstream os;
+  if (n <= k) {
+    // Short rows have one answer: every position in order, then -1.
+    for (int64_t p = 0; p < k; ++p) {
+      const int64_t want = p < n ? p : -1;
+      if (idx[p] != want) {
+        os << "position " << p << " holds " << idx[p] << ", expected " << want << " (a row of length "
+           << (n < 0 ? 0 : n) << " <= k = " << k << " is [0, 1, ..., n-1, -1, ...])";
+        return os.str();
+      }
+    }
+    return std::nullopt;
+  }
+  std::vector<uint8_t> taken(static_cast<size_t>(n), 0);
+  for (int64_t p = 0; p < k; ++p) {
+    const int32_t i = idx[p];
+    if (i == -1) {
+      os << "position " << p << " holds -1, but the row has n = " << n << " > k = " << k
+         << " elements, so all k positions must hold an index";
+      return os.str();
+    }
+    if (i < 0 || i >= n) {
+      os << "position " << p << " holds index " << i << ", outside the row's [0, " << n << ")";
+      return os.str();
+    }
+    if (taken[i]) {
+      int64_t q = 0;
+      while (idx[q] != i) ++q;
+      os << "index " << i << " appears twice, at positions " << q << " and " << p;
+      return os.str();
+    }
+    taken[i] = 1;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (std::isnan(values[t])) return std::nullopt;  // selection unspecified, indices were valid
+  }
+  // A valid top-k takes nothing smaller than anything it leaves out.
+  int64_t min_taken = -1, max_left = -1;
+  for (int64_t t = 0; t < n; ++t) {
+    if (taken[t]) {
+      if (min_taken < 0 || values[t] < values[min_taken]) min_taken = t;
+    } else if (max_left < 0 || values[t] > values[max_left]) {
+      max_left = t;
+    }
+  }
+  if (max_left >= 0 && values[max_left] > values[min_taken]) {
+    int64_t p = 0;
+    while (idx[p] != min_taken) ++p;
+    os.precision(9);
+    os << "not the k largest: index " << min_taken << " (value " << values[min_taken] << ", position " << p
+       << ") was taken while index " << max_left << " (value " << values[max_left] << ") was left out";
+    return os.str();
+  }
+  return std::nullopt;
+}
+
+TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
+                      const std::vector<int64_t>& row_starts, const std::vector<int64_t>& row_lengths) {
+  const View& iv = indices.view;
+  const View& lv = logits.view;
+  MLA_REQUIRE(iv.rank() == 2 && iv.dtype() == DType::kI32, "check_topk: indices must be int32 [rows, k], got ",
+              iv.to_string());
+  MLA_REQUIRE(lv.rank() == 2 && dtype_is_float(lv.dtype()), "check_topk: logits must be a float [rows, cols] view, got ",
+              lv.to_string());
+  MLA_REQUIRE(lv.size(0) == iv.size(0), "check_topk: ", iv.size(0), " index rows for ", lv.size(0), " logit rows");
+  MLA_REQUIRE(static_cast<int64_t>(row_lengths.size()) == iv.size(0) &&
+                  static_cast<int64_t>(row_starts.size()) == iv.size(0),
+              "check_topk: ", row_starts.size(), " row starts and ", row_lengths.size(), " row lengths for ",
+              iv.size(0), " rows");
+  TopkReport report;
+  const int64_t k = iv.size(1);
+  std::vector<int32_t> row_idx(static_cast<size_t>(k));
+  std::vector<double> row_vals;
+  for (int64_t r = 0; r < iv.size(0); ++r) {
+    ++report.rows;
+    for (int64_t p = 0; p < k; ++p) row_idx[p] = indices.at<int32_t>({r, p});
+    const int64_t n = row_lengths[r];
+    row_vals.assign(static_cast<size_t>(n > 0 ? n : 0), 0.0);
+    if (n > k) {
+      MLA_REQUIRE(row_starts[r] >= 0 && row_starts[r] + n <= lv.size(1), "check_topk: row ", r, " spans columns [",
+                  row_starts[r], ", ", row_starts[r] + n, ") of a ", lv.to_string(), " view");
+      for (int64_t t = 0; t < n; ++t) row_vals[t] = logits.load({r, row_starts[r] + t});
+    }
+    if (auto bad = check_topk_row(row_idx.data(), k, row_vals.data(), n)) {
+      if (report.bad_rows++ == 0) {
+        report.ok = false;
+        report.first_bad_row = r;
+        report.what = *bad;
+      }
+    }
+  }
+  return report;
+}
+
+TopkReport check_topk(const HostTensor& indices, const HostTensor& logits, const std::vector<int64_t>& row_lengths) {
+  return check_topk(indices, logits, std::vector<int64_t>(row_lengths.size(), 0), row_lengths);
+}
+
+}  // namespace mlacheck

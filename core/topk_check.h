@@ -1,0 +1,43 @@
+// The top-k validity checker (SPEC.md section 3): accepts every correct answer, whatever its order
+// and tie-breaking, and rejects everything else with the row, position and values that break it.
+//
+// For a row of length n (its values are the logits the kernel was given, from the row's start):
+// - n <= k (n <= 0 included): the result must be exactly [0, 1, ..., n-1, -1, ..., -1];
+// - n > k: k distinct indices in [0, n), no -1, and no value left out may exceed a value taken
+//   (equivalently: the multiset of selected values equals the k largest values of the row);
+// - a row with NaN in [0, n) only needs k distinct indices in [0, n).
+// Values at and past n are never read: they may be garbage (SPEC.md 2.1, unclean mode).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mlacheck {
+
+struct TopkReport {
+  bool ok = true;
+  int64_t rows = 0;
+  int64_t bad_rows = 0;
+  int64_t first_bad_row = -1;
+  std::string what;  // the first bad row's failure, one line; "" when ok
+  std::string describe() const;
+};
+
+// Checks one row. indices has k entries; values holds the row's values from its start (at least n
+// of them when n > 0). Returns the failure, or nothing when the row is a valid answer.
+std::optional<std::string> check_topk_row(const int32_t* indices, int64_t k, const double* values, int64_t n);
+
+// Checks int32 indices [rows, k] against logits [rows, cols] (any float dtype). Row r's values
+// start at column row_starts[r] (ks of the prefill variant; 0 for decode) and it has
+// row_lengths[r] of them; indices are relative to the row start.
+TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
+                      const std::vector<int64_t>& row_starts, const std::vector<int64_t>& row_lengths);
+// Decode form: every row starts at column 0.
+TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
+                      const std::vector<int64_t>& row_lengths);
+
+}  // namespace mlacheck

@@ -1,0 +1,127 @@
+// Tests of core/compare.h: each rule accepts what it should and names the worst element otherwise.
+#include "core/compare.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "core/fp16.h"
+
+namespace mlacheck {
+namespace {
+
+constexpr Tolerance kTol{1e-3, 1e-2, 1e-4, "test"};
+
+struct Pair {
+  std::vector<float> actual;
+  std::vector<double> expected;
+  explicit Pair(std::vector<double> e) : actual(e.begin(), e.end()), expected(std::move(e)) {}
+  HostTensor a(std::vector<int64_t> shape) { return {actual.data(), View::contiguous(DType::kF32, shape)}; }
+  HostTensor b(std::vector<int64_t> shape) { return {expected.data(), View::contiguous(DType::kF64, shape)}; }
+};
+
+TEST(CompareClose, EqualValuesAndMatchingSpecialsPass) {
+  Pair p({1.0, -INFINITY, NAN, INFINITY, 0.0, 2.5});
+  const CompareReport r = compare_close(p.a({2, 3}), p.b({2, 3}), kTol);
+  EXPECT_TRUE(r.ok) << r.describe();
+  EXPECT_EQ(r.elements, 6);
+  EXPECT_DOUBLE_EQ(r.cosine_distance, 0.0);
+}
+
+TEST(CompareClose, NaNWhereTheReferenceHasMinusInfIsRejected) {
+  // A 0/0 in a padding row (vLLM #51065) must not pass as "masked".
+  Pair p({1.0, -INFINITY, 3.0, -INFINITY});
+  p.actual[3] = NAN;
+  const CompareReport r = compare_close(p.a({2, 2}), p.b({2, 2}), kTol);
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.worst, (std::vector<int64_t>{1, 1}));
+  EXPECT_NE(r.what.find("got NaN (nan), expected -inf"), std::string::npos) << r.what;
+}
+
+TEST(CompareClose, FiniteWhereTheReferenceHasInfIsRejected) {
+  Pair p({-INFINITY, 0.0});
+  p.actual[0] = -3.0e38f;
+  const CompareReport r = compare_close(p.a({2}), p.b({2}), kTol);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.what.find("expected -inf"), std::string::npos) << r.what;
+}
+
+TEST(CompareClose, ElementwiseRuleReportsTheWorstElement) {
+  Pair p({1.0, 2.0, 3.0, 100.0});
+  p.actual[1] = 2.05f;   // allowed 1e-3 + 2e-2 = 0.021: 2.4x over
+  p.actual[3] = 101.5f;  // allowed 1.001: 1.5x over
+  const CompareReport r = compare_close(p.a({4}), p.b({4}), kTol);
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.mismatches, 2);
+  EXPECT_EQ(r.worst, (std::vector<int64_t>{1}));
+  EXPECT_FLOAT_EQ(static_cast<float>(r.worst_actual), 2.05f);
+  EXPECT_NE(r.what.find("2 of 4 elements exceed"), std::string::npos) << r.what;
+}
+
+TEST(CompareClose, ElementwiseBoundIsInclusiveAndUsesTheExpectedMagnitude) {
+  const Tolerance t{0.0, 0.5, 1.0, "test"};
+  std::vector<double> a = {3.0}, b = {2.0};  // |3-2| = 1 <= 0.5*|2|
+  EXPECT_TRUE(compare_close({a.data(), View::contiguous(DType::kF64, {1})},
+                            {b.data(), View::contiguous(DType::kF64, {1})}, t).ok);
+  std::vector<double> a2 = {3.0}, b2 = {2.0 - 1e-9};  // 1 + 1e-9 > 0.5 * |2 - 1e-9|
+  EXPECT_FALSE(compare_close({a2.data(), View::contiguous(DType::kF64, {1})},
+                             {b2.data(), View::contiguous(DType::kF64, {1})}, t).ok);
+  std::vector<double> a3 = {0.0}, b3 = {1.0};  // 1 > 0.5
+  EXPECT_FALSE(compare_close({a3.data(), View::contiguous(DType::kF64, {1})},
+                             {b3.data(), View::contiguous(DType::kF64, {1})}, t).ok);
+}
+
+TEST(CompareClose, CosineDistanceCatchesASmallSystematicError) {
+  // Every element within the loose elementwise bound, but the whole vector is off by 0.9%.
+  std::vector<double> e(64);
+  for (size_t i = 0; i < e.size(); ++i) e[i] = std::sin(static_cast<double>(i));
+  Pair p(e);
+  for (size_t i = 0; i < e.size(); i += 2) p.actual[i] = static_cast<float>(e[i] * 1.009);
+  for (size_t i = 1; i < e.size(); i += 2) p.actual[i] = static_cast<float>(e[i] * 0.991);
+  const Tolerance t{1e-3, 1e-2, 1e-6, "test"};
+  const CompareReport r = compare_close(p.a({64}), p.b({64}), t);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.what.find("cosine distance"), std::string::npos) << r.what;
+  EXPECT_GT(r.cosine_distance, 1e-6);
+  EXPECT_LT(r.cosine_distance, 1e-4);
+}
+
+TEST(CompareClose, AllPoisonOutputNeverPasses) {
+  Pair p({1.0, 2.0});
+  p.actual = {NAN, NAN};  // the poison an unwritten output keeps
+  EXPECT_FALSE(compare_close(p.a({2}), p.b({2}), kTol).ok);
+}
+
+TEST(CompareClose, Bf16AgainstFp64AndShapeMismatch) {
+  std::vector<uint16_t> a = {float_to_bf16(1.0f), float_to_bf16(3.0f)};
+  std::vector<double> b = {1.0, 3.0};
+  HostTensor ta(a.data(), View::contiguous(DType::kBF16, {2}));
+  EXPECT_TRUE(compare_close(ta, {b.data(), View::contiguous(DType::kF64, {2})}, kTol).ok);
+  const CompareReport r = compare_close(ta, {b.data(), View::contiguous(DType::kF64, {1, 2})}, kTol);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.what.find("shape mismatch"), std::string::npos);
+}
+
+TEST(CompareExact, IntegersMustMatchExactly) {
+  std::vector<int32_t> a = {0, 1, 2, -1, 5, 6}, b = a;
+  HostTensor ta(a.data(), View::contiguous(DType::kI32, {2, 3}));
+  HostTensor tb(b.data(), View::contiguous(DType::kI32, {2, 3}));
+  EXPECT_TRUE(compare_exact(ta, tb).ok);
+  a[4] = 4;
+  const CompareReport r = compare_exact(ta, tb);
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.worst, (std::vector<int64_t>{1, 1}));
+  EXPECT_NE(r.what.find("1 of 6 elements differ (exact comparison); first at [1, 1]: got 4, expected 5"),
+            std::string::npos)
+      << r.what;
+}
+
+TEST(CompareExact, ComparesThroughStridedViews) {
+  std::vector<int32_t> padded = {1, 2, 99, 3, 4, 98};  // [2, 2] rows of stride 3
+  std::vector<int32_t> dense = {1, 2, 3, 4};
+  EXPECT_TRUE(compare_exact({padded.data(), View(DType::kI32, {2, 2}, {3, 1})},
+                            {dense.data(), View::contiguous(DType::kI32, {2, 2})}).ok);
+}
+
+}  // namespace
+}  // namespace mlacheck

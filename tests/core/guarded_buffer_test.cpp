@@ -1,0 +1,160 @@
+// Tests of core/guarded_buffer.h: each stray write is reported with its region and coordinates.
+#include "core/guarded_buffer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "core/poison.h"
+
+namespace mlacheck {
+namespace {
+
+// A buffer laid out like vLLM's: a [rows, cols] fp32 output with padded rows, inside a larger
+// allocation that also holds other data.
+struct Fixture {
+  static constexpr int64_t kRows = 4, kCols = 6, kStride = 8, kOffset = 64;
+  GuardedBuffer buf{"logits", 512};
+  View out = View::padded_rows(DType::kF32, {kRows, kCols}, kStride, kOffset);
+  Fixture() {
+    buf.declare_output("out", out);
+    buf.arm();
+  }
+  // Writes every element of the view, as a correct kernel would.
+  void write_all() {
+    HostTensor t = buf.tensor(out);
+    out.for_each_index([&](const std::vector<int64_t>& i) { t.at<float>(i) = 1.0f; });
+  }
+};
+
+TEST(GuardedBuffer, CorrectKernelPasses) {
+  Fixture f;
+  f.write_all();
+  const GuardReport r = f.buf.check();
+  EXPECT_TRUE(r.ok()) << r.describe();
+}
+
+TEST(GuardedBuffer, ArmPoisonsTheOutputs) {
+  Fixture f;
+  HostTensor t = f.buf.tensor(f.out);
+  EXPECT_TRUE(std::isnan(t.load({0, 0})));
+  EXPECT_TRUE(std::isnan(t.load({3, 5})));
+}
+
+TEST(GuardedBuffer, WriteOneBytePastTheLastColumnIsInTheRowPadding) {
+  Fixture f;
+  f.write_all();
+  f.buf.data()[f.out.byte_offset_of({2, 5}) + 4] ^= 0xFF;  // first byte after row 2's last element
+  const GuardReport r = f.buf.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.stray_bytes, 1);
+  EXPECT_EQ(r.first.region, StrayRegion::kBetweenViews);
+  EXPECT_EQ(r.first.nearest_view, "out");
+  EXPECT_EQ(r.first.coords, (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(r.first.offset, Fixture::kOffset + (2 * Fixture::kStride + 6) * 4);
+  EXPECT_NE(r.describe().find("row 2, column 6 (past the row's 6 columns, in its padding)"), std::string::npos)
+      << r.describe();
+}
+
+TEST(GuardedBuffer, WriteOneRowPastTheViewIsReportedAsSuch) {
+  // vLLM #42072: the view has num_decode_tokens rows, the kernel writes num_padded_tokens.
+  Fixture f;
+  f.write_all();
+  float* past = reinterpret_cast<float*>(f.buf.data() + Fixture::kOffset + Fixture::kRows * Fixture::kStride * 4);
+  past[0] = 1.0f;
+  const GuardReport r = f.buf.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.first.coords, (std::vector<int64_t>{4, 0}));
+  EXPECT_NE(r.describe().find("row 4, column 0 (past the view's 4 rows)"), std::string::npos) << r.describe();
+}
+
+TEST(GuardedBuffer, WriteBetweenTwoViewsNamesTheNearerOne) {
+  GuardedBuffer buf("topk_indices_buffer", 1024);
+  const View decode = View::contiguous(DType::kI32, {4, 16});        // bytes [0, 256)
+  const View prefill = View::contiguous(DType::kI32, {4, 16}, 512);  // bytes [512, 768)
+  buf.declare_output("decode_rows", decode);
+  buf.declare_output("prefill_rows", prefill);
+  buf.arm();
+  buf.data()[500] = 0;  // 12 bytes before prefill_rows
+  const GuardReport r = buf.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.first.region, StrayRegion::kBetweenViews);
+  EXPECT_EQ(r.first.offset, 500);
+  EXPECT_EQ(r.first.nearest_view, "prefill_rows");
+  EXPECT_EQ(r.first.coords, (std::vector<int64_t>{-1, 13}));
+  EXPECT_NE(r.describe().find("before the view's first row"), std::string::npos) << r.describe();
+}
+
+TEST(GuardedBuffer, WritesIntoBothRedZonesAreReported) {
+  Fixture f;
+  f.write_all();
+  f.buf.data()[-1] = static_cast<uint8_t>(~GuardedBuffer::red_zone_byte(-1));
+  f.buf.data()[f.buf.size() + 255] = static_cast<uint8_t>(~GuardedBuffer::red_zone_byte(f.buf.size() + 255));
+  const GuardReport r = f.buf.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.stray_bytes, 2);
+  EXPECT_EQ(r.first.region, StrayRegion::kBeforeAllocation);
+  EXPECT_EQ(r.first.offset, -1);
+  EXPECT_EQ(r.last_offset, f.buf.size() + 255);
+  EXPECT_NE(r.describe().find("leading red zone"), std::string::npos);
+}
+
+TEST(GuardedBuffer, WriteJustPastTheAllocationIsInTheTrailingRedZone) {
+  GuardedBuffer buf("out", 64);
+  const View v = View::contiguous(DType::kF32, {16});
+  buf.declare_output("out", v);
+  buf.arm();
+  std::memset(buf.data(), 0, 68);  // one element too many
+  const GuardReport r = buf.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.first.region, StrayRegion::kAfterAllocation);
+  EXPECT_EQ(r.first.offset, 64);
+  EXPECT_EQ(r.first.coords, (std::vector<int64_t>{16}));
+}
+
+TEST(GuardedBuffer, InputsWrittenBeforeArmMustStayUnchanged) {
+  GuardedBuffer buf("kv", 256);
+  HostTensor in = buf.tensor(View::contiguous(DType::kF32, {16}));
+  fill(in, 2.0);
+  buf.declare_output("out", View::contiguous(DType::kF32, {16}, 128));
+  buf.arm();
+  EXPECT_EQ(in.load({15}), 2.0);
+  in.store({15}, 3.0);  // a kernel that writes its input
+  const GuardReport r = buf.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.first.offset, 62);  // the first differing byte of element 15
+}
+
+TEST(GuardedBuffer, RejectsMisuse) {
+  GuardedBuffer buf("x", 64);
+  EXPECT_THROW(buf.check(), Error);  // not armed
+  EXPECT_THROW(buf.declare_output("too_big", View::contiguous(DType::kF32, {17})), Error);
+  buf.declare_output("a", View::contiguous(DType::kF32, {8}));
+  EXPECT_THROW(buf.declare_output("overlap", View::contiguous(DType::kF32, {2}, 28)), Error);
+  EXPECT_THROW(buf.declare_output("bcast", View(DType::kF32, {2}, {0}, 32)), Error);
+  EXPECT_THROW(GuardedBuffer("small_zone", 8, 128), Error);
+  EXPECT_THROW(buf.tensor(View::contiguous(DType::kF32, {4}, 60)), Error);
+}
+
+TEST(GuardedBuffer, DataIsAlignedAndZeroSizedBuffersWork) {
+  GuardedBuffer buf("empty", 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % 256, 0u);
+  buf.arm();
+  EXPECT_TRUE(buf.check().ok());
+  buf.data()[0] = static_cast<uint8_t>(~GuardedBuffer::red_zone_byte(0));
+  EXPECT_EQ(buf.check().first.region, StrayRegion::kAfterAllocation);
+}
+
+TEST(GuardedBuffer, PatternsVaryWithPositionSoAConstantWriteIsSeen) {
+  // A stray memset of any byte value changes nearly every byte it covers.
+  for (int value = 0; value < 256; ++value) {
+    GuardedBuffer buf("x", 256);
+    buf.arm();
+    std::memset(buf.data() + 10, value, 32);
+    EXPECT_GE(buf.check().stray_bytes, 28) << value;
+  }
+}
+
+}  // namespace
+}  // namespace mlacheck

@@ -1,0 +1,120 @@
+// Tests of core/topk_check.h: valid answers in any order pass; each kind of wrong answer is named.
+#include "core/topk_check.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace mlacheck {
+namespace {
+
+std::optional<std::string> row(std::vector<int32_t> idx, std::vector<double> values, int64_t n) {
+  return check_topk_row(idx.data(), static_cast<int64_t>(idx.size()), values.data(), n);
+}
+
+TEST(TopkRow, LargestKInAnyOrderPass) {
+  const std::vector<double> v = {0.5, 3.0, -1.0, 2.0, 7.0};
+  EXPECT_EQ(row({4, 1, 3}, v, 5), std::nullopt);
+  EXPECT_EQ(row({1, 3, 4}, v, 5), std::nullopt);
+}
+
+TEST(TopkRow, AnyTieBreakPasses) {
+  const std::vector<double> v = {1.0, 2.0, 2.0, 2.0, 0.0};
+  EXPECT_EQ(row({1, 2}, v, 5), std::nullopt);
+  EXPECT_EQ(row({3, 1}, v, 5), std::nullopt);
+  EXPECT_EQ(row({2, 3}, v, 5), std::nullopt);
+}
+
+TEST(TopkRow, DuplicateIndexIsRejected) {
+  const auto bad = row({4, 1, 4}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("index 4 appears twice, at positions 0 and 2"), std::string::npos) << *bad;
+}
+
+TEST(TopkRow, OutOfRangeIndexIsRejected) {
+  // Index 5 lies past the row's length: its value is garbage the kernel must not use.
+  auto bad = row({5, 4, 1}, {0.5, 3.0, -1.0, 2.0, 7.0, 100.0}, 5);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("position 0 holds index 5, outside the row's [0, 5)"), std::string::npos) << *bad;
+  bad = row({-7, 4, 1}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("index -7"), std::string::npos) << *bad;
+}
+
+TEST(TopkRow, WrongValueIsRejectedNamingWhatWasLeftOut) {
+  const auto bad = row({4, 0, 3}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("index 0 (value 0.5, position 1) was taken while index 1 (value 3) was left out"),
+            std::string::npos)
+      << *bad;
+}
+
+TEST(TopkRow, MinusOneInsideALongRowIsRejected) {
+  const auto bad = row({4, -1, 3}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("position 1 holds -1"), std::string::npos) << *bad;
+}
+
+TEST(TopkRow, ShortRowsHaveExactlyOneAnswer) {
+  EXPECT_EQ(row({0, 1, -1, -1}, {9, 9}, 2), std::nullopt);
+  EXPECT_EQ(row({0, 1, 2}, {1, 2, 3}, 3), std::nullopt);  // n == k
+  EXPECT_EQ(row({-1, -1}, {}, 0), std::nullopt);
+  EXPECT_EQ(row({-1, -1}, {}, -3), std::nullopt);  // a negative length is an empty row
+  auto bad = row({1, 0, -1}, {5, 6}, 2);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("position 0 holds 1, expected 0"), std::string::npos) << *bad;
+  bad = row({0, 1, 2}, {5, 6, 7}, 2);  // -1 only past the row's length, nothing else
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("position 2 holds 2, expected -1"), std::string::npos) << *bad;
+}
+
+TEST(TopkRow, MinusInfIsAnOrdinaryLowestCandidate) {
+  const std::vector<double> v = {-INFINITY, 1.0, -INFINITY, -INFINITY};
+  EXPECT_EQ(row({1, 0}, v, 4), std::nullopt);
+  EXPECT_EQ(row({3, 1}, v, 4), std::nullopt);
+  EXPECT_TRUE(row({0, 2}, v, 4));
+}
+
+TEST(TopkRow, RowsWithNaNOnlyNeedDistinctInRangeIndices) {
+  const std::vector<double> v = {NAN, 1.0, 2.0, 3.0};
+  EXPECT_EQ(row({0, 1}, v, 4), std::nullopt);
+  EXPECT_TRUE(row({0, 0}, v, 4));
+  EXPECT_TRUE(row({0, 4}, v, 4));
+}
+
+TEST(TopkRow, ValuesPastTheRowLengthNeverMatter) {
+  // The kernel saw garbage past n (unclean logits); the checker must not read it either.
+  EXPECT_EQ(row({2, 1}, {1.0, 2.0, 3.0, 1e30, NAN}, 3), std::nullopt);
+}
+
+TEST(CheckTopk, ChecksEveryRowThroughViewsAndRowStarts) {
+  // Prefill form: row r's values start at ks[r]; indices are relative to it.
+  std::vector<float> logits = {9, 1, 5, 3, 0, 0,  //
+                               0, 0, 4, 8, 2, 6};
+  std::vector<int32_t> idx = {0, 2,  //
+                              1, 3};
+  HostTensor l(logits.data(), View::contiguous(DType::kF32, {2, 6}));
+  HostTensor i(idx.data(), View::contiguous(DType::kI32, {2, 2}));
+  TopkReport r = check_topk(i, l, {0, 2}, {4, 4});
+  EXPECT_TRUE(r.ok) << r.describe();
+  EXPECT_EQ(r.rows, 2);
+  idx[3] = 2;  // row 1 now takes value 2 and leaves 6 out
+  r = check_topk(i, l, {0, 2}, {4, 4});
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.first_bad_row, 1);
+  EXPECT_EQ(r.bad_rows, 1);
+  EXPECT_NE(r.describe().find("row 1: not the k largest"), std::string::npos) << r.describe();
+  EXPECT_THROW(check_topk(i, l, {0}, {4}), Error);
+  EXPECT_THROW(check_topk(i, l, {0, 3}, {4, 4}), Error);  // row 1 would span columns [3, 7)
+}
+
+TEST(CheckTopk, PoisonedIndicesNeverPass) {
+  std::vector<float> logits(8, 1.0f);
+  std::vector<int32_t> idx(2, static_cast<int32_t>(0xA5A5A5A5u));
+  const TopkReport r = check_topk({idx.data(), View::contiguous(DType::kI32, {1, 2})},
+                                  {logits.data(), View::contiguous(DType::kF32, {1, 8})}, {8});
+  EXPECT_FALSE(r.ok);
+}
+
+}  // namespace
+}  // namespace mlacheck

@@ -1,0 +1,69 @@
+// Tests of the mlacheck command: each subcommand's output and exit status, and one-line errors.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+struct Run {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+Run run(const std::string& args) {
+  const std::string cmd = std::string(MLACHECK_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  Run r{-1, ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(MlacheckCli, HelpListsTheCommands) {
+  const Run r = run("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("list"), std::string::npos);
+  EXPECT_NE(r.out.find("selfcheck"), std::string::npos);
+}
+
+TEST(MlacheckCli, ListShowsEverySpecOpAndTheTolerances) {
+  const Run r = run("list");
+  EXPECT_EQ(r.status, 0);
+  for (const char* op : {"decode_metadata", "paged_mqa_logits", "topk_decode", "sparse_mla_decode", "mla_decode_impl"}) {
+    EXPECT_NE(r.out.find(op), std::string::npos) << op;
+  }
+  EXPECT_NE(r.out.find("paged_mqa_logits.logits"), std::string::npos);
+}
+
+TEST(MlacheckCli, SelfcheckPassesAndSummarises) {
+  const Run r = run("selfcheck --samples 200");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("7 passed, 0 failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+TEST(MlacheckCli, BadUsageIsOneLineAndExitTwo) {
+  for (const char* args : {"", "frobnicate", "list extra", "selfcheck --seed", "selfcheck --samples x",
+                           "selfcheck --samples 0", "selfcheck --bogus"}) {
+    const Run r = run(args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+    EXPECT_EQ(lines(r.out), 1) << args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("mlacheck: ", 0), 0u) << r.out;
+  }
+}
+
+}  // namespace
