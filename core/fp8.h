@@ -125,9 +125,10 @@ MLA_HD inline uint8_t float_to_ue8m0_ceil(float x) {
   return e > 254 ? 254 : static_cast<uint8_t>(e);
 }
 
-// Per-token fp32 indexer key scale: max(amax, 1e-4) / 448 (SPEC.md 2.1).
+// Per-token fp32 indexer key scale: max(amax, 1e-4) / 448 (SPEC.md 2.1). A NaN amax gives NaN:
+// a poisoned key must not quietly get a finite scale.
 MLA_HD inline float fp8_e4m3_scale_fp32(float amax) {
-  return (amax > 1e-4f ? amax : 1e-4f) / kFp8E4M3Max;
+  return (amax < 1e-4f ? 1e-4f : amax) / kFp8E4M3Max;  // NaN stays NaN, as torch clamp(min=) keeps it
 }
 
 // Per-token power-of-two key scale: 2^ceil(log2(max(amax, 1e-4) / 448)) (SPEC.md 2.1), as ue8m0.

@@ -9,15 +9,15 @@
 
 namespace {
 
-struct Run {
+struct CliResult {
   int status;
   std::string out;  // stdout and stderr together
 };
 
-Run run(const std::string& args) {
+CliResult run_mlacheck(const std::string& args) {
   const std::string cmd = std::string(MLACHECK_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
-  Run r{-1, ""};
+  CliResult r{-1, ""};
   if (!p) return r;
   std::array<char, 4096> buf;
   size_t n;
@@ -34,14 +34,14 @@ int lines(const std::string& s) {
 }
 
 TEST(MlacheckCli, HelpListsTheCommands) {
-  const Run r = run("--help");
+  const CliResult r = run_mlacheck("--help");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("list"), std::string::npos);
   EXPECT_NE(r.out.find("selfcheck"), std::string::npos);
 }
 
 TEST(MlacheckCli, ListShowsEverySpecOpAndTheTolerances) {
-  const Run r = run("list");
+  const CliResult r = run_mlacheck("list");
   EXPECT_EQ(r.status, 0);
   for (const char* op : {"decode_metadata", "paged_mqa_logits", "topk_decode", "sparse_mla_decode", "mla_decode_impl"}) {
     EXPECT_NE(r.out.find(op), std::string::npos) << op;
@@ -50,7 +50,7 @@ TEST(MlacheckCli, ListShowsEverySpecOpAndTheTolerances) {
 }
 
 TEST(MlacheckCli, SelfcheckPassesAndSummarises) {
-  const Run r = run("selfcheck --samples 200");
+  const CliResult r = run_mlacheck("selfcheck --samples 200");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("7 passed, 0 failed"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
@@ -59,7 +59,7 @@ TEST(MlacheckCli, SelfcheckPassesAndSummarises) {
 TEST(MlacheckCli, BadUsageIsOneLineAndExitTwo) {
   for (const char* args : {"", "frobnicate", "list extra", "selfcheck --seed", "selfcheck --samples x",
                            "selfcheck --samples 0", "selfcheck --bogus"}) {
-    const Run r = run(args);
+    const CliResult r = run_mlacheck(args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.out;
     EXPECT_EQ(lines(r.out), 1) << args << ": " << r.out;
     EXPECT_EQ(r.out.rfind("mlacheck: ", 0), 0u) << r.out;

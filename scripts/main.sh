@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job: set up, build (sanitizer preset: clang, ASan+UBSan, libFuzzer), then a short run of
+# the self-checks, the property suite and every fuzz harness on the host, with a summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+preset=asan
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"
+build=build/$preset
+
+echo
+status=0
+"$build/tools/mlacheck" selfcheck || status=1
+echo
+echo "property suite and fuzz harnesses (ctest -L 'property|fuzz'):"
+ctest --preset "$preset" -L 'property|fuzz' --output-on-failure 2>&1 | tail -n 4 || status=1
+echo
+if [ $status -eq 0 ]; then echo "main job: all checks passed"; else echo "main job: FAILED (see above)"; fi
+exit $status

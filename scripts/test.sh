@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test suite: set up, build the sanitizer preset (clang 14, ASan + UBSan, libFuzzer) and run
+# every ctest label (unit, property, corpus, mutants, fuzz, hip; gpu tests report "skipped: no GPU"
+# without one). Then build the default g++ preset and run its unit tests, so both compilers stay
+# clean.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+jobs=$(nproc)
+
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs"
+ctest --preset asan -j "$jobs"
+
+cmake --preset default >/dev/null
+cmake --build --preset default -j "$jobs"
+ctest --preset default -j "$jobs" -L unit
