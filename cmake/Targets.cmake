@@ -81,10 +81,12 @@ function(mlacheck_add_fuzzer name)
   if(NOT A_RUNS)
     set(A_RUNS 20000)
   endif()
-  # Fuzz from a scratch copy so new inputs never land in the source tree.
+  # Fuzz into a scratch folder so new inputs never land in the source tree; a crashing input is
+  # kept under <build>/fuzz/<name>.artifacts/ to replay (pass it to the harness) or add to the corpus.
   set(work ${CMAKE_CURRENT_BINARY_DIR}/${name}.work)
+  set(artifacts ${CMAKE_CURRENT_BINARY_DIR}/${name}.artifacts/)
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
-                   sh -c "rm -rf '${work}' && mkdir -p '${work}' && '$<TARGET_FILE:${name}>' -seed=1 -runs=${A_RUNS} -max_len=512 '${work}' '${A_CORPUS}'")
+                   sh -c "rm -rf '${work}' && mkdir -p '${work}' && mkdir -p '${artifacts}' && '$<TARGET_FILE:${name}>' -seed=1 -runs=${A_RUNS} -max_len=512 -artifact_prefix='${artifacts}' '${work}' '${A_CORPUS}'")
   set_tests_properties(${name} PROPERTIES LABELS fuzz)
 endfunction()
