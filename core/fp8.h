@@ -9,76 +9,23 @@
 #include <cstdint>
 
 #include "core/hd.h"
+#include "core/narrow_float.h"
 
 namespace mlacheck {
 
 namespace fp8_detail {
 
-// A narrow binary float: kExpBits exponent bits with bias kBias, kManBits mantissa bits, subnormals,
-// and kMaxFinite as the largest finite code (sign bit clear).
-template <int kExpBits, int kManBits, int kBias, uint8_t kMaxFinite>
-struct Format {
-  static constexpr int kExpMask = (1 << kExpBits) - 1;
-  static constexpr int kManMask = (1 << kManBits) - 1;
+using E4M3 = narrow_float::Format<4, 3, 7, 0x7E, 0x7E>;   // saturates at 448
+using E5M2 = narrow_float::Format<5, 2, 15, 0x7B, 0x7B>;  // saturates at 57344 (inf too)
 
-  // Encodes a non-NaN float magnitude (sign cleared) as a code in [0, kMaxFinite].
-  MLA_HD static uint8_t encode_magnitude(uint32_t abs_bits) {
-    const int exp32 = static_cast<int>(abs_bits >> 23);
-    if (exp32 == 0) return 0;       // zero and fp32 subnormals are far below the fp8 range
-    if (exp32 == 0xFF) return kMaxFinite;  // infinity saturates
-    const uint32_t mant = (abs_bits & 0x7FFFFFu) | 0x800000u;  // with the implicit one
-    const int unbiased = exp32 - 127;
-    int target_exp = unbiased + kBias;
-    uint32_t shift;
-    if (target_exp >= 1) {
-      shift = 23 - kManBits;  // a normal fp8 value: keep kManBits fraction bits
-    } else {
-      // A subnormal fp8 value: units of 2^(1 - kBias - kManBits).
-      const int s = 24 - kManBits - kBias - unbiased;  // >= 24 - kManBits
-      if (s >= 25) return 0;  // below half the smallest subnormal
-      shift = static_cast<uint32_t>(s);
-      target_exp = 0;
-    }
-    uint32_t q = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
-    // q carries the implicit one for normals; adding target_exp << kManBits then lets a mantissa
-    // overflow carry into the exponent, and a subnormal that rounds up become the smallest normal.
-    uint32_t code;
-    if (target_exp >= 1) {
-      code = (static_cast<uint32_t>(target_exp) << kManBits) + (q - (1u << kManBits));
-    } else {
-      code = q;
-    }
-    return code > kMaxFinite ? kMaxFinite : static_cast<uint8_t>(code);
-  }
-
-  MLA_HD static uint8_t encode(float x) {
-    const uint32_t bits = float_bits(x);
-    const uint32_t abs_bits = bits & 0x7FFFFFFFu;
-    if (abs_bits > 0x7F800000u) return 0x7F;  // NaN: canonical code
-    const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
-    return static_cast<uint8_t>(sign | encode_magnitude(abs_bits));
-  }
-
-  // Decodes codes that are finite in this format; NaN and infinity are handled by the callers.
-  MLA_HD static float decode_finite(uint8_t code) {
-    const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
-    const int e = (code >> kManBits) & kExpMask;
-    const uint32_t m = code & kManMask;
-    if (e == 0) {
-      // m * 2^(1 - kBias - kManBits); the power of two is a normal float for both formats.
-      const float unit = bits_float(static_cast<uint32_t>(127 + 1 - kBias - kManBits) << 23);
-      const float mag = static_cast<float>(m) * unit;
-      return bits_float(float_bits(mag) | sign);
-    }
-    return bits_float(sign | (static_cast<uint32_t>(e - kBias + 127) << 23) | (m << (23 - kManBits)));
-  }
-};
-
-using E4M3 = Format<4, 3, 7, 0x7E>;
-using E5M2 = Format<5, 2, 15, 0x7B>;
+// NaN encodes to the canonical 0x7F; everything else keeps its sign.
+template <class F>
+MLA_HD inline uint8_t encode(float x) {
+  const uint32_t bits = float_bits(x);
+  const uint32_t abs_bits = bits & 0x7FFFFFFFu;
+  if (abs_bits > 0x7F800000u) return 0x7F;
+  return static_cast<uint8_t>(((bits >> 24) & 0x80u) | F::encode_magnitude(abs_bits));
+}
 
 }  // namespace fp8_detail
 
@@ -92,7 +39,7 @@ MLA_HD inline float fp8_e4m3_to_float(uint8_t code) {
   return fp8_detail::E4M3::decode_finite(code);
 }
 
-MLA_HD inline uint8_t float_to_fp8_e4m3(float x) { return fp8_detail::E4M3::encode(x); }
+MLA_HD inline uint8_t float_to_fp8_e4m3(float x) { return fp8_detail::encode<fp8_detail::E4M3>(x); }
 
 MLA_HD inline float fp8_e5m2_to_float(uint8_t code) {
   const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
@@ -102,7 +49,7 @@ MLA_HD inline float fp8_e5m2_to_float(uint8_t code) {
   return fp8_detail::E5M2::decode_finite(code);
 }
 
-MLA_HD inline uint8_t float_to_fp8_e5m2(float x) { return fp8_detail::E5M2::encode(x); }
+MLA_HD inline uint8_t float_to_fp8_e5m2(float x) { return fp8_detail::encode<fp8_detail::E5M2>(x); }
 
 // ue8m0: an unsigned biased exponent, value 2^(e - 127); 0xFF is NaN.
 MLA_HD inline float ue8m0_to_float(uint8_t e) {
