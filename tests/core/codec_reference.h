@@ -5,6 +5,7 @@
 // representable values, so that agreement with the headers means something.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -122,5 +123,82 @@ uint32_t bits_of_float(float x);
 // "0x3f800000 (0x1p+0 = 1)": the bits, hex float and decimal of a float, for failure messages.
 std::string describe(float x);
 std::string hex(uint32_t code, int digits);
+
+// A codec under test: the header's functions for one format, its reference, and CUDA's host
+// conversions where the toolkit's headers are present (null otherwise).
+template <class Code>
+struct CodecUnderTest {
+  const Codec& ref;
+  Code (*encode)(float);
+  float (*decode)(Code);
+  Code (*cuda_encode)(float);
+  float (*cuda_decode)(Code);
+};
+
+// The differences a comparison found, against the reference and against CUDA.
+struct Comparison {
+  Mismatches vs_ref;
+  Mismatches vs_cuda;
+};
+
+// Encodes every input: against the reference bit for bit (NaN payloads included); against CUDA,
+// which canonicalizes NaN, bit for bit except that a NaN input only needs NaN codes from both.
+template <class Code>
+Comparison compare_encodes(const CodecUnderTest<Code>& f, const std::vector<float>& inputs) {
+  Comparison out;
+  const int digits = 2 * static_cast<int>(sizeof(Code));
+  for (float x : inputs) {
+    const uint32_t got = f.encode(x);
+    const uint32_t want = f.ref.encode(x);
+    if (got != want) {
+      out.vs_ref.add([&] {
+        return std::string(f.ref.name()) + " encode of " + describe(x) + ": got " + hex(got, digits) +
+               ", reference " + hex(want, digits);
+      });
+    }
+    if (f.cuda_encode != nullptr) {
+      const uint32_t cuda = f.cuda_encode(x);
+      const bool same = std::isnan(x) ? f.ref.is_nan(got) && f.ref.is_nan(cuda) : got == cuda;
+      if (!same) {
+        out.vs_cuda.add([&] {
+          return std::string(f.ref.name()) + " encode of " + describe(x) + ": got " + hex(got, digits) +
+                 ", CUDA " + hex(cuda, digits);
+        });
+      }
+    }
+  }
+  return out;
+}
+
+// Decodes every code: against the reference bit for bit, NaN codes as a NaN of the code's sign;
+// against CUDA by bits, NaN as any NaN.
+template <class Code>
+Comparison compare_decodes(const CodecUnderTest<Code>& f) {
+  Comparison out;
+  const int digits = 2 * static_cast<int>(sizeof(Code));
+  for (uint32_t c = 0; c < f.ref.num_codes(); ++c) {
+    const float got = f.decode(static_cast<Code>(c));
+    const double want = f.ref.decode(c);
+    // Every fp8, bf16 and fp16 value is a float, so the reference's double converts exactly.
+    const bool ok = f.ref.is_nan(c) ? std::isnan(got) && std::signbit(got) == std::signbit(want)
+                                    : bits_of_float(got) == bits_of_float(static_cast<float>(want));
+    if (!ok) {
+      out.vs_ref.add([&] {
+        return std::string(f.ref.name()) + " decode of " + hex(c, digits) + ": got " + describe(got) +
+               ", reference " + describe(static_cast<float>(want));
+      });
+    }
+    if (f.cuda_decode != nullptr) {
+      const float cuda = f.cuda_decode(static_cast<Code>(c));
+      if (std::isnan(got) ? !std::isnan(cuda) : bits_of_float(got) != bits_of_float(cuda)) {
+        out.vs_cuda.add([&] {
+          return std::string(f.ref.name()) + " decode of " + hex(c, digits) + ": got " + describe(got) +
+                 ", CUDA " + describe(cuda);
+        });
+      }
+    }
+  }
+  return out;
+}
 
 }  // namespace mlacheck::codec_ref

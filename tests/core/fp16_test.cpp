@@ -26,21 +26,13 @@ using ref::Mismatches;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 float from_bits(uint32_t u) { return ref::float_from_bits(u); }
-uint32_t to_bits(float f) { return ref::bits_of_float(f); }
 std::string code16(uint32_t c) { return ref::hex(c, 4); }
 
 // The codecs' results as ints, so that failures print numbers rather than characters.
 int b16(float x) { return float_to_bf16(x); }
 int h16(float x) { return float_to_fp16(x); }
 
-// One 16-bit format: the reference and the header's codec, plus CUDA's where its headers are present.
-struct Format16 {
-  const ref::Codec& ref;
-  uint16_t (*encode)(float);
-  float (*decode)(uint16_t);
-  uint16_t (*cuda_encode)(float);
-  float (*cuda_decode)(uint16_t);
-};
+using Format16 = ref::CodecUnderTest<uint16_t>;
 
 #ifdef MLACHECK_HAVE_CUDA_FP8_HEADERS
 uint16_t cuda_encode_bf16(float x) { return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x; }
@@ -65,61 +57,17 @@ const Format16 kBF16{ref::bf16(), float_to_bf16, bf16_to_float, MLA_CUDA_OR_NULL
 const Format16 kFP16{ref::fp16(), float_to_fp16, fp16_to_float, MLA_CUDA_OR_NULL(cuda_encode_fp16),
                      MLA_CUDA_OR_NULL(cuda_decode_fp16)};
 
-// Encodes every input with the header and compares with the reference, bit for bit (NaN payloads
-// included), and with CUDA, which canonicalizes NaN: there only NaN-ness is compared.
+// Encodes every input and compares with the reference and CUDA (see ref::compare_encodes).
 void expect_encode_matches(const Format16& f, const std::vector<float>& inputs, const char* what) {
-  Mismatches vs_ref, vs_cuda;
-  for (float x : inputs) {
-    const uint32_t got = f.encode(x);
-    const uint32_t want = f.ref.encode(x);
-    if (got != want) {
-      vs_ref.add([&] {
-        return std::string(f.ref.name()) + " encode of " + ref::describe(x) + ": got " + code16(got) +
-               ", reference " + code16(want);
-      });
-    }
-    if (f.cuda_encode != nullptr) {
-      const uint32_t cuda = f.cuda_encode(x);
-      const bool same = std::isnan(x) ? f.ref.is_nan(got) && f.ref.is_nan(cuda) : got == cuda;
-      if (!same) {
-        vs_cuda.add([&] {
-          return std::string(f.ref.name()) + " encode of " + ref::describe(x) + ": got " + code16(got) +
-                 ", CUDA " + code16(cuda);
-        });
-      }
-    }
-  }
-  EXPECT_EQ(vs_ref.count(), 0) << what << " vs reference: " << vs_ref.report();
-  EXPECT_EQ(vs_cuda.count(), 0) << what << " vs CUDA: " << vs_cuda.report();
+  const ref::Comparison m = ref::compare_encodes(f, inputs);
+  EXPECT_EQ(m.vs_ref.count(), 0) << what << " vs reference: " << m.vs_ref.report();
+  EXPECT_EQ(m.vs_cuda.count(), 0) << what << " vs CUDA: " << m.vs_cuda.report();
 }
 
 void expect_decode_matches(const Format16& f) {
-  Mismatches vs_ref, vs_cuda;
-  for (uint32_t c = 0; c < f.ref.num_codes(); ++c) {
-    const float got = f.decode(static_cast<uint16_t>(c));
-    const double want = f.ref.decode(c);
-    // Every bf16 and fp16 value is a float, so the reference's double converts exactly.
-    const bool ok = f.ref.is_nan(c) ? std::isnan(got) && std::signbit(got) == std::signbit(want)
-                                    : to_bits(got) == to_bits(static_cast<float>(want));
-    if (!ok) {
-      vs_ref.add([&] {
-        return std::string(f.ref.name()) + " decode of " + code16(c) + ": got " + ref::describe(got) +
-               ", reference " + ref::describe(static_cast<float>(want));
-      });
-    }
-    if (f.cuda_decode != nullptr) {
-      const float cuda = f.cuda_decode(static_cast<uint16_t>(c));
-      const bool same = std::isnan(got) ? std::isnan(cuda) : to_bits(got) == to_bits(cuda);
-      if (!same) {
-        vs_cuda.add([&] {
-          return std::string(f.ref.name()) + " decode of " + code16(c) + ": got " + ref::describe(got) +
-                 ", CUDA " + ref::describe(cuda);
-        });
-      }
-    }
-  }
-  EXPECT_EQ(vs_ref.count(), 0) << vs_ref.report();
-  EXPECT_EQ(vs_cuda.count(), 0) << vs_cuda.report();
+  const ref::Comparison m = ref::compare_decodes(f);
+  EXPECT_EQ(m.vs_ref.count(), 0) << m.vs_ref.report();
+  EXPECT_EQ(m.vs_cuda.count(), 0) << m.vs_cuda.report();
 }
 
 // code -> float -> code is the identity on every non-NaN code (-0 and infinities included). A NaN

@@ -36,14 +36,7 @@ int scale_ue8(float amax) { return fp8_e4m3_scale_ue8m0(amax); }
 
 std::string code8(uint32_t c) { return ref::hex(c, 2); }
 
-// One fp8 format: the reference and the header's codec, plus CUDA's where its headers are present.
-struct Fp8Format {
-  const ref::Codec& ref;
-  uint8_t (*encode)(float);
-  float (*decode)(uint8_t);
-  uint8_t (*cuda_encode)(float);
-  float (*cuda_decode)(uint8_t);
-};
+using Fp8Format = ref::CodecUnderTest<uint8_t>;
 
 #ifdef MLACHECK_HAVE_CUDA_FP8_HEADERS
 uint8_t cuda_encode_e4m3(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
@@ -68,65 +61,17 @@ const Fp8Format kE4M3{ref::e4m3fn(), float_to_fp8_e4m3, fp8_e4m3_to_float, MLA_C
 const Fp8Format kE5M2{ref::e5m2(), float_to_fp8_e5m2, fp8_e5m2_to_float, MLA_CUDA_OR_NULL(cuda_encode_e5m2),
                       MLA_CUDA_OR_NULL(cuda_decode_e5m2)};
 
-// Both codes equal, or (when nan_as_one) both NaN codes: CUDA canonicalizes NaN differently.
-bool same_code(const ref::Codec& c, uint32_t a, uint32_t b, bool nan_as_one) {
-  if (nan_as_one && c.is_nan(a) && c.is_nan(b)) return true;
-  return a == b;
-}
-
-// Encodes every input with the header and compares with the reference, bit for bit, and with CUDA
-// (NaN results compared as NaN only).
+// Encodes every input and compares with the reference and CUDA (see ref::compare_encodes).
 void expect_encode_matches(const Fp8Format& f, const std::vector<float>& inputs, const char* what) {
-  Mismatches vs_ref, vs_cuda;
-  for (float x : inputs) {
-    const uint32_t got = f.encode(x);
-    const uint32_t want = f.ref.encode(x);
-    if (got != want) {
-      vs_ref.add([&] {
-        return std::string(f.ref.name()) + " encode of " + ref::describe(x) + ": got " + code8(got) +
-               ", reference " + code8(want);
-      });
-    }
-    if (f.cuda_encode != nullptr) {
-      const uint32_t cuda = f.cuda_encode(x);
-      if (!same_code(f.ref, got, cuda, std::isnan(x))) {
-        vs_cuda.add([&] {
-          return std::string(f.ref.name()) + " encode of " + ref::describe(x) + ": got " + code8(got) +
-                 ", CUDA " + code8(cuda);
-        });
-      }
-    }
-  }
-  EXPECT_EQ(vs_ref.count(), 0) << what << " vs reference: " << vs_ref.report();
-  EXPECT_EQ(vs_cuda.count(), 0) << what << " vs CUDA: " << vs_cuda.report();
+  const ref::Comparison m = ref::compare_encodes(f, inputs);
+  EXPECT_EQ(m.vs_ref.count(), 0) << what << " vs reference: " << m.vs_ref.report();
+  EXPECT_EQ(m.vs_cuda.count(), 0) << what << " vs CUDA: " << m.vs_cuda.report();
 }
 
 void expect_decode_matches(const Fp8Format& f) {
-  Mismatches vs_ref, vs_cuda;
-  for (uint32_t c = 0; c < 256; ++c) {
-    const float got = f.decode(static_cast<uint8_t>(c));
-    const double want = f.ref.decode(c);
-    // Every fp8 value is a float, so the reference's double converts exactly.
-    const bool ok = f.ref.is_nan(c) ? std::isnan(got) : to_bits(got) == to_bits(static_cast<float>(want));
-    if (!ok) {
-      vs_ref.add([&] {
-        return std::string(f.ref.name()) + " decode of " + code8(c) + ": got " + ref::describe(got) +
-               ", reference " + ref::describe(static_cast<float>(want));
-      });
-    }
-    if (f.cuda_decode != nullptr) {
-      const float cuda = f.cuda_decode(static_cast<uint8_t>(c));
-      const bool same = std::isnan(got) ? std::isnan(cuda) : to_bits(got) == to_bits(cuda);
-      if (!same) {
-        vs_cuda.add([&] {
-          return std::string(f.ref.name()) + " decode of " + code8(c) + ": got " + ref::describe(got) +
-                 ", CUDA " + ref::describe(cuda);
-        });
-      }
-    }
-  }
-  EXPECT_EQ(vs_ref.count(), 0) << vs_ref.report();
-  EXPECT_EQ(vs_cuda.count(), 0) << vs_cuda.report();
+  const ref::Comparison m = ref::compare_decodes(f);
+  EXPECT_EQ(m.vs_ref.count(), 0) << m.vs_ref.report();
+  EXPECT_EQ(m.vs_cuda.count(), 0) << m.vs_cuda.report();
 }
 
 // code -> float -> code: the identity on finite codes (-0 included), NaN codes give the canonical
