@@ -73,47 +73,31 @@ std::string GuardReport::describe() const {
   return os.str();
 }
 
-void GuardedBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
-
-uint8_t GuardedBuffer::red_zone_byte(int64_t off) {
+uint8_t GuardedMemory::red_zone_byte(int64_t off) {
   return static_cast<uint8_t>(0xFD ^ static_cast<uint8_t>(off * 0x3B));
 }
-uint8_t GuardedBuffer::poison_byte(int64_t off) {
+uint8_t GuardedMemory::poison_byte(int64_t off) {
   return static_cast<uint8_t>(0xA5 ^ static_cast<uint8_t>(off * 0x9D));
 }
 
-GuardedBuffer::GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
+GuardedMemory::GuardedMemory(std::string name, int64_t bytes, int64_t red_zone)
     : name_(std::move(name)), size_(bytes), red_zone_(red_zone) {
   MLA_REQUIRE(bytes >= 0, "guarded buffer '", name_, "': negative size ", bytes);
   MLA_REQUIRE(red_zone >= 256 && red_zone % 256 == 0, "guarded buffer '", name_, "': red zone of ",
               red_zone, " bytes; it must be a multiple of 256, at least 256");
-  const int64_t total = ((size_ + 2 * red_zone_) + 255) / 256 * 256;
-  storage_.reset(static_cast<uint8_t*>(std::aligned_alloc(256, static_cast<size_t>(total))));
-  MLA_REQUIRE(storage_ != nullptr, "guarded buffer '", name_, "': cannot allocate ", total, " bytes");
-  fill_red_zones();
-  uint8_t* d = data();
-  for (int64_t i = 0; i < size_; ++i) d[i] = poison_byte(i);
   output_mask_.assign(static_cast<size_t>((size_ + 7) / 8), 0);
 }
 
-GuardedBuffer::GuardedBuffer(GuardedBuffer&&) noexcept = default;
-GuardedBuffer& GuardedBuffer::operator=(GuardedBuffer&&) noexcept = default;
-GuardedBuffer::~GuardedBuffer() = default;
+GuardedMemory::GuardedMemory(GuardedMemory&&) noexcept = default;
+GuardedMemory& GuardedMemory::operator=(GuardedMemory&&) noexcept = default;
+GuardedMemory::~GuardedMemory() = default;
 
-void GuardedBuffer::fill_red_zones() {
-  uint8_t* d = data();
-  for (int64_t i = 1; i <= red_zone_; ++i) d[-i] = red_zone_byte(-i);
-  for (int64_t i = 0; i < red_zone_; ++i) d[size_ + i] = red_zone_byte(size_ + i);
+void GuardedMemory::require_inside(int64_t offset, int64_t bytes, const char* what) const {
+  MLA_REQUIRE(offset >= 0 && bytes >= 0 && offset + bytes <= size_, "guarded buffer '", name_, "' (",
+              size_, " bytes): ", what, " of ", bytes, " bytes at offset ", offset, " reaches outside it");
 }
 
-HostTensor GuardedBuffer::tensor(const View& v) {
-  const ByteSpan span = v.byte_span();
-  MLA_REQUIRE(span.empty() || span.end <= size_, "guarded buffer '", name_, "' (", size_,
-              " bytes): view ", v.to_string(), " reaches byte ", span.end);
-  return HostTensor(data(), v);
-}
-
-void GuardedBuffer::declare_output(std::string view_name, const View& v) {
+void GuardedMemory::declare_output(std::string view_name, const View& v) {
   const ByteSpan span = v.byte_span();
   MLA_REQUIRE(span.empty() || span.end <= size_, "guarded buffer '", name_, "' (", size_,
               " bytes): output view '", view_name, "' ", v.to_string(), " reaches byte ", span.end);
@@ -133,26 +117,88 @@ void GuardedBuffer::declare_output(std::string view_name, const View& v) {
   armed_ = false;
 }
 
-void GuardedBuffer::clear_outputs() {
+void GuardedMemory::clear_outputs() {
   outputs_.clear();
   std::fill(output_mask_.begin(), output_mask_.end(), 0);
   armed_ = false;
 }
 
-void GuardedBuffer::arm() {
-  for (const NamedView& o : outputs_) poison_output(HostTensor(data(), o.view));
+StrayWrite GuardedMemory::describe_stray(int64_t off, uint8_t expected, uint8_t actual) const {
+  StrayWrite s;
+  s.buffer = name_;
+  s.offset = off;
+  s.region = off < 0 ? StrayRegion::kBeforeAllocation
+                     : off >= size_ ? StrayRegion::kAfterAllocation : StrayRegion::kBetweenViews;
+  s.expected = expected;
+  s.actual = actual;
+  // Nearest output view: least distance from the byte to the view's span.
+  int64_t best = INT64_MAX;
+  for (const NamedView& o : outputs_) {
+    const ByteSpan sp = o.view.byte_span();
+    const int64_t dist = off < sp.begin ? sp.begin - off : off >= sp.end ? off - sp.end + 1 : 0;
+    if (dist < best) {
+      best = dist;
+      s.nearest_view = o.name;
+      s.view = o.view;
+      s.coords = o.view.coords_of_byte(off);
+    }
+  }
+  return s;
+}
+
+void GuardedBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
+
+GuardedBuffer::GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
+    : GuardedMemory(std::move(name), bytes, red_zone) {
+  const int64_t total = ((size() + 2 * red_zone) + 255) / 256 * 256;
+  storage_.reset(static_cast<uint8_t*>(std::aligned_alloc(256, static_cast<size_t>(total))));
+  MLA_REQUIRE(storage_ != nullptr, "guarded buffer '", this->name(), "': cannot allocate ", total, " bytes");
   fill_red_zones();
-  const int64_t total = size_ + 2 * red_zone_;
+  uint8_t* d = data();
+  for (int64_t i = 0; i < size(); ++i) d[i] = poison_byte(i);
+}
+
+GuardedBuffer::GuardedBuffer(GuardedBuffer&&) noexcept = default;
+GuardedBuffer& GuardedBuffer::operator=(GuardedBuffer&&) noexcept = default;
+GuardedBuffer::~GuardedBuffer() = default;
+
+void GuardedBuffer::fill_red_zones() {
+  uint8_t* d = data();
+  for (int64_t i = 1; i <= red_zone(); ++i) d[-i] = red_zone_byte(-i);
+  for (int64_t i = 0; i < red_zone(); ++i) d[size() + i] = red_zone_byte(size() + i);
+}
+
+void GuardedBuffer::write(int64_t offset, const void* src, int64_t bytes) {
+  require_inside(offset, bytes, "write");
+  if (bytes > 0) std::memcpy(data() + offset, src, static_cast<size_t>(bytes));
+}
+
+void GuardedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
+  require_inside(offset, bytes, "read");
+  if (bytes > 0) std::memcpy(dst, data() + offset, static_cast<size_t>(bytes));
+}
+
+HostTensor GuardedBuffer::tensor(const View& v) {
+  const ByteSpan span = v.byte_span();
+  MLA_REQUIRE(span.empty() || span.end <= size(), "guarded buffer '", name(), "' (", size(),
+              " bytes): view ", v.to_string(), " reaches byte ", span.end);
+  return HostTensor(data(), v);
+}
+
+void GuardedBuffer::arm() {
+  for (const NamedView& o : outputs()) poison_output(HostTensor(data(), o.view));
+  fill_red_zones();
+  const int64_t total = size() + 2 * red_zone();
   snapshot_.assign(storage_.get(), storage_.get() + total);
   armed_ = true;
 }
 
 GuardReport GuardedBuffer::check() const {
-  MLA_REQUIRE(armed_, "guarded buffer '", name_, "': check() before arm() (or outputs changed since)");
+  MLA_REQUIRE(armed_, "guarded buffer '", name(), "': check() before arm() (or outputs changed since)");
   GuardReport report;
   const uint8_t* now = storage_.get();
   const uint8_t* was = snapshot_.data();
-  const int64_t total = size_ + 2 * red_zone_;
+  const int64_t total = size() + 2 * red_zone();
   int64_t i = 0;
   while (i < total) {
     // Skip equal stretches with memcmp; most of the buffer is unchanged.
@@ -163,29 +209,9 @@ GuardReport GuardedBuffer::check() const {
     }
     for (const int64_t end = i + stretch; i < end; ++i) {
       if (now[i] == was[i]) continue;
-      const int64_t off = i - red_zone_;
-      if (off >= 0 && off < size_ && in_output(off)) continue;
-      if (report.stray_bytes++ == 0) {
-        StrayWrite& s = report.first;
-        s.buffer = name_;
-        s.offset = off;
-        s.region = off < 0 ? StrayRegion::kBeforeAllocation
-                           : off >= size_ ? StrayRegion::kAfterAllocation : StrayRegion::kBetweenViews;
-        s.expected = was[i];
-        s.actual = now[i];
-        // Nearest output view: least distance from the byte to the view's span.
-        int64_t best = INT64_MAX;
-        for (const NamedView& o : outputs_) {
-          const ByteSpan sp = o.view.byte_span();
-          const int64_t dist = off < sp.begin ? sp.begin - off : off >= sp.end ? off - sp.end + 1 : 0;
-          if (dist < best) {
-            best = dist;
-            s.nearest_view = o.name;
-            s.view = o.view;
-            s.coords = o.view.coords_of_byte(off);
-          }
-        }
-      }
+      const int64_t off = i - red_zone();
+      if (off >= 0 && off < size() && in_output(off)) continue;
+      if (report.stray_bytes++ == 0) report.first = describe_stray(off, was[i], now[i]);
       report.last_offset = off;
     }
   }

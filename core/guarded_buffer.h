@@ -10,7 +10,7 @@
 //   GuardReport r = buf.check();             // first stray byte, with the nearest view's coordinates
 // This catches writes past a *view* that stay inside the allocation (e.g. the extra rows of vLLM's
 // preallocated topk buffer), which a memory checker cannot see. The device variant shares this
-// interface (backends issue).
+// interface (GuardedMemory).
 #pragma once
 
 #include <cstdint>
@@ -55,24 +55,25 @@ struct GuardReport {
   std::string describe() const;  // one line: "ok" or the first stray write and the count
 };
 
-class GuardedBuffer {
+// What every guarded allocation offers, on the host or on a device: the kernel sees data(); the
+// test writes inputs with write(), declares the output views, arms, launches, and checks. The host
+// GuardedBuffer below and the CUDA DeviceGuardedBuffer (core/backend/cuda_guarded_buffer.h)
+// implement it, so properties and fuzzers are written once for every backend.
+class GuardedMemory {
  public:
   static constexpr int64_t kDefaultRedZone = 256;
-
-  // bytes may be 0. red_zone must be a multiple of 256 and at least 256 (keeps data 256-aligned).
-  GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone = kDefaultRedZone);
-  GuardedBuffer(GuardedBuffer&&) noexcept;
-  GuardedBuffer& operator=(GuardedBuffer&&) noexcept;
-  ~GuardedBuffer();
+  virtual ~GuardedMemory();
 
   const std::string& name() const { return name_; }
-  uint8_t* data() { return storage_.get() + red_zone_; }
-  const uint8_t* data() const { return storage_.get() + red_zone_; }
   int64_t size() const { return size_; }
   int64_t red_zone() const { return red_zone_; }
 
-  // A view of this buffer; throws if it reaches outside the allocation.
-  HostTensor tensor(const View& v);
+  // The first data byte as the kernel sees it: a host pointer, or a device pointer.
+  virtual uint8_t* data() = 0;
+  virtual bool on_device() const = 0;
+  // Copies bytes in from, or out to, host memory at an offset from data().
+  virtual void write(int64_t offset, const void* src, int64_t bytes) = 0;
+  virtual void read(int64_t offset, void* dst, int64_t bytes) const = 0;
 
   // Declares a view the next launch may write. Outputs may not overlap each other.
   void declare_output(std::string view_name, const View& v);
@@ -81,30 +82,68 @@ class GuardedBuffer {
 
   // Poisons the outputs (NaN for floats, 0xA5.. for integers, so an unwritten element never
   // passes), restores the red zones, and snapshots every byte the launch must leave alone.
-  void arm();
+  virtual void arm() = 0;
   // Compares every byte outside the output views (red zones included) to the armed snapshot.
-  GuardReport check() const;
+  virtual GuardReport check() const = 0;
 
   // The byte patterns, exposed for tests and reports: position-dependent, so a stray write of any
-  // constant is seen at nearly every byte.
+  // constant is seen at nearly every byte. Offsets count from data(); red zones are negative or
+  // at least size().
   static uint8_t red_zone_byte(int64_t offset_from_allocation);
   static uint8_t poison_byte(int64_t offset_from_allocation);
 
+ protected:
+  // bytes may be 0. red_zone must be a multiple of 256 and at least 256 (keeps data 256-aligned).
+  GuardedMemory(std::string name, int64_t bytes, int64_t red_zone);
+  GuardedMemory(GuardedMemory&&) noexcept;
+  GuardedMemory& operator=(GuardedMemory&&) noexcept;
+
+  // Throws unless [offset, offset + bytes) lies inside the allocation.
+  void require_inside(int64_t offset, int64_t bytes, const char* what) const;
+  // The report for a stray byte at offset (from data()): its region and nearest output view.
+  StrayWrite describe_stray(int64_t offset, uint8_t expected, uint8_t actual) const;
+  bool in_output(int64_t offset) const { return (output_mask_[offset >> 3] >> (offset & 7)) & 1; }
+  // One bit per data byte inside an output element, lowest offset in bit 0 of byte 0.
+  const std::vector<uint8_t>& output_mask() const { return output_mask_; }
+
+  bool armed_ = false;
+
+ private:
+  std::string name_;
+  int64_t size_ = 0;
+  int64_t red_zone_ = 0;
+  std::vector<uint8_t> output_mask_;
+  std::vector<NamedView> outputs_;
+};
+
+// Guarded host memory. It owns its allocation; data() is a host pointer.
+class GuardedBuffer final : public GuardedMemory {
+ public:
+  GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone = kDefaultRedZone);
+  GuardedBuffer(GuardedBuffer&&) noexcept;
+  GuardedBuffer& operator=(GuardedBuffer&&) noexcept;
+  ~GuardedBuffer() override;
+
+  uint8_t* data() override { return storage_.get() + red_zone(); }
+  const uint8_t* data() const { return storage_.get() + red_zone(); }
+  bool on_device() const override { return false; }
+  void write(int64_t offset, const void* src, int64_t bytes) override;
+  void read(int64_t offset, void* dst, int64_t bytes) const override;
+
+  // A view of this buffer; throws if it reaches outside the allocation.
+  HostTensor tensor(const View& v);
+
+  void arm() override;
+  GuardReport check() const override;
+
  private:
   void fill_red_zones();
-  bool in_output(int64_t offset) const { return (output_mask_[offset >> 3] >> (offset & 7)) & 1; }
 
   struct Free {
     void operator()(uint8_t* p) const;
   };
-  std::string name_;
-  int64_t size_ = 0;
-  int64_t red_zone_ = 0;
   std::unique_ptr<uint8_t[], Free> storage_;  // red zone | data | red zone
   std::vector<uint8_t> snapshot_;             // of storage_, taken by arm()
-  std::vector<uint8_t> output_mask_;          // one bit per data byte inside an output element
-  std::vector<NamedView> outputs_;
-  bool armed_ = false;
 };
 
 }  // namespace mlacheck

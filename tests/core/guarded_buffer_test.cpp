@@ -156,5 +156,26 @@ TEST(GuardedBuffer, PatternsVaryWithPositionSoAConstantWriteIsSeen) {
   }
 }
 
+TEST(GuardedBuffer, WriteAndReadCopyBytesAndRefuseOutsideTheAllocation) {
+  GuardedBuffer buf("inputs", 64);
+  const uint8_t in[4] = {1, 2, 3, 4};
+  buf.write(60, in, 4);
+  uint8_t out[4] = {};
+  buf.read(60, out, 4);
+  EXPECT_EQ(std::memcmp(in, out, 4), 0);
+  EXPECT_EQ(buf.data()[61], 2);
+  EXPECT_THROW(buf.write(61, in, 4), Error);
+  EXPECT_THROW(buf.read(-1, out, 1), Error);
+  // Through the interface every backend shares.
+  GuardedMemory& mem = buf;
+  EXPECT_FALSE(mem.on_device());
+  mem.declare_output("tail", View::contiguous(DType::kU8, {4}, 60));
+  mem.arm();
+  mem.write(60, in, 4);
+  EXPECT_TRUE(mem.check().ok());
+  mem.write(56, in, 1);
+  EXPECT_EQ(mem.check().first.offset, 56);
+}
+
 }  // namespace
 }  // namespace mlacheck
