@@ -56,7 +56,7 @@ function(mlacheck_add_hip_check name)
   endforeach()
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${MLACHECK_HIPCC} -std=c++17 -O2 ${arch_flags} -I${PROJECT_SOURCE_DIR} -c ${A_SOURCE} -o ${obj}
+    COMMAND ${MLACHECK_HIPCC} -x hip -std=c++17 -O2 ${arch_flags} -I${PROJECT_SOURCE_DIR} -c ${A_SOURCE} -o ${obj}
     DEPENDS ${A_SOURCE}
     IMPLICIT_DEPENDS CXX ${A_SOURCE}
     COMMENT "hipcc ${A_SOURCE} for ${MLACHECK_HIP_ARCHS}"
@@ -65,6 +65,30 @@ function(mlacheck_add_hip_check name)
   add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -DOBJECT=${obj} "-DARCHS=${MLACHECK_HIP_ARCHS}"
                                 -P ${PROJECT_SOURCE_DIR}/cmake/CheckHipObject.cmake)
   set_tests_properties(${name} PROPERTIES LABELS hip)
+endfunction()
+
+# mlacheck_add_kernels(name SOURCES a.cu ... DEPS ...): kernel files, each one source for every
+# backend (core/backend/simt.h):
+#   <name>_host  a static library of the sources compiled as C++ for the host backend (always);
+#   <name>_cuda  the same sources compiled by nvcc (when CUDA is on);
+#   <name>_hip_<file>  a hipcc compile of each source for every HIP architecture (when hipcc is
+#                present), part of the build: a file that does not compile for HIP fails the build.
+function(mlacheck_add_kernels name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  set(host_sources)
+  foreach(src IN LISTS A_SOURCES)
+    get_filename_component(abs ${src} ABSOLUTE)
+    get_filename_component(stem ${src} NAME_WE)
+    # The host compiler sees the .cu through a generated wrapper (a file has one language per target).
+    set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/${name}_host/${stem}.host.cpp)
+    file(GENERATE OUTPUT ${wrapper} CONTENT "// Generated: ${src} compiled for the host backend.\n#include \"${abs}\"\n")
+    list(APPEND host_sources ${wrapper})
+    mlacheck_add_hip_check(${name}_hip_${stem} SOURCE ${abs})
+  endforeach()
+  mlacheck_add_library(${name}_host SOURCES ${host_sources} DEPS mlacheck_simt_host ${A_DEPS})
+  if(MLACHECK_HAVE_CUDA)
+    mlacheck_add_library(${name}_cuda SOURCES ${A_SOURCES} DEPS mlacheck_simt_cuda ${A_DEPS})
+  endif()
 endfunction()
 
 # mlacheck_add_fuzzer(name SOURCES ... DEPS ... CORPUS dir RUNS n): a libFuzzer harness, and a

@@ -1,0 +1,622 @@
+// The host backend's executor: blocks as fibers, barriers and warp collectives, fault reports.
+#include "core/backend/host_executor.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <boost/context/fiber.hpp>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MLA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MLA_ASAN 1
+#endif
+#endif
+#if defined(MLA_ASAN)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace mlacheck::simt::host {
+namespace {
+
+namespace bctx = boost::context;
+
+// ---- options ----------------------------------------------------------------------------------
+
+thread_local Options tls_options;
+
+// ---- fiber stacks: mmap'd with a guard page below, pooled across launches -----------------------
+
+std::size_t default_stack_bytes() {
+#if defined(MLA_ASAN)
+  return 256 * 1024;  // instrumented frames are several times larger
+#else
+  return 64 * 1024;
+#endif
+}
+
+struct Stack {
+  uint8_t* base = nullptr;  // the guard page
+  std::size_t bytes = 0;    // usable bytes above it
+  void* top() const { return base + page_size() + bytes; }
+  void* bottom() const { return base + page_size(); }
+  static std::size_t page_size() {
+    static const std::size_t p = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    return p;
+  }
+};
+
+class StackPool {
+ public:
+  Stack take(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::vector<Stack>& free = free_[bytes];
+      if (!free.empty()) {
+        Stack s = free.back();
+        free.pop_back();
+        return s;
+      }
+    }
+    const std::size_t page = Stack::page_size();
+    bytes = (bytes + page - 1) / page * page;
+    void* p = mmap(nullptr, bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    MLA_REQUIRE(p != MAP_FAILED, "host backend: cannot map a ", bytes, "-byte fiber stack");
+    mprotect(p, page, PROT_NONE);  // a stack overflow faults instead of corrupting its neighbour
+    return Stack{static_cast<uint8_t*>(p), bytes};
+  }
+  void give_back(const Stack& s, std::size_t requested) {
+#if defined(MLA_ASAN)
+    // The next fiber on this stack must not inherit the red zones of this one's frames.
+    ASAN_UNPOISON_MEMORY_REGION(s.bottom(), s.bytes);
+#endif
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[requested].push_back(s);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::size_t, std::vector<Stack>> free_;
+};
+
+StackPool& stack_pool() {
+  static StackPool* pool = new StackPool;  // never destroyed: stacks may be in use at exit
+  return *pool;
+}
+
+// boost.context frees a fiber's stack through its allocator; ours live in the pool, so it does not.
+struct PooledStackAllocator {
+  bctx::stack_context allocate() { return {}; }
+  void deallocate(bctx::stack_context&) noexcept {}
+};
+
+// ---- ASan: tell it which stack is live at every switch -------------------------------------------
+
+inline void asan_start_switch(void** fake_stack, const void* bottom, std::size_t size) {
+#if defined(MLA_ASAN)
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+inline void asan_finish_switch(void* fake_stack, const void** bottom_old, std::size_t* size_old) {
+#if defined(MLA_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack, bottom_old, size_old);
+#else
+  (void)fake_stack, (void)bottom_old, (void)size_old;
+#endif
+}
+
+// ---- one block's run ---------------------------------------------------------------------------
+
+enum class State { kRunnable, kAtBarrier, kAtCollective, kDone };
+
+// Thrown into a waiting thread to unwind its fiber when its block is abandoned after a fault. Not a
+// std::exception, so nothing in kernel code mistakes it for an error.
+struct Abandon {};
+
+struct BlockRun;
+
+struct GpuThread {
+  ThreadContext ctx;
+  unsigned linear = 0;
+  int warp = 0, lane = 0;
+  BlockRun* block = nullptr;
+  Stack stack;
+  bctx::fiber self;  // this thread's continuation while it waits (held by the scheduler)
+  bctx::fiber back;  // the scheduler's continuation while this thread runs
+  State state = State::kRunnable;
+  const char* file = "";  // where it waits
+  int line = 0;
+  Collective kind = Collective::kSyncWarp;
+  uint64_t value = 0, result = 0;
+  int src_lane = 0;
+  std::size_t next_shared_decl = 0;
+  void* fake_stack = nullptr;
+};
+
+struct SharedDecl {
+  std::string name;
+  std::size_t offset, bytes;
+};
+
+struct BlockRun {
+  const char* kernel = "";
+  Dim3 block_idx, block_dim, grid_dim;
+  const Options* options = nullptr;
+  const std::function<void()>* body = nullptr;
+  std::vector<GpuThread> threads;
+  int warp_size = 32, warps = 0;
+  std::mt19937_64 rng;
+  // Shared memory: static arrays in one arena, the dynamic bytes in their own allocation of exactly
+  // the declared size (so ASan sees a raw pointer running past it).
+  std::vector<uint8_t>* static_arena = nullptr;
+  std::vector<SharedDecl> shared_decls;
+  std::size_t static_used = 0;
+  std::unique_ptr<uint8_t[]> dynamic;
+  std::size_t dynamic_bytes = 0;
+  bool abandoning = false;
+  std::exception_ptr fault;
+  const void* scheduler_stack_bottom = nullptr;
+  std::size_t scheduler_stack_size = 0;
+};
+
+thread_local GpuThread* tls_thread = nullptr;
+
+std::string dim3_string(Dim3 d) {
+  std::ostringstream os;
+  os << '(' << d.x << ',' << d.y << ',' << d.z << ')';
+  return os.str();
+}
+
+std::string where_block(const BlockRun& b) {
+  return "kernel '" + std::string(b.kernel) + "' block " + dim3_string(b.block_idx);
+}
+std::string where_thread(const GpuThread& t) {
+  return where_block(*t.block) + " thread " + dim3_string(t.ctx.thread_idx);
+}
+
+// "threads 0..15, 32..47" (linear ids; x fastest), at most four ranges.
+std::string thread_list(const std::vector<unsigned>& ids) {
+  std::ostringstream os;
+  os << (ids.size() == 1 ? "thread " : "threads ");
+  int ranges = 0;
+  for (std::size_t i = 0; i < ids.size();) {
+    std::size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (ranges == 4) {
+      os << ", ...";
+      break;
+    }
+    os << (ranges++ ? ", " : "") << ids[i];
+    if (j > i) os << ".." << ids[j];
+    i = j + 1;
+  }
+  return os.str();
+}
+
+std::string site(const char* file, int line) {
+  const char* slash = std::strrchr(file, '/');
+  return std::string(slash ? slash + 1 : file) + ":" + std::to_string(line);
+}
+
+const char* collective_name(Collective k) {
+  switch (k) {
+    case Collective::kShuffle: return "shuffle";
+    case Collective::kBallot: return "ballot";
+    case Collective::kSyncWarp: return "sync_warp";
+  }
+  return "?";
+}
+
+// Switches from the scheduler to t until t waits or returns.
+void run_until_wait(BlockRun& b, GpuThread& t) {
+  tls_thread = &t;
+  void* fake = nullptr;
+  asan_start_switch(&fake, t.stack.bottom(), t.stack.bytes);
+  t.self = std::move(t.self).resume();
+  asan_finish_switch(fake, nullptr, nullptr);
+  tls_thread = nullptr;
+  (void)b;
+}
+
+// Switches from the running thread back to the scheduler; returns when the scheduler resumes it.
+void wait_here(GpuThread& t) {
+  BlockRun& b = *t.block;
+  asan_start_switch(&t.fake_stack, b.scheduler_stack_bottom, b.scheduler_stack_size);
+  t.back = std::move(t.back).resume();
+  asan_finish_switch(t.fake_stack, &b.scheduler_stack_bottom, &b.scheduler_stack_size);
+  if (b.abandoning) throw Abandon{};
+}
+
+void start_fiber(BlockRun& b, GpuThread& t) {
+  bctx::stack_context sctx;
+  sctx.sp = t.stack.top();
+  sctx.size = t.stack.bytes;
+  GpuThread* tp = &t;
+  t.self = bctx::fiber(std::allocator_arg, bctx::preallocated(sctx.sp, sctx.size, sctx), PooledStackAllocator{},
+                       [tp](bctx::fiber&& back) -> bctx::fiber {
+                         BlockRun& blk = *tp->block;
+                         asan_finish_switch(nullptr, &blk.scheduler_stack_bottom, &blk.scheduler_stack_size);
+                         tp->back = std::move(back);
+                         try {
+                           if (!blk.abandoning) (*blk.body)();  // never started: nothing to unwind
+                         } catch (const Abandon&) {
+                         } catch (const KernelFault&) {
+                           if (!blk.fault) blk.fault = std::current_exception();
+                         } catch (const std::exception& e) {
+                           if (!blk.fault) blk.fault = std::make_exception_ptr(KernelFault(where_thread(*tp) + ": " + e.what()));
+                         } catch (...) {
+                           if (!blk.fault) blk.fault = std::make_exception_ptr(KernelFault(where_thread(*tp) + ": an unknown exception"));
+                         }
+                         tp->state = State::kDone;
+                         asan_start_switch(nullptr, blk.scheduler_stack_bottom, blk.scheduler_stack_size);
+                         return std::move(tp->back);
+                       });
+  (void)b;
+}
+
+// Everyone waits: completes the warp collectives whose warps are all there, else the barrier.
+// Returns "" on progress, else what is wrong.
+std::string resolve(BlockRun& b) {
+  bool progress = false;
+  const int n = static_cast<int>(b.threads.size());
+  for (int w = 0; w < b.warps; ++w) {
+    const int first = w * b.warp_size, end = std::min(n, first + b.warp_size);
+    std::vector<unsigned> at, absent;
+    for (int i = first; i < end; ++i) (b.threads[i].state == State::kAtCollective ? at : absent).push_back(i);
+    if (at.empty()) continue;
+    const GpuThread& lead = b.threads[at[0]];
+    std::ostringstream why;
+    why << where_block(b) << " warp " << w << ": ";
+    if (!absent.empty()) {
+      // Lanes that returned or wait at a barrier will never join: on a GPU this hangs or reads
+      // garbage.
+      why << collective_name(lead.kind) << " at " << site(lead.file, lead.line)
+          << " with inactive lanes: " << thread_list(at) << " are there, ";
+      std::vector<unsigned> returned, at_barrier;
+      for (unsigned i : absent) (b.threads[i].state == State::kDone ? returned : at_barrier).push_back(i);
+      if (!returned.empty()) why << thread_list(returned) << " returned";
+      if (!at_barrier.empty()) {
+        const GpuThread& t = b.threads[at_barrier[0]];
+        why << (returned.empty() ? "" : ", ") << thread_list(at_barrier) << " wait at the barrier at "
+            << site(t.file, t.line);
+      }
+      return why.str();
+    }
+    for (unsigned i : at) {
+      const GpuThread& t = b.threads[i];
+      if (t.kind != lead.kind) {
+        why << "lanes in different collectives: thread " << lead.linear << " in " << collective_name(lead.kind)
+            << " at " << site(lead.file, lead.line) << ", thread " << t.linear << " in "
+            << collective_name(t.kind) << " at " << site(t.file, t.line);
+        return why.str();
+      }
+    }
+    uint64_t ballot = 0;
+    for (unsigned i : at) {
+      if (b.threads[i].value != 0) ballot |= uint64_t(1) << (i - first);
+    }
+    for (unsigned i : at) {
+      GpuThread& t = b.threads[i];
+      if (t.kind == Collective::kShuffle) {
+        const int src = first + t.src_lane;
+        if (t.src_lane < 0 || src >= end) {
+          why << "thread " << t.linear << " shuffles from lane " << t.src_lane << " at " << site(t.file, t.line)
+              << ", which does not exist (the warp has " << end - first << " lanes in a block of " << n
+              << " threads)";
+          return why.str();
+        }
+        t.result = b.threads[src].value;
+      } else {
+        t.result = t.kind == Collective::kBallot ? ballot : 0;
+      }
+    }
+    for (unsigned i : at) b.threads[i].state = State::kRunnable;
+    progress = true;
+  }
+  if (progress) return "";
+
+  std::vector<unsigned> waiting, returned;
+  for (const GpuThread& t : b.threads) (t.state == State::kAtBarrier ? waiting : returned).push_back(t.linear);
+  const GpuThread& lead = b.threads[waiting.at(0)];
+  std::ostringstream why;
+  why << where_block(b) << ": ";
+  if (!returned.empty()) {
+    why << "barrier at " << site(lead.file, lead.line) << " not reached by every thread: " << thread_list(waiting)
+        << " wait there, " << thread_list(returned) << " returned (first: thread "
+        << dim3_string(b.threads[returned[0]].ctx.thread_idx) << ")";
+    return why.str();
+  }
+  for (unsigned i : waiting) {
+    const GpuThread& t = b.threads[i];
+    if (t.line != lead.line || std::strcmp(t.file, lead.file) != 0) {
+      why << "threads wait at different barriers: thread " << lead.linear << " at " << site(lead.file, lead.line)
+          << ", thread " << t.linear << " at " << site(t.file, t.line);
+      return why.str();
+    }
+  }
+  for (GpuThread& t : b.threads) t.state = State::kRunnable;
+  return "";
+}
+
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Runs one block to completion; returns its fault, if any.
+std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3 block, std::size_t dynamic_bytes,
+                             const Options& options, const std::function<void()>& body,
+                             std::vector<uint8_t>& static_arena) {
+  BlockRun b;
+  b.kernel = kernel;
+  b.block_idx = block_idx;
+  b.block_dim = block;
+  b.grid_dim = grid;
+  b.options = &options;
+  b.body = &body;
+  b.warp_size = options.warp_size;
+  b.static_arena = &static_arena;
+  b.dynamic_bytes = dynamic_bytes;
+  if (dynamic_bytes > 0) {
+    // Uninitialised shared memory reads as NaN (0xFF bytes), as stale data would on a GPU.
+    b.dynamic.reset(new uint8_t[dynamic_bytes]);
+    std::memset(b.dynamic.get(), 0xFF, dynamic_bytes);
+  }
+  const unsigned n = block.x * block.y * block.z;
+  b.warps = static_cast<int>((n + b.warp_size - 1) / b.warp_size);
+  const uint64_t block_linear = block_idx.x + uint64_t(grid.x) * (block_idx.y + uint64_t(grid.y) * block_idx.z);
+  b.rng.seed(mix(options.seed ^ mix(block_linear)));
+
+  const std::size_t stack_bytes = options.stack_bytes ? options.stack_bytes : default_stack_bytes();
+  b.threads.resize(n);
+  for (unsigned i = 0; i < n; ++i) {
+    GpuThread& t = b.threads[i];
+    t.linear = i;
+    t.ctx.thread_idx = Dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+    t.ctx.block_idx = block_idx;
+    t.ctx.block_dim = block;
+    t.ctx.grid_dim = grid;
+    t.ctx.warp_size = b.warp_size;
+    t.warp = static_cast<int>(i) / b.warp_size;
+    t.lane = static_cast<int>(i) % b.warp_size;
+    t.block = &b;
+    t.stack = stack_pool().take(stack_bytes);
+    start_fiber(b, t);
+  }
+
+  const bool shuffled = options.schedule == Schedule::kShuffled;
+  std::vector<unsigned> order;
+  std::vector<int> warp_order(b.warps);
+  for (;;) {
+    order.clear();
+    if (shuffled) {
+      for (int w = 0; w < b.warps; ++w) warp_order[w] = w;
+      std::shuffle(warp_order.begin(), warp_order.end(), b.rng);
+      for (int w : warp_order) {
+        const std::size_t from = order.size();
+        for (unsigned i = w * b.warp_size; i < std::min<unsigned>(n, (w + 1) * b.warp_size); ++i) {
+          if (b.threads[i].state == State::kRunnable) order.push_back(i);
+        }
+        std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(from), order.end(), b.rng);
+      }
+    } else {
+      for (unsigned i = 0; i < n; ++i) {
+        if (b.threads[i].state == State::kRunnable) order.push_back(i);
+      }
+    }
+    if (!order.empty()) {
+      for (unsigned i : order) {
+        run_until_wait(b, b.threads[i]);
+        if (b.fault) break;
+      }
+      if (b.fault) break;
+      continue;
+    }
+    if (std::all_of(b.threads.begin(), b.threads.end(), [](const GpuThread& t) { return t.state == State::kDone; })) {
+      break;
+    }
+    const std::string why = resolve(b);
+    if (!why.empty()) {
+      b.fault = std::make_exception_ptr(KernelFault(why));
+      break;
+    }
+  }
+  // Unwind every thread still waiting, so its stack can be reused.
+  b.abandoning = true;
+  for (GpuThread& t : b.threads) {
+    if (t.self) run_until_wait(b, t);
+  }
+  for (GpuThread& t : b.threads) stack_pool().give_back(t.stack, stack_bytes);
+  return b.fault;
+}
+
+void validate(const char* kernel, Dim3 grid, Dim3 block, std::size_t dynamic_bytes, const Options& o) {
+  const std::string what = std::string("kernel '") + kernel + "' launch with grid " + dim3_string(grid) +
+                           ", block " + dim3_string(block) + ": ";
+  MLA_REQUIRE(o.warp_size == 32 || o.warp_size == 64, "host backend: warp size ", o.warp_size,
+              "; it must be 32 or 64");
+  MLA_REQUIRE(o.workers >= 1, "host backend: ", o.workers, " workers; at least 1");
+  MLA_REQUIRE(grid.x && grid.y && grid.z, what, "a grid dimension is zero (a GPU refuses the launch)");
+  MLA_REQUIRE(block.x && block.y && block.z, what, "a block dimension is zero (a GPU refuses the launch)");
+  MLA_REQUIRE(uint64_t(block.x) * block.y * block.z <= 1024 && block.z <= 64, what,
+              "more than 1024 threads per block or block.z over 64 (a GPU refuses the launch)");
+  MLA_REQUIRE(grid.x <= 0x7FFFFFFFu && grid.y <= 65535 && grid.z <= 65535, what,
+              "grid larger than a GPU allows");
+  MLA_REQUIRE(dynamic_bytes <= o.max_shared_bytes, what, dynamic_bytes,
+              " bytes of dynamic shared memory; a block may have at most ", o.max_shared_bytes);
+}
+
+}  // namespace
+
+// ---- public interface ----------------------------------------------------------------------------
+
+const Options& current_options() { return tls_options; }
+
+ScopedOptions::ScopedOptions(const Options& o) : saved_(tls_options) { tls_options = o; }
+ScopedOptions::~ScopedOptions() { tls_options = saved_; }
+
+void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_shared_bytes, simt::Stream stream,
+            std::function<void()> body) {
+  const Options options = tls_options;
+  validate(kernel_name, grid, block, dynamic_shared_bytes, options);
+  MLA_REQUIRE(tls_thread == nullptr, "kernel '", kernel_name, "' launched from inside a kernel (",
+              where_thread(*tls_thread), "); dynamic parallelism is not supported");
+  if (stream != nullptr && stream->capturing_) {
+    stream->recording_.launches_.push_back({kernel_name, grid, block, dynamic_shared_bytes, std::move(body)});
+    return;
+  }
+
+  const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  std::vector<uint64_t> order(blocks);
+  for (uint64_t i = 0; i < blocks; ++i) order[i] = i;
+  if (options.schedule == Schedule::kShuffled) {
+    std::mt19937_64 rng(mix(options.seed));
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  auto block_of = [&](uint64_t i) {
+    return Dim3(static_cast<unsigned>(i % grid.x), static_cast<unsigned>(i / grid.x % grid.y),
+                static_cast<unsigned>(i / (uint64_t(grid.x) * grid.y)));
+  };
+
+  // Workers take blocks in order; the fault reported is that of the earliest block in the order.
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex fault_mutex;
+  uint64_t fault_position = UINT64_MAX;
+  std::exception_ptr fault;
+  auto work = [&] {
+    std::vector<uint8_t> static_arena(options.max_shared_bytes);
+    for (uint64_t pos; !stop.load(std::memory_order_relaxed) && (pos = next.fetch_add(1)) < blocks;) {
+      std::exception_ptr f =
+          run_block(kernel_name, block_of(order[pos]), grid, block, dynamic_shared_bytes, options, body, static_arena);
+      if (f) {
+        std::lock_guard<std::mutex> lock(fault_mutex);
+        if (pos < fault_position) fault_position = pos, fault = f;
+        stop = true;
+      }
+    }
+  };
+  const int helpers = static_cast<int>(std::min<uint64_t>(options.workers, blocks)) - 1;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < helpers; ++i) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  if (fault) std::rethrow_exception(fault);
+}
+
+void Graph::replay() const {
+  for (const Launch& l : launches_) launch(l.kernel_name.c_str(), l.grid, l.block, l.dynamic_shared_bytes, nullptr, l.body);
+}
+
+void Stream::begin_capture() {
+  MLA_REQUIRE(!capturing_, "host stream: begin_capture while already capturing");
+  capturing_ = true;
+  recording_ = Graph{};
+}
+
+Graph Stream::end_capture() {
+  MLA_REQUIRE(capturing_, "host stream: end_capture without begin_capture");
+  capturing_ = false;
+  return std::move(recording_);
+}
+
+const ThreadContext& this_thread() {
+  MLA_REQUIRE(tls_thread != nullptr,
+              "simt: a kernel-side function (thread_idx, sync_threads, a shuffle...) was called outside a kernel launch");
+  return tls_thread->ctx;
+}
+
+void barrier(const char* file, int line) {
+  this_thread();
+  GpuThread& t = *tls_thread;
+  t.state = State::kAtBarrier;
+  t.file = file;
+  t.line = line;
+  wait_here(t);
+}
+
+uint64_t warp_collective(Collective kind, uint64_t value, int src_lane, const char* file, int line) {
+  this_thread();
+  GpuThread& t = *tls_thread;
+  t.state = State::kAtCollective;
+  t.kind = kind;
+  t.value = value;
+  t.src_lane = src_lane;  // a lane of the caller's warp
+  t.file = file;
+  t.line = line;
+  wait_here(t);
+  return t.result;
+}
+
+void* static_shared_bytes(std::size_t bytes, std::size_t align, const char* name) {
+  this_thread();
+  GpuThread& t = *tls_thread;
+  BlockRun& b = *t.block;
+  const std::size_t index = t.next_shared_decl++;
+  if (index < b.shared_decls.size()) {
+    const SharedDecl& d = b.shared_decls[index];
+    if (d.bytes != bytes || d.name != name) {
+      throw KernelFault(where_thread(t) + ": declares shared array '" + name + "' (" + std::to_string(bytes) +
+                        " bytes) where another thread declared '" + d.name + "' (" + std::to_string(d.bytes) +
+                        " bytes); shared declarations must not diverge");
+    }
+    return b.static_arena->data() + d.offset;
+  }
+  align = std::max<std::size_t>(align, 16);
+  const std::size_t offset = (b.static_used + align - 1) / align * align;
+  if (offset + bytes + b.dynamic_bytes > b.options->max_shared_bytes) {
+    throw KernelFault(where_thread(t) + ": shared array '" + name + "' (" + std::to_string(bytes) +
+                      " bytes) takes the block's static shared memory to " + std::to_string(offset + bytes) +
+                      " bytes, with " + std::to_string(b.dynamic_bytes) + " dynamic; a block may have " +
+                      std::to_string(b.options->max_shared_bytes));
+  }
+  b.static_used = offset + bytes;
+  b.shared_decls.push_back({name, offset, bytes});
+  std::memset(b.static_arena->data() + offset, 0xFF, bytes);  // uninitialised reads give NaN
+  return b.static_arena->data() + offset;
+}
+
+void* dynamic_shared_base() {
+  this_thread();
+  return tls_thread->block->dynamic.get();
+}
+
+std::size_t dynamic_shared_bytes() {
+  this_thread();
+  return tls_thread->block->dynamic_bytes;
+}
+
+void shared_out_of_bounds(const char* name, std::size_t index, std::size_t count, std::size_t element_bytes) {
+  this_thread();
+  const GpuThread& t = *tls_thread;
+  const bool is_static = std::any_of(t.block->shared_decls.begin(), t.block->shared_decls.end(),
+                                     [&](const SharedDecl& d) { return d.name == name; });
+  std::ostringstream os;
+  os << where_thread(t) << ": ";
+  if (is_static) {
+    os << "shared array '" << name << "' indexed at " << index << ", past its " << count << " elements";
+  } else {
+    os << "dynamic shared memory '" << name << "' indexed at element " << index << " (byte "
+       << index * element_bytes << "), past the " << t.block->dynamic_bytes << " bytes the launch declared";
+  }
+  throw KernelFault(os.str());
+}
+
+}  // namespace mlacheck::simt::host

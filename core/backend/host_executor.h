@@ -1,0 +1,150 @@
+// The host backend: runs a kernel launch on the CPU with GPU thread semantics.
+//
+// Each thread block runs as one fiber per thread (boost.context). A fiber runs until it reaches a
+// block barrier or a warp collective, then the next one runs; when every thread of the block (or
+// every lane of the warp) has arrived, they all go on. So __syncthreads, shared memory, warp
+// shuffles and atomics behave as on a GPU, and the kernel source is the one nvcc compiles.
+//
+// What a GPU would do silently or hang on is reported as a KernelFault naming the kernel, the block
+// and the threads: a barrier not reached by every thread of the block, threads waiting at different
+// barriers, a warp collective with inactive lanes (returned, or waiting at a barrier), different
+// collectives in one warp, and a shared-memory access past its array (for dynamic shared memory,
+// past the bytes the launch declared).
+//
+// Order is deterministic by default: blocks in order, and within a block the runnable threads in
+// order. Schedule::kShuffled permutes the block order and, at every step, the order of warps and of
+// lanes, from a seed: a kernel whose result depends on it (a missing barrier, a race) gives
+// different results for different seeds. Kernel code reaches this header only through simt.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mlacheck::simt {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr Dim3() = default;
+  constexpr Dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+namespace host {
+class Stream;
+}
+// A host stream: null runs each launch at once; a capturing stream records launches instead.
+using Stream = host::Stream*;
+
+namespace host {
+
+enum class Schedule { kOrdered, kShuffled };
+
+struct Options {
+  int warp_size = 32;                   // 32 (CUDA) or 64 (gfx9 wavefronts)
+  int workers = 1;                      // host threads running blocks; more than one lets blocks
+                                        // interleave, so atomics between blocks change order
+  Schedule schedule = Schedule::kOrdered;
+  uint64_t seed = 0;                    // for kShuffled
+  std::size_t stack_bytes = 0;          // per thread's fiber; 0: 64 KiB (256 KiB under ASan)
+  std::size_t max_shared_bytes = 232448;  // per block, static + dynamic (an H100/H200's 227 KiB)
+};
+
+// The options launches on this host thread use; ScopedOptions sets them for a scope.
+const Options& current_options();
+class ScopedOptions {
+ public:
+  explicit ScopedOptions(const Options& o);
+  ~ScopedOptions();
+  ScopedOptions(const ScopedOptions&) = delete;
+  ScopedOptions& operator=(const ScopedOptions&) = delete;
+
+ private:
+  Options saved_;
+};
+
+// A kernel's misbehaviour on the host backend; the message names kernel, block and threads.
+class KernelFault : public Error {
+ public:
+  explicit KernelFault(const std::string& what) : Error(what) {}
+};
+
+// Runs body once per thread of every block of the grid (see the top of this file). Throws
+// KernelFault, or Error for a configuration a GPU would refuse (more than 1024 threads per block,
+// a zero dimension, too much shared memory). On a capturing stream the launch is recorded instead.
+void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_shared_bytes,
+            simt::Stream stream, std::function<void()> body);
+template <class Config, class Body>
+void launch(const char* kernel_name, const Config& config, Body&& body) {
+  launch(kernel_name, config.grid, config.block, config.dynamic_shared_bytes, config.stream,
+         std::function<void()>(std::forward<Body>(body)));
+}
+
+// A recorded sequence of launches, replayed against the same arguments (pointers included), as a
+// CUDA graph is. Its launches run with the options current at replay.
+class Graph {
+ public:
+  void replay() const;
+  std::size_t launch_count() const { return launches_.size(); }
+
+ private:
+  friend class Stream;
+  friend void launch(const char*, Dim3, Dim3, std::size_t, simt::Stream, std::function<void()>);
+  struct Launch {
+    std::string kernel_name;
+    Dim3 grid, block;
+    std::size_t dynamic_shared_bytes;
+    std::function<void()> body;
+  };
+  std::vector<Launch> launches_;
+};
+
+class Stream {
+ public:
+  void begin_capture();
+  Graph end_capture();
+  bool capturing() const { return capturing_; }
+
+ private:
+  friend void launch(const char*, Dim3, Dim3, std::size_t, Stream*, std::function<void()>);
+  bool capturing_ = false;
+  Graph recording_;
+};
+
+// What a running thread sees of itself. Valid only inside a launch.
+struct ThreadContext {
+  Dim3 thread_idx, block_idx, block_dim, grid_dim;
+  int warp_size = 32;
+};
+// Throws Error when called outside a kernel launch.
+const ThreadContext& this_thread();
+
+enum class Collective { kShuffle, kBallot, kSyncWarp };
+// Block barrier: returns when every thread of the block has reached a barrier.
+void barrier(const char* file, int line);
+// Warp collective: every lane of the warp deposits value; kShuffle returns the value of lane
+// src_lane, kBallot a bit per lane whose value was non-zero, kSyncWarp 0.
+uint64_t warp_collective(Collective kind, uint64_t value, int src_lane, const char* file, int line);
+
+// Shared memory of the running block. static_shared gives every thread the same array for the
+// same declaration (in declaration order); dynamic_shared is the launch's dynamic bytes.
+void* static_shared_bytes(std::size_t bytes, std::size_t align, const char* name);
+void* dynamic_shared_base();
+std::size_t dynamic_shared_bytes();
+template <class T>
+T* static_shared(std::size_t count, const char* name) {
+  return static_cast<T*>(static_shared_bytes(count * sizeof(T), alignof(T), name));
+}
+template <class T>
+T* dynamic_shared() {
+  return static_cast<T*>(dynamic_shared_base());
+}
+[[noreturn]] void shared_out_of_bounds(const char* name, std::size_t index, std::size_t count,
+                                       std::size_t element_bytes);
+
+}  // namespace host
+}  // namespace mlacheck::simt

@@ -1,0 +1,407 @@
+// The portability header: the one header a kernel file includes, for CUDA, HIP and the host backend.
+//
+// A kernel file is compiled three times from one source: by nvcc (cuda), by hipcc (hip, gfx9,
+// 64-lane warps) and by the host C++ compiler (host: each block run as fibers by host_executor.h).
+// It never names a backend, never writes <<<>>>, and reaches every GPU feature through simt::
+//
+//   #include "core/backend/simt.h"
+//   namespace mlacheck::kernels::MLA_BACKEND_NS {          // cuda, hip or host
+//   MLA_KERNEL void row_sum(const float* in, float* out, int n) {
+//     MLA_SHARED(float, partial, simt::kMaxWarpsPerBlock);
+//     float v = 0;
+//     for (int i = simt::thread_idx().x; i < n; i += simt::block_dim().x) v += in[i];
+//     v = simt::warp_sum(v);
+//     ...
+//     simt::sync_threads();
+//   }
+//   void launch_row_sum(const float* in, float* out, int n, simt::Stream stream) {
+//     MLA_LAUNCH(row_sum, simt::LaunchConfig{{1}, {256}, 0, stream}, in, out, n);
+//   }
+//   }
+//
+// Semantics are CUDA's on every backend (shuffle width rules, source lanes taken modulo width), so
+// a kernel gives the same bits on host and on the GPU for the same warp size. Warp collectives are
+// whole-warp operations (CUDA's full mask): every lane of the warp must take part.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "core/fp16.h"
+#include "core/fp8.h"
+
+#if defined(__HIP__)
+#define MLA_BACKEND_HIP 1
+#define MLA_BACKEND_NS hip
+#include <hip/hip_runtime.h>
+#elif defined(__CUDACC__)
+#define MLA_BACKEND_CUDA 1
+#define MLA_BACKEND_NS cuda
+#include <cuda_runtime.h>
+#else
+#define MLA_BACKEND_HOST 1
+#define MLA_BACKEND_NS host
+#include "core/backend/host_executor.h"
+#endif
+
+#if defined(MLA_BACKEND_HOST)
+#define MLA_KERNEL
+#define MLA_DEVICE inline
+#else
+#define MLA_KERNEL __global__
+#define MLA_DEVICE __device__ __forceinline__
+#endif
+
+namespace mlacheck::simt {
+
+#if !defined(MLA_BACKEND_HOST)
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  Dim3() = default;
+  MLA_HD constexpr Dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+#endif
+#if defined(MLA_BACKEND_CUDA)
+using Stream = cudaStream_t;
+#elif defined(MLA_BACKEND_HIP)
+using Stream = hipStream_t;
+#endif
+
+// A bit per lane; 64 bits so one type serves 32- and 64-lane warps.
+using lane_mask = std::uint64_t;
+constexpr int kMaxWarpSize = 64;
+constexpr int kMinWarpSize = 32;
+constexpr int kMaxThreadsPerBlock = 1024;
+// Enough slots for one value per warp of any block on any backend.
+constexpr int kMaxWarpsPerBlock = kMaxThreadsPerBlock / kMinWarpSize;
+
+// How to launch: grid and block shape, dynamic shared memory bytes, stream (null: the default).
+struct LaunchConfig {
+  Dim3 grid;
+  Dim3 block;
+  std::size_t dynamic_shared_bytes = 0;
+  Stream stream = nullptr;
+};
+
+// ---- indices and sizes -------------------------------------------------------------------------
+#if defined(MLA_BACKEND_HOST)
+MLA_DEVICE Dim3 thread_idx() { return host::this_thread().thread_idx; }
+MLA_DEVICE Dim3 block_idx() { return host::this_thread().block_idx; }
+MLA_DEVICE Dim3 block_dim() { return host::this_thread().block_dim; }
+MLA_DEVICE Dim3 grid_dim() { return host::this_thread().grid_dim; }
+MLA_DEVICE int warp_size() { return host::this_thread().warp_size; }
+#else
+MLA_DEVICE Dim3 thread_idx() { return Dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
+MLA_DEVICE Dim3 block_idx() { return Dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+MLA_DEVICE Dim3 block_dim() { return Dim3(blockDim.x, blockDim.y, blockDim.z); }
+MLA_DEVICE Dim3 grid_dim() { return Dim3(gridDim.x, gridDim.y, gridDim.z); }
+#if defined(MLA_BACKEND_HIP)
+// The wavefront size is a device-compilation macro; the host pass only needs something to parse.
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+MLA_DEVICE constexpr int warp_size() { return __AMDGCN_WAVEFRONT_SIZE; }
+#else
+MLA_DEVICE constexpr int warp_size() { return 64; }
+#endif
+#else
+MLA_DEVICE constexpr int warp_size() { return 32; }
+#endif
+#endif
+
+// The thread's rank in its block (x fastest), its lane in its warp, and its warp in the block.
+MLA_DEVICE unsigned linear_thread_idx() {
+  const Dim3 t = thread_idx(), b = block_dim();
+  return t.x + b.x * (t.y + b.y * t.z);
+}
+MLA_DEVICE int lane_id() { return static_cast<int>(linear_thread_idx()) % warp_size(); }
+MLA_DEVICE int warp_id() { return static_cast<int>(linear_thread_idx()) / warp_size(); }
+MLA_DEVICE unsigned threads_per_block() {
+  const Dim3 b = block_dim();
+  return b.x * b.y * b.z;
+}
+
+// ---- barriers ----------------------------------------------------------------------------------
+// Host builds record the call site, so a divergent barrier is reported with its line.
+#if defined(MLA_BACKEND_HOST)
+inline void sync_threads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  host::barrier(file, line);
+}
+inline void sync_warp(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  host::warp_collective(host::Collective::kSyncWarp, 0, 0, file, line);
+}
+inline void thread_fence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#elif defined(MLA_BACKEND_HIP)
+MLA_DEVICE void sync_threads() { __syncthreads(); }
+// HIP 5.2 has no __syncwarp: a wavefront executes in lockstep, so a wave barrier (which also orders
+// LDS accesses) is the equivalent.
+MLA_DEVICE void sync_warp() { __builtin_amdgcn_wave_barrier(); }
+MLA_DEVICE void thread_fence() { __threadfence(); }
+#else
+MLA_DEVICE void sync_threads() { __syncthreads(); }
+MLA_DEVICE void sync_warp() { __syncwarp(); }
+MLA_DEVICE void thread_fence() { __threadfence(); }
+#endif
+
+// ---- warp shuffles -----------------------------------------------------------------------------
+// T is a 4- or 8-byte arithmetic type (int, unsigned, float, int64_t, uint64_t, double).
+// shfl_xor: the value of lane (lane ^ lane_mask), or the caller's own when that lane lies in a later
+//           width-segment.
+// shfl_down: the value of lane (lane + delta), or the caller's own past the end of its segment.
+// shfl: the value of lane src_lane (taken modulo width) of the caller's segment.
+#if defined(MLA_BACKEND_HOST)
+namespace detail {
+template <class T>
+inline T host_shuffle(T v, int src_lane, const char* file, int line) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffle a 4- or 8-byte value");
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = host::warp_collective(host::Collective::kShuffle, bits, src_lane, file, line);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+}  // namespace detail
+
+template <class T>
+inline T shfl_xor(T v, int lane_mask, int width = 0, const char* file = __builtin_FILE(),
+                  int line = __builtin_LINE()) {
+  if (width == 0) width = warp_size();
+  const int lane = lane_id();
+  const int segment_end = (lane / width + 1) * width;
+  const int src = lane ^ lane_mask;
+  return detail::host_shuffle(v, src >= segment_end ? lane : src, file, line);
+}
+template <class T>
+inline T shfl_down(T v, unsigned delta, int width = 0, const char* file = __builtin_FILE(),
+                   int line = __builtin_LINE()) {
+  if (width == 0) width = warp_size();
+  const int lane = lane_id();
+  const int in_segment = lane % width + static_cast<int>(delta);
+  return detail::host_shuffle(v, in_segment >= width ? lane : lane + static_cast<int>(delta), file, line);
+}
+template <class T>
+inline T shfl(T v, int src_lane, int width = 0, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE()) {
+  if (width == 0) width = warp_size();
+  const int lane = lane_id();
+  return detail::host_shuffle(v, lane / width * width + (src_lane & (width - 1)), file, line);
+}
+inline lane_mask ballot(bool pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  return host::warp_collective(host::Collective::kBallot, pred ? 1 : 0, 0, file, line);
+}
+#elif defined(MLA_BACKEND_HIP)
+// HIP 5.2 has only the mask-less forms; the whole wavefront takes part, as the full mask says.
+template <class T>
+MLA_DEVICE T shfl_xor(T v, int lane_mask, int width = warp_size()) {
+  return __shfl_xor(v, lane_mask, width);
+}
+template <class T>
+MLA_DEVICE T shfl_down(T v, unsigned delta, int width = warp_size()) {
+  return __shfl_down(v, delta, width);
+}
+template <class T>
+MLA_DEVICE T shfl(T v, int src_lane, int width = warp_size()) {
+  return __shfl(v, src_lane & (width - 1), width);  // CUDA's modulo rule; HIP would cross segments
+}
+MLA_DEVICE lane_mask ballot(bool pred) { return __ballot(pred); }
+#else
+template <class T>
+MLA_DEVICE T shfl_xor(T v, int lane_mask, int width = warp_size()) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+}
+template <class T>
+MLA_DEVICE T shfl_down(T v, unsigned delta, int width = warp_size()) {
+  return __shfl_down_sync(0xffffffffu, v, delta, width);
+}
+template <class T>
+MLA_DEVICE T shfl(T v, int src_lane, int width = warp_size()) {
+  return __shfl_sync(0xffffffffu, v, src_lane, width);
+}
+MLA_DEVICE lane_mask ballot(bool pred) { return __ballot_sync(0xffffffffu, pred); }
+#endif
+
+MLA_DEVICE bool warp_any(bool pred) { return ballot(pred) != 0; }
+MLA_DEVICE bool warp_all(bool pred) {
+  const lane_mask full = warp_size() == 64 ? ~lane_mask(0) : (lane_mask(1) << warp_size()) - 1;
+  return ballot(pred) == full;
+}
+
+// Butterfly reductions: every lane gets the result, and the order of operations is the same on
+// every backend, so float sums agree bit for bit for the same warp size.
+template <class T>
+MLA_DEVICE T warp_sum(T v) {
+  for (int offset = warp_size() / 2; offset > 0; offset /= 2) v += shfl_xor(v, offset);
+  return v;
+}
+template <class T>
+MLA_DEVICE T warp_max(T v) {
+  for (int offset = warp_size() / 2; offset > 0; offset /= 2) {
+    const T other = shfl_xor(v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+template <class T>
+MLA_DEVICE T warp_min(T v) {
+  for (int offset = warp_size() / 2; offset > 0; offset /= 2) {
+    const T other = shfl_xor(v, offset);
+    v = other < v ? other : v;
+  }
+  return v;
+}
+
+// ---- atomics on 32-bit global or shared memory; each returns the old value ----------------------
+#if defined(MLA_BACKEND_HOST)
+// Blocks may run on several host threads at once, so these are real atomics.
+inline int atomic_add(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+inline unsigned atomic_add(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+inline int atomic_cas(int* p, int expected, int desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return expected;
+}
+inline unsigned atomic_cas(unsigned* p, unsigned expected, unsigned desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return expected;
+}
+inline float atomic_add(float* p, float v) {
+  std::uint32_t* word = reinterpret_cast<std::uint32_t*>(p);
+  std::uint32_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
+  for (;;) {
+    const std::uint32_t desired = float_bits(bits_float(old) + v);
+    if (__atomic_compare_exchange_n(word, &old, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) break;
+  }
+  return bits_float(old);
+}
+template <class T>
+inline T host_atomic_max(T* p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+inline int atomic_max(int* p, int v) { return host_atomic_max(p, v); }
+inline unsigned atomic_max(unsigned* p, unsigned v) { return host_atomic_max(p, v); }
+#else
+MLA_DEVICE int atomic_add(int* p, int v) { return atomicAdd(p, v); }
+MLA_DEVICE unsigned atomic_add(unsigned* p, unsigned v) { return atomicAdd(p, v); }
+MLA_DEVICE float atomic_add(float* p, float v) { return atomicAdd(p, v); }
+MLA_DEVICE int atomic_max(int* p, int v) { return atomicMax(p, v); }
+MLA_DEVICE unsigned atomic_max(unsigned* p, unsigned v) { return atomicMax(p, v); }
+MLA_DEVICE int atomic_cas(int* p, int expected, int desired) { return atomicCAS(p, expected, desired); }
+MLA_DEVICE unsigned atomic_cas(unsigned* p, unsigned expected, unsigned desired) {
+  return atomicCAS(p, expected, desired);
+}
+#endif
+
+// ---- conversions (core's codecs; bit-exact on every backend) -----------------------------------
+MLA_DEVICE float fp8_e4m3_to_float(std::uint8_t c) { return ::mlacheck::fp8_e4m3_to_float(c); }
+MLA_DEVICE std::uint8_t float_to_fp8_e4m3(float f) { return ::mlacheck::float_to_fp8_e4m3(f); }
+MLA_DEVICE float bf16_to_float(std::uint16_t h) { return ::mlacheck::bf16_to_float(h); }
+MLA_DEVICE std::uint16_t float_to_bf16(float f) { return ::mlacheck::float_to_bf16(f); }
+MLA_DEVICE float ue8m0_to_float(std::uint8_t c) { return ::mlacheck::ue8m0_to_float(c); }
+
+// ---- shared memory -----------------------------------------------------------------------------
+// A shared-memory array. On the host every access is bounds-checked and an access past the array
+// (for dynamic shared memory: past the bytes the launch declared) is reported with the block and
+// thread; on a GPU it is a bare pointer.
+template <class T>
+class shared_array {
+ public:
+  MLA_DEVICE shared_array(T* data, std::size_t count, const char* name) : data_(data), count_(count) {
+#if defined(MLA_BACKEND_HOST)
+    name_ = name;
+#else
+    (void)name;
+#endif
+  }
+  MLA_DEVICE T& operator[](std::size_t i) const {
+#if defined(MLA_BACKEND_HOST)
+    if (i >= count_) host::shared_out_of_bounds(name_, i, count_, sizeof(T));
+#endif
+    return data_[i];
+  }
+  MLA_DEVICE T* data() const { return data_; }
+  MLA_DEVICE std::size_t size() const { return count_; }
+
+ private:
+  T* data_;
+  std::size_t count_;
+#if defined(MLA_BACKEND_HOST)
+  const char* name_ = nullptr;
+#endif
+};
+
+#if !defined(MLA_BACKEND_HOST)
+// The dynamic shared memory size of this launch, from the %dynamic_smem_size register (CUDA); HIP
+// has no such register, so dynamic arrays there are unbounded (they are unchecked on a GPU anyway).
+MLA_DEVICE std::size_t dynamic_shared_bytes() {
+#if defined(MLA_BACKEND_CUDA) && defined(__CUDA_ARCH__)
+  unsigned bytes;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+#else
+  return SIZE_MAX;
+#endif
+}
+#endif
+
+}  // namespace mlacheck::simt
+
+// MLA_SHARED(T, name, count): a block-wide shared array of count T's (static shared memory).
+// MLA_DYNAMIC_SHARED(T, name): the launch's dynamic shared memory as an array of T; one per kernel
+// (carve several arrays out of it by hand).
+#if defined(MLA_BACKEND_HOST)
+#define MLA_SHARED(T, name, count) \
+  ::mlacheck::simt::shared_array<T> name(::mlacheck::simt::host::static_shared<T>(count, #name), count, #name)
+#define MLA_DYNAMIC_SHARED(T, name)                                                                  \
+  ::mlacheck::simt::shared_array<T> name(::mlacheck::simt::host::dynamic_shared<T>(),               \
+                                         ::mlacheck::simt::host::dynamic_shared_bytes() / sizeof(T), \
+                                         #name)
+#else
+#define MLA_SHARED(T, name, count)      \
+  __shared__ T name##_storage_[count]; \
+  ::mlacheck::simt::shared_array<T> name(name##_storage_, count, #name)
+#define MLA_DYNAMIC_SHARED(T, name)                                                                \
+  extern __shared__ __align__(16) unsigned char mla_dynamic_shared_[];                             \
+  ::mlacheck::simt::shared_array<T> name(reinterpret_cast<T*>(mla_dynamic_shared_),                \
+                                         ::mlacheck::simt::dynamic_shared_bytes() / sizeof(T), #name)
+#endif
+
+// MLA_LAUNCH(kernel, config, args...): launches kernel with config. On a GPU a launch error throws
+// (mlacheck::Error) naming the kernel; on the host the launch runs to completion before returning
+// (or is recorded, when its stream is capturing) and a divergent barrier, a warp collective with
+// inactive lanes or a shared-memory overrun throws simt::host::KernelFault with block and thread.
+#if defined(MLA_BACKEND_HOST)
+#define MLA_LAUNCH(kernel, config, ...) \
+  ::mlacheck::simt::host::launch(#kernel, config, [=] { kernel(__VA_ARGS__); })
+#elif defined(MLA_BACKEND_HIP)
+#define MLA_LAUNCH(kernel, config, ...)                                                            \
+  do {                                                                                             \
+    const ::mlacheck::simt::LaunchConfig mla_cfg_ = (config);                                      \
+    hipLaunchKernelGGL(kernel, dim3(mla_cfg_.grid.x, mla_cfg_.grid.y, mla_cfg_.grid.z),            \
+                       dim3(mla_cfg_.block.x, mla_cfg_.block.y, mla_cfg_.block.z),                 \
+                       mla_cfg_.dynamic_shared_bytes, mla_cfg_.stream, __VA_ARGS__);               \
+    ::mlacheck::simt::detail::check_launch(#kernel, hipGetLastError());                            \
+  } while (0)
+namespace mlacheck::simt::detail {
+void check_launch(const char* kernel, hipError_t e);
+}
+#else
+#define MLA_LAUNCH(kernel, config, ...)                                                                 \
+  do {                                                                                                  \
+    const ::mlacheck::simt::LaunchConfig mla_cfg_ = (config);                                           \
+    ::mlacheck::simt::detail::prepare_launch(reinterpret_cast<const void*>(&kernel),                    \
+                                             mla_cfg_.dynamic_shared_bytes, #kernel);                   \
+    kernel<<<dim3(mla_cfg_.grid.x, mla_cfg_.grid.y, mla_cfg_.grid.z),                                   \
+             dim3(mla_cfg_.block.x, mla_cfg_.block.y, mla_cfg_.block.z), mla_cfg_.dynamic_shared_bytes, \
+             mla_cfg_.stream>>>(__VA_ARGS__);                                                           \
+    ::mlacheck::simt::detail::check_launch(#kernel, cudaGetLastError());                               \
+  } while (0)
+namespace mlacheck::simt::detail {
+// Opts the kernel in to more than 48 KiB of dynamic shared memory when the launch asks for it.
+void prepare_launch(const void* kernel, std::size_t dynamic_shared_bytes, const char* name);
+// Throws mlacheck::Error naming the kernel when the launch failed.
+void check_launch(const char* kernel, cudaError_t e);
+}  // namespace mlacheck::simt::detail
+#endif
