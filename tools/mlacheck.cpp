@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/backend.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/tolerances.h"
@@ -19,8 +20,8 @@ constexpr const char* kUsage = R"(mlacheck: correctness checks and fuzzing for s
 usage: mlacheck <command> [options]
 
 commands:
-  list                      the ops of SPEC.md, their outputs' comparison rules, and registered
-                            implementations
+  list                      the backends and whether each is usable here, the ops of SPEC.md,
+                            their outputs' comparison rules, and registered implementations
   selfcheck [--seed N] [--samples N]
                             check the toolkit's own foundations (codecs, views, guarded buffers,
                             comparison) on this machine, each against a planted fault; prints a table
@@ -36,7 +37,15 @@ int usage_error(const std::string& what) {
 
 int cmd_list() {
   using namespace mlacheck;
-  std::cout << "ops (SPEC.md):\n";
+  // Backends first: whether the cuda tests will run here, and if not why, is the first question.
+  std::cout << "backends:\n";
+  for (const BackendStatus& b : backend_statuses()) {
+    const std::string name = backend_name(b.backend);
+    const char* state = b.usable ? "usable" : "not usable";
+    std::cout << "  " << name << std::string(6 - name.size(), ' ') << state
+              << std::string(12 - std::string(state).size(), ' ') << b.detail << '\n';
+  }
+  std::cout << "\nops (SPEC.md):\n";
   for (const OpInfo& op : spec_ops()) {
     std::cout << "  " << op.name << std::string(22 - op.name.size(), ' ') << "§" << op.section
               << std::string(5 - op.section.size(), ' ') << op.summary << '\n';

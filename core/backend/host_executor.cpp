@@ -60,16 +60,31 @@ struct Stack {
 
 class StackPool {
  public:
-  Stack take(std::size_t bytes) {
+  // n stacks of `bytes` usable bytes each, under one lock.
+  void take(std::size_t n, std::size_t bytes, std::vector<Stack>& out) {
+    out.clear();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       std::vector<Stack>& free = free_[bytes];
-      if (!free.empty()) {
-        Stack s = free.back();
+      while (out.size() < n && !free.empty()) {
+        out.push_back(free.back());
         free.pop_back();
-        return s;
       }
     }
+    while (out.size() < n) out.push_back(map(bytes));
+  }
+  void give_back(const std::vector<Stack>& stacks, std::size_t bytes) {
+#if defined(MLA_ASAN)
+    // The next fiber on a stack must not inherit the red zones of this one's frames.
+    for (const Stack& s : stacks) ASAN_UNPOISON_MEMORY_REGION(s.bottom(), s.bytes);
+#endif
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<Stack>& free = free_[bytes];
+    free.insert(free.end(), stacks.begin(), stacks.end());
+  }
+
+ private:
+  static Stack map(std::size_t bytes) {
     const std::size_t page = Stack::page_size();
     bytes = (bytes + page - 1) / page * page;
     void* p = mmap(nullptr, bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -78,16 +93,7 @@ class StackPool {
     mprotect(p, page, PROT_NONE);  // a stack overflow faults instead of corrupting its neighbour
     return Stack{static_cast<uint8_t*>(p), bytes};
   }
-  void give_back(const Stack& s, std::size_t requested) {
-#if defined(MLA_ASAN)
-    // The next fiber on this stack must not inherit the red zones of this one's frames.
-    ASAN_UNPOISON_MEMORY_REGION(s.bottom(), s.bytes);
-#endif
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_[requested].push_back(s);
-  }
 
- private:
   std::mutex mutex_;
   std::map<std::size_t, std::vector<Stack>> free_;
 };
@@ -386,6 +392,8 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
 
   const std::size_t stack_bytes = options.stack_bytes ? options.stack_bytes : default_stack_bytes();
   b.threads.resize(n);
+  std::vector<Stack> stacks;
+  stack_pool().take(n, stack_bytes, stacks);
   for (unsigned i = 0; i < n; ++i) {
     GpuThread& t = b.threads[i];
     t.linear = i;
@@ -397,7 +405,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
     t.warp = static_cast<int>(i) / b.warp_size;
     t.lane = static_cast<int>(i) % b.warp_size;
     t.block = &b;
-    t.stack = stack_pool().take(stack_bytes);
+    t.stack = stacks[i];
     start_fiber(b, t);
   }
 
@@ -443,7 +451,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   for (GpuThread& t : b.threads) {
     if (t.self) run_until_wait(b, t);
   }
-  for (GpuThread& t : b.threads) stack_pool().give_back(t.stack, stack_bytes);
+  stack_pool().give_back(stacks, stack_bytes);
   return b.fault;
 }
 
@@ -472,7 +480,7 @@ const Options& current_options() { return tls_options; }
 ScopedOptions::ScopedOptions(const Options& o) : saved_(tls_options) { tls_options = o; }
 ScopedOptions::~ScopedOptions() { tls_options = saved_; }
 
-void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_shared_bytes, simt::Stream stream,
+void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_shared_bytes, Stream* stream,
             std::function<void()> body) {
   const Options options = tls_options;
   validate(kernel_name, grid, block, dynamic_shared_bytes, options);

@@ -24,23 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/dim3.h"
 #include "core/error.h"
 
 namespace mlacheck::simt {
 
-struct Dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  constexpr Dim3() = default;
-  constexpr Dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
-};
-
 namespace host {
+
 class Stream;
-}
-// A host stream: null runs each launch at once; a capturing stream records launches instead.
-using Stream = host::Stream*;
-
-namespace host {
 
 enum class Schedule { kOrdered, kShuffled };
 
@@ -77,7 +68,7 @@ class KernelFault : public Error {
 // KernelFault, or Error for a configuration a GPU would refuse (more than 1024 threads per block,
 // a zero dimension, too much shared memory). On a capturing stream the launch is recorded instead.
 void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_shared_bytes,
-            simt::Stream stream, std::function<void()> body);
+            Stream* stream, std::function<void()> body);
 template <class Config, class Body>
 void launch(const char* kernel_name, const Config& config, Body&& body) {
   launch(kernel_name, config.grid, config.block, config.dynamic_shared_bytes, config.stream,
@@ -93,7 +84,7 @@ class Graph {
 
  private:
   friend class Stream;
-  friend void launch(const char*, Dim3, Dim3, std::size_t, simt::Stream, std::function<void()>);
+  friend void launch(const char*, Dim3, Dim3, std::size_t, Stream*, std::function<void()>);
   struct Launch {
     std::string kernel_name;
     Dim3 grid, block;
@@ -103,6 +94,7 @@ class Graph {
   std::vector<Launch> launches_;
 };
 
+// A host stream: a null Stream* runs each launch at once; a capturing stream records launches.
 class Stream {
  public:
   void begin_capture();

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/backend/dim3.h"
 #include "core/fp16.h"
 #include "core/fp8.h"
 
@@ -56,14 +57,10 @@
 
 namespace mlacheck::simt {
 
-#if !defined(MLA_BACKEND_HOST)
-struct Dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  Dim3() = default;
-  MLA_HD constexpr Dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
-};
-#endif
-#if defined(MLA_BACKEND_CUDA)
+#if defined(MLA_BACKEND_HOST)
+// A host stream: null runs each launch at once; a capturing stream records launches instead.
+using Stream = host::Stream*;
+#elif defined(MLA_BACKEND_CUDA)
 using Stream = cudaStream_t;
 #elif defined(MLA_BACKEND_HIP)
 using Stream = hipStream_t;

@@ -49,6 +49,35 @@ TEST(MlacheckCli, ListShowsEverySpecOpAndTheTolerances) {
   EXPECT_NE(r.out.find("paged_mqa_logits.logits"), std::string::npos);
 }
 
+// The line of `mlacheck list` that starts with "  <name> ", or "".
+std::string backend_line(const std::string& out, const std::string& name) {
+  const size_t at = out.find("\n  " + name + " ");
+  if (at == std::string::npos) return "";
+  return out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+}
+
+TEST(MlacheckCli, ListShowsTheBackendsFirstWithTheirStatus) {
+  const CliResult r = run_mlacheck("list");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("backends:\n", 0), 0u) << r.out;
+  const std::string host = backend_line(r.out, "host");
+  EXPECT_NE(host.find(" usable "), std::string::npos) << host;
+  EXPECT_NE(host.find("CPU fibers"), std::string::npos) << host;
+  // cuda: "not built (...)" without nvcc; with it, the device ("NVIDIA H200, 132 SMs, sm_90") or
+  // why not, naming the runtime's error ("no usable driver (cudaErrorInsufficientDriver: ...)").
+  const std::string cuda = backend_line(r.out, "cuda");
+  ASSERT_FALSE(cuda.empty()) << r.out;
+  const bool not_built = cuda.find("not usable  not built") != std::string::npos;
+  const bool unusable_with_reason = cuda.find("not usable  ") != std::string::npos && cuda.find("cudaError") != std::string::npos;
+  const bool usable_device = cuda.find(" usable ") != std::string::npos && cuda.find(" SMs, sm_") != std::string::npos;
+  EXPECT_TRUE(not_built || unusable_with_reason || usable_device) << cuda;
+  const std::string hip = backend_line(r.out, "hip");
+  EXPECT_NE(hip.find("not usable"), std::string::npos) << hip;
+  EXPECT_NE(hip.find("gfx90a"), std::string::npos) << hip;
+  // The ops still follow.
+  EXPECT_LT(r.out.find("backends:"), r.out.find("ops (SPEC.md):"));
+}
+
 TEST(MlacheckCli, SelfcheckPassesAndSummarises) {
   const CliResult r = run_mlacheck("selfcheck --samples 200");
   EXPECT_EQ(r.status, 0) << r.out;

@@ -1,0 +1,94 @@
+// Guarded device memory: the CUDA implementation of GuardedMemory, with the stray-write check run as a kernel on the device.
+//
+// Same semantics as the host GuardedBuffer (core/guarded_buffer.h), byte for byte: the same red
+// zone and poison patterns, the same output poison written by arm(), and check() reports the same
+// first stray byte, count and last offset, described by the same text. What differs is where the
+// work happens: the buffer lives in device memory (data() is a device pointer), and check() is a
+// kernel over the whole storage that compares it with a device snapshot under the output mask, so
+// only a few numbers (the stray count, the lowest and highest stray offsets, and the two bytes at
+// the lowest) come back to the host. No buffer is copied back to check it.
+//
+// Device memory held, for a buffer of N data bytes and red zones of R bytes each:
+//   storage (N + 2R) + snapshot (N + 2R, 1x) + output mask (N / 8, one bit per data byte).
+// So a 1 GiB buffer takes about 2.13 GiB of device memory. arm() also keeps, in pinned host
+// memory, the poisoned bytes of each dense output view (as many bytes as those views), so that
+// re-arming with the same outputs is a copy, not a fresh poison_output over every element.
+//
+// Ordering: arm() and check() without a stream first wait for the whole device
+// (cudaDeviceSynchronize), so they see every launch on every stream; with a stream they are
+// ordered after that stream's work only. Both return with their own work finished. A fault of the
+// checked launch surfaces from check() as a cuda::StickyFault. Not thread-safe.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backend/cuda_runtime.h"
+#include "core/guarded_buffer.h"
+
+namespace mlacheck {
+
+class DeviceGuardedBuffer final : public GuardedMemory {
+ public:
+  // Allocates storage, snapshot and mask on the current device; red zones patterned, data poisoned.
+  DeviceGuardedBuffer(std::string name, int64_t bytes, int64_t red_zone = kDefaultRedZone);
+  DeviceGuardedBuffer(DeviceGuardedBuffer&&) noexcept;
+  DeviceGuardedBuffer& operator=(DeviceGuardedBuffer&&) noexcept;
+  ~DeviceGuardedBuffer() override;
+
+  // The first data byte, as a device pointer: for kernels only.
+  uint8_t* data() override { return storage_.as<uint8_t>() + red_zone(); }
+  const uint8_t* data() const { return storage_.as<uint8_t>() + red_zone(); }
+  bool on_device() const override { return true; }
+  // Copies between host memory and the buffer on the legacy default stream, returning once the
+  // bytes are in place. They do not wait for non-blocking streams: synchronize those first.
+  void write(int64_t offset, const void* src, int64_t bytes) override;
+  void read(int64_t offset, void* dst, int64_t bytes) const override;
+
+  // Poisons every output view (through a host staging copy of the view's bytes, with the same
+  // poison_output as the host buffer; for a dense view the poisoned copy is kept and re-sent while
+  // the outputs stay the same), restores the red zones, uploads the output mask when the outputs
+  // changed, and snapshots the storage on the device.
+  void arm() override;
+  void arm(cudaStream_t stream);
+  // The stray-write check as a kernel; see the file comment for the ordering.
+  GuardReport check() const override;
+  GuardReport check(cudaStream_t stream) const;
+
+  // With the checksum fast path on, arm() also stores a checksum of every byte outside the outputs
+  // and check() first recomputes it, reading the storage once instead of storage and snapshot; only
+  // on a mismatch does the full comparison run (for the report). The checksum adds a mixed 64-bit
+  // term per 8-byte word, keyed by position: a change confined to one word is always seen, any
+  // other change is missed with probability about 2^-64. Off by default (the comparison is exact).
+  // Switching it takes a new arm() before the next check().
+  void set_checksum_fast_path(bool on);
+  bool checksum_fast_path() const { return checksum_; }
+
+  // Device bytes this buffer holds (storage, snapshot, mask, scratch), for overhead reports.
+  int64_t device_bytes() const;
+
+ private:
+  int64_t total() const { return size() + 2 * red_zone(); }
+  void arm_on(cudaStream_t stream);
+  GuardReport check_on(cudaStream_t stream) const;
+  void paint(int64_t begin, int64_t end, bool red, cudaStream_t stream);
+
+  cuda::DeviceAllocation storage_;   // red zone | data | red zone
+  cuda::DeviceAllocation snapshot_;  // of storage_, taken by arm()
+  cuda::DeviceAllocation mask_;      // output bits of the data bytes, zero-padded to a 16-byte multiple
+  cuda::DeviceAllocation scratch_;   // the check's tally and the checksums
+  // What arm() prepares once per set of outputs: the device mask, and the poisoned bytes of each
+  // dense output view (empty for the others, whose gaps must be read back each time).
+  std::vector<NamedView> prepared_outputs_;
+  bool prepared_ = false;
+  std::vector<cuda::PinnedHostAllocation> poison_images_;
+  bool checksum_ = false;
+  // Blocks that fill the device once, for the grid-stride kernels (compare and paint; checksum).
+  int grid_limit_ = 0;
+  int checksum_grid_limit_ = 0;
+};
+
+}  // namespace mlacheck

@@ -1,0 +1,202 @@
+// The CUDA runtime wrapped for mlacheck: launch errors vs sticky faults, streams, events, allocations, graphs, the device probe.
+//
+// Plain C++ over the CUDA runtime API (no kernels here), so any translation unit may include it.
+//
+// Two kinds of failure matter to a checker, and they need different handling:
+//  - a LaunchError (bad launch configuration, out of resources or memory, an invalid argument, a
+//    call not allowed during graph capture): that call failed, the context is fine, and the next
+//    case can run in the same process;
+//  - a StickyFault (an illegal address, a misaligned access, a trap, an assert, a timeout, an
+//    uncorrectable ECC error): the CUDA context is dead, every later call in this process returns
+//    the same error, and only a new process can run CUDA again. Run checks that may fault this way
+//    through run_isolated (core/backend/isolate.h) so the fault becomes a verdict, not a dead run.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+
+namespace mlacheck::cuda {
+
+// A CUDA call or launch failed and the context is still usable.
+class LaunchError : public mlacheck::Error {
+ public:
+  LaunchError(const std::string& what, cudaError_t code) : Error(what), code_(code) {}
+  cudaError_t code() const { return code_; }
+
+ private:
+  cudaError_t code_;
+};
+
+// The device faulted and the CUDA context is lost for the rest of this process.
+class StickyFault : public mlacheck::Error {
+ public:
+  StickyFault(const std::string& what, cudaError_t code) : Error(what), code_(code) {}
+  cudaError_t code() const { return code_; }
+
+ private:
+  cudaError_t code_;
+};
+
+// True for the errors after which the process can run no more CUDA work (the runtime's
+// documentation says "the process must be terminated and relaunched" for each).
+bool is_sticky(cudaError_t e);
+
+// For IsolationOptions::is_sticky: true when e is a StickyFault.
+bool is_sticky_fault(const std::exception& e);
+
+// "cudaErrorIllegalAddress (an illegal memory access was encountered)".
+std::string error_text(cudaError_t e);
+
+// Does nothing on cudaSuccess; otherwise throws StickyFault or LaunchError with the one-line
+// message "<what>: <error name> (<error string>)". A recoverable error is also cleared from the
+// runtime's last-error slot, so a later check_launch does not blame its kernel for it.
+void check(cudaError_t e, const char* what);
+
+// Call right after a launch: reports a bad launch (cudaGetLastError) as a LaunchError naming the
+// kernel, and a fault already detected on the device as a StickyFault. A fault the kernel itself
+// causes shows at the next synchronization (Stream::synchronize, copy_to_host, ...), not here.
+void check_launch(const char* kernel_name);
+
+// A non-blocking stream: it does not wait for, nor hold up, work on the legacy default stream.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(Stream&& o) noexcept;
+  Stream& operator=(Stream&& o) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t get() const { return stream_; }
+  // Waits for the stream's work; a fault in it is thrown here (StickyFault).
+  void synchronize() const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// A timing event.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  cudaEvent_t get() const { return event_; }
+  void record(Stream& s);
+  void record(cudaStream_t s);  // 0: the legacy default stream
+  void synchronize() const;
+  // Milliseconds between two recorded, completed events (about 0.5 µs resolution).
+  static float elapsed_ms(const Event& start, const Event& stop);
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Bytes from cudaMalloc, freed on destruction; move-only. Zero bytes holds no allocation.
+class DeviceAllocation {
+ public:
+  DeviceAllocation() = default;
+  explicit DeviceAllocation(size_t bytes);
+  ~DeviceAllocation();
+  DeviceAllocation(DeviceAllocation&& o) noexcept;
+  DeviceAllocation& operator=(DeviceAllocation&& o) noexcept;
+  DeviceAllocation(const DeviceAllocation&) = delete;
+  DeviceAllocation& operator=(const DeviceAllocation&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void reset() noexcept;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Page-locked host bytes from cudaMallocHost, freed on destruction; move-only. Copies between them
+// and the device run at full link speed and without a staging copy.
+class PinnedHostAllocation {
+ public:
+  PinnedHostAllocation() = default;
+  explicit PinnedHostAllocation(size_t bytes);
+  ~PinnedHostAllocation();
+  PinnedHostAllocation(PinnedHostAllocation&& o) noexcept;
+  PinnedHostAllocation& operator=(PinnedHostAllocation&& o) noexcept;
+  PinnedHostAllocation(const PinnedHostAllocation&) = delete;
+  PinnedHostAllocation& operator=(const PinnedHostAllocation&) = delete;
+
+  uint8_t* data() const { return static_cast<uint8_t*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void reset() noexcept;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Synchronous copies and fill (legacy default stream): each returns once the bytes are in place,
+// so work launched afterwards on any stream sees them (a bare cudaMemcpy from pageable memory may
+// return before its last DMA lands). A fault of earlier work on that stream is thrown here. They
+// do not wait for non-blocking streams: synchronize those first.
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+void memset_device(void* device_dst, int value, size_t bytes);
+
+// A captured sequence of work on a stream, instantiated and replayable.
+class Graph {
+ public:
+  // Captures what body enqueues on s (thread-local capture mode: other threads may go on using
+  // CUDA) and instantiates it. The body must only enqueue work on the stream it is given: a
+  // synchronizing call inside it (cudaMemcpy, cudaStreamSynchronize, cudaMalloc...) invalidates the
+  // capture and is reported as a LaunchError that says so. On any error, capture is ended first, so
+  // the stream is usable again.
+  static Graph capture(Stream& s, const std::function<void(cudaStream_t)>& body);
+
+  Graph() = default;
+  ~Graph();
+  Graph(Graph&& o) noexcept;
+  Graph& operator=(Graph&& o) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Enqueues the whole sequence on s. Kernel arguments are those captured (pointers included):
+  // change what the buffers hold, not which buffers, between replays.
+  void replay(Stream& s);
+  // Nodes in the captured graph (one per kernel launch, copy or memset).
+  size_t node_count() const { return nodes_; }
+
+ private:
+  void reset() noexcept;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  size_t nodes_ = 0;
+};
+
+// What probe_device found about device 0.
+struct DeviceInfo {
+  bool usable = false;
+  std::string why_not;  // when !usable: "no GPU (cudaErrorNoDevice)", "no usable driver (...)"
+  std::string name;     // "NVIDIA H200"
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  int64_t global_bytes = 0;
+};
+
+// Asks the runtime for device 0 and creates its context, so "usable" means CUDA work can run.
+// Never throws. It initialises CUDA in this process: a process that will fork children to run
+// CUDA (run_isolated) must fork them before calling this, or probe inside the child.
+DeviceInfo probe_device();
+
+}  // namespace mlacheck::cuda
