@@ -47,6 +47,14 @@ int main(int argc, char** argv) {
   std::printf("host backend: %d-thread blocks, %d barriers per launch, %.1f s per row\n", threads, barriers, seconds);
   std::printf("%-34s %14s %20s %14s\n", "configuration", "launches/s", "barrier crossings/s", "vs plain loop");
 
+  // The fixed cost of a launch: the same block with no barriers (fiber start and the arithmetic).
+  {
+    std::vector<float> out(threads);
+    const double launches = rate(seconds, [&] { k.barrier_loop(out.data(), 1, threads, 0); });
+    std::printf("%-34s %14.0f %20s %14s  (%.0f us per launch)\n", "1 block, no barriers", launches, "-", "-",
+                1e6 / launches);
+  }
+
   // The plain loop: the kernel's arithmetic for one block, no threads, no barriers.
   const double plain = rate(seconds, [&] {
     volatile float sink = stk::expected_barrier_loop(1, threads, barriers)[0];

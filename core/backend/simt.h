@@ -218,31 +218,41 @@ MLA_DEVICE T shfl(T v, int src_lane, int width = warp_size()) {
 MLA_DEVICE lane_mask ballot(bool pred) { return __ballot_sync(0xffffffffu, pred); }
 #endif
 
-MLA_DEVICE bool warp_any(bool pred) { return ballot(pred) != 0; }
-MLA_DEVICE bool warp_all(bool pred) {
+// Host builds pass the caller's file and line down, so a fault names the kernel's line, not this
+// header's.
+#if defined(MLA_BACKEND_HOST)
+#define MLA_SITE_PARAMS , const char *file = __builtin_FILE(), int line = __builtin_LINE()
+#define MLA_SITE_ARGS , file, line
+#else
+#define MLA_SITE_PARAMS
+#define MLA_SITE_ARGS
+#endif
+
+MLA_DEVICE bool warp_any(bool pred MLA_SITE_PARAMS) { return ballot(pred MLA_SITE_ARGS) != 0; }
+MLA_DEVICE bool warp_all(bool pred MLA_SITE_PARAMS) {
   const lane_mask full = warp_size() == 64 ? ~lane_mask(0) : (lane_mask(1) << warp_size()) - 1;
-  return ballot(pred) == full;
+  return ballot(pred MLA_SITE_ARGS) == full;
 }
 
 // Butterfly reductions: every lane gets the result, and the order of operations is the same on
 // every backend, so float sums agree bit for bit for the same warp size.
 template <class T>
-MLA_DEVICE T warp_sum(T v) {
-  for (int offset = warp_size() / 2; offset > 0; offset /= 2) v += shfl_xor(v, offset);
+MLA_DEVICE T warp_sum(T v MLA_SITE_PARAMS) {
+  for (int offset = warp_size() / 2; offset > 0; offset /= 2) v += shfl_xor(v, offset, warp_size() MLA_SITE_ARGS);
   return v;
 }
 template <class T>
-MLA_DEVICE T warp_max(T v) {
+MLA_DEVICE T warp_max(T v MLA_SITE_PARAMS) {
   for (int offset = warp_size() / 2; offset > 0; offset /= 2) {
-    const T other = shfl_xor(v, offset);
+    const T other = shfl_xor(v, offset, warp_size() MLA_SITE_ARGS);
     v = other > v ? other : v;
   }
   return v;
 }
 template <class T>
-MLA_DEVICE T warp_min(T v) {
+MLA_DEVICE T warp_min(T v MLA_SITE_PARAMS) {
   for (int offset = warp_size() / 2; offset > 0; offset /= 2) {
-    const T other = shfl_xor(v, offset);
+    const T other = shfl_xor(v, offset, warp_size() MLA_SITE_ARGS);
     v = other < v ? other : v;
   }
   return v;

@@ -119,7 +119,7 @@ TEST(HostFaults, AWarpCollectiveWithInactiveLanesIsReported) {
   const SimtKernels k = host::kernels();
   std::vector<float> out(64);
   const std::string f = fault_of([&] { k.partial_warp_sum(out.data(), 64); });
-  expect_contains(f, "block (0,0,0) warp 0: shuffle at simt.h:");
+  expect_contains(f, "block (0,0,0) warp 0: shuffle at simt_test_kernels.cu:");
   expect_contains(f, "with inactive lanes: threads 0..15 are there, threads 16..31 returned");
   // With 64-lane warps the lanes 16..63 are the inactive ones.
   sh::Options o;
