@@ -139,6 +139,26 @@ TEST(HostFaults, SharedMemoryPastItsArrayOrPastTheDeclaredDynamicBytes) {
   expect_contains(g, "kernel 'reverse_rows_kernel' block (0,0,0) thread (99,0,0): dynamic shared memory 'tile' indexed at element 99 (byte 396), past the 396 bytes the launch declared");
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define MLA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MLA_TEST_ASAN 1
+#endif
+#endif
+
+TEST(HostFaults, AddressSanitizerSeesKernelsRunningInFibers) {
+#if defined(MLA_TEST_ASAN)
+  // A raw pointer past the dynamic shared bytes bypasses shared_array's check; the bytes are their
+  // own allocation, so ASan reports the overflow from inside the fiber.
+  const SimtKernels k = host::kernels();
+  std::vector<int> out(32);
+  EXPECT_DEATH(k.raw_dynamic_overrun(out.data(), 32), "heap-buffer-overflow");
+#else
+  GTEST_SKIP() << "needs an AddressSanitizer build (the asan preset)";
+#endif
+}
+
 TEST(HostFaults, TheFaultOfTheFirstBlockInOrderIsReported) {
   // Every block faults; with one worker the report is always block 0's, whatever the schedule.
   const SimtKernels k = host::kernels();

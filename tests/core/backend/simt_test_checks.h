@@ -47,6 +47,9 @@ struct SimtKernels {
   void (*split_barrier)(int* out, int threads);
   void (*partial_warp_sum)(float* out, int threads);
   void (*shared_overrun)(int* out, int threads);
+  // Writes dynamic shared memory through the raw pointer, one int past the threads * 4 - 4 bytes
+  // the launch declares: only AddressSanitizer can see it (on the host backend).
+  void (*raw_dynamic_overrun)(int* out, int threads);
 };
 
 using MakeBuffer = std::function<std::unique_ptr<GuardedMemory>(const std::string& name, int64_t bytes)>;

@@ -125,6 +125,14 @@ MLA_KERNEL void shared_overrun_kernel(int* out) {
   out[tid] = small[tid];
 }
 
+MLA_KERNEL void raw_dynamic_overrun_kernel(int* out) {
+  MLA_DYNAMIC_SHARED(int, tile);
+  const int tid = static_cast<int>(simt::thread_idx().x);
+  tile.data()[tid] = tid;  // unchecked: the last thread writes past the declared bytes
+  simt::sync_threads();
+  out[tid] = tile.data()[tid];
+}
+
 // ---- launchers ---------------------------------------------------------------------------------
 
 simt::Dim3 blocks_of(int n) { return simt::Dim3(static_cast<unsigned>(n)); }
@@ -192,6 +200,11 @@ void shared_overrun(int* out, int threads) {
   MLA_LAUNCH(shared_overrun_kernel, (simt::LaunchConfig{simt::Dim3(1), blocks_of(threads)}), out);
 }
 
+void raw_dynamic_overrun(int* out, int threads) {
+  const std::size_t bytes = (static_cast<std::size_t>(threads) - 1) * sizeof(int);
+  MLA_LAUNCH(raw_dynamic_overrun_kernel, (simt::LaunchConfig{simt::Dim3(1), blocks_of(threads), bytes}), out);
+}
+
 }  // namespace
 
 void block_sum(const float* in, float* out, int rows, int cols, int threads, simt::Stream stream) {
@@ -219,6 +232,7 @@ SimtKernels kernels() {
   k.split_barrier = split_barrier;
   k.partial_warp_sum = partial_warp_sum;
   k.shared_overrun = shared_overrun;
+  k.raw_dynamic_overrun = raw_dynamic_overrun;
   return k;
 }
 
