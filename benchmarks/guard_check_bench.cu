@@ -16,6 +16,7 @@
 
 #include "core/backend/cuda_guarded_buffer.h"
 #include "core/backend/cuda_runtime.h"
+#include "tests/support/gpu_test.h"
 
 namespace {
 
@@ -53,11 +54,7 @@ float median_ms(Stream& s, const std::function<void()>& op) {
 }  // namespace
 
 int main() {
-  const DeviceInfo device = probe_device();
-  if (!device.usable) {
-    std::printf("skipped: no GPU (%s)\n", device.why_not.c_str());
-    return 77;
-  }
+  const DeviceInfo device = gpu_test::require_gpu();
   try {
     Stream s;
     DeviceGuardedBuffer buf("bench", kGiB);

@@ -17,6 +17,7 @@
 
 #include "core/backend/cuda_guarded_buffer.h"
 #include "core/backend/cuda_runtime.h"
+#include "tests/support/gpu_test.h"
 #include "core/guarded_buffer.h"
 #include "core/poison.h"
 
@@ -25,14 +26,9 @@ namespace {
 using namespace mlacheck;
 using namespace mlacheck::cuda;
 
-int checks = 0, failures = 0;
+gpu_test::Tally tally;
 
-void report(bool ok, const std::string& what) {
-  ++checks;
-  if (!ok) ++failures;
-  std::printf("  %s  %s\n", ok ? "PASS" : "FAIL", what.c_str());
-  std::fflush(stdout);
-}
+void report(bool ok, const std::string& what) { tally.report(ok, what); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -451,11 +447,7 @@ void large_buffer() {
 }  // namespace
 
 int main() {
-  const DeviceInfo device = probe_device();
-  if (!device.usable) {
-    std::printf("skipped: no GPU (%s)\n", device.why_not.c_str());
-    return 77;
-  }
+  const DeviceInfo device = gpu_test::require_gpu();
   std::printf("device guarded buffers (core/backend/cuda_guarded_buffer.h) on %s\n", device.name.c_str());
   try {
     mirror_host_tests();
@@ -466,6 +458,5 @@ int main() {
   } catch (const std::exception& e) {
     report(false, std::string("unexpected exception: ") + e.what());
   }
-  std::printf("device guarded buffers: %d checks, %d failing\n", checks, failures);
-  return failures == 0 ? 0 : 1;
+  return tally.finish("device guarded buffers");
 }

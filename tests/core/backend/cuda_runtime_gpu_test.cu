@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/backend/cuda_runtime.h"
+#include "tests/support/gpu_test.h"
 #include "core/backend/isolate.h"
 
 namespace {
@@ -22,14 +23,9 @@ namespace {
 using namespace mlacheck;
 using namespace mlacheck::cuda;
 
-int checks = 0, failures = 0;
+gpu_test::Tally tally;
 
-void report(bool ok, const std::string& what) {
-  ++checks;
-  if (!ok) ++failures;
-  std::printf("  %s  %s\n", ok ? "PASS" : "FAIL", what.c_str());
-  std::fflush(stdout);
-}
+void report(bool ok, const std::string& what) { tally.report(ok, what); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -295,6 +291,5 @@ int main() {
   }
 
   cleanup();
-  std::printf("cuda runtime: %d checks, %d failing\n", checks, failures);
-  return failures == 0 ? 0 : 1;
+  return tally.finish("cuda runtime");
 }

@@ -10,6 +10,7 @@
 
 #include "core/backend/cuda_guarded_buffer.h"
 #include "core/backend/cuda_runtime.h"
+#include "tests/support/gpu_test.h"
 #include "tests/core/backend/simt_test_kernels.h"
 
 namespace stk = mlacheck::simt_test_kernels;
@@ -89,11 +90,7 @@ std::string same_bits_as_host() {
 }  // namespace
 
 int main() {
-  const mlacheck::cuda::DeviceInfo info = mlacheck::cuda::probe_device();
-  if (!info.usable) {
-    std::printf("skipped: no GPU (%s)\n", info.why_not.c_str());
-    return 77;
-  }
+  const mlacheck::cuda::DeviceInfo info = mlacheck::gpu_test::require_gpu();
   std::printf("simt kernels on %s (%d SMs, sm_%d%d), warp size 32\n", info.name.c_str(), info.sm_count,
               info.cc_major, info.cc_minor);
   const stk::SimtKernels k = stk::cuda::kernels();
