@@ -1,9 +1,6 @@
 // The host backend's executor: blocks as fibers, barriers and warp collectives, fault reports.
 #include "core/backend/host_executor.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -16,17 +13,7 @@
 
 #include <boost/context/fiber.hpp>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MLA_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MLA_ASAN 1
-#endif
-#endif
-#if defined(MLA_ASAN)
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#endif
+#include "core/backend/fiber_stack.h"
 
 namespace mlacheck::simt::host {
 namespace {
@@ -37,94 +24,16 @@ namespace bctx = boost::context;
 
 thread_local Options tls_options;
 
-// ---- fiber stacks: mmap'd with a guard page below, pooled across launches -----------------------
-
-std::size_t default_stack_bytes() {
-#if defined(MLA_ASAN)
-  return 256 * 1024;  // instrumented frames are several times larger
-#else
-  return 64 * 1024;
-#endif
-}
-
-struct Stack {
-  uint8_t* base = nullptr;  // the guard page
-  std::size_t bytes = 0;    // usable bytes above it
-  void* top() const { return base + page_size() + bytes; }
-  void* bottom() const { return base + page_size(); }
-  static std::size_t page_size() {
-    static const std::size_t p = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    return p;
-  }
-};
-
-class StackPool {
- public:
-  // n stacks of `bytes` usable bytes each, under one lock.
-  void take(std::size_t n, std::size_t bytes, std::vector<Stack>& out) {
-    out.clear();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      std::vector<Stack>& free = free_[bytes];
-      while (out.size() < n && !free.empty()) {
-        out.push_back(free.back());
-        free.pop_back();
-      }
-    }
-    while (out.size() < n) out.push_back(map(bytes));
-  }
-  void give_back(const std::vector<Stack>& stacks, std::size_t bytes) {
-#if defined(MLA_ASAN)
-    // The next fiber on a stack must not inherit the red zones of this one's frames.
-    for (const Stack& s : stacks) ASAN_UNPOISON_MEMORY_REGION(s.bottom(), s.bytes);
-#endif
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<Stack>& free = free_[bytes];
-    free.insert(free.end(), stacks.begin(), stacks.end());
-  }
-
- private:
-  static Stack map(std::size_t bytes) {
-    const std::size_t page = Stack::page_size();
-    bytes = (bytes + page - 1) / page * page;
-    void* p = mmap(nullptr, bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    MLA_REQUIRE(p != MAP_FAILED, "host backend: cannot map a ", bytes, "-byte fiber stack");
-    mprotect(p, page, PROT_NONE);  // a stack overflow faults instead of corrupting its neighbour
-    return Stack{static_cast<uint8_t*>(p), bytes};
-  }
-
-  std::mutex mutex_;
-  std::map<std::size_t, std::vector<Stack>> free_;
-};
-
-StackPool& stack_pool() {
-  static StackPool* pool = new StackPool;  // never destroyed: stacks may be in use at exit
-  return *pool;
-}
+using detail::asan_finish_switch;
+using detail::asan_start_switch;
+using detail::Stack;
+using detail::StackPool;
 
 // boost.context frees a fiber's stack through its allocator; ours live in the pool, so it does not.
 struct PooledStackAllocator {
   bctx::stack_context allocate() { return {}; }
   void deallocate(bctx::stack_context&) noexcept {}
 };
-
-// ---- ASan: tell it which stack is live at every switch -------------------------------------------
-
-inline void asan_start_switch(void** fake_stack, const void* bottom, std::size_t size) {
-#if defined(MLA_ASAN)
-  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
-#else
-  (void)fake_stack, (void)bottom, (void)size;
-#endif
-}
-inline void asan_finish_switch(void* fake_stack, const void** bottom_old, std::size_t* size_old) {
-#if defined(MLA_ASAN)
-  __sanitizer_finish_switch_fiber(fake_stack, bottom_old, size_old);
-#else
-  (void)fake_stack, (void)bottom_old, (void)size_old;
-#endif
-}
 
 // ---- one block's run ---------------------------------------------------------------------------
 
@@ -390,10 +299,10 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   const uint64_t block_linear = block_idx.x + uint64_t(grid.x) * (block_idx.y + uint64_t(grid.y) * block_idx.z);
   b.rng.seed(mix(options.seed ^ mix(block_linear)));
 
-  const std::size_t stack_bytes = options.stack_bytes ? options.stack_bytes : default_stack_bytes();
+  const std::size_t stack_bytes = options.stack_bytes ? options.stack_bytes : detail::default_stack_bytes();
   b.threads.resize(n);
   std::vector<Stack> stacks;
-  stack_pool().take(n, stack_bytes, stacks);
+  StackPool::instance().take(n, stack_bytes, stacks);
   for (unsigned i = 0; i < n; ++i) {
     GpuThread& t = b.threads[i];
     t.linear = i;
@@ -451,7 +360,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   for (GpuThread& t : b.threads) {
     if (t.self) run_until_wait(b, t);
   }
-  stack_pool().give_back(stacks, stack_bytes);
+  StackPool::instance().give_back(stacks, stack_bytes);
   return b.fault;
 }
 
