@@ -138,14 +138,13 @@ const char* collective_name(Collective k) {
 }
 
 // Switches from the scheduler to t until t waits or returns.
-void run_until_wait(BlockRun& b, GpuThread& t) {
+void run_until_wait(GpuThread& t) {
   tls_thread = &t;
   void* fake = nullptr;
   asan_start_switch(&fake, t.stack.bottom(), t.stack.bytes);
   t.self = std::move(t.self).resume();
   asan_finish_switch(fake, nullptr, nullptr);
   tls_thread = nullptr;
-  (void)b;
 }
 
 // Switches from the running thread back to the scheduler; returns when the scheduler resumes it.
@@ -157,7 +156,7 @@ void wait_here(GpuThread& t) {
   if (b.abandoning) throw Abandon{};
 }
 
-void start_fiber(BlockRun& b, GpuThread& t) {
+void start_fiber(GpuThread& t) {
   bctx::stack_context sctx;
   sctx.sp = t.stack.top();
   sctx.size = t.stack.bytes;
@@ -181,7 +180,6 @@ void start_fiber(BlockRun& b, GpuThread& t) {
                          asan_start_switch(nullptr, blk.scheduler_stack_bottom, blk.scheduler_stack_size);
                          return std::move(tp->back);
                        });
-  (void)b;
 }
 
 // Everyone waits: completes the warp collectives whose warps are all there, else the barrier.
@@ -315,7 +313,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
     t.lane = static_cast<int>(i) % b.warp_size;
     t.block = &b;
     t.stack = stacks[i];
-    start_fiber(b, t);
+    start_fiber(t);
   }
 
   const bool shuffled = options.schedule == Schedule::kShuffled;
@@ -340,7 +338,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
     }
     if (!order.empty()) {
       for (unsigned i : order) {
-        run_until_wait(b, b.threads[i]);
+        run_until_wait(b.threads[i]);
         if (b.fault) break;
       }
       if (b.fault) break;
@@ -358,7 +356,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   // Unwind every thread still waiting, so its stack can be reused.
   b.abandoning = true;
   for (GpuThread& t : b.threads) {
-    if (t.self) run_until_wait(b, t);
+    if (t.self) run_until_wait(t);
   }
   StackPool::instance().give_back(stacks, stack_bytes);
   return b.fault;
