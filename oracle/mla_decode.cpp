@@ -1,0 +1,87 @@
+// Oracle of SPEC.md section 5, "Dense MLA decode": causal softmax attention over a paged KV cache.
+#include "oracle/mla_decode.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace mlacheck::oracle {
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+constexpr int64_t kDim = 576, kLatent = 512;
+
+bool is_mla_dtype(DType t) { return t == DType::kBF16 || t == DType::kFP8E4M3; }
+
+// Keys [0, len) of request b, decoded as stored, one row per key: key s is
+// kv_cache[block_table[b, s / page], s % page, :].
+Matrix gather_keys(const MlaDecodeInputs& in, int64_t b, int64_t len) {
+  const View& kv = in.kv_cache.view;
+  const View& table = in.block_table.view;
+  const int64_t page = kv.size(1), num_blocks = kv.size(0), es = kv.element_size(), step = kv.stride(2) * es;
+  const int64_t columns = (len + page - 1) / page;
+  MLA_REQUIRE(columns <= table.size(1), "mla decode: request ", b, " has seq_len ", len, " and needs ", columns,
+              " block_table columns of page ", page, ", but block_table ", table.to_string(), " has ", table.size(1));
+  Matrix K(len, kDim);
+  int64_t block = 0;
+  for (int64_t s = 0; s < len; ++s) {
+    if (s % page == 0) {
+      block = in.block_table.at<int32_t>({b, s / page});
+      MLA_REQUIRE(block >= 0 && block < num_blocks, "mla decode: block_table ", table.to_string(), " row ", b,
+                  " column ", s / page, " holds page ", block, ", outside [0, ", num_blocks, ") of kv_cache ",
+                  kv.to_string());
+    }
+    const int64_t element = block * kv.stride(0) + (s % page) * kv.stride(1);
+    const uint8_t* row = in.kv_cache.bytes() + kv.byte_offset() + element * es;
+    for (int64_t c = 0; c < kDim; ++c) K(s, c) = load_element(kv.dtype(), row + c * step);
+  }
+  return K;
+}
+
+}  // namespace
+
+MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
+  const View &q = in.q.view, &kv = in.kv_cache.view, &table = in.block_table.view, &lens = in.seq_lens.view;
+  MLA_REQUIRE(is_mla_dtype(q.dtype()) && q.rank() == 4 && q.size(3) == kDim,
+              "mla decode: q must be bf16 or fp8_e4m3 [B, q_len, H, 576], got ", q.to_string());
+  MLA_REQUIRE(is_mla_dtype(kv.dtype()) && kv.rank() == 3 && kv.size(1) >= 1 && kv.size(2) == kDim,
+              "mla decode: kv_cache must be bf16 or fp8_e4m3 [num_blocks, page >= 1, 576], got ", kv.to_string());
+  const int64_t B = q.size(0), q_len = q.size(1), H = q.size(2);
+  MLA_REQUIRE(lens.dtype() == DType::kI32 && lens.rank() == 1 && lens.size(0) == B,
+              "mla decode: seq_lens must be int32 [", B, "] (B of q ", q.to_string(), "), got ", lens.to_string());
+  MLA_REQUIRE(table.dtype() == DType::kI32 && table.rank() == 2 && table.size(0) == B &&
+                  (table.size(1) <= 1 || table.stride(1) == 1),
+              "mla decode: block_table must be int32 [", B, ", W] with unit column stride, got ", table.to_string());
+
+  const OracleTensor q_values = load(in.q);  // [B, q_len, H, 576] row-major: token (b, t) is H rows of 576
+  MlaDecodeResult out{OracleTensor({B, q_len, H, kLatent}), OracleTensor({B, q_len, H})};
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t seq_len = in.seq_lens.at<int32_t>({b});
+    MLA_REQUIRE(seq_len >= 0, "mla decode: seq_lens ", lens.to_string(), " entry ", b, " is ", seq_len);
+    const Matrix K = gather_keys(in, b, seq_len);  // the last query token sees all seq_len keys
+    for (int64_t t = 0; t < q_len; ++t) {
+      const int64_t row = (b * q_len + t) * H, len = std::max<int64_t>(0, seq_len - q_len + t + 1);
+      Eigen::Map<Eigen::VectorXd> lse(out.lse.values.data() + row, H);
+      if (len == 0) {  // o stays 0
+        lse.setConstant(-std::numeric_limits<double>::infinity());
+        continue;
+      }
+      // Only keys [0, len) take part, so a later key (even NaN) never reaches this token.
+      Eigen::Map<const Matrix> Q(q_values.values.data() + row * kDim, H, kDim);
+      Matrix P = (in.base_scale * in.q_scale * in.k_scale) * (Q * K.topRows(len).transpose());  // scores [H, len]
+      const Eigen::VectorXd m = P.rowwise().maxCoeff();  // subtracted first so exp never overflows
+      P = (P.colwise() - m).array().exp().matrix();
+      const Eigen::VectorXd l = P.rowwise().sum();
+      P.array().colwise() /= l.array();
+      lse = m.array() + l.array().log();
+      Eigen::Map<Matrix>(out.o.values.data() + row * kLatent, H, kLatent).noalias() =
+          in.k_scale * (P * K.topLeftCorner(len, kLatent));
+    }
+  }
+  return out;
+}
+
+}  // namespace mlacheck::oracle

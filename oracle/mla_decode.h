@@ -1,0 +1,40 @@
+// Oracle of SPEC.md section 5, "Dense MLA decode": causal attention of q_len query tokens per
+// request over a paged KV cache in bf16 or fp8 with per-tensor scales.
+//
+// Split-KV is how the kernel computes this; the answer does not depend on it, so the oracle computes
+// the unsplit softmax in double with Eigen products.
+#pragma once
+
+#include "core/tensor.h"
+#include "oracle/oracle_tensor.h"
+
+namespace mlacheck::oracle {
+
+struct MlaDecodeInputs {
+  HostTensor q;            // bf16 or fp8 e4m3 [B, q_len, H, 576]
+  HostTensor kv_cache;     // bf16 or fp8 e4m3 [num_blocks, page, 576]; V = K[:512]
+  HostTensor block_table;  // int32 [B, W], unit column stride, any row stride
+  HostTensor seq_lens;     // int32 [B]
+  double base_scale = 1.0; // DeepSeek: 192^-0.5 * mscale^2
+  double q_scale = 1.0;    // per-tensor scales of this call
+  double k_scale = 1.0;
+};
+
+struct MlaDecodeResult {
+  OracleTensor o;    // [B, q_len, H, 512]
+  OracleTensor lse;  // [B, q_len, H]
+};
+
+// Query token t of request b attends to keys [0, len) with len = max(0, seq_lens[b] - q_len + t + 1);
+// key s lives at kv_cache[block_table[b, s / page], s % page]. With q and K the decoded values as
+// stored (no scale applied):
+//   score_s = base_scale * q_scale * k_scale * q . K_s,  lse = ln sum exp(score_s),
+//   o = k_scale * sum exp(score_s - lse) * K_s[:512].
+// len = 0 gives o = 0 and lse = -inf.
+// Keys after a token's position never reach it (a NaN there does not either). Only the first
+// ceil(seq_lens[b] / page) columns of a table row are read; the rest may hold anything.
+// Throws mlacheck::Error for shapes or dtypes other than the above, a negative seq_len, a block table
+// with fewer than ceil(seq_len / page) columns, or a page id outside [0, num_blocks) in those columns.
+MlaDecodeResult mla_decode(const MlaDecodeInputs& in);
+
+}  // namespace mlacheck::oracle

@@ -1,0 +1,40 @@
+// Oracle of SPEC.md section 4, "Sparse MLA decode" (FlashMLA's fp8_ds_mla layout): attention of
+// each query token over the KV slots its top-k row names.
+//
+// Keys are decoded exactly from the 656-byte tokens (oracle/quantize.h, decode_ds_mla_token), and
+// the scores, softmax and output are computed in double with Eigen products.
+#pragma once
+
+#include <optional>
+
+#include "core/tensor.h"
+#include "oracle/oracle_tensor.h"
+
+namespace mlacheck::oracle {
+
+struct SparseMlaInputs {
+  HostTensor q;         // bf16 [b, s_q, h, 576]: 512 latent + 64 rope
+  HostTensor kv_cache;  // u8 [num_blocks, page, 656], unit stride along the 656 bytes; any outer strides
+  HostTensor indices;   // int32 [b, s_q, topk]: global slots block * page + offset
+  std::optional<HostTensor> topk_length;  // int32 [b]: only the first topk_length[b] entries count
+  double softmax_scale = 1.0;
+  std::optional<HostTensor> attn_sink;  // fp32 [h]
+};
+
+struct SparseMlaResult {
+  OracleTensor out;  // [b, s_q, h, 512]
+  OracleTensor lse;  // [b, h, s_q] (transposed, as FlashMLA returns it)
+};
+
+// For each (batch, s, head), over the valid entries i of the row (0 <= index < num_blocks * page,
+// among the first topk_length[batch]; duplicates count twice):
+//   score_i = softmax_scale * q . K_i,  lse = ln sum exp(score_i),  out = sum exp(score_i - lse) V_i
+// with V = K[0:512]. No valid entry: out = 0, lse = +inf. With attn_sink: out *= 1 / (1 + exp(sink -
+// lse)); lse is reported without the sink.
+// Throws mlacheck::Error for shapes or dtypes other than the above, or topk_length outside [0, topk].
+SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in);
+
+// True when index is a slot the kernel must read (not negative, below num_slots).
+inline bool sparse_mla_index_valid(int64_t index, int64_t num_slots) { return index >= 0 && index < num_slots; }
+
+}  // namespace mlacheck::oracle
