@@ -71,6 +71,18 @@ DecodeStepResult indexer_decode_step(const DecodeStepInputs& in) {
   return res;
 }
 
+IntMatrix topk_buffer_after(const DecodeStepResult& step, const HostTensor& buffer_before) {
+  const View& v = buffer_before.view;
+  const int64_t T = step.topk_local.rows(), k = step.topk_local.cols();
+  MLA_REQUIRE(v.dtype() == DType::kI32 && v.rank() == 2 && v.size(0) >= T && v.size(1) == k,
+              "decode step: the top-k buffer must be int32 [>= ", T, " tokens, topk = ", k, "], got ", v.to_string());
+  IntMatrix after(v.size(0), k);
+  for (int64_t r = 0; r < v.size(0); ++r) {
+    for (int64_t i = 0; i < k; ++i) after(r, i) = r < T ? step.topk_local(r, i) : buffer_before.at<int32_t>({r, i});
+  }
+  return after;
+}
+
 SparseMlaResult decode_step_attention(const DecodeStepInputs& in, const HostTensor& global_indices) {
   const View& g = global_indices.view;
   MLA_REQUIRE(g.dtype() == DType::kI32 && g.rank() == 2, "decode step: global indices must be int32 [T, topk], got ",

@@ -46,6 +46,12 @@ struct DecodeStepResult {
 // than sum(decode_lens), or caches whose page sizes differ.
 DecodeStepResult indexer_decode_step(const DecodeStepInputs& in);
 
+// The shared top-k buffer int32 [max_tokens, topk] after the step, given its contents before:
+// rows [0, T) are the tokens' rows (topk_local, up to ties), rows [T, max_tokens) belong to prefill
+// tokens of the same batch and keep their contents exactly. Throws unless the buffer has at least T
+// rows of topk columns.
+IntMatrix topk_buffer_after(const DecodeStepResult& step, const HostTensor& buffer_before);
+
 // The attention output for a given choice of global slots, int32 [T, topk]: what a pipeline that
 // broke a tie differently from topk_local must produce, once its choice is found admissible.
 SparseMlaResult decode_step_attention(const DecodeStepInputs& in, const HostTensor& global_indices);

@@ -128,6 +128,20 @@ TEST(DecodeStep, HandWorkedBatchWithPaddingAndAShortRow) {
   EXPECT_EQ(r.attention.lse.shape, (std::vector<int64_t>{4, 2, 1}));
 }
 
+TEST(DecodeStep, PrefillRowsOfTheSharedTopkBufferKeepTheirContents) {
+  StepCase c = hand_worked();
+  const DecodeStepResult r = indexer_decode_step(c.inputs());
+  // 4 decode tokens, then 2 prefill tokens' rows; the buffer is a row-padded slice of a wider one.
+  std::vector<int32_t> buffer(6 * 5, 77);
+  for (int i = 0; i < 3; ++i) buffer[static_cast<size_t>(4 * 5 + i)] = 40 + i, buffer[static_cast<size_t>(5 * 5 + i)] = 50 + i;
+  const IntMatrix after = topk_buffer_after(r, HostTensor(buffer.data(), View::padded_rows(DType::kI32, {6, 3}, 5)));
+  IntMatrix want(6, 3);
+  want << r.topk_local, (IntMatrix(2, 3) << 40, 41, 42, 50, 51, 52).finished();
+  EXPECT_EQ(after, want);
+  EXPECT_THROW(topk_buffer_after(r, HostTensor(buffer.data(), View::contiguous(DType::kI32, {3, 3}))), Error);
+  EXPECT_THROW(topk_buffer_after(r, HostTensor(buffer.data(), View::contiguous(DType::kI32, {6, 4}))), Error);
+}
+
 TEST(DecodeStep, AttentionFollowsTheGivenChoiceOfSlots) {
   StepCase c = hand_worked();
   const DecodeStepInputs in = c.inputs();
