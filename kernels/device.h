@@ -1,0 +1,61 @@
+// Where a kernel runs: one backend's guarded memory, stream and synchronisation behind one
+// interface, so the host glue, the properties and the fuzzers are written once for every backend.
+//
+// Kernel launchers (kernels/<op>.h) are declared in the namespaces host, cuda and hip (one source,
+// compiled per backend) and take their stream as `void*`; MLA_DISPATCH picks the launcher of the
+// device's backend and passes it the device's stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/backend/backend.h"
+#include "core/guarded_buffer.h"
+#include "core/tensor.h"
+
+namespace mlacheck::kernels {
+
+// A view of memory on a device (host memory on the host backend). base is what GuardedMemory::data()
+// returns; the view's byte offset is relative to it. Never dereferenced on the host unless the
+// device is the host.
+struct DeviceTensor {
+  void* base = nullptr;
+  View view;
+  template <class T>
+  T* data() const {
+    return reinterpret_cast<T*>(static_cast<uint8_t*>(base) + view.byte_offset());
+  }
+};
+
+class Device {
+ public:
+  virtual ~Device();
+  virtual Backend backend() const = 0;
+  // A guarded allocation in this device's memory.
+  virtual std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) = 0;
+  // The stream launches go to: a simt::host::Stream* (null: run at once) or a cudaStream_t.
+  virtual void* stream() const = 0;
+  // Waits for every launch; throws mlacheck::Error on a launch or device fault (a host KernelFault
+  // propagates from the launch itself).
+  virtual void synchronize() = 0;
+};
+
+// The device of backend b. Throws mlacheck::Error with one line when it cannot run here ("cuda:
+// not usable: no GPU (cudaErrorNoDevice)", "hip: compile-checked only").
+std::unique_ptr<Device> make_device(Backend b);
+
+// Whether make_device(b) would succeed, and if not why (one line).
+bool device_usable(Backend b, std::string* why = nullptr);
+
+}  // namespace mlacheck::kernels
+
+// Calls kernels::<backend>::fn(args..., stream) for the device's backend.
+#if defined(MLACHECK_HAVE_CUDA)
+#define MLA_DISPATCH(device, fn, ...)                                                  \
+  ((device).backend() == ::mlacheck::Backend::kCuda                                   \
+       ? ::mlacheck::kernels::cuda::fn(__VA_ARGS__, (device).stream())                \
+       : ::mlacheck::kernels::host::fn(__VA_ARGS__, (device).stream()))
+#else
+#define MLA_DISPATCH(device, fn, ...) ::mlacheck::kernels::host::fn(__VA_ARGS__, (device).stream())
+#endif
