@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/tolerances.h"
+#include "kernels/registry.h"
 #include "tools/selfcheck.h"
 
 namespace {
@@ -56,7 +57,13 @@ int cmd_list() {
     std::cout << "  " << name << std::string(26 - name.size(), ' ') << "atol " << e.tolerance.atol << ", rtol "
               << e.tolerance.rtol << ", cosine distance <= " << e.tolerance.max_cosine_distance << '\n';
   }
-  std::cout << "\nimplementations: none registered in this build\n";
+  const auto impls = mlacheck::kernels::registry().list();
+  std::cout << "\nimplementations (op@name; each runs on the usable backends above):\n";
+  for (const auto& i : impls) {
+    const std::string q = i.qualified();
+    std::cout << "  " << q << std::string(q.size() < 30 ? 30 - q.size() : 1, ' ') << i.summary << '\n';
+  }
+  if (impls.empty()) std::cout << "  none registered in this build\n";
   return 0;
 }
 

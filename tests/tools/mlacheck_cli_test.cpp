@@ -49,6 +49,15 @@ TEST(MlacheckCli, ListShowsEverySpecOpAndTheTolerances) {
   EXPECT_NE(r.out.find("paged_mqa_logits.logits"), std::string::npos);
 }
 
+TEST(MlacheckCli, ListShowsTheRegisteredImplementations) {
+  const CliResult r = run_mlacheck("list");
+  const size_t at = r.out.find("implementations");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  for (const char* impl : {"pack_decode@ref", "unpack_decode@ref", "topk_to_global@ref"}) {
+    EXPECT_NE(r.out.find(std::string("\n  ") + impl + " ", at), std::string::npos) << impl;
+  }
+}
+
 // The line of `mlacheck list` that starts with "  <name> ", or "".
 std::string backend_line(const std::string& out, const std::string& name) {
   const size_t at = out.find("\n  " + name + " ");
