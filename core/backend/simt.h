@@ -29,10 +29,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/backend/dim3.h"
-#include "core/fp16.h"
-#include "core/fp8.h"
-
 #if defined(__HIP__)
 #define MLA_BACKEND_HIP 1
 #define MLA_BACKEND_NS hip
@@ -46,6 +42,11 @@
 #define MLA_BACKEND_NS host
 #include "core/backend/host_executor.h"
 #endif
+
+// After the runtime headers: hipcc must see its device memcpy before core/hd.h's bit casts use it.
+#include "core/backend/dim3.h"
+#include "core/fp16.h"
+#include "core/fp8.h"
 
 #if defined(MLA_BACKEND_HOST)
 #define MLA_KERNEL
