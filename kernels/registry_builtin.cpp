@@ -1,5 +1,7 @@
 // The built-in implementations: every production entry point, registered as <op>@ref.
+#include "kernels/mqa_logits_glue.h"
 #include "kernels/pack_decode_glue.h"
+#include "kernels/topk_glue.h"
 #include "kernels/registry.h"
 
 namespace mlacheck::kernels {
@@ -7,6 +9,13 @@ namespace mlacheck::kernels {
 Registry& registry() {
   static Registry r = [] {
     Registry reg;
+    reg.add({"paged_mqa_logits", "ref", "paged fp8 indexer logits: block-64 fast path, any block size, clean/unclean"},
+            &paged_mqa_logits);
+    reg.add({"mqa_logits", "ref", "ragged prefill fp8 indexer logits over [ks, ke)"}, &mqa_logits);
+    reg.add({"topk_prefill", "ref", "radix top-k per row relative to ks; k = 2048 fast path, split very long rows"},
+            &topk_per_row_prefill);
+    reg.add({"topk_decode", "ref", "radix top-k per row from 1-D or 2-D seq_lens; k = 2048 fast path"},
+            &topk_per_row_decode);
     reg.add({"pack_decode", "ref", "token rows -> left-aligned [B, next_n'] slots, padding slots zeroed"}, &pack_decode);
     reg.add({"unpack_decode", "ref", "[B, next_n'] slots -> the T token rows, padding slots never read"}, &unpack_decode);
     reg.add({"topk_to_global", "ref", "request-local top-k indices -> global KV slots through the block table"},
