@@ -1,4 +1,7 @@
 // The built-in implementations: every production entry point, registered as <op>@ref.
+#include <memory>
+
+#include "kernels/metadata_builder.h"
 #include "kernels/mqa_logits_glue.h"
 #include "kernels/pack_decode_glue.h"
 #include "kernels/topk_glue.h"
@@ -9,6 +12,9 @@ namespace mlacheck::kernels {
 Registry& registry() {
   static Registry r = [] {
     Registry reg;
+    // The metadata op is a builder that owns persistent buffers: the entry point makes one.
+    reg.add({"decode_metadata", "ref", "builder with persistent buffers: uniform fused / general / native 2-D"},
+            +[](Device& device, const MetadataLimits& limits) { return std::make_unique<MetadataBuilder>(device, limits); });
     reg.add({"paged_mqa_logits", "ref", "paged fp8 indexer logits: block-64 fast path, any block size, clean/unclean"},
             &paged_mqa_logits);
     reg.add({"mqa_logits", "ref", "ragged prefill fp8 indexer logits over [ks, ke)"}, &mqa_logits);

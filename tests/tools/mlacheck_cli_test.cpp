@@ -53,7 +53,7 @@ TEST(MlacheckCli, ListShowsTheRegisteredImplementations) {
   const CliResult r = run_mlacheck("list");
   const size_t at = r.out.find("implementations");
   ASSERT_NE(at, std::string::npos) << r.out;
-  for (const char* impl : {"paged_mqa_logits@ref", "mqa_logits@ref", "topk_decode@ref", "topk_prefill@ref",
+  for (const char* impl : {"decode_metadata@ref", "paged_mqa_logits@ref", "mqa_logits@ref", "topk_decode@ref", "topk_prefill@ref",
                            "pack_decode@ref", "unpack_decode@ref", "topk_to_global@ref"}) {
     EXPECT_NE(r.out.find(std::string("\n  ") + impl + " ", at), std::string::npos) << impl;
   }
