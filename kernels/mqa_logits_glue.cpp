@@ -46,6 +46,17 @@ int64_t rows_per_block(int64_t rows, int64_t H, int64_t D, const char* op) {
 
 }  // namespace
 
+void require_paged_indexer_cache(const DeviceTensor& kv_blocks, int64_t block_size, int64_t head_dim, const char* op) {
+  const View& kv = kv_blocks.view;
+  MLA_REQUIRE(block_size >= 1 && block_size <= kInt32Max, op, ": block_size ", block_size, " must be positive");
+  MLA_REQUIRE(kv.dtype() == DType::kU8 && kv.rank() == 2 && unit_column_stride(kv), op,
+              ": kv_blocks must be u8 [num_blocks, block_stride] with unit column stride, got ", kv.to_string());
+  const int64_t num_blocks = kv.size(0), block_bytes = block_size * (head_dim + 4);
+  MLA_REQUIRE(kv.size(1) >= block_bytes && (num_blocks <= 1 || (kv.stride(0) % 4 == 0 && kv.stride(0) >= kv.size(1))),
+              op, ": kv_blocks ", kv.to_string(), " cannot hold blocks of ", block_size, " tokens x (D = ", head_dim,
+              " key bytes + a 4-byte scale) = ", block_bytes, " bytes with a block stride that is a multiple of 4");
+}
+
 void paged_mqa_logits(Device& device, const PagedMqaLogitsArgs& a) {
   const char* op = "paged_mqa_logits";
   const View& q = a.q.view;
@@ -55,14 +66,9 @@ void paged_mqa_logits(Device& device, const PagedMqaLogitsArgs& a) {
   MLA_REQUIRE(next_n >= 1 && H >= 1 && D >= 1 && H <= kInt32Max && D <= kInt32Max && B <= kMaxGridYZ, op, ": q ",
               q.to_string(), " needs next_n, H, D >= 1 and B <= ", kMaxGridYZ);
 
+  require_paged_indexer_cache(a.kv_blocks, a.block_size, D, op);
   const View& kv = a.kv_blocks.view;
-  MLA_REQUIRE(a.block_size >= 1 && a.block_size <= kInt32Max, op, ": block_size ", a.block_size, " must be positive");
-  MLA_REQUIRE(kv.dtype() == DType::kU8 && kv.rank() == 2 && unit_column_stride(kv), op,
-              ": kv_blocks must be u8 [num_blocks, block_stride] with unit column stride, got ", kv.to_string());
-  const int64_t num_blocks = kv.size(0), block_bytes = a.block_size * (D + 4);
-  MLA_REQUIRE(kv.size(1) >= block_bytes && (num_blocks <= 1 || (kv.stride(0) % 4 == 0 && kv.stride(0) >= kv.size(1))),
-              op, ": kv_blocks ", kv.to_string(), " cannot hold blocks of ", a.block_size, " tokens x (D = ", D,
-              " key bytes + a 4-byte scale) = ", block_bytes, " bytes with a block stride that is a multiple of 4");
+  const int64_t num_blocks = kv.size(0);
 
   const View& w = a.weights.view;
   MLA_REQUIRE(w.dtype() == DType::kF32 && w.rank() == 2 && w.size(0) == rows && w.size(1) == H && w.is_contiguous(), op,

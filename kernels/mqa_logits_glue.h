@@ -33,6 +33,11 @@ struct PagedMqaLogitsArgs {
 };
 void paged_mqa_logits(Device& device, const PagedMqaLogitsArgs& args);
 
+// The cache checks of paged_mqa_logits, for callers that must refuse a bad cache before launching
+// anything else (the decode step): u8 [num_blocks, block_stride], unit column stride, blocks of
+// block_size tokens x (head_dim key bytes + a 4-byte scale), block stride a multiple of 4.
+void require_paged_indexer_cache(const DeviceTensor& kv_blocks, int64_t block_size, int64_t head_dim, const char* op);
+
 // SPEC.md 2.2, ragged prefill logits: row m gets columns [ks[m], ke[m]) of an [M, N] output.
 struct MqaLogitsArgs {
   DeviceTensor q;        // fp8 [M, H, D], contiguous

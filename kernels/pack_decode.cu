@@ -23,6 +23,14 @@ MLA_KERNEL void pack_rows_kernel(PackRowsParams p, bool pack) {
   }
 }
 
+// One block per row.
+MLA_KERNEL void copy_rows_kernel(CopyRowsParams p) {
+  const int64_t r = simt::block_idx().x;
+  for (int64_t i = simt::thread_idx().x; i < p.row_bytes; i += simt::block_dim().x) {
+    p.dst[r * p.dst_row_stride + i] = p.src[r * p.src_row_stride + i];
+  }
+}
+
 // One block per token; the token's request is found by binary search over query_start_loc.
 MLA_KERNEL void topk_to_global_kernel(TopkToGlobalParams p) {
   const int32_t t = static_cast<int32_t>(simt::block_idx().x);
@@ -53,6 +61,12 @@ void unpack_rows(const PackRowsParams& p, void* stream) {
   if (p.num_requests == 0 || p.next_n == 0) return;
   const simt::LaunchConfig config{{unsigned(p.num_requests * p.next_n)}, {kThreads}, 0, static_cast<simt::Stream>(stream)};
   MLA_LAUNCH(pack_rows_kernel, config, p, false);
+}
+
+void copy_rows(const CopyRowsParams& p, void* stream) {
+  if (p.rows == 0 || p.row_bytes == 0) return;
+  const simt::LaunchConfig config{{unsigned(p.rows)}, {kThreads}, 0, static_cast<simt::Stream>(stream)};
+  MLA_LAUNCH(copy_rows_kernel, config, p);
 }
 
 void topk_to_global(const TopkToGlobalParams& p, void* stream) {

@@ -1,5 +1,6 @@
 // Kernel side of SPEC.md 6 steps 2, 4 and 6: packing non-uniform decode rows left-aligned into
-// [B, next_n'] slots and back, and converting request-local top-k indices to global KV slots.
+// [B, next_n'] slots and back, copying the token rows out of graph-padded rows, and converting
+// request-local top-k indices to global KV slots.
 // Launch parameters are plain structs of device pointers and strides; the checked entry points are
 // in kernels/pack_decode_glue.h.
 #pragma once
@@ -17,6 +18,16 @@ struct PackRowsParams {
   int64_t row_bytes = 0;
   // pack: tokens -> slots, padding slots (j >= d_b) filled with zero bytes.
   // unpack: slots -> tokens; padding slots are not read and no row past the last token is written.
+  const uint8_t* src = nullptr;
+  int64_t src_row_stride = 0;  // bytes
+  uint8_t* dst = nullptr;
+  int64_t dst_row_stride = 0;  // bytes
+};
+
+// dst row r = src row r for r < rows: the token rows of a graph-padded result.
+struct CopyRowsParams {
+  int64_t rows = 0;
+  int64_t row_bytes = 0;
   const uint8_t* src = nullptr;
   int64_t src_row_stride = 0;  // bytes
   uint8_t* dst = nullptr;
@@ -43,6 +54,7 @@ struct TopkToGlobalParams {
 #define MLA_PACK_DECODE_LAUNCHERS                                  \
   void pack_rows(const PackRowsParams& p, void* stream);           \
   void unpack_rows(const PackRowsParams& p, void* stream);         \
+  void copy_rows(const CopyRowsParams& p, void* stream);           \
   void topk_to_global(const TopkToGlobalParams& p, void* stream);
 namespace host { MLA_PACK_DECODE_LAUNCHERS }
 namespace cuda { MLA_PACK_DECODE_LAUNCHERS }

@@ -21,6 +21,13 @@ int64_t row_bytes(const View& v, int first, const char* what) {
   return elements * v.element_size();
 }
 
+// Refuses a destination whose bytes overlap the source's (same allocation, intersecting spans).
+void require_disjoint(const DeviceTensor& src, const DeviceTensor& dst, const char* op) {
+  const ByteSpan a = src.view.byte_span(), b = dst.view.byte_span();
+  MLA_REQUIRE(src.base != dst.base || a.end <= b.begin || b.end <= a.begin || a.begin == a.end || b.begin == b.end,
+              op, ": destination ", dst.view.to_string(), " overlaps source ", src.view.to_string());
+}
+
 int32_t require_query_start_loc(const DeviceTensor& qsl, const char* op) {
   const View& v = qsl.view;
   MLA_REQUIRE(v.dtype() == DType::kI32 && v.rank() == 1 && v.size(0) >= 1 && v.is_contiguous(), op,
@@ -56,6 +63,7 @@ PackRowsParams pack_params(const DeviceTensor& qsl, const DeviceTensor& tokens, 
 
 void pack_decode(Device& device, const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed) {
   PackRowsParams p = pack_params(qsl, tokens, packed, "pack_decode");
+  require_disjoint(tokens, packed, "pack_decode");
   p.src = tokens.data<uint8_t>();
   p.src_row_stride = tokens.view.stride(0) * tokens.view.element_size();
   p.dst = packed.data<uint8_t>();
@@ -65,11 +73,33 @@ void pack_decode(Device& device, const DeviceTensor& qsl, const DeviceTensor& to
 
 void unpack_decode(Device& device, const DeviceTensor& qsl, const DeviceTensor& packed, const DeviceTensor& tokens) {
   PackRowsParams p = pack_params(qsl, tokens, packed, "unpack_decode");
+  require_disjoint(packed, tokens, "unpack_decode");
   p.src = packed.data<uint8_t>();
   p.src_row_stride = packed.view.stride(1) * packed.view.element_size();
   p.dst = tokens.data<uint8_t>();
   p.dst_row_stride = tokens.view.stride(0) * tokens.view.element_size();
   MLA_DISPATCH(device, unpack_rows, p);
+}
+
+void copy_rows(Device& device, const DeviceTensor& src, const DeviceTensor& dst) {
+  const View &s = src.view, &d = dst.view;
+  MLA_REQUIRE(s.rank() >= 1 && d.rank() == s.rank() && d.dtype() == s.dtype() && s.size(0) >= d.size(0),
+              "copy_rows: dst must be [n, ...] over src [>= n, ...] of one dtype, got src ", s.to_string(), " and dst ",
+              d.to_string());
+  for (int i = 1; i < s.rank(); ++i) {
+    MLA_REQUIRE(s.size(i) == d.size(i), "copy_rows: src ", s.to_string(), " and dst ", d.to_string(),
+                " differ in their row shape");
+  }
+  require_disjoint(src, dst, "copy_rows");
+  CopyRowsParams p;
+  p.rows = d.size(0);
+  p.row_bytes = row_bytes(d, 1, "dst");
+  MLA_REQUIRE(p.row_bytes == row_bytes(s, 1, "src"), "copy_rows: row sizes differ");
+  p.src = src.data<uint8_t>();
+  p.src_row_stride = s.stride(0) * s.element_size();
+  p.dst = dst.data<uint8_t>();
+  p.dst_row_stride = d.stride(0) * d.element_size();
+  MLA_DISPATCH(device, copy_rows, p);
 }
 
 void topk_to_global(Device& device, const DeviceTensor& qsl, const DeviceTensor& local, const DeviceTensor& block_table,

@@ -1,6 +1,7 @@
 // The built-in implementations: every production entry point, registered as <op>@ref.
 #include <memory>
 
+#include "kernels/indexer_decode_step.h"
 #include "kernels/metadata_builder.h"
 #include "kernels/mqa_logits_glue.h"
 #include "kernels/pack_decode_glue.h"
@@ -26,6 +27,12 @@ Registry& registry() {
     reg.add({"unpack_decode", "ref", "[B, next_n'] slots -> the T token rows, padding slots never read"}, &unpack_decode);
     reg.add({"topk_to_global", "ref", "request-local top-k indices -> global KV slots through the block table"},
             &topk_to_global);
+    // The decode step owns its scratch like the builder: the entry point makes one.
+    reg.add({"indexer_decode_step", "ref",
+             "metadata -> pack if non-uniform -> logits -> top-k (padded rows) -> shared buffer rows -> global slots"},
+            +[](Device& device, const IndexerDecodeStepLimits& limits) {
+              return std::make_unique<IndexerDecodeStep>(device, limits);
+            });
     return reg;
   }();
   return r;

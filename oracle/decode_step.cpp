@@ -22,7 +22,8 @@ View with_single_query(const View& v) {
 DecodeStepResult indexer_decode_step(const DecodeStepInputs& in) {
   const View& q = in.index_q.view;
   MLA_REQUIRE(q.rank() == 3, "decode step: index_q must be fp8 [T, H, D], got ", q.to_string());
-  MLA_REQUIRE(in.mla_cache.view.rank() == 3 && in.mla_cache.view.size(1) == in.index_cache.block_size,
+  const bool attention = in.mla_q.base != nullptr;
+  MLA_REQUIRE(!attention || (in.mla_cache.view.rank() == 3 && in.mla_cache.view.size(1) == in.index_cache.block_size),
               "decode step: the attention cache ", in.mla_cache.view.to_string(), " must have pages of ",
               in.index_cache.block_size, " tokens, like the indexer cache (one block table serves both)");
   const int64_t B = in.batch.seq_lens.view.size(0);
@@ -65,8 +66,8 @@ DecodeStepResult indexer_decode_step(const DecodeStepInputs& in) {
     }
   }
 
-  // 4. Sparse attention of each token over its global slots.
-  res.attention = decode_step_attention(
+  // 4. Sparse attention of each token over its global slots (when the inputs have it).
+  if (attention) res.attention = decode_step_attention(
       in, HostTensor(res.topk_global.data(), View::contiguous(DType::kI32, {T, in.topk})));
   return res;
 }

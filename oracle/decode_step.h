@@ -25,7 +25,8 @@ struct DecodeStepInputs {
   HostTensor index_weights;       // fp32 [T, H]
   PagedIndexerCache index_cache;  // block-flat; its block_size is the page size of both caches
   int64_t topk = 2048;
-  // Sparse attention, one query per decode token:
+  // Sparse attention, one query per decode token. Without mla_q (base null) the step stops at the
+  // global slots (the indexer half alone) and the result's attention is empty.
   HostTensor mla_q;               // bf16 [T, h, 576]
   HostTensor mla_cache;           // u8 [num_blocks, page, 656]
   double softmax_scale = 1.0;

@@ -26,34 +26,12 @@
 #include "core/tolerances.h"
 #include "oracle/mqa_logits.h"
 #include "oracle/quantize.h"
+#include "tests/support/staged_buffer.h"
 
 namespace mlacheck::kernels {
 namespace {
 
-// ---- guarded buffers with a host copy -----------------------------------------------------------
-
-// One guarded allocation, the host bytes it was filled from (what the oracle reads) and a view in it.
-struct Buffer {
-  std::string name;
-  View view;
-  std::vector<uint8_t> host;
-  std::unique_ptr<GuardedMemory> memory;
-
-  // Room for v at its byte offset and `tail` bytes after it, every byte `fill` until written.
-  Buffer(std::string n, const View& v, int64_t tail, uint8_t fill) : name(std::move(n)), view(v) {
-    host.assign(static_cast<size_t>(std::max(v.byte_span().end, v.byte_offset()) + tail), fill);
-  }
-  template <class T>
-  void put(const std::vector<int64_t>& coords, T value) {
-    std::memcpy(host.data() + view.byte_offset_of(coords), &value, sizeof(T));
-  }
-  HostTensor host_tensor() { return HostTensor(host.data(), view); }
-  DeviceTensor device_tensor() const { return {memory->data(), view}; }
-  void upload(Device& device) {
-    memory = device.allocate(name, static_cast<int64_t>(host.size()));
-    memory->write(0, host.data(), static_cast<int64_t>(host.size()));
-  }
-};
+// ---- guarded buffers with a host copy (tests/support/staged_buffer.h) ---------------------------
 
 // The logits buffer around its view: a pattern no kernel would write (fp32 -4.6e-15).
 constexpr uint8_t kLogitsFill = 0xA7;
@@ -73,7 +51,7 @@ std::string run_guarded(Device& device, const std::vector<Buffer*>& inputs, Buff
     const GuardReport r = b->memory->check();
     if (!r.ok()) return "guard of " + b->name + ": " + r.describe();
   }
-  out.memory->read(0, out.host.data(), static_cast<int64_t>(out.host.size()));
+  out.download();
   return "";
 }
 

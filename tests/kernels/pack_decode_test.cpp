@@ -151,6 +151,33 @@ RC_GTEST_PROP(PackDecode, GlobalSlotsEqualTheOracle, ()) {
                *rc::gen::arbitrary<bool>());
 }
 
+// The token rows out of graph-padded rows: the first n of R >= n source rows (row-padded, offset)
+// into a row-padded destination inside a buffer whose other rows must survive.
+void check_copy_rows(Device& device, int64_t n, int64_t extra, int64_t H) {
+  const int64_t R = n + extra;
+  std::vector<int32_t> src_rows(static_cast<size_t>((R + 1) * (H + 2)), -5);
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t h = 0; h < H; ++h) src_rows[static_cast<size_t>((r + 1) * (H + 2) + h)] = int32_t(100 * r + h);
+  }
+  Staged src = stage(device, "padded rows", View::padded_rows(DType::kI32, {R, H}, H + 2, (H + 2) * 4), src_rows);
+  Staged dst = stage(device, "shared", View::padded_rows(DType::kI32, {n, H}, H + 1),
+                     std::vector<int32_t>(static_cast<size_t>((n + 3) * (H + 1)), 42));
+  dst.memory->declare_output("token rows", dst.tensor.view);
+  for (auto* m : {src.memory.get(), dst.memory.get()}) m->arm();
+  copy_rows(device, src.tensor, dst.tensor);
+  device.synchronize();
+  for (auto* m : {src.memory.get(), dst.memory.get()}) RC_ASSERT(m->check().ok());
+  const std::vector<int32_t> got = fetch<int32_t>(dst);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t h = 0; h < H; ++h) RC_ASSERT(got[static_cast<size_t>(r * (H + 1) + h)] == int32_t(100 * r + h));
+  }
+}
+
+RC_GTEST_PROP(PackDecode, CopyRowsCopiesTheFirstRowsAndNothingElse, ()) {
+  const auto device = make_device(Backend::kHost);
+  check_copy_rows(*device, *rc::gen::inRange(0, 9), *rc::gen::inRange(0, 4), *rc::gen::inRange(1, 9));
+}
+
 TEST(PackDecode, OnCudaWhenAGpuIsPresent) {
   std::string why;
   if (!device_usable(Backend::kCuda, &why)) GTEST_SKIP() << "skipped: no GPU (" << why << ")";
@@ -158,6 +185,9 @@ TEST(PackDecode, OnCudaWhenAGpuIsPresent) {
   EXPECT_TRUE(rc::check("pack round trip on cuda", [&] { check_pack_round_trip(*device, *gen_batch(), *rc::gen::inRange(1, 9)); }));
   EXPECT_TRUE(rc::check("global slots on cuda", [&] {
     check_global(*device, *gen_batch(), *rc::gen::inRange(1, 9), *rc::gen::element(1, 2, 64), 3, *rc::gen::arbitrary<bool>());
+  }));
+  EXPECT_TRUE(rc::check("copy rows on cuda", [&] {
+    check_copy_rows(*device, *rc::gen::inRange(0, 9), *rc::gen::inRange(0, 4), *rc::gen::inRange(1, 9));
   }));
 }
 
@@ -177,6 +207,15 @@ TEST(PackDecode, BadViewsAreRefusedBeforeAnyLaunch) {
   EXPECT_THROW(unpack_decode(*device, q, {rows.data(), View(DType::kF32, {2, 2, 4}, {16, 4, 1})}, tokens), Error);
   // Token rows that are not contiguous.
   EXPECT_THROW(pack_decode(*device, q, {rows.data(), View(DType::kF32, {3, 4}, {8, 2})}, packed), Error);
+  // A destination overlapping its source.
+  EXPECT_THROW(pack_decode(*device, q, tokens, {rows.data(), View::contiguous(DType::kF32, {2, 2, 4}, 16)}), Error);
+  EXPECT_THROW(unpack_decode(*device, q, packed, {rows.data(), View::contiguous(DType::kF32, {3, 4}, 32)}), Error);
+  // copy_rows: more rows than the source, another row shape, overlap.
+  const DeviceTensor dst{rows.data(), View::contiguous(DType::kF32, {2, 4}, 128)};
+  EXPECT_NO_THROW(copy_rows(*device, tokens, dst));
+  EXPECT_THROW(copy_rows(*device, tokens, {rows.data(), View::contiguous(DType::kF32, {4, 4}, 128)}), Error);
+  EXPECT_THROW(copy_rows(*device, tokens, {rows.data(), View::contiguous(DType::kF32, {2, 3}, 128)}), Error);
+  EXPECT_THROW(copy_rows(*device, tokens, {rows.data(), View::contiguous(DType::kF32, {2, 4}, 16)}), Error);
   std::vector<int32_t> idx(16);
   const DeviceTensor local{idx.data(), View::contiguous(DType::kI32, {3, 2})};
   const DeviceTensor table{idx.data(), View::contiguous(DType::kI32, {2, 2}, 32)};

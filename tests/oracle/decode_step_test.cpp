@@ -128,6 +128,20 @@ TEST(DecodeStep, HandWorkedBatchWithPaddingAndAShortRow) {
   EXPECT_EQ(r.attention.lse.shape, (std::vector<int64_t>{4, 2, 1}));
 }
 
+TEST(DecodeStep, WithoutAttentionInputsTheStepStopsAtTheGlobalSlots) {
+  StepCase c = hand_worked();
+  const DecodeStepResult full = indexer_decode_step(c.inputs());
+  DecodeStepInputs in = c.inputs();
+  in.mla_q = HostTensor();
+  in.mla_cache = HostTensor();  // not looked at either
+  const DecodeStepResult indexer = indexer_decode_step(in);
+  EXPECT_EQ(indexer.topk_local, full.topk_local);
+  EXPECT_EQ(indexer.topk_global, full.topk_global);
+  EXPECT_EQ(indexer.logits.logits.values, full.logits.logits.values);
+  EXPECT_TRUE(indexer.attention.out.values.empty());
+  EXPECT_FALSE(full.attention.out.values.empty());
+}
+
 TEST(DecodeStep, PrefillRowsOfTheSharedTopkBufferKeepTheirContents) {
   StepCase c = hand_worked();
   const DecodeStepResult r = indexer_decode_step(c.inputs());
