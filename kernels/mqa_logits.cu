@@ -56,6 +56,7 @@ MLA_KERNEL void mqa_logits_kernel(MqaLogitsParams p) {
   for (int s = tid; s < kLogitsTileTokens; s += threads) {
     sm.scale(s) = s >= first && s < last ? p.k_scale[(t0 + s) * p.k_scale_stride] : 0.0f;
   }
+  zero_keys_from(sm, kLogitsTileTokens);  // the padding columns past D
   simt::sync_threads();
 
   weighted_relu_tile(sm, [&](int r, int s, float logit) {

@@ -7,8 +7,10 @@
 // rows_per_block query rows. The block decodes the group's q (all heads) and weights into shared
 // memory, decodes each key of the tile once into shared memory, and computes
 //   logit[r, t] = k_scale[t] * sum_h w[r, h] * relu(q[r, h, :] . k[t, :])
-// in fp32: a warp takes 16 or 32 tokens, 4 lanes per token split the heads, each lane keeps a
-// register tile of 2 tokens x 8 heads over the head dimension, and two shuffles sum the heads.
+// in fp32. Mainloop: thread i is token lane i % 8 and head slot i / 8 (16 slots); it keeps a
+// register tile of 8 tokens (lane, lane + 8, ...) x 4 heads (slot, slot + 16, ...) and walks the
+// head dimension four values at a time (one 16-byte shared load per token and per head), so each
+// shared load feeds 8 or 16 FMAs. The 16 slots' partial sums meet in shared memory.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +25,14 @@ enum class LogitsMode : int32_t { kClean, kUnclean };
 // one KV block).
 constexpr int kLogitsTileTokens = 64;
 constexpr int kLogitsThreads = 128;
-// Heads are processed 32 at a time (4 head lanes x 8 heads per lane); q is padded with zero heads
-// to a multiple of 32, so the inner loop has no bounds test.
-constexpr int kLogitsHeadsPerPass = 32;
+// Consecutive tiles one block of the paged kernel computes (it stages q once for all of them).
+constexpr int kLogitsTilesPerBlock = 4;
+// Heads are processed 64 at a time (16 head slots x 4 heads per slot); q is padded with zero heads
+// to a multiple of 64 and the head dimension with zeros to a multiple of 4, so the inner loop has
+// no bounds test.
+constexpr int kLogitsHeadsPerPass = 64;
+constexpr int kLogitsTokenLanes = 8;
+constexpr int kLogitsHeadSlots = kLogitsThreads / kLogitsTokenLanes;
 constexpr int kLogitsMaxRowsPerBlock = 16;
 // Dynamic shared memory per block: two blocks fit an H100/H200 SM (227 KiB).
 constexpr int64_t kLogitsSharedBudget = 112 * 1024;
@@ -33,10 +40,14 @@ constexpr int64_t kLogitsSharedBudget = 112 * 1024;
 constexpr int64_t logits_padded_heads(int64_t heads) {
   return (heads + kLogitsHeadsPerPass - 1) / kLogitsHeadsPerPass * kLogitsHeadsPerPass;
 }
-// Dynamic shared bytes of a block of `rows` query rows: q [rows][Hp][D + 1] and w [rows][Hp], then
-// k [tile][D + 1] and k_scale [tile], all fp32 (the row pitch D + 1 keeps lanes on distinct banks).
+// Floats per row of q or k in shared memory: D rounded up to 4, plus 4 (16-byte rows that put
+// neighbouring tokens and heads on distinct bank groups).
+constexpr int64_t logits_pitch(int64_t head_dim) { return (head_dim + 3) / 4 * 4 + 4; }
+// Dynamic shared bytes of a block of `rows` query rows, all fp32: q [rows][Hp][pitch], w [rows][Hp],
+// k [tile][pitch], k_scale [tile], and the slots' partial logits [kLogitsHeadSlots][tile].
 constexpr int64_t logits_shared_bytes(int64_t rows, int64_t heads, int64_t head_dim) {
-  return 4 * (rows * logits_padded_heads(heads) * (head_dim + 2) + kLogitsTileTokens * (head_dim + 2));
+  return 4 * (rows * logits_padded_heads(heads) * (logits_pitch(head_dim) + 1) +
+              kLogitsTileTokens * (logits_pitch(head_dim) + 1) + int64_t(kLogitsHeadSlots) * kLogitsTileTokens);
 }
 // The most query rows (at most `rows` and kLogitsMaxRowsPerBlock) one block can hold within the
 // budget; 0 when not even one row of H x D fits.
@@ -104,9 +115,22 @@ namespace hip { MLA_MQA_LOGITS_LAUNCHERS }
 #if defined(MLA_BACKEND_NS)
 namespace mlacheck::kernels::MLA_BACKEND_NS::logits_detail {
 
-constexpr int kHeadLanes = 4;  // lanes that share a token and split its heads
-constexpr int kHeadsPerLane = kLogitsHeadsPerPass / kHeadLanes;
-constexpr int kTokensPerLane = 2;
+constexpr int kHeadsPerSlot = kLogitsHeadsPerPass / kLogitsHeadSlots;
+constexpr int kTokensPerLane = kLogitsTileTokens / kLogitsTokenLanes;
+
+// Four consecutive floats of shared memory (16-byte aligned): one vector load on a GPU, four
+// bounds-checked loads on the host.
+struct Float4 {
+  float x, y, z, w;
+};
+MLA_DEVICE Float4 load4(const simt::shared_array<float>& s, int64_t at) {
+#if defined(MLA_BACKEND_HOST)
+  return {s[at], s[at + 1], s[at + 2], s[at + 3]};
+#else
+  const float4 v = *reinterpret_cast<const float4*>(s.data() + at);
+  return {v.x, v.y, v.z, v.w};
+#endif
+}
 
 MLA_DEVICE float relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN, as torch.relu
 MLA_DEVICE float negative_infinity() { return bits_float(0xFF800000u); }
@@ -119,8 +143,8 @@ MLA_DEVICE int clamp_int(int64_t x, int64_t lo, int64_t hi) {
 // every access stays bounds-checked on the host backend.
 struct TileSmem {
   simt::shared_array<float> s;
-  int rows, heads, padded_heads, head_dim, pitch;
-  int64_t w_at, k_at, scale_at;
+  int rows, heads, padded_heads, head_dim, padded_dim, pitch;
+  int64_t w_at, k_at, scale_at, partial_at;
 
   MLA_DEVICE TileSmem(simt::shared_array<float> smem, int rows_, int heads_, int head_dim_)
       : s(smem),
@@ -128,81 +152,103 @@ struct TileSmem {
         heads(heads_),
         padded_heads((heads_ + kLogitsHeadsPerPass - 1) / kLogitsHeadsPerPass * kLogitsHeadsPerPass),
         head_dim(head_dim_),
-        pitch(head_dim_ + 1) {
+        padded_dim((head_dim_ + 3) / 4 * 4),
+        pitch(padded_dim + 4) {
     w_at = int64_t(rows) * padded_heads * pitch;
     k_at = w_at + int64_t(rows) * padded_heads;
     scale_at = k_at + int64_t(kLogitsTileTokens) * pitch;
+    partial_at = scale_at + kLogitsTileTokens;
   }
-  MLA_DEVICE float& q(int r, int h, int d) const { return s[(int64_t(r) * padded_heads + h) * pitch + d]; }
+  MLA_DEVICE int64_t q_at(int r, int h, int d) const { return (int64_t(r) * padded_heads + h) * pitch + d; }
+  MLA_DEVICE int64_t key_at(int t, int d) const { return k_at + int64_t(t) * pitch + d; }
+  MLA_DEVICE float& q(int r, int h, int d) const { return s[q_at(r, h, d)]; }
   MLA_DEVICE float& w(int r, int h) const { return s[w_at + int64_t(r) * padded_heads + h]; }
-  MLA_DEVICE float& k(int t, int d) const { return s[k_at + int64_t(t) * pitch + d]; }
+  MLA_DEVICE float& k(int t, int d) const { return s[key_at(t, d)]; }
   MLA_DEVICE float& scale(int t) const { return s[scale_at + t]; }
+  MLA_DEVICE float& partial(int slot, int t) const { return s[partial_at + int64_t(slot) * kLogitsTileTokens + t]; }
 };
 
 // Decodes the group's q rows (contiguous [rows, H, D] fp8 from q) and weights ([rows, H] from w)
-// into shared memory; heads past H get q = 0 and w = 0, so they add nothing.
+// into shared memory; heads past H and columns past D get q = 0 (and w = 0), so they add nothing.
+// A thread takes four columns of a (row, head) at a time with 32-bit index arithmetic; when D is a
+// multiple of 4 and q is 4-byte aligned the four codes are one load.
 MLA_DEVICE void stage_queries(const TileSmem& sm, const uint8_t* q, const float* w) {
   const int tid = static_cast<int>(simt::thread_idx().x), threads = static_cast<int>(simt::block_dim().x);
-  const int64_t per_row = int64_t(sm.padded_heads) * sm.head_dim;
-  for (int64_t i = tid; i < sm.rows * per_row; i += threads) {
-    const int r = static_cast<int>(i / per_row), h = static_cast<int>(i % per_row / sm.head_dim);
-    const int d = static_cast<int>(i % sm.head_dim);
-    sm.q(r, h, d) = h < sm.heads ? simt::fp8_e4m3_to_float(q[(int64_t(r) * sm.heads + h) * sm.head_dim + d]) : 0.0f;
+  const int quads = sm.padded_dim / 4, row_heads = sm.rows * sm.padded_heads;
+  const bool word_loads = sm.head_dim % 4 == 0 && reinterpret_cast<uintptr_t>(q) % 4 == 0;
+  for (int i = tid; i < row_heads * quads; i += threads) {
+    const int rh = i / quads, d = (i - rh * quads) * 4;
+    const int r = rh / sm.padded_heads, h = rh - r * sm.padded_heads;
+    const int64_t at = (int64_t(r) * sm.heads + h) * sm.head_dim + d;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (h < sm.heads) {
+      if (word_loads) {
+        const uint32_t codes = *reinterpret_cast<const uint32_t*>(q + at);
+        for (int e = 0; e < 4; ++e) v[e] = simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes >> (8 * e)));
+      } else {
+        for (int e = 0; e < 4; ++e) v[e] = d + e < sm.head_dim ? simt::fp8_e4m3_to_float(q[at + e]) : 0.0f;
+      }
+    }
+    for (int e = 0; e < 4; ++e) sm.q(r, h, d + e) = v[e];
   }
-  for (int i = tid; i < sm.rows * sm.padded_heads; i += threads) {
-    const int r = i / sm.padded_heads, h = i % sm.padded_heads;
+  for (int i = tid; i < row_heads; i += threads) {
+    const int r = i / sm.padded_heads, h = i - r * sm.padded_heads;
     sm.w(r, h) = h < sm.heads ? w[int64_t(r) * sm.heads + h] : 0.0f;
   }
 }
 
-// Zero keys (and scales) for tile tokens [first, kLogitsTileTokens) that the block does not load,
-// so every token the mainloop touches is defined.
+// Zeroes what key staging leaves unwritten, so every value the mainloop reads is defined: columns
+// [D, padded_dim) of tile tokens [0, first), and every column and the scale of tokens [first, tile).
+// Staging writes columns [0, D) of tokens [0, first) only, so the two never touch the same float.
 MLA_DEVICE void zero_keys_from(const TileSmem& sm, int first) {
   const int tid = static_cast<int>(simt::thread_idx().x), threads = static_cast<int>(simt::block_dim().x);
-  for (int i = tid; i < (kLogitsTileTokens - first) * sm.head_dim; i += threads) {
-    sm.k(first + i / sm.head_dim, i % sm.head_dim) = 0.0f;
+  const int pad = sm.padded_dim - sm.head_dim;
+  for (int i = tid; i < first * pad; i += threads) sm.k(i / pad, sm.head_dim + i % pad) = 0.0f;
+  for (int i = tid; i < (kLogitsTileTokens - first) * sm.padded_dim; i += threads) {
+    sm.k(first + i / sm.padded_dim, i % sm.padded_dim) = 0.0f;
   }
   for (int s = first + tid; s < kLogitsTileTokens; s += threads) sm.scale(s) = 0.0f;
 }
 
 // The logit of every (row r < sm.rows, tile token s) from the staged q, weights, keys and scales:
-// emit(r, s, logit) is called once per pair, by one lane. Every thread of the block must call it
-// (it uses warp shuffles); it reads shared memory only, so staging must be followed by a barrier.
+// emit(r, s, logit) is called once per pair, by one thread (threads [0, tile) emit). Every thread of
+// the block must call it (it has barriers); staging must be followed by a barrier.
 template <class Emit>
 MLA_DEVICE void weighted_relu_tile(const TileSmem& sm, Emit&& emit) {
-  const int ws = simt::warp_size(), lane = simt::lane_id();
-  const int head_lane = lane % kHeadLanes, token_lane = lane / kHeadLanes, token_lanes = ws / kHeadLanes;
-  const int warps = static_cast<int>(simt::threads_per_block()) / ws;
-  const int tokens_per_warp = token_lanes * kTokensPerLane;  // 16 or 32: divides the tile
-  for (int base = simt::warp_id() * tokens_per_warp; base < kLogitsTileTokens; base += warps * tokens_per_warp) {
-    int tok[kTokensPerLane];
-    for (int i = 0; i < kTokensPerLane; ++i) tok[i] = base + token_lane + i * token_lanes;
-    for (int r = 0; r < sm.rows; ++r) {
-      float logit[kTokensPerLane] = {};
-      for (int h0 = 0; h0 < sm.padded_heads; h0 += kLogitsHeadsPerPass) {
-        float acc[kTokensPerLane][kHeadsPerLane] = {};
-        for (int d = 0; d < sm.head_dim; ++d) {
-          float kv[kTokensPerLane];
-          for (int i = 0; i < kTokensPerLane; ++i) kv[i] = sm.k(tok[i], d);
-          for (int jj = 0; jj < kHeadsPerLane; ++jj) {
-            const float qv = sm.q(r, h0 + head_lane + jj * kHeadLanes, d);
-            for (int i = 0; i < kTokensPerLane; ++i) acc[i][jj] += qv * kv[i];
+  const int tid = static_cast<int>(simt::thread_idx().x);
+  const int token_lane = tid % kLogitsTokenLanes, slot = tid / kLogitsTokenLanes;
+  for (int r = 0; r < sm.rows; ++r) {
+    float logit[kTokensPerLane] = {};
+    for (int h0 = 0; h0 < sm.padded_heads; h0 += kLogitsHeadsPerPass) {
+      float acc[kTokensPerLane][kHeadsPerSlot] = {};
+      for (int d = 0; d < sm.padded_dim; d += 4) {
+        Float4 kv[kTokensPerLane];
+        for (int i = 0; i < kTokensPerLane; ++i) kv[i] = load4(sm.s, sm.key_at(token_lane + i * kLogitsTokenLanes, d));
+        for (int j = 0; j < kHeadsPerSlot; ++j) {
+          const Float4 qv = load4(sm.s, sm.q_at(r, h0 + slot + j * kLogitsHeadSlots, d));
+          for (int i = 0; i < kTokensPerLane; ++i) {
+            float a = acc[i][j];
+            a += qv.x * kv[i].x;
+            a += qv.y * kv[i].y;
+            a += qv.z * kv[i].z;
+            a += qv.w * kv[i].w;
+            acc[i][j] = a;
           }
         }
-        for (int jj = 0; jj < kHeadsPerLane; ++jj) {
-          const float w = sm.w(r, h0 + head_lane + jj * kHeadLanes);
-          for (int i = 0; i < kTokensPerLane; ++i) logit[i] += w * relu(acc[i][jj]);
-        }
       }
-      // Sum over the 4 head lanes of each token (the low two bits of the lane).
-      for (int i = 0; i < kTokensPerLane; ++i) {
-        logit[i] += simt::shfl_xor(logit[i], 1);
-        logit[i] += simt::shfl_xor(logit[i], 2);
-      }
-      if (head_lane == 0) {
-        for (int i = 0; i < kTokensPerLane; ++i) emit(r, tok[i], logit[i] * sm.scale(tok[i]));
+      for (int j = 0; j < kHeadsPerSlot; ++j) {
+        const float w = sm.w(r, h0 + slot + j * kLogitsHeadSlots);
+        for (int i = 0; i < kTokensPerLane; ++i) logit[i] += w * relu(acc[i][j]);
       }
     }
+    for (int i = 0; i < kTokensPerLane; ++i) sm.partial(slot, token_lane + i * kLogitsTokenLanes) = logit[i];
+    simt::sync_threads();
+    if (tid < kLogitsTileTokens) {
+      float sum = 0.0f;
+      for (int k = 0; k < kLogitsHeadSlots; ++k) sum += sm.partial(k, tid);
+      emit(r, tid, sum * sm.scale(tid));
+    }
+    simt::sync_threads();  // the next row reuses the partial sums
   }
 }
 

@@ -30,9 +30,9 @@ MLA_DEVICE bool valid_page(const PagedMqaLogitsParams& p, int32_t page) { return
 
 // Fast path (block size == tile, 16-byte aligned keys): the tile is KV block block_table[b, tile],
 // whose first n tokens' keys are n * D contiguous bytes and whose scales follow at 64 * D.
-MLA_DEVICE void stage_block_keys(const TileSmem& sm, const PagedMqaLogitsParams& p, int b, int n) {
+MLA_DEVICE void stage_block_keys(const TileSmem& sm, const PagedMqaLogitsParams& p, int b, int tile, int n) {
   const int tid = static_cast<int>(simt::thread_idx().x), threads = static_cast<int>(simt::block_dim().x);
-  const int32_t page = p.block_table[b * p.block_table_stride + simt::block_idx().x];
+  const int32_t page = p.block_table[b * p.block_table_stride + tile];
   const bool valid = valid_page(p, page);
   const uint8_t* block = p.kv + (valid ? page : 0) * p.block_stride;
   const Bytes16* chunks = reinterpret_cast<const Bytes16*>(block);
@@ -82,11 +82,11 @@ MLA_DEVICE void stage_token_keys(const TileSmem& sm, const PagedMqaLogitsParams&
   }
 }
 
-// Grid (tiles of max_context_len, B, groups of next_n rows). Block (x, b, z) computes rows
-// j0 = z * rows_per_block ... of request b over tokens [t0, t0 + 64) with t0 = 64 x, and writes
-// their columns below max_context_len: the logit where t < ctx_r; in clean mode -inf elsewhere; in
-// unclean mode the logit of any token below the group's longest row (a real key of the request)
-// and nothing else.
+// Grid (groups of kLogitsTilesPerBlock tiles of max_context_len, B, groups of next_n rows). Block
+// (x, b, z) computes rows j0 = z * rows_per_block ... of request b over the tiles [x * kTiles, ...)
+// of 64 tokens each, staging q once for all of them, and writes their columns below
+// max_context_len: the logit where t < ctx_r; in clean mode -inf elsewhere; in unclean mode the
+// logit of any token below the group's longest row (a real key of the request) and nothing else.
 template <bool kBlockTile>
 MLA_KERNEL void paged_mqa_logits_kernel(PagedMqaLogitsParams p) {
   MLA_DYNAMIC_SHARED(float, smem);
@@ -96,55 +96,65 @@ MLA_KERNEL void paged_mqa_logits_kernel(PagedMqaLogitsParams p) {
   const int b = static_cast<int>(simt::block_idx().y);
   const int j0 = static_cast<int>(simt::block_idx().z) * p.rows_per_block;
   const int rows = p.next_n - j0 < p.rows_per_block ? p.next_n - j0 : p.rows_per_block;
-  const int t0 = static_cast<int>(simt::block_idx().x) * kLogitsTileTokens;
-  const int tile_cols = p.max_context_len - t0 < kLogitsTileTokens ? p.max_context_len - t0 : kLogitsTileTokens;
-  float* out = p.logits + (int64_t(b) * p.next_n + j0) * p.logits_stride + t0;
   const bool clean = p.mode == LogitsMode::kClean;
 
   if (tid < rows) row_len[tid] = row_length(p, b, j0 + tid);
   simt::sync_threads();
   int longest = 0;
   for (int r = 0; r < rows; ++r) longest = row_len[r] > longest ? row_len[r] : longest;
-  const int n = clamp_int(longest - t0, 0, kLogitsTileTokens);  // tokens of the tile the block reads
-  if (n == 0) {                                                 // the tile is past every row of the group
-    if (clean) {
-      for (int i = tid; i < rows * tile_cols; i += threads)
-        out[(i / tile_cols) * p.logits_stride + i % tile_cols] = negative_infinity();
-    }
-    return;
-  }
 
   const TileSmem sm(smem, rows, p.heads, p.head_dim);
   const int64_t row0 = int64_t(b) * p.next_n + j0;
-  stage_queries(sm, p.q + row0 * p.heads * p.head_dim, p.weights + row0 * p.heads);
-  if (kBlockTile) {
-    stage_block_keys(sm, p, b, n);
-  } else {
-    stage_token_keys(sm, p, b, t0, n, token_at);
-  }
-  zero_keys_from(sm, n);
-  simt::sync_threads();
-
-  weighted_relu_tile(sm, [&](int r, int s, float logit) {
-    if (s >= tile_cols) return;  // past max_context_len: not this view's
-    float* at = out + r * p.logits_stride + s;
-    if (t0 + s < row_len[r]) {
-      *at = logit;
-    } else if (clean) {
-      *at = negative_infinity();
-    } else if (s < n) {
-      *at = logit;
+  bool q_staged = false;
+  // Every condition below is the same for all threads of the block, so barriers stay uniform.
+  for (int i = 0; i < kLogitsTilesPerBlock; ++i) {
+    const int tile = static_cast<int>(simt::block_idx().x) * kLogitsTilesPerBlock + i;
+    const int t0 = tile * kLogitsTileTokens;
+    if (t0 >= p.max_context_len) break;
+    const int tile_cols = p.max_context_len - t0 < kLogitsTileTokens ? p.max_context_len - t0 : kLogitsTileTokens;
+    float* out = p.logits + row0 * p.logits_stride + t0;
+    const int n = clamp_int(longest - t0, 0, kLogitsTileTokens);  // tokens of the tile the block reads
+    if (n == 0) {  // the tile is past every row of the group
+      if (clean) {
+        for (int e = tid; e < rows * tile_cols; e += threads)
+          out[(e / tile_cols) * p.logits_stride + e % tile_cols] = negative_infinity();
+      }
+      continue;
     }
-  });
+    if (!q_staged) {
+      stage_queries(sm, p.q + row0 * p.heads * p.head_dim, p.weights + row0 * p.heads);
+      q_staged = true;
+    }
+    if (kBlockTile) {
+      stage_block_keys(sm, p, b, tile, n);
+    } else {
+      stage_token_keys(sm, p, b, t0, n, token_at);
+    }
+    zero_keys_from(sm, n);
+    simt::sync_threads();
+
+    weighted_relu_tile(sm, [&](int r, int s, float logit) {
+      if (s >= tile_cols) return;  // past max_context_len: not this view's
+      float* at = out + r * p.logits_stride + s;
+      if (t0 + s < row_len[r]) {
+        *at = logit;
+      } else if (clean) {
+        *at = negative_infinity();
+      } else if (s < n) {
+        *at = logit;
+      }
+    });  // ends with a barrier: the next tile may overwrite the keys
+  }
 }
 
 }  // namespace
 
 void launch_paged_mqa_logits(const PagedMqaLogitsParams& p, void* stream) {
   if (p.batch == 0 || p.next_n == 0 || p.max_context_len == 0) return;
-  const unsigned tiles = static_cast<unsigned>((p.max_context_len + kLogitsTileTokens - 1) / kLogitsTileTokens);
+  const int64_t tiles = (int64_t(p.max_context_len) + kLogitsTileTokens - 1) / kLogitsTileTokens;
+  const unsigned tile_groups = static_cast<unsigned>((tiles + kLogitsTilesPerBlock - 1) / kLogitsTilesPerBlock);
   const unsigned groups = static_cast<unsigned>((p.next_n + p.rows_per_block - 1) / p.rows_per_block);
-  const simt::LaunchConfig config{{tiles, static_cast<unsigned>(p.batch), groups},
+  const simt::LaunchConfig config{{tile_groups, static_cast<unsigned>(p.batch), groups},
                                   {kLogitsThreads},
                                   static_cast<std::size_t>(logits_shared_bytes(p.rows_per_block, p.heads, p.head_dim)),
                                   static_cast<simt::Stream>(stream)};

@@ -21,12 +21,12 @@ constexpr int32_t kTopkFastK = 2048;
 //   chunk of about kTopkSplitChunkLen into the caller's workspace, and the row's block selects the
 //   top k of those candidates.
 constexpr int32_t kTopkShortRowMaxLen = 4096;
-constexpr int32_t kTopkSplitRowMinLen = 65536;
-constexpr int32_t kTopkSplitChunkLen = 32768;
+constexpr int32_t kTopkSplitRowMinLen = 32768;
+constexpr int32_t kTopkSplitChunkLen = 16384;
 constexpr int32_t kTopkMaxSplits = 8;
 
 // Blocks a very long row of n elements is split over, and the chunk each takes (the last one may be
-// shorter): n = 65537 gives 3 chunks; the split count steps up past every multiple of
+// shorter): n = 32769 gives 3 chunks; the split count steps up past every multiple of
 // kTopkSplitChunkLen, up to kTopkMaxSplits.
 MLA_HD constexpr int32_t topk_num_splits(int32_t n) {
   const int64_t s = (int64_t(n) + kTopkSplitChunkLen - 1) / kTopkSplitChunkLen;
