@@ -22,9 +22,10 @@ expression within bf16 rounding, and every row's top-k values equal torch.topk's
 import argparse
 import ctypes
 import json
-import math
 import sys
 import time
+
+from bench_common import machine_limits, median_ms
 
 BLOCK = 64
 H, D, K = 64, 128, 2048
@@ -42,45 +43,6 @@ def load_lib(path):
     lib.mlacheck_bench_topk_workspace_bytes.restype = i64
     lib.mlacheck_bench_topk_workspace_bytes.argtypes = [i64, i64, i64]
     return lib
-
-
-def median_ms(torch, fn, iters):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    times.sort()
-    return times[len(times) // 2]
-
-
-def machine_limits(torch, iters):
-    """Copy bandwidth (bytes/s, read + write) and peak FLOP/s (fp8 if torch has it, else bf16)."""
-    n = 2 << 30
-    src = torch.empty(n, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    copy_ms = median_ms(torch, lambda: dst.copy_(src), iters)
-    del src, dst
-    m = 8192
-    a = torch.randn(m, m, device="cuda")
-    b = torch.randn(m, m, device="cuda")
-    peak_kind = "bf16"
-    try:
-        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()
-        one = torch.ones((), device="cuda")
-        gemm = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-        gemm()
-        peak_kind = "fp8"
-    except Exception:  # noqa: BLE001 - any failure means no fp8 GEMM here
-        a16, b16 = a.bfloat16(), b.bfloat16()
-        gemm = lambda: a16 @ b16
-    gemm_ms = median_ms(torch, gemm, iters)
-    return 2 * n / (copy_ms * 1e-3), 2 * m ** 3 / (gemm_ms * 1e-3), peak_kind
 
 
 def make_cache(torch, B, ctx, gen):
@@ -138,7 +100,9 @@ def main():
         return 77
     err = ctypes.create_string_buffer(512)
 
-    bw, peak, peak_kind = machine_limits(torch, args.iters)
+    bw, peaks = machine_limits(torch, args.iters)
+    peak_kind = "fp8" if "fp8" in peaks else "bf16"  # the logits' inputs are fp8
+    peak = peaks[peak_kind]
     print(f"{name}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}: copy bandwidth {bw / 1e9:.0f} GB/s "
           f"(read + write), {peak_kind} GEMM peak {peak / 1e12:.0f} TFLOP/s; H = {H}, D = {D}, k = {K}, "
           f"pages of {BLOCK}, median of {args.iters}")

@@ -1,4 +1,4 @@
-// A C library the PyTorch-side benchmarks load with ctypes (benchmarks/indexer_bench.py): it runs
+// A C library the PyTorch-side benchmarks load with ctypes (indexer_bench.py, mla_bench.py): it runs
 // mlacheck's production kernels, through their checked glue, on device memory the caller owns (torch
 // tensors' data pointers), and times them with CUDA events, so both sides of a comparison read the
 // same bytes in the same process.
@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "kernels/mla_decode_glue.h"
 #include "kernels/mqa_logits_glue.h"
+#include "kernels/sparse_mla_glue.h"
 #include "kernels/topk_glue.h"
 
 namespace {
@@ -124,6 +126,50 @@ double mlacheck_bench_topk_decode(const void* logits, int64_t rows, int64_t cols
     const DeviceTensor o = tensor(out, View::contiguous(DType::kI32, {rows, k}));
     const DeviceTensor w = tensor(workspace, View::contiguous(DType::kU8, {workspace_bytes}));
     return median_ms(iters, [&] { topk_per_row_decode(cuda_device(), l, next_n, s, k, o, w); });
+  });
+}
+
+// SPEC.md 4 on q bf16 [b, s_q, h, 576], kv u8 [num_blocks, page, 656] (contiguous), indices int32
+// [b, s_q, topk]; out bf16 [b, s_q, h, 512], lse fp32 [b, h, s_q]. No topk_length, no sink.
+double mlacheck_bench_sparse_mla(const void* q, int64_t b, int64_t s_q, int64_t h, const void* kv, int64_t num_blocks,
+                                 int64_t page, const void* indices, int64_t topk, double softmax_scale, void* out,
+                                 void* lse, int iters, char* err, int err_len) {
+  return guarded(err, err_len, [&] {
+    SparseMlaArgs a;
+    a.q = tensor(q, View::contiguous(DType::kBF16, {b, s_q, h, 576}));
+    a.kv_cache = tensor(kv, View::contiguous(DType::kU8, {num_blocks, page, 656}));
+    a.indices = tensor(indices, View::contiguous(DType::kI32, {b, s_q, topk}));
+    a.softmax_scale = softmax_scale;
+    a.out = tensor(out, View::contiguous(DType::kBF16, {b, s_q, h, 512}));
+    a.lse = tensor(lse, View::contiguous(DType::kF32, {b, h, s_q}));
+    return median_ms(iters, [&] { sparse_mla_decode(cuda_device(), a); });
+  });
+}
+
+// SPEC.md 5 on q [B, q_len, H, 576] (bf16, or fp8 when q_fp8), kv [num_blocks, page, 576] (bf16, or
+// fp8 when kv_fp8, contiguous), block_table int32 [B, W], seq_lens int32 [B]; o bf16, lse fp32; the
+// workspace holds num_splits (0: the heuristic for max_seq_len) splits. *splits_used gets the count.
+double mlacheck_bench_mla_decode(const void* q, int q_fp8, int64_t B, int64_t q_len, int64_t H, const void* kv,
+                                 int kv_fp8, int64_t num_blocks, int64_t page, const void* block_table, int64_t W,
+                                 const void* seq_lens, int64_t max_seq_len, double base_scale, double q_scale,
+                                 double k_scale, int64_t num_splits, void* workspace, int64_t workspace_bytes, void* o,
+                                 void* lse, int64_t* splits_used, int iters, char* err, int err_len) {
+  return guarded(err, err_len, [&] {
+    MlaDecodeArgs a;
+    a.q = tensor(q, View::contiguous(q_fp8 ? DType::kFP8E4M3 : DType::kBF16, {B, q_len, H, 576}));
+    a.kv_cache = tensor(kv, View::contiguous(kv_fp8 ? DType::kFP8E4M3 : DType::kBF16, {num_blocks, page, 576}));
+    a.block_table = tensor(block_table, View::contiguous(DType::kI32, {B, W}));
+    a.seq_lens = tensor(seq_lens, View::contiguous(DType::kI32, {B}));
+    a.base_scale = base_scale;
+    a.q_scale = q_scale;
+    a.k_scale = k_scale;
+    a.num_splits = num_splits > 0 ? num_splits
+                                  : mla_decode_num_splits(B, q_len, H, max_seq_len, cuda_device().multiprocessors());
+    if (splits_used != nullptr) *splits_used = a.num_splits;
+    a.workspace = tensor(workspace, View::contiguous(DType::kF32, {workspace_bytes / 4}));
+    a.o = tensor(o, View::contiguous(DType::kBF16, {B, q_len, H, 512}));
+    a.lse = tensor(lse, View::contiguous(DType::kF32, {B, q_len, H}));
+    return median_ms(iters, [&] { mla_decode(cuda_device(), a); });
   });
 }
 

@@ -3,8 +3,12 @@
 // Integers compare exactly. Floats compare in three steps, and the first that fails is reported:
 // the positions of +inf, -inf and NaN must be identical; every finite pair must satisfy
 // |a - b| <= atol + rtol * |b| (b is the expected value); and the cosine distance over the finite
-// pairs, 1 - 2*sum(a*b) / sum(a*a + b*b) in double, must not exceed the tolerance's limit. Reports
-// name the worst coordinates and values, never just "mismatch".
+// pairs must not exceed the tolerance's limit. The distance is sum(e*e) / sum(a*a + b*b) in double
+// with e = max(0, |a - b| - atol): with atol = 0 exactly 1 - 2*sum(a*b) / sum(a*a + b*b), and the
+// part of an error that the absolute budget already allows never counts (a result that cancels to
+// near zero, like the score of a row with one key, carries rounding at the scale of its terms).
+// It catches a small systematic error spread over many elements. Reports name the worst
+// coordinates and values, never just "mismatch".
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // The host and cuda devices behind kernels/device.h.
 #include "kernels/device.h"
 
+#include "core/backend/host_executor.h"
 #include "core/error.h"
 
 #if defined(MLACHECK_HAVE_CUDA)
@@ -9,7 +10,20 @@
 #endif
 
 namespace mlacheck::kernels {
+
+DeviceGraph::~DeviceGraph() = default;
+
 namespace {
+
+class HostGraph final : public DeviceGraph {
+ public:
+  explicit HostGraph(simt::host::Graph g) : graph_(std::move(g)) {}
+  void replay() override { graph_.replay(); }
+  size_t launch_count() const override { return graph_.launch_count(); }
+
+ private:
+  simt::host::Graph graph_;
+};
 
 class HostDevice final : public Device {
  public:
@@ -17,8 +31,23 @@ class HostDevice final : public Device {
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
     return std::make_unique<GuardedBuffer>(name, bytes);
   }
-  void* stream() const override { return nullptr; }  // launches run at once
+  // Launches on a stream that is not capturing run at once.
+  void* stream() const override { return &stream_; }
   void synchronize() override {}
+  int64_t multiprocessors() const override { return 16; }
+  std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
+    stream_.begin_capture();
+    try {
+      body();
+    } catch (...) {
+      stream_.end_capture();
+      throw;
+    }
+    return std::make_unique<HostGraph>(stream_.end_capture());
+  }
+
+ private:
+  mutable simt::host::Stream stream_;
 };
 
 #if defined(MLACHECK_HAVE_CUDA)
@@ -30,9 +59,24 @@ class CudaDevice final : public Device {
   }
   void* stream() const override { return stream_.get(); }
   void synchronize() override { stream_.synchronize(); }
+  int64_t multiprocessors() const override { return sm_count_; }
+  std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
+    return std::make_unique<CudaGraph>(cuda::Graph::capture(stream_, [&](cudaStream_t) { body(); }), stream_);
+  }
 
  private:
-  cuda::Stream stream_;
+  class CudaGraph final : public DeviceGraph {
+   public:
+    CudaGraph(cuda::Graph g, cuda::Stream& s) : graph_(std::move(g)), stream_(s) {}
+    void replay() override { graph_.replay(stream_); }
+    size_t launch_count() const override { return graph_.node_count(); }
+
+   private:
+    cuda::Graph graph_;
+    cuda::Stream& stream_;
+  };
+  mutable cuda::Stream stream_;
+  int64_t sm_count_ = cuda::probe_device().sm_count;
 };
 #endif
 

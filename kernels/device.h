@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,17 @@ struct DeviceTensor {
   }
 };
 
+// A captured sequence of launches on a device's stream, replayed against the same arguments
+// (pointers included), as a CUDA graph is: between replays change what the buffers hold, not which
+// buffers. On the host backend the recorded launches run with the host options current at replay.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph();
+  // Enqueues every captured launch on the device's stream (the host backend runs them at once).
+  virtual void replay() = 0;
+  virtual size_t launch_count() const = 0;
+};
+
 class Device {
  public:
   virtual ~Device();
@@ -39,6 +51,13 @@ class Device {
   // Waits for every launch; throws mlacheck::Error on a launch or device fault (a host KernelFault
   // propagates from the launch itself).
   virtual void synchronize() = 0;
+  // Streaming multiprocessors, for work-splitting heuristics: the GPU's count on cuda, a nominal 16
+  // on the host (so heuristics behave there as on a small GPU).
+  virtual int64_t multiprocessors() const = 0;
+  // Records the launches body makes on this device's stream instead of running them. On cuda a
+  // synchronizing call inside body (an allocation, a copy, a synchronize) fails the capture with a
+  // one-line mlacheck::Error and leaves the stream usable; on the host nothing runs until replay.
+  virtual std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) = 0;
 };
 
 // The device of backend b. Throws mlacheck::Error with one line when it cannot run here ("cuda:

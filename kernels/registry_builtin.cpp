@@ -3,8 +3,11 @@
 
 #include "kernels/indexer_decode_step.h"
 #include "kernels/metadata_builder.h"
+#include "kernels/mla_decode_glue.h"
+#include "kernels/mla_decode_impl.h"
 #include "kernels/mqa_logits_glue.h"
 #include "kernels/pack_decode_glue.h"
+#include "kernels/sparse_mla_glue.h"
 #include "kernels/topk_glue.h"
 #include "kernels/registry.h"
 
@@ -32,6 +35,17 @@ Registry& registry() {
              "metadata -> pack if non-uniform -> logits -> top-k (padded rows) -> shared buffer rows -> global slots"},
             +[](Device& device, const IndexerDecodeStepLimits& limits) {
               return std::make_unique<IndexerDecodeStep>(device, limits);
+            });
+    reg.add({"sparse_mla_decode", "ref",
+             "fp8_ds_mla sparse decode: 16 heads x 32-key tiles per block, online softmax, sink, topk_length"},
+            &sparse_mla_decode);
+    reg.add({"mla_decode", "ref", "dense split-KV decode: device-side split bounds from seq_lens, LSE merge, bf16/fp8"},
+            &mla_decode);
+    // The impl owns its workspace and graph buffers: the entry point makes one.
+    reg.add({"mla_decode_impl", "ref",
+             "engine-side MLA impl: workspace sized once, scales per call, uniform q_len only, graph capture"},
+            +[](Device& device, const MlaDecodeImplConfig& config) {
+              return std::make_unique<MlaDecodeImpl>(device, config);
             });
     return reg;
   }();

@@ -86,6 +86,23 @@ TEST(CompareClose, CosineDistanceCatchesASmallSystematicError) {
   EXPECT_LT(r.cosine_distance, 1e-4);
 }
 
+TEST(CompareClose, ErrorsWithinTheAbsoluteBudgetDoNotCountAgainstTheCosineRule) {
+  // The case that showed it: a row with one key has lse = its score, here a dot product of 576
+  // terms of magnitude ~0.01 that cancels to 0.072; fp32 leaves 5e-6 of error, within atol 1e-5,
+  // but 2.4e-9 as a plain cosine distance, over the lse limit of 1e-9.
+  Pair p({0.072});
+  p.actual[0] = static_cast<float>(0.072 + 5e-6);
+  const Tolerance t{1e-5, 1e-6, 1e-9, "test"};
+  const CompareReport r = compare_close(p.a({1}), p.b({1}), t);
+  EXPECT_TRUE(r.ok) << r.what;
+  EXPECT_EQ(r.cosine_distance, 0.0);
+  // With atol = 0 the distance is the plain cosine distance, and the same error fails.
+  const CompareReport strict = compare_close(p.a({1}), p.b({1}), Tolerance{0, 1e-3, 1e-9, "test"});
+  EXPECT_FALSE(strict.ok);
+  const double a = p.actual[0], b = 0.072;
+  EXPECT_NEAR(strict.cosine_distance, 1.0 - 2.0 * a * b / (a * a + b * b), 1e-15);
+}
+
 TEST(CompareClose, AllPoisonOutputNeverPasses) {
   Pair p({1.0, 2.0});
   p.actual = {NAN, NAN};  // the poison an unwritten output keeps

@@ -1,9 +1,11 @@
-// Tests of kernels/device.h: the host device, and clear refusals for backends that cannot run here.
+// Tests of kernels/device.h: the host device, capture and replay of launches (host, and cuda when a
+// GPU is usable), and clear refusals for backends that cannot run here.
 #include "kernels/device.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "kernels/pack_decode_glue.h"
 
 namespace mlacheck::kernels {
 namespace {
@@ -11,7 +13,6 @@ namespace {
 TEST(Device, HostDeviceGivesGuardedHostMemory) {
   const auto d = make_device(Backend::kHost);
   EXPECT_EQ(d->backend(), Backend::kHost);
-  EXPECT_EQ(d->stream(), nullptr);
   auto buf = d->allocate("x", 64);
   EXPECT_FALSE(buf->on_device());
   EXPECT_EQ(buf->size(), 64);
@@ -20,7 +21,60 @@ TEST(Device, HostDeviceGivesGuardedHostMemory) {
   const DeviceTensor t{buf->data(), View::contiguous(DType::kI32, {2}, 4)};
   EXPECT_EQ(*t.data<int32_t>(), 7);
   d->synchronize();
+  EXPECT_EQ(d->multiprocessors(), 16);
   EXPECT_TRUE(device_usable(Backend::kHost));
+}
+
+// Captures a row copy, checks that nothing ran, replays it, writes new source rows into the same
+// buffer and replays again: the replay reads the buffers' current contents.
+void check_capture_and_replay(Device& d) {
+  auto src = d.allocate("src", 4 * 8), dst = d.allocate("dst", 4 * 8);
+  const std::vector<int32_t> first{1, 2, 3, 4, 5, 6, 7, 8}, second{9, 10, 11, 12, 13, 14, 15, 16}, zeros(8, 0);
+  src->write(0, first.data(), 32);
+  dst->write(0, zeros.data(), 32);
+  const DeviceTensor s{src->data(), View::contiguous(DType::kI32, {4, 2})}, t{dst->data(), View::contiguous(DType::kI32, {4, 2})};
+  const auto graph = d.capture([&] { copy_rows(d, s, t); });
+  d.synchronize();
+  EXPECT_EQ(graph->launch_count(), 1u);
+  std::vector<int32_t> got(8);
+  dst->read(0, got.data(), 32);
+  EXPECT_EQ(got, zeros) << "a captured launch ran during capture";
+  graph->replay();
+  d.synchronize();
+  dst->read(0, got.data(), 32);
+  EXPECT_EQ(got, first);
+  src->write(0, second.data(), 32);
+  graph->replay();
+  d.synchronize();
+  dst->read(0, got.data(), 32);
+  EXPECT_EQ(got, second);
+  // Eager launches after a capture run at once again.
+  src->write(0, first.data(), 32);
+  copy_rows(d, s, t);
+  d.synchronize();
+  dst->read(0, got.data(), 32);
+  EXPECT_EQ(got, first);
+}
+
+TEST(Device, CaptureRecordsLaunchesAndReplayReadsTheBuffersAnew) {
+  const auto d = make_device(Backend::kHost);
+  check_capture_and_replay(*d);
+  // A failure inside the body ends the capture: the stream runs launches at once afterwards.
+  EXPECT_THROW(d->capture([] { throw Error("boom"); }), Error);
+  auto buf = d->allocate("x", 32);
+  const std::vector<int32_t> v{1, 2, 3, 4, 5, 6, 7, 8};
+  buf->write(0, v.data(), 32);
+  copy_rows(*d, {buf->data(), View::contiguous(DType::kI32, {2, 2})}, {buf->data(), View::contiguous(DType::kI32, {2, 2}, 16)});
+  std::vector<int32_t> got(8);
+  buf->read(0, got.data(), 32);
+  EXPECT_EQ(got, (std::vector<int32_t>{1, 2, 3, 4, 1, 2, 3, 4}));
+}
+
+TEST(Device, CaptureAndReplayOnCudaWhenAGpuIsPresent) {
+  std::string why;
+  if (!device_usable(Backend::kCuda, &why)) GTEST_SKIP() << "skipped: no GPU (" << why << ")";
+  const auto d = make_device(Backend::kCuda);
+  check_capture_and_replay(*d);
 }
 
 TEST(Device, HipIsRefusedWithOneLine) {
@@ -45,6 +99,7 @@ TEST(Device, CudaRunsOrSaysWhyNot) {
   const auto d = make_device(Backend::kCuda);
   auto buf = d->allocate("x", 64);
   EXPECT_TRUE(buf->on_device());
+  EXPECT_GT(d->multiprocessors(), 0);
   d->synchronize();
 }
 
