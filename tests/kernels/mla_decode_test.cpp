@@ -27,7 +27,7 @@
 #include "core/fp8.h"
 #include "core/tolerances.h"
 #include "oracle/mla_decode.h"
-#include "tests/support/staged_buffer.h"
+#include "properties/staged_buffer.h"
 
 namespace mlacheck::kernels {
 namespace {

@@ -26,12 +26,12 @@
 #include "core/tolerances.h"
 #include "oracle/mqa_logits.h"
 #include "oracle/quantize.h"
-#include "tests/support/staged_buffer.h"
+#include "properties/staged_buffer.h"
 
 namespace mlacheck::kernels {
 namespace {
 
-// ---- guarded buffers with a host copy (tests/support/staged_buffer.h) ---------------------------
+// ---- guarded buffers with a host copy (properties/staged_buffer.h) ------------------------------
 
 // The logits buffer around its view: a pattern no kernel would write (fp32 -4.6e-15).
 constexpr uint8_t kLogitsFill = 0xA7;

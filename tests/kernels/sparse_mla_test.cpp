@@ -29,7 +29,7 @@
 #include "kernels/sparse_mla_glue.h"
 #include "oracle/quantize.h"
 #include "oracle/sparse_mla.h"
-#include "tests/support/staged_buffer.h"
+#include "properties/staged_buffer.h"
 
 namespace mlacheck::kernels {
 namespace {

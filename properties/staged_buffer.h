@@ -1,5 +1,5 @@
-// Shared by the kernel tests: one guarded allocation on a device, the host bytes it is filled from
-// (what the oracle reads) and a view in it.
+// Staging for properties and tests: one guarded allocation on a device, the host bytes it is filled
+// from (what the oracle reads) and a view in it.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +21,7 @@ struct Buffer {
   std::vector<uint8_t> host;
   std::unique_ptr<GuardedMemory> memory;
 
+  Buffer() = default;
   // Room for v at its byte offset and `tail` bytes after it, every byte `fill` until written.
   Buffer(std::string n, const View& v, int64_t tail, uint8_t fill) : name(std::move(n)), view(v) {
     host.assign(static_cast<size_t>(std::max(v.byte_span().end, v.byte_offset()) + tail), fill);

@@ -1,0 +1,270 @@
+// Properties of the indexer decode step (properties/decode_step_properties.h).
+#include "properties/decode_step_properties.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/backend/host_executor.h"
+#include "core/compare.h"
+#include "core/fp8.h"
+#include "core/tolerances.h"
+#include "core/topk_check.h"
+#include "oracle/decode_step.h"
+#include "oracle/quantize.h"
+#include "oracle/topk.h"
+#include "properties/staged_buffer.h"
+
+namespace mlacheck {
+
+using namespace kernels;
+
+namespace {
+
+float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
+
+constexpr uint8_t kPoison = 0x7F;  // fp8 NaN: a key read where none was stored shows in the logits
+
+}  // namespace
+
+DecodeStepBuffers make_decode_step_buffers(const DecodeStepEngine& e, const DecodeStepCase& c, float weight_scale) {
+  std::mt19937_64 rng(c.seed);
+  const int64_t B = c.B(), T = c.T(), H = e.H, D = e.D, bs = e.block_size, k = e.k, W = e.W;
+  const int64_t q_rows = T + c.graph_padding;
+  // Pages: every needed (request, column) gets its own shuffled page of a cache with spare pages;
+  // columns past what a request needs hold -1 or a spare page (never read).
+  int64_t needed_total = 0;
+  std::vector<int64_t> needed(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) needed_total += needed[static_cast<size_t>(b)] = (c.seq_lens[static_cast<size_t>(b)] + bs - 1) / bs;
+  const int64_t num_blocks = needed_total + 2;
+  std::vector<int32_t> pages(static_cast<size_t>(num_blocks));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  const int64_t block_stride = (bs * (D + 4) + 15) / 16 * 16 + 16 * int64_t(rng() % 2);
+
+  DecodeStepBuffers s{
+      Buffer("seq_lens", View::contiguous(DType::kI32, {B}, 4), 8, kPoison),
+      Buffer("decode_lens", View::contiguous(DType::kI32, {B}, 8), 8, kPoison),
+      Buffer("query_start_loc", View::contiguous(DType::kI32, {B + 1}), 8, kPoison),
+      Buffer("block_table", View::padded_rows(DType::kI32, {B, W}, W + c.table_row_pad, 4), 16, kPoison),
+      Buffer("index_q", View::contiguous(DType::kFP8E4M3, {q_rows, H, D}, 16), 64, kPoison),
+      Buffer("index_weights", View::contiguous(DType::kF32, {q_rows, H}, 8), 64, kPoison),
+      Buffer("kv_blocks", View(DType::kU8, {num_blocks, block_stride}, {block_stride, 1}, 16), 64, kPoison),
+      Buffer("topk_buffer", View::padded_rows(DType::kI32, {T + c.prefill_rows, k}, k + 1), 8, 0),
+      Buffer("topk_global", View::padded_rows(DType::kI32, {T + 1, k}, k + 2, 4), 8, 0),
+      {}};
+  int32_t start = 0;
+  s.qsl.put<int32_t>({0}, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    s.seq_lens.put<int32_t>({b}, c.seq_lens[static_cast<size_t>(b)]);
+    s.decode_lens.put<int32_t>({b}, c.decode_lens[static_cast<size_t>(b)]);
+    s.qsl.put<int32_t>({b + 1}, start += c.decode_lens[static_cast<size_t>(b)]);
+  }
+  s.host_table.assign(static_cast<size_t>(B * W), -1);
+  size_t next = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t w = 0; w < W; ++w) {
+      const int32_t page = w < needed[static_cast<size_t>(b)] ? pages[next++] : (rng() % 2 ? -1 : pages.back());
+      s.host_table[static_cast<size_t>(b * W + w)] = page;
+      s.table.put<int32_t>({b, w}, page);
+    }
+  }
+  s.q.view.for_each_byte_offset([&](int64_t at) { s.q.host[static_cast<size_t>(at)] = float_to_fp8_e4m3(uniform(rng, -2, 2)); });
+  s.weights.view.for_each_index(
+      [&](const std::vector<int64_t>& at) { s.weights.put(at, weight_scale * uniform(rng, -1, 1)); });
+  // Keys for the tokens a request reads; every other byte of the cache stays poison.
+  const oracle::PagedIndexerCache cache{s.kv.host_tensor(), bs, D};
+  std::vector<float> x(static_cast<size_t>(bs * D));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t w = 0; w < needed[static_cast<size_t>(b)]; ++w) {
+      const int64_t n = std::min(bs, c.seq_lens[static_cast<size_t>(b)] - w * bs);
+      for (float& v : x) v = uniform(rng, -1, 1);
+      const oracle::Fp8Rows keys = oracle::quantize_per_token_fp8(
+          std::vector<float>(x.begin(), x.begin() + n * D), n, D,
+          c.ue8m0 ? oracle::ScaleFormat::kUe8m0 : oracle::ScaleFormat::kFp32);
+      for (int64_t i = 0; i < n; ++i) {
+        oracle::store_indexer_token(cache, s.host_table[static_cast<size_t>(b * W + w)], i, keys.codes.data() + i * D,
+                                    keys.scales[static_cast<size_t>(i)]);
+      }
+    }
+  }
+  // The shared buffer's rows all hold a pattern; rows >= T are prefill tokens' and must survive.
+  s.topk.view.for_each_index([&](const std::vector<int64_t>& at) { s.topk.put<int32_t>(at, int32_t(100000 + at[0] * 1000 + at[1])); });
+  return s;
+}
+
+IndexerDecodeStepInputs decode_step_inputs(const DecodeStepBuffers& s, const DecodeStepEngine& e,
+                                           const DecodeStepCase& c) {
+  const int64_t T = c.T();
+  IndexerDecodeStepInputs in;
+  in.batch.seq_lens = s.seq_lens.device_tensor();
+  in.batch.decode_lens = s.decode_lens.device_tensor();
+  in.batch.query_start_loc = s.qsl.device_tensor();
+  in.batch.block_table = s.table.device_tensor();
+  in.batch.host_decode_lens = c.decode_lens;
+  if (c.pass_host_seq_lens) in.batch.host_seq_lens = c.seq_lens;
+  in.batch.num_decode_tokens = T;
+  if (c.layout == MetadataLayout::kFlattened) in.batch.num_padded_tokens = T + c.graph_padding;
+  in.batch.layout = c.layout;
+  in.batch.path = c.path;
+  in.index_q = s.q.device_tensor();
+  in.index_weights = s.weights.device_tensor();
+  in.kv_blocks = s.kv.device_tensor();
+  in.block_size = e.block_size;
+  in.max_context_len = c.max_context_len;
+  in.topk_buffer = s.topk.device_tensor();
+  in.topk_global = s.global.device_tensor();
+  return in;
+}
+
+namespace {
+
+// Stages the case, runs it on step with every buffer guarded, and reads every buffer back. Returns
+// the first guard violation, if any.
+Verdict run_guarded_step(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e, const DecodeStepCase& c,
+                         float weight_scale, DecodeStepBuffers& s, IndexerDecodeStepResult& r) {
+  s = make_decode_step_buffers(e, c, weight_scale);
+  const int64_t B = c.B(), T = c.T(), k = e.k;
+  for (Buffer* b : s.all()) b->upload(device);
+  s.topk.memory->declare_output("decode rows", View::padded_rows(DType::kI32, {T, k}, k + 1));
+  s.global.memory->declare_output("global rows", View::padded_rows(DType::kI32, {T, k}, k + 2, 4));
+  for (Buffer* b : s.all()) b->memory->arm();
+
+  const IndexerDecodeStepInputs in = decode_step_inputs(s, e, c);
+
+  simt::host::Options options;
+  options.warp_size = c.warp_size;
+  options.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
+  options.seed = c.seed;
+  simt::host::ScopedOptions scope(options);
+  r = step.run(in);
+  device.synchronize();
+  for (Buffer* b : s.all()) {
+    const GuardReport g = b->memory->check();
+    if (!g.ok()) return "guard of " + b->name + ": " + g.describe();
+    b->download();
+  }
+  return std::nullopt;
+}
+
+// The logits row of each token over its length, dense [T, cols] (zero past each length).
+std::vector<float> token_logits(IndexerDecodeStep& step, const IndexerDecodeStepResult& r,
+                                const std::vector<int64_t>& lengths, int64_t cols) {
+  const int64_t T = static_cast<int64_t>(lengths.size());
+  std::vector<float> got(static_cast<size_t>(T * cols), 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n = std::min(lengths[static_cast<size_t>(t)], cols);
+    if (n > 0) {
+      step.logits_memory().read(r.logits.view.byte_offset_of({r.logits_row_of_token[static_cast<size_t>(t)], 0}),
+                                got.data() + t * cols, n * 4);
+    }
+  }
+  return got;
+}
+
+// Compares each token of a run with the oracle: its logits row over its length, its row of the
+// shared buffer as a top-k of those logits, its global slots as the oracle's conversion.
+Verdict compare_with_oracle(IndexerDecodeStep& step, const DecodeStepEngine& e, const DecodeStepCase& c,
+                            DecodeStepBuffers& s, const IndexerDecodeStepResult& r) {
+  const int64_t B = c.B(), T = c.T(), k = e.k;
+  // The oracle, over the token rows only.
+  oracle::DecodeStepInputs o;
+  o.batch = {s.seq_lens.host_tensor(), s.decode_lens.host_tensor(), s.table.host_tensor(), e.next_n};
+  const View& qv = s.q.view;
+  o.index_q = HostTensor(s.q.host.data(), View(qv.dtype(), {T, e.H, e.D}, qv.strides(), qv.byte_offset()));
+  o.index_weights = HostTensor(s.weights.host.data(), View(DType::kF32, {T, e.H}, s.weights.view.strides(),
+                                                           s.weights.view.byte_offset()));
+  o.index_cache = {s.kv.host_tensor(), e.block_size, e.D};
+  o.topk = k;
+  const oracle::DecodeStepResult want = oracle::indexer_decode_step(o);
+
+  // Logits: each token's row of the step's logits equals the oracle's over the token's length.
+  if (static_cast<int64_t>(r.logits_row_of_token.size()) != T) return "the step mapped " + std::to_string(r.logits_row_of_token.size()) + " tokens, not " + std::to_string(T);
+  const int64_t cols = c.max_context_len;
+  const std::vector<float> got = token_logits(step, r, want.context_len, cols);
+  std::vector<double> got64(static_cast<size_t>(T * cols)), want64(static_cast<size_t>(T * cols));
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n = want.context_len[static_cast<size_t>(t)];
+    for (int64_t col = 0; col < cols; ++col) {
+      const size_t i = static_cast<size_t>(t * cols + col);
+      want64[i] = col < n ? want.logits.logits.values[static_cast<size_t>(t) * static_cast<size_t>(want.logits.logits.shape[1]) + static_cast<size_t>(col)] : 0.0;
+      got64[i] = col < n ? double(got[i]) : 0.0;
+    }
+  }
+  const CompareReport lr = compare_close(HostTensor(got64.data(), View::contiguous(DType::kF64, {T, cols})),
+                                         HostTensor(want64.data(), View::contiguous(DType::kF64, {T, cols})),
+                                         tolerance_for("paged_mqa_logits", "logits"));
+  if (!lr.ok) return "token logits: " + lr.describe();
+
+  // Top-k: the token rows of the shared buffer are a valid top-k of those logits.
+  const HostTensor topk_rows(s.topk.host.data(), View::padded_rows(DType::kI32, {T, k}, k + 1));
+  const std::vector<int64_t> lengths(want.context_len.begin(), want.context_len.end());
+  const TopkReport tr =
+      check_topk(topk_rows, HostTensor(const_cast<float*>(got.data()), View::contiguous(DType::kF32, {T, cols})), lengths);
+  if (!tr.ok) return "top-k rows of the shared buffer: " + tr.describe();
+
+  // Global slots: the oracle's conversion of the step's own choice.
+  const HostTensor host_table(s.host_table.data(), View::contiguous(DType::kI32, {B, e.W}));
+  const HostTensor global_rows(s.global.host.data(), View::padded_rows(DType::kI32, {T, k}, k + 2, 4));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t w = oracle::topk_to_global(topk_rows.at<int32_t>({t, i}), host_table,
+                                               want.request[static_cast<size_t>(t)], e.block_size);
+      if (global_rows.at<int32_t>({t, i}) != w) {
+        return "global slot of token " + std::to_string(t) + " position " + std::to_string(i) + ": " +
+               std::to_string(global_rows.at<int32_t>({t, i})) + ", want " + std::to_string(w);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Verdict decode_step_equals_oracle(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e,
+                                  const DecodeStepCase& c, IndexerDecodeStepResult* result) {
+  DecodeStepBuffers s;
+  IndexerDecodeStepResult r;
+  if (Verdict v = run_guarded_step(device, step, e, c, 1.0f, s, r)) return v;
+  if (result != nullptr) *result = r;
+  return compare_with_oracle(step, e, c, s, r);
+}
+
+Verdict decode_step_weights_scale_exactly(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e,
+                                          const DecodeStepCase& c) {
+  DecodeStepBuffers s1, s2;
+  IndexerDecodeStepResult r1, r2;
+  if (Verdict v = run_guarded_step(device, step, e, c, 1.0f, s1, r1)) return v;
+  std::vector<int64_t> lengths;
+  for (size_t b = 0; b < c.decode_lens.size(); ++b) {
+    const int32_t d = c.decode_lens[b], L = c.seq_lens[b];
+    for (int32_t t = 0; t < d; ++t) lengths.push_back(std::max(0, L - d + t + 1));
+  }
+  const std::vector<float> once = token_logits(step, r1, lengths, c.max_context_len);
+  if (Verdict v = run_guarded_step(device, step, e, c, 2.0f, s2, r2)) return v;
+  const std::vector<float> twice = token_logits(step, r2, lengths, c.max_context_len);
+  for (size_t i = 0; i < once.size(); ++i) {
+    const float want = 2.0f * once[i];
+    if (std::memcmp(&want, &twice[i], 4) != 0 && !(want != want && twice[i] != twice[i])) {
+      const int64_t t = static_cast<int64_t>(i) / std::max<int64_t>(c.max_context_len, 1);
+      return "weights x 2: token " + std::to_string(t) + " column " +
+             std::to_string(static_cast<int64_t>(i) % std::max<int64_t>(c.max_context_len, 1)) + " logit " +
+             std::to_string(twice[i]) + ", want exactly 2 x " + std::to_string(once[i]);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string decode_step_route(const IndexerDecodeStepResult& r) {
+  std::string s = r.metadata.layout == MetadataLayout::kFlattened ? "flattened" : "native";
+  if (r.packed) s += " packed";
+  if (r.padded_topk) s += " padded top-k";
+  s += std::string(" ") + topk_path_name(r.topk_path);
+  return s;
+}
+
+
+}  // namespace mlacheck
