@@ -1,13 +1,17 @@
 // Tests of kernels/mla_decode_impl.h: eager calls against the oracle with scales changing between
-// calls, a workspace that never moves or overflows, non-uniform query lengths refused, and graph
-// replay equal to an eager launch and to the oracle after the lengths grow and the block tables
-// change (host backend here; cuda too when a GPU is usable).
+// calls, a workspace that never moves or overflows, non-uniform query lengths refused, graph replay
+// equal to an eager launch and to the oracle after the lengths grow and the block tables change, and
+// a stateful test (rc::state) interleaving eager calls, captures and replays on one impl (host
+// backend here; cuda too when a GPU is usable).
 #include "kernels/mla_decode_impl.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <rapidcheck/state.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -326,6 +330,133 @@ TEST(MlaDecodeImpl, ReplayAfterTheLengthsGrowEqualsEagerAndTheOracle) {
   check_replay(*device, 1, 2, 16, 20, 3, 2, 2, false, false);  // up to 320 keys, 1 padding row
   check_replay(*device, 2, 3, 3, 40, 2, 1, 2, true, true);     // fp8, odd page size
   check_replay(*device, 3, 1, 64, 5, 4, 4, 1, false, true);
+}
+
+// ---- stateful: an engine's life on one impl -------------------------------------------------------
+
+// What the engine has configured and captured so far (the model), and the live objects (the system).
+struct ImplModel {
+  int64_t H = 2, page = 8, W = 8, max_batch = 3, max_q_len = 2;
+  bool q_fp8 = false, kv_fp8 = true;
+  std::map<std::pair<int64_t, int64_t>, std::array<double, 3>> graphs;  // (B_pad, q_len) -> capture scales
+};
+struct ImplSut {
+  std::unique_ptr<Device> device = make_device(Backend::kHost);
+  std::unique_ptr<MlaDecodeImpl> impl;
+  std::unique_ptr<GuardedMemory> kv;
+  HostBatch cache_shape;  // the one shared cache (host copy)
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<DeviceGraph>> graphs;
+  const uint8_t* workspace = nullptr;
+};
+using ImplCommand = rc::state::Command<ImplModel, ImplSut>;
+
+std::vector<int32_t> gen_lens(int64_t B, int64_t live, int64_t max_len) {
+  std::vector<int32_t> lens(static_cast<size_t>(B), 0);
+  for (int64_t b = 0; b < live; ++b) lens[static_cast<size_t>(b)] = *rc::gen::inRange(0, static_cast<int>(max_len) + 1);
+  return lens;
+}
+
+// An eager call with its own batch and scales (which change from call to call).
+struct EagerCall : ImplCommand {
+  int64_t B, q_len;
+  std::vector<int32_t> lens;
+  double base, qs, ks;
+  uint64_t seed;
+  explicit EagerCall(const ImplModel& m)
+      : B(*rc::gen::inRange<int64_t>(1, m.max_batch + 1)), q_len(*rc::gen::inRange<int64_t>(1, m.max_q_len + 1)),
+        lens(gen_lens(B, B, m.W * m.page)), base(*rc::gen::element(0.0721, 0.5)), qs(*rc::gen::element(1.0, 0.25)),
+        ks(*rc::gen::element(1.0, 2.0, 0.5)), seed(*rc::gen::arbitrary<uint64_t>()) {}
+  void run(const ImplModel& m, ImplSut& sut) const override {
+    HostBatch h = make_batch(B, q_len, m.H, m.page, m.W, lens, m.q_fp8, m.kv_fp8, seed);
+    DeviceBatch d = upload(*sut.device, h);
+    MlaDecodeCall call = d.call(h);
+    call.base_scale = base, call.q_scale = qs, call.k_scale = ks;
+    sut.impl->forward(call);
+    const std::string failure = compare(*d.o, *d.lse, h, oracle_of(h, base, qs, ks), "eager");
+    if (!failure.empty()) RC_FAIL(failure);
+    RC_ASSERT(sut.impl->workspace_memory().data() == sut.workspace);
+  }
+  void show(std::ostream& os) const override {
+    os << "eager B " << B << " q_len " << q_len << " scales " << base << "/" << qs << "/" << ks << " lens";
+    for (int32_t l : lens) os << ' ' << l;
+  }
+};
+
+// Capture a padded batch with the buffers' current (short) contents and these scales.
+struct Capture : ImplCommand {
+  int64_t B_pad, q_len;
+  double base, qs, ks;
+  explicit Capture(const ImplModel& m)
+      : B_pad(*rc::gen::inRange<int64_t>(1, m.max_batch + 1)), q_len(*rc::gen::inRange<int64_t>(1, m.max_q_len + 1)),
+        base(*rc::gen::element(0.0721, 0.5)), qs(*rc::gen::element(1.0, 0.25)), ks(*rc::gen::element(1.0, 2.0)) {}
+  void apply(ImplModel& m) const override { m.graphs[{B_pad, q_len}] = {base, qs, ks}; }
+  void run(const ImplModel&, ImplSut& sut) const override {
+    const std::vector<int32_t> short_lens(static_cast<size_t>(B_pad), 3);
+    sut.impl->graph_seq_lens_memory().write(0, short_lens.data(), 4 * B_pad);
+    sut.graphs[{B_pad, q_len}] = sut.impl->capture(B_pad, q_len, {sut.kv->data(), sut.cache_shape.kv_view()}, base, qs, ks);
+  }
+  void show(std::ostream& os) const override {
+    os << "capture B_pad " << B_pad << " q_len " << q_len << " scales " << base << "/" << qs << "/" << ks;
+  }
+};
+
+// Write a new step (lengths up to the table, new tables and q, padding rows) into the buffers and
+// replay one of the captured graphs.
+struct Replay : ImplCommand {
+  std::pair<int64_t, int64_t> key;
+  int64_t live;
+  std::vector<int32_t> lens;
+  uint64_t seed;
+  explicit Replay(const ImplModel& m) {
+    RC_PRE(!m.graphs.empty());
+    auto it = m.graphs.begin();
+    std::advance(it, *rc::gen::inRange<size_t>(0, m.graphs.size()));
+    key = it->first;
+    live = *rc::gen::inRange<int64_t>(0, key.first + 1);
+    lens = gen_lens(key.first, live, m.W * m.page);
+    seed = *rc::gen::arbitrary<uint64_t>();
+  }
+  void checkPreconditions(const ImplModel& m) const override { RC_PRE(m.graphs.count(key) == 1); }
+  void run(const ImplModel& m, ImplSut& sut) const override {
+    const auto& scales = m.graphs.at(key);
+    HostBatch h = make_batch(key.first, key.second, m.H, m.page, m.W, lens, m.q_fp8, m.kv_fp8, seed);
+    h.kv = sut.cache_shape.kv, h.num_blocks = sut.cache_shape.num_blocks;
+    sut.impl->graph_q_memory().write(0, h.q.data(), static_cast<int64_t>(h.q.size()));
+    sut.impl->graph_seq_lens_memory().write(0, h.seq_lens.data(), 4 * key.first);
+    sut.impl->graph_block_table_memory().write(0, h.table.data(), 4 * key.first * m.W);
+    sut.graphs.at(key)->replay();
+    sut.device->synchronize();
+    const std::string failure = compare(sut.impl->graph_o_memory(), sut.impl->graph_lse_memory(), h,
+                                        oracle_of(h, scales[0], scales[1], scales[2]), "replay");
+    if (!failure.empty()) RC_FAIL(failure);
+    RC_ASSERT(sut.impl->workspace_memory().data() == sut.workspace);
+  }
+  void show(std::ostream& os) const override {
+    os << "replay B_pad " << key.first << " q_len " << key.second << " live " << live << " lens";
+    for (int32_t l : lens) os << ' ' << l;
+  }
+};
+
+// Eager calls, captures and replays interleaved on one impl, every step against the oracle (with
+// the scales of that call, or of that graph's capture), the workspace never moving.
+RC_GTEST_PROP(MlaDecodeImpl, AnEnginesSequenceOfCallsCapturesAndReplaysEqualsTheOracle, ()) {
+  ImplModel model;
+  model.kv_fp8 = *rc::gen::arbitrary<bool>();
+  model.q_fp8 = *rc::gen::arbitrary<bool>();
+  ImplSut sut;
+  sut.impl = std::make_unique<MlaDecodeImpl>(*sut.device, config_for(model.max_batch, model.max_q_len, model.H,
+                                                                     model.W, model.page, model.q_fp8));
+  sut.workspace = sut.impl->workspace_memory().data();
+  sut.cache_shape = make_batch(model.max_batch, 1, model.H, model.page, model.W,
+                               std::vector<int32_t>(static_cast<size_t>(model.max_batch), 0), model.q_fp8,
+                               model.kv_fp8, *rc::gen::arbitrary<uint64_t>());
+  sut.kv = sut.device->allocate("kv_cache", static_cast<int64_t>(sut.cache_shape.kv.size()));
+  sut.kv->write(0, sut.cache_shape.kv.data(), static_cast<int64_t>(sut.cache_shape.kv.size()));
+  // Sequences of up to about 12 steps: long enough for capture, growth and re-capture, short
+  // enough for 1000 cases on the host backend.
+  const auto commands = *rc::gen::resize(
+      12, rc::state::gen::commands(model, rc::state::gen::execOneOfWithArgs<EagerCall, Capture, Replay>()));
+  rc::state::runAll(commands, model, sut);
 }
 
 TEST(MlaDecodeImpl, IsRegistered) {
