@@ -1,4 +1,22 @@
-"""Shared by the PyTorch-side benchmarks: CUDA-event timing and the machine's measured limits."""
+"""Shared by the PyTorch-side benchmarks: setup, CUDA-event timing and the machine's measured limits."""
+import ctypes
+import sys
+
+
+def open_bench(lib_path, load_lib, tool):
+    """(torch, lib, device name, error buffer), or an exit status: 2 without PyTorch, 77 (after
+    printing "skipped: no GPU") without a usable GPU."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{tool}: PyTorch is not installed", file=sys.stderr)
+        return 2
+    lib = load_lib(lib_path)
+    name = lib.mlacheck_bench_device_name().decode()
+    if not name or not torch.cuda.is_available():
+        print("skipped: no GPU")
+        return 77
+    return torch, lib, name, ctypes.create_string_buffer(512)
 
 
 def median_ms(torch, fn, iters):

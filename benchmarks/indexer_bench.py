@@ -25,7 +25,7 @@ import json
 import sys
 import time
 
-from bench_common import machine_limits, median_ms
+from bench_common import machine_limits, median_ms, open_bench
 
 BLOCK = 64
 H, D, K = 64, 128, 2048
@@ -88,17 +88,10 @@ def main():
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
 
-    try:
-        import torch
-    except ImportError:
-        print("indexer_bench: PyTorch is not installed", file=sys.stderr)
-        return 2
-    lib = load_lib(args.lib)
-    name = lib.mlacheck_bench_device_name().decode()
-    if not name or not torch.cuda.is_available():
-        print("skipped: no GPU")
-        return 77
-    err = ctypes.create_string_buffer(512)
+    opened = open_bench(args.lib, load_lib, "indexer_bench")
+    if isinstance(opened, int):
+        return opened
+    torch, lib, name, err = opened
 
     bw, peaks = machine_limits(torch, args.iters)
     peak_kind = "fp8" if "fp8" in peaks else "bf16"  # the logits' inputs are fp8

@@ -25,7 +25,7 @@ import json
 import sys
 import time
 
-from bench_common import machine_limits, median_ms
+from bench_common import machine_limits, median_ms, open_bench
 
 PAGE = 64
 H = 128
@@ -151,17 +151,10 @@ def main():
     ap.add_argument("--q-lens", default="1,2")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("mla_bench: PyTorch is not installed", file=sys.stderr)
-        return 2
-    lib = load_lib(args.lib)
-    name = lib.mlacheck_bench_device_name().decode()
-    if not name or not torch.cuda.is_available():
-        print("skipped: no GPU")
-        return 77
-    err = ctypes.create_string_buffer(512)
+    opened = open_bench(args.lib, load_lib, "mla_bench")
+    if isinstance(opened, int):
+        return opened
+    torch, lib, name, err = opened
     bw, peaks = machine_limits(torch, 10)
     peak = peaks["bf16"]
     print(f"{name}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}: copy bandwidth {bw / 1e9:.0f} GB/s "

@@ -65,29 +65,6 @@ MLA_DEVICE float negative_infinity() { return bits_float(0xFF800000u); }
 MLA_DEVICE float quiet_nan() { return bits_float(0x7FC00000u); }
 MLA_DEVICE float max_of(float a, float b) { return b > a ? b : a; }
 
-// Four consecutive floats of shared memory (16-byte aligned): one vector access on a GPU, four
-// bounds-checked ones on the host.
-struct Float4 {
-  float x, y, z, w;
-};
-MLA_DEVICE Float4 load4(const simt::shared_array<float>& s, int64_t at) {
-#if defined(MLA_BACKEND_HOST)
-  (void)s[at + 3];  // checks the last float; s[at] the first, and the four are contiguous
-  const float* v = &s[at];
-  return {v[0], v[1], v[2], v[3]};
-#else
-  const float4 v = *reinterpret_cast<const float4*>(s.data() + at);
-  return {v.x, v.y, v.z, v.w};
-#endif
-}
-MLA_DEVICE void store4(const simt::shared_array<float>& s, int64_t at, const float* v) {
-#if defined(MLA_BACKEND_HOST)
-  for (int e = 0; e < 4; ++e) s[at + e] = v[e];
-#else
-  *reinterpret_cast<float4*>(s.data() + at) = make_float4(v[0], v[1], v[2], v[3]);
-#endif
-}
-
 struct alignas(16) Bytes16 {
   uint32_t word[4];
 };
@@ -131,7 +108,9 @@ MLA_DEVICE void stage_keys(const MlaDecodeParams& p, const simt::shared_array<fl
                       : simt::bf16_to_float(static_cast<uint16_t>(w.word[e / 2] >> (16 * (e % 2))));
         }
       }
-      for (int e = 0; e < kPerChunk; e += 4) store4(smem, kKeyAt + int64_t(s) * kPitch + d + e, v + e);
+      for (int e = 0; e < kPerChunk; e += 4) {
+        simt::store4(smem, kKeyAt + int64_t(s) * kPitch + d + e, {v[e], v[e + 1], v[e + 2], v[e + 3]});
+      }
     }
   } else {
     for (int i = tid; i < n * kMlaHeadDim; i += threads) {
@@ -230,10 +209,10 @@ MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
     if (score_quad < quads && key_quad * 4 < n) {  // key quads past the tile's keys are masked below
       for (int step = 0; step < kDimSteps; ++step) {
         const int d = step * 4 * kSlices + slice * 4;
-        Float4 k[4];
-        for (int i = 0; i < 4; ++i) k[i] = load4(smem, kKeyAt + int64_t(key_quad * 4 + i) * kPitch + d);
+        simt::Float4 k[4];
+        for (int i = 0; i < 4; ++i) k[i] = simt::load4(smem, kKeyAt + int64_t(key_quad * 4 + i) * kPitch + d);
         for (int j = 0; j < 4; ++j) {
-          const Float4 q = load4(smem, kQAt + int64_t(score_quad * 4 + j) * kPitch + d);
+          const simt::Float4 q = simt::load4(smem, kQAt + int64_t(score_quad * 4 + j) * kPitch + d);
           for (int i = 0; i < 4; ++i) {
             float a = dot[i * 4 + j];
             a += q.x * k[i].x;
@@ -282,9 +261,9 @@ MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
         for (int c = 0; c < 8; ++c) acc[j][c] *= alpha;
       }
       for (int s = 0; s < n; ++s) {
-        const Float4 prob = load4(smem, kProbAt + s * kGroupHeads + value_quad * 4);
-        const Float4 v0 = load4(smem, kKeyAt + int64_t(s) * kPitch + 4 * column_group);
-        const Float4 v1 = load4(smem, kKeyAt + int64_t(s) * kPitch + kMlaValueDim / 2 + 4 * column_group);
+        const simt::Float4 prob = simt::load4(smem, kProbAt + s * kGroupHeads + value_quad * 4);
+        const simt::Float4 v0 = simt::load4(smem, kKeyAt + int64_t(s) * kPitch + 4 * column_group);
+        const simt::Float4 v1 = simt::load4(smem, kKeyAt + int64_t(s) * kPitch + kMlaValueDim / 2 + 4 * column_group);
         const float pj[4] = {prob.x, prob.y, prob.z, prob.w};
         for (int j = 0; j < 4; ++j) {
           run_sum[j] += pj[j];

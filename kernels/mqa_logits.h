@@ -118,20 +118,6 @@ namespace mlacheck::kernels::MLA_BACKEND_NS::logits_detail {
 constexpr int kHeadsPerSlot = kLogitsHeadsPerPass / kLogitsHeadSlots;
 constexpr int kTokensPerLane = kLogitsTileTokens / kLogitsTokenLanes;
 
-// Four consecutive floats of shared memory (16-byte aligned): one vector load on a GPU, four
-// bounds-checked loads on the host.
-struct Float4 {
-  float x, y, z, w;
-};
-MLA_DEVICE Float4 load4(const simt::shared_array<float>& s, int64_t at) {
-#if defined(MLA_BACKEND_HOST)
-  return {s[at], s[at + 1], s[at + 2], s[at + 3]};
-#else
-  const float4 v = *reinterpret_cast<const float4*>(s.data() + at);
-  return {v.x, v.y, v.z, v.w};
-#endif
-}
-
 MLA_DEVICE float relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN, as torch.relu
 MLA_DEVICE float negative_infinity() { return bits_float(0xFF800000u); }
 MLA_DEVICE float quiet_nan() { return bits_float(0x7FC00000u); }
@@ -222,10 +208,10 @@ MLA_DEVICE void weighted_relu_tile(const TileSmem& sm, Emit&& emit) {
     for (int h0 = 0; h0 < sm.padded_heads; h0 += kLogitsHeadsPerPass) {
       float acc[kTokensPerLane][kHeadsPerSlot] = {};
       for (int d = 0; d < sm.padded_dim; d += 4) {
-        Float4 kv[kTokensPerLane];
-        for (int i = 0; i < kTokensPerLane; ++i) kv[i] = load4(sm.s, sm.key_at(token_lane + i * kLogitsTokenLanes, d));
+        simt::Float4 kv[kTokensPerLane];
+        for (int i = 0; i < kTokensPerLane; ++i) kv[i] = simt::load4(sm.s, sm.key_at(token_lane + i * kLogitsTokenLanes, d));
         for (int j = 0; j < kHeadsPerSlot; ++j) {
-          const Float4 qv = load4(sm.s, sm.q_at(r, h0 + slot + j * kLogitsHeadSlots, d));
+          const simt::Float4 qv = simt::load4(sm.s, sm.q_at(r, h0 + slot + j * kLogitsHeadSlots, d));
           for (int i = 0; i < kTokensPerLane; ++i) {
             float a = acc[i][j];
             a += qv.x * kv[i].x;

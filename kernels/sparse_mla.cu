@@ -69,26 +69,6 @@ struct alignas(16) Bytes16 {
 };
 MLA_DEVICE Bytes16 load16(const uint8_t* p) { return *reinterpret_cast<const Bytes16*>(p); }
 
-// Four consecutive floats of shared memory (16-byte aligned): one vector access on a GPU, four
-// bounds-checked ones on the host.
-struct Float4 {
-  float x, y, z, w;
-};
-MLA_DEVICE Float4 load4(const simt::shared_array<float>& s, int64_t at) {
-#if defined(MLA_BACKEND_HOST)
-  return {s[at], s[at + 1], s[at + 2], s[at + 3]};
-#else
-  const float4 v = *reinterpret_cast<const float4*>(s.data() + at);
-  return {v.x, v.y, v.z, v.w};
-#endif
-}
-MLA_DEVICE void store4(const simt::shared_array<float>& s, int64_t at, float x, float y, float z, float w) {
-#if defined(MLA_BACKEND_HOST)
-  s[at] = x, s[at + 1] = y, s[at + 2] = z, s[at + 3] = w;
-#else
-  *reinterpret_cast<float4*>(s.data() + at) = make_float4(x, y, z, w);
-#endif
-}
 
 MLA_DEVICE float negative_infinity() { return bits_float(0xFF800000u); }
 MLA_DEVICE float positive_infinity() { return bits_float(0x7F800000u); }
@@ -196,20 +176,21 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
         const float scale = sm.scale(t, chunk / (kSparseMlaScaleTile / 16));
         for (int w = 0; w < 4; ++w) {
           const uint32_t codes = v.word[w];
-          store4(sm.s, Smem::key_at(t, 16 * chunk + 4 * w),
-                 simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes)) * scale,
-                 simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes >> 8)) * scale,
-                 simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes >> 16)) * scale,
-                 simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes >> 24)) * scale);
+          simt::store4(sm.s, Smem::key_at(t, 16 * chunk + 4 * w),
+                       {simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes)) * scale,
+                        simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes >> 8)) * scale,
+                        simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes >> 16)) * scale,
+                        simt::fp8_e4m3_to_float(static_cast<uint8_t>(codes >> 24)) * scale});
         }
       } else {
         const int r = chunk - kLatentChunks;
         const Bytes16 v = load16(p.kv + at + kRopeByte + 16 * r);
         for (int w = 0; w < 4; w += 2) {
-          store4(sm.s, Smem::key_at(t, kLatent + 8 * r + 2 * w), simt::bf16_to_float(static_cast<uint16_t>(v.word[w])),
-                 simt::bf16_to_float(static_cast<uint16_t>(v.word[w] >> 16)),
-                 simt::bf16_to_float(static_cast<uint16_t>(v.word[w + 1])),
-                 simt::bf16_to_float(static_cast<uint16_t>(v.word[w + 1] >> 16)));
+          simt::store4(sm.s, Smem::key_at(t, kLatent + 8 * r + 2 * w),
+                       {simt::bf16_to_float(static_cast<uint16_t>(v.word[w])),
+                        simt::bf16_to_float(static_cast<uint16_t>(v.word[w] >> 16)),
+                        simt::bf16_to_float(static_cast<uint16_t>(v.word[w + 1])),
+                        simt::bf16_to_float(static_cast<uint16_t>(v.word[w + 1] >> 16))});
         }
       }
     }
@@ -219,11 +200,11 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
     float partial[kScoreHeads * kScoreKeys] = {};
     if (score_heads > 0) {
       for (int d = 4 * d_lane; d < kDim; d += 4 * kDLanes) {
-        Float4 k[kScoreKeys];
-        for (int i = 0; i < kScoreKeys; ++i) k[i] = load4(sm.s, Smem::key_at(oct + kKeyOcts * i, d));
+        simt::Float4 k[kScoreKeys];
+        for (int i = 0; i < kScoreKeys; ++i) k[i] = simt::load4(sm.s, Smem::key_at(oct + kKeyOcts * i, d));
         for (int j = 0; j < kScoreHeads; ++j) {
           if (j >= score_heads) break;
-          const Float4 qv = load4(sm.s, Smem::q_at(quad + kHeadQuads * j, d));
+          const simt::Float4 qv = simt::load4(sm.s, Smem::q_at(quad + kHeadQuads * j, d));
           for (int i = 0; i < kScoreKeys; ++i) {
             float a = partial[j * kScoreKeys + i];
             a += qv.x * k[i].x;
@@ -283,7 +264,7 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
     }
     for (int t = 0; t < kTile && out_heads > 0; ++t) {
       if (token_at[t] < 0) continue;  // p = 0, and its key was never staged
-      const Float4 v0 = load4(sm.s, Smem::key_at(t, col)), v1 = load4(sm.s, Smem::key_at(t, kLatent / 2 + col));
+      const simt::Float4 v0 = simt::load4(sm.s, Smem::key_at(t, col)), v1 = simt::load4(sm.s, Smem::key_at(t, kLatent / 2 + col));
       for (int j = 0; j < kOutHeads; ++j) {
         if (j >= out_heads) break;
         const float pj = sm.p(slot + kHeadSlots * j, t);

@@ -340,6 +340,27 @@ class shared_array {
 #endif
 };
 
+// Four consecutive floats of shared memory at a 16-byte-aligned index: one vector access on a GPU,
+// four bounds-checked ones on the host.
+struct Float4 {
+  float x, y, z, w;
+};
+MLA_DEVICE Float4 load4(const shared_array<float>& s, std::size_t at) {
+#if defined(MLA_BACKEND_HOST)
+  return {s[at], s[at + 1], s[at + 2], s[at + 3]};
+#else
+  const float4 v = *reinterpret_cast<const float4*>(s.data() + at);
+  return {v.x, v.y, v.z, v.w};
+#endif
+}
+MLA_DEVICE void store4(const shared_array<float>& s, std::size_t at, Float4 v) {
+#if defined(MLA_BACKEND_HOST)
+  s[at] = v.x, s[at + 1] = v.y, s[at + 2] = v.z, s[at + 3] = v.w;
+#else
+  *reinterpret_cast<float4*>(s.data() + at) = make_float4(v.x, v.y, v.z, v.w);
+#endif
+}
+
 #if !defined(MLA_BACKEND_HOST)
 // The dynamic shared memory size of this launch, from the %dynamic_smem_size register (CUDA); HIP
 // has no such register, so dynamic arrays there are unbounded (they are unchecked on a GPU anyway).
