@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The main job: set up, build (sanitizer preset: clang, ASan+UBSan, libFuzzer), then a short run of
-# the self-checks, the property suite and every fuzz harness on the host, with a summary.
+# the self-checks, the property suite (MLACHECK_MAIN_CASES cases per property, default 200; the test
+# command runs 1000) and every fuzz harness on the host, with a summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 preset=asan
-cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset"
+jobs=$(nproc)
+cmake --preset "$preset" -DMLACHECK_PROPERTY_CASES="${MLACHECK_MAIN_CASES:-200}" >/dev/null
+cmake --build --preset "$preset" -j "$jobs"
 build=build/$preset
 
 echo
@@ -14,7 +16,7 @@ status=0
 "$build/tools/mlacheck" selfcheck || status=1
 echo
 echo "property suite and fuzz harnesses (ctest -L 'property|fuzz'):"
-ctest --preset "$preset" -L 'property|fuzz' --output-on-failure 2>&1 | grep -E 'tests passed|Failed|FAILED|sec\*proc|violated' || status=1
+ctest --preset "$preset" -L 'property|fuzz' -j "$jobs" --output-on-failure 2>&1 | grep -E 'tests passed|Failed|FAILED|sec\*proc|violated' || status=1
 echo
 if [ $status -eq 0 ]; then echo "main job: all checks passed"; else echo "main job: FAILED (see above)"; fi
 exit $status
