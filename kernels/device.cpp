@@ -75,7 +75,7 @@ class CudaDevice final : public Device {
     cuda::Graph graph_;
     cuda::Stream& stream_;
   };
-  mutable cuda::Stream stream_;
+  cuda::Stream stream_;
   int64_t sm_count_ = cuda::probe_device().sm_count;
 };
 #endif
