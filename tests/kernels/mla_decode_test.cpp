@@ -28,6 +28,7 @@
 #include "core/tolerances.h"
 #include "oracle/mla_decode.h"
 #include "properties/staged_buffer.h"
+#include "tests/support/refusal.h"
 
 namespace mlacheck::kernels {
 namespace {
@@ -562,16 +563,8 @@ struct Inputs {
 
 void expect_refused(const std::function<void(Inputs&, MlaDecodeArgs&)>& change, const char* what) {
   const auto device = make_device(Backend::kHost);
-  Inputs in;
-  MlaDecodeArgs a = in.args();
-  change(in, a);
-  try {
-    mla_decode(*device, a);
-    ADD_FAILURE() << what << ": accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << what << ": " << e.what();
-  }
-  EXPECT_TRUE(in.untouched()) << what << ": launched";
+  test_support::expect_refused_before_launch<Inputs>([&](const MlaDecodeArgs& a) { mla_decode(*device, a); }, change,
+                                                     what);
 }
 
 TEST(MlaDecode, BadInputIsRefusedBeforeAnyLaunch) {

@@ -27,6 +27,7 @@
 #include "oracle/mqa_logits.h"
 #include "oracle/quantize.h"
 #include "properties/staged_buffer.h"
+#include "tests/support/refusal.h"
 
 namespace mlacheck::kernels {
 namespace {
@@ -568,16 +569,8 @@ struct PagedInputs {
 // Expects change(args) to be refused with a one-line Error and no launch.
 void expect_paged_refused(const std::function<void(PagedInputs&, PagedMqaLogitsArgs&)>& change, const char* what) {
   const auto device = make_device(Backend::kHost);
-  PagedInputs in;
-  PagedMqaLogitsArgs a = in.args();
-  change(in, a);
-  try {
-    paged_mqa_logits(*device, a);
-    ADD_FAILURE() << what << ": accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << what << ": " << e.what();
-  }
-  EXPECT_TRUE(in.untouched()) << what << ": launched";
+  test_support::expect_refused_before_launch<PagedInputs>(
+      [&](const PagedMqaLogitsArgs& a) { paged_mqa_logits(*device, a); }, change, what);
 }
 
 TEST(PagedMqaLogits, BadInputIsRefusedBeforeAnyLaunch) {

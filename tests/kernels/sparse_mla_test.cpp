@@ -30,6 +30,7 @@
 #include "oracle/quantize.h"
 #include "oracle/sparse_mla.h"
 #include "properties/staged_buffer.h"
+#include "tests/support/refusal.h"
 
 namespace mlacheck::kernels {
 namespace {
@@ -428,18 +429,8 @@ struct Inputs {
 // Expects change(args) to be refused with a one-line Error that names `culprit`, and no launch.
 void expect_refused(const std::function<void(Inputs&, SparseMlaArgs&)>& change, const char* what, const char* culprit) {
   const auto device = make_device(Backend::kHost);
-  Inputs in;
-  SparseMlaArgs a = in.args();
-  change(in, a);
-  try {
-    sparse_mla_decode(*device, a);
-    ADD_FAILURE() << what << ": accepted";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << what << ": " << message;
-    EXPECT_NE(message.find(culprit), std::string::npos) << what << ": " << message << " does not name " << culprit;
-  }
-  EXPECT_TRUE(in.untouched()) << what << ": launched";
+  test_support::expect_refused_before_launch<Inputs>(
+      [&](const SparseMlaArgs& a) { sparse_mla_decode(*device, a); }, change, what, culprit);
 }
 
 TEST(SparseMlaDecode, BadInputIsRefusedBeforeAnyLaunch) {
