@@ -127,7 +127,7 @@ namespace {
 Verdict run_guarded_step(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e, const DecodeStepCase& c,
                          float weight_scale, DecodeStepBuffers& s, IndexerDecodeStepResult& r) {
   s = make_decode_step_buffers(e, c, weight_scale);
-  const int64_t B = c.B(), T = c.T(), k = e.k;
+  const int64_t T = c.T(), k = e.k;
   for (Buffer* b : s.all()) b->upload(device);
   s.topk.memory->declare_output("decode rows", View::padded_rows(DType::kI32, {T, k}, k + 1));
   s.global.memory->declare_output("global rows", View::padded_rows(DType::kI32, {T, k}, k + 2, 4));
