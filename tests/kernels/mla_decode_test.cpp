@@ -27,6 +27,7 @@
 #include "core/fp8.h"
 #include "core/tolerances.h"
 #include "oracle/mla_decode.h"
+#include "properties/block_table_gen.h"
 #include "properties/staged_buffer.h"
 #include "tests/support/refusal.h"
 
@@ -70,33 +71,13 @@ struct DecodeCase {
   }
 };
 
-// Pages for every needed (request, column), shuffled over a cache with spare pages nothing
-// references; some columns share a page (prefix sharing); columns past what a request needs hold
-// garbage (-1, a page past the cache, INT_MAX or a spare page) that must not be read.
+// The case's block table from properties/block_table_gen.h: shuffled, shared and garbage pages.
 void fill_block_table(DecodeCase& c) {
-  int64_t total = 0;
-  for (int64_t b = 0; b < c.B; ++b) total += c.needed(b);
-  c.num_blocks = std::max<int64_t>(total + *rc::gen::inRange<int64_t>(0, 3), 1);
-  std::vector<int32_t> pages(static_cast<size_t>(c.num_blocks));
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), std::mt19937_64(*rc::gen::arbitrary<uint64_t>()));
-  const bool share = *rc::gen::arbitrary<bool>();
-  c.table.assign(static_cast<size_t>(c.B * c.W), 0);
-  size_t next = 0;
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t w = 0; w < c.W; ++w) {
-      int32_t& page = c.table[static_cast<size_t>(b * c.W + w)];
-      if (w < c.needed(b)) {
-        page = pages[next++];
-        if (share && next > 1 && *rc::gen::inRange(0, 3) == 0)
-          page = pages[static_cast<size_t>(*rc::gen::inRange<size_t>(0, next))];
-      } else {
-        const int32_t spare = c.num_blocks > total ? pages.back() : -1;
-        page = *rc::gen::element<int32_t>(-1, static_cast<int32_t>(c.num_blocks), std::numeric_limits<int32_t>::max(),
-                                          spare);
-      }
-    }
-  }
+  std::vector<int64_t> needed;
+  for (int64_t b = 0; b < c.B; ++b) needed.push_back(c.needed(b));
+  const PagedBlockTable t = *gen::paged_block_table(needed, c.W);
+  c.num_blocks = t.num_blocks;
+  c.table = t.table;
 }
 
 // Small cases: B 1..4, q_len 1..4 and 8, H 1..8 and 16 (at most 16 (request, token, head quad)
