@@ -1,6 +1,8 @@
 // Generators of indexer decode step engines and batches (properties/decode_step_gen.h).
 #include "properties/decode_step_gen.h"
 
+#include "core/error.h"
+
 namespace mlacheck::gen {
 namespace {
 
@@ -65,3 +67,66 @@ rc::Gen<DecodeStepCase> decode_step_case(const DecodeStepEngine& e) {
 }
 
 }  // namespace mlacheck::gen
+
+namespace mlacheck {
+
+void decode_step_to_text(const DecodeStepEngine& e, const DecodeStepCase& c, CaseText& out) {
+  out.set("next_n", int64_t{e.next_n}).set("heads", e.H).set("head_dim", e.D).set("topk", e.k);
+  out.set("block_size", e.block_size).set("max_requests", e.max_requests).set("max_tokens", e.max_tokens);
+  out.set("table_width", e.W).set("max_len", e.max_len).set("engine_max_context_len", e.max_context_len);
+  out.set("layout", c.layout == kernels::MetadataLayout::kFlattened ? "flattened" : "native");
+  out.set("path", c.path == kernels::MetadataPathChoice::kGeneral ? "general" : "auto");
+  out.set_list("decode_lens", c.decode_lens).set_list("seq_lens", c.seq_lens);
+  out.set("graph_padding", c.graph_padding).set("prefill_rows", c.prefill_rows);
+  out.set("max_context_len", c.max_context_len).set("table_row_pad", c.table_row_pad);
+  out.set("host_seq_lens", c.pass_host_seq_lens).set("ue8m0", c.ue8m0).set("seed", c.seed);
+  out.set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+}
+
+std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText& t) {
+  DecodeStepEngine e;
+  e.next_n = static_cast<int32_t>(t.integer("next_n", 1, 16));
+  e.H = t.integer("heads", 1, 128);
+  e.D = t.integer("head_dim", 1, 576);
+  e.k = t.integer("topk", 1, kernels::kTopkFastK);
+  e.block_size = t.integer("block_size", 1, 1024);
+  e.max_requests = t.integer("max_requests", 1, 256);
+  e.max_tokens = t.integer("max_tokens", 1, 4096);
+  e.W = t.integer("table_width", 1, 65536);
+  e.max_len = t.integer("max_len", 1, 65536);
+  e.max_context_len = t.integer("engine_max_context_len", e.max_len, 65536);
+  MLA_REQUIRE(e.W * e.block_size >= e.max_len, "case: table_width ", e.W, " x block_size ", e.block_size,
+              " pages cannot hold max_len ", e.max_len);
+  DecodeStepCase c;
+  c.layout = t.choice("layout", {"flattened", "native"}) == 0 ? kernels::MetadataLayout::kFlattened
+                                                               : kernels::MetadataLayout::kNative;
+  c.path = t.choice("path", {"auto", "general"}) == 0 ? kernels::MetadataPathChoice::kAuto
+                                                       : kernels::MetadataPathChoice::kGeneral;
+  c.decode_lens = t.list<int32_t>("decode_lens", 0, e.next_n, static_cast<size_t>(e.max_requests));
+  c.seq_lens = t.list<int32_t>("seq_lens", 0, e.max_len, static_cast<size_t>(e.max_requests));
+  MLA_REQUIRE(!c.decode_lens.empty(), "case: decode_lens is empty (a batch has at least one request)");
+  MLA_REQUIRE(c.seq_lens.size() == c.decode_lens.size(), "case: seq_lens has ", c.seq_lens.size(),
+              " values, decode_lens ", c.decode_lens.size(), " (one per request)");
+  for (size_t b = 0; b < c.decode_lens.size(); ++b) {
+    MLA_REQUIRE(c.decode_lens[b] > 0 || c.seq_lens[b] == 0, "case: request ", b,
+                " has no tokens (a padding request) but seq_len ", c.seq_lens[b], "; padding requests have 0");
+  }
+  c.graph_padding = t.integer("graph_padding", 0, e.max_tokens);
+  MLA_REQUIRE(c.layout == kernels::MetadataLayout::kFlattened || c.graph_padding == 0,
+              "case: graph_padding ", c.graph_padding, " with the native layout (it pads flattened rows only)");
+  MLA_REQUIRE(c.T() + c.graph_padding <= e.max_tokens, "case: ", c.T(), " tokens + graph_padding ", c.graph_padding,
+              " exceed max_tokens ", e.max_tokens);
+  c.prefill_rows = t.integer("prefill_rows", 0, 4096);
+  const int64_t longest = *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+  c.max_context_len = t.integer("max_context_len", longest, e.max_context_len);
+  c.table_row_pad = t.integer("table_row_pad", 0, 64);
+  c.pass_host_seq_lens = t.flag("host_seq_lens");
+  c.ue8m0 = t.flag("ue8m0");
+  c.seed = t.unsigned_integer("seed");
+  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
+  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.shuffled = t.flag("shuffled");
+  return {e, c};
+}
+
+}  // namespace mlacheck

@@ -13,6 +13,7 @@
 #include <rapidcheck.h>
 
 #include "kernels/indexer_decode_step.h"
+#include "properties/case_text.h"
 
 namespace mlacheck {
 
@@ -67,6 +68,14 @@ struct DecodeStepCase {
        << (c.ue8m0 ? " ue8m0" : "") << " seed " << c.seed << " warp " << c.warp_size << (c.shuffled ? " shuffled" : "");
   }
 };
+
+// The engine and the case as case-text keys, appended to out (after its property / impl / backend).
+void decode_step_to_text(const DecodeStepEngine& e, const DecodeStepCase& c, CaseText& out);
+// The inverse. Every value is checked against the limits the generators keep to (H <= 128, D <= 576,
+// k <= 2048, pages 1..1024, lengths <= 65536) and against each other (one seq_len per request, a
+// request's length covered by the table, T + graph padding within max_tokens, ...): a hand-edited
+// case that breaks one throws mlacheck::Error naming the key.
+std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText& t);
 
 namespace gen {
 

@@ -2,6 +2,7 @@
 #include "properties/decode_step_properties.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -10,9 +11,11 @@
 
 #include "core/backend/host_executor.h"
 #include "core/compare.h"
+#include "core/error.h"
 #include "core/fp8.h"
 #include "core/tolerances.h"
 #include "core/topk_check.h"
+#include "kernels/registry.h"
 #include "oracle/decode_step.h"
 #include "oracle/quantize.h"
 #include "oracle/topk.h"
@@ -122,11 +125,10 @@ IndexerDecodeStepInputs decode_step_inputs(const DecodeStepBuffers& s, const Dec
 
 namespace {
 
-// Stages the case, runs it on step with every buffer guarded, and reads every buffer back. Returns
+// Uploads the staged case s, runs it on step with every buffer guarded, and reads every buffer back. Returns
 // the first guard violation, if any.
-Verdict run_guarded_step(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e, const DecodeStepCase& c,
-                         float weight_scale, DecodeStepBuffers& s, IndexerDecodeStepResult& r) {
-  s = make_decode_step_buffers(e, c, weight_scale);
+Verdict run_staged_step(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e, const DecodeStepCase& c,
+                        DecodeStepBuffers& s, IndexerDecodeStepResult& r) {
   const int64_t T = c.T(), k = e.k;
   for (Buffer* b : s.all()) b->upload(device);
   s.topk.memory->declare_output("decode rows", View::padded_rows(DType::kI32, {T, k}, k + 1));
@@ -148,6 +150,13 @@ Verdict run_guarded_step(Device& device, IndexerDecodeStep& step, const DecodeSt
     b->download();
   }
   return std::nullopt;
+}
+
+// Stages the case and runs it (run_staged_step).
+Verdict run_guarded_step(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e, const DecodeStepCase& c,
+                         float weight_scale, DecodeStepBuffers& s, IndexerDecodeStepResult& r) {
+  s = make_decode_step_buffers(e, c, weight_scale);
+  return run_staged_step(device, step, e, c, s, r);
 }
 
 // The logits row of each token over its length, dense [T, cols] (zero past each length).
@@ -266,5 +275,136 @@ std::string decode_step_route(const IndexerDecodeStepResult& r) {
   return s;
 }
 
+
+namespace {
+
+// The first token row of each request, and T at the end.
+std::vector<int64_t> request_starts(const DecodeStepCase& c) {
+  std::vector<int64_t> st(1, 0);
+  for (int32_t d : c.decode_lens) st.push_back(st.back() + d);
+  return st;
+}
+
+// Each token's length (SPEC.md 1: the j-th of d tokens of a request of length L sees L - d + j + 1).
+std::vector<int64_t> token_lengths(const DecodeStepCase& c) {
+  std::vector<int64_t> lengths;
+  for (size_t b = 0; b < c.decode_lens.size(); ++b) {
+    const int32_t d = c.decode_lens[b], L = c.seq_lens[b];
+    for (int32_t t = 0; t < d; ++t) lengths.push_back(std::max(0, L - d + t + 1));
+  }
+  return lengths;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (a != a && b != b); }
+
+// The values a token's top-k row selects, sorted (-inf for a -1 entry); an index past n is reported.
+Verdict selected_values(const DecodeStepBuffers& s, const std::vector<float>& logits, int64_t cols, int64_t k,
+                        int64_t token, int64_t n, std::vector<float>& out) {
+  out.clear();
+  const HostTensor rows(const_cast<uint8_t*>(s.topk.host.data()), s.topk.view);
+  for (int64_t i = 0; i < k; ++i) {
+    const int32_t idx = rows.at<int32_t>({token, i});
+    if (idx >= n || idx < -1) return "token " + std::to_string(token) + " selected index " + std::to_string(idx) + " of a row of " + std::to_string(n);
+    out.push_back(idx < 0 ? -INFINITY : logits[static_cast<size_t>(token * cols + idx)]);
+  }
+  std::sort(out.begin(), out.end(), [](float a, float b) { return a < b || (a == a && b != b); });
+  return std::nullopt;
+}
+
+}  // namespace
+
+Verdict decode_step_permutation_commutes(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e,
+                                         const DecodeStepCase& c, const std::vector<int>& perm) {
+  const size_t B = c.decode_lens.size();
+  std::vector<int> sorted = perm, identity(B);
+  std::sort(sorted.begin(), sorted.end());
+  std::iota(identity.begin(), identity.end(), 0);
+  MLA_REQUIRE(sorted == identity, "permutation: ", perm.size(), " values that are not a permutation of the ", B, " requests");
+  DecodeStepCase p = c;
+  for (size_t i = 0; i < B; ++i) {
+    p.decode_lens[i] = c.decode_lens[static_cast<size_t>(perm[i])];
+    p.seq_lens[i] = c.seq_lens[static_cast<size_t>(perm[i])];
+  }
+  DecodeStepBuffers s1 = make_decode_step_buffers(e, c), s2 = make_decode_step_buffers(e, p);
+  // The permuted batch carries the original's data: token rows of q and weights, table rows, cache.
+  const std::vector<int64_t> st1 = request_starts(c), st2 = request_starts(p);
+  for (size_t i = 0; i < B; ++i) {
+    const size_t src = static_cast<size_t>(perm[i]);
+    const int64_t d = c.decode_lens[src];
+    if (d > 0) {
+      std::memcpy(s2.q.host.data() + s2.q.view.byte_offset_of({st2[i], 0, 0}),
+                  s1.q.host.data() + s1.q.view.byte_offset_of({st1[src], 0, 0}), static_cast<size_t>(d * e.H * e.D));
+      std::memcpy(s2.weights.host.data() + s2.weights.view.byte_offset_of({st2[i], 0}),
+                  s1.weights.host.data() + s1.weights.view.byte_offset_of({st1[src], 0}), static_cast<size_t>(d * e.H * 4));
+    }
+    for (int64_t w = 0; w < e.W; ++w) {
+      const int32_t page = s1.host_table[src * static_cast<size_t>(e.W) + static_cast<size_t>(w)];
+      s2.host_table[i * static_cast<size_t>(e.W) + static_cast<size_t>(w)] = page;
+      s2.table.put<int32_t>({static_cast<int64_t>(i), w}, page);
+    }
+  }
+  s2.kv.view = s1.kv.view;
+  s2.kv.host = s1.kv.host;
+
+  IndexerDecodeStepResult r1, r2;
+  const int64_t cols = c.max_context_len;
+  if (Verdict v = run_staged_step(device, step, e, c, s1, r1)) return "original order: " + *v;
+  const std::vector<int64_t> len1 = token_lengths(c), len2 = token_lengths(p);
+  const std::vector<float> once = token_logits(step, r1, len1, cols);
+  if (Verdict v = run_staged_step(device, step, e, p, s2, r2)) return "permuted: " + *v;
+  const std::vector<float> permuted = token_logits(step, r2, len2, cols);
+  std::vector<float> sel1, sel2;
+  for (size_t i = 0; i < B; ++i) {
+    const size_t src = static_cast<size_t>(perm[i]);
+    for (int64_t j = 0; j < c.decode_lens[src]; ++j) {
+      const int64_t t1 = st1[src] + j, t2 = st2[i] + j, n = len1[static_cast<size_t>(t1)];
+      for (int64_t col = 0; col < std::min(n, cols); ++col) {
+        const float a = once[static_cast<size_t>(t1 * cols + col)], b = permuted[static_cast<size_t>(t2 * cols + col)];
+        if (!same_bits(a, b)) {
+          return "request " + std::to_string(src) + " moved to position " + std::to_string(i) + ": token " +
+                 std::to_string(j) + " column " + std::to_string(col) + " logit " + std::to_string(b) +
+                 ", was " + std::to_string(a) + " in the original order";
+        }
+      }
+      if (Verdict v = selected_values(s1, once, cols, e.k, t1, n, sel1)) return "original order: " + *v;
+      if (Verdict v = selected_values(s2, permuted, cols, e.k, t2, n, sel2)) return "permuted: " + *v;
+      for (size_t x = 0; x < sel1.size(); ++x) {
+        if (!same_bits(sel1[x], sel2[x])) {
+          return "request " + std::to_string(src) + " moved to position " + std::to_string(i) + ": token " +
+                 std::to_string(j) + "'s top-k selects other values than in the original order";
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void register_decode_step_properties(PropertyRegistry& r) {
+  auto make = [](Device& device, const std::string& impl, const DecodeStepEngine& e) {
+    return kernels::registry().find<IndexerDecodeStepFactory>(impl)(device, e.limits());
+  };
+  r.add({"indexer_decode_step.equals_oracle", "indexer_decode_step",
+         "every token's logits, top-k row and global slots equal the oracle's; only rows [0, T) are written",
+         [make](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const auto [e, c] = decode_step_from_text(t);
+           t.expect_all_read();
+           return decode_step_equals_oracle(device, *make(device, impl, e), e, c);
+         }});
+  r.add({"indexer_decode_step.weights_scale_exactly", "indexer_decode_step",
+         "index weights x 2 give every logit exactly x 2",
+         [make](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const auto [e, c] = decode_step_from_text(t);
+           t.expect_all_read();
+           return decode_step_weights_scale_exactly(device, *make(device, impl, e), e, c);
+         }});
+  r.add({"indexer_decode_step.permutation_commutes", "indexer_decode_step",
+         "reordering the requests reorders the tokens' logits (bit for bit) and top-k choices",
+         [make](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const auto [e, c] = decode_step_from_text(t);
+           const auto perm = t.list<int>("permutation", 0, c.B() - 1, static_cast<size_t>(c.B()));
+           t.expect_all_read();
+           return decode_step_permutation_commutes(device, *make(device, impl, e), e, c, perm);
+         }});
+}
 
 }  // namespace mlacheck

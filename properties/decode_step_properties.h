@@ -10,6 +10,7 @@
 #include "kernels/device.h"
 #include "kernels/indexer_decode_step.h"
 #include "properties/decode_step_gen.h"
+#include "properties/property_registry.h"
 #include "properties/staged_buffer.h"
 #include "properties/view_properties.h"
 
@@ -43,6 +44,21 @@ Verdict decode_step_equals_oracle(kernels::Device& device, kernels::IndexerDecod
 // doubled, bit for bit (a power-of-two scale commutes with every rounding of the sum).
 Verdict decode_step_weights_scale_exactly(kernels::Device& device, kernels::IndexerDecodeStep& step,
                                           const DecodeStepEngine& e, const DecodeStepCase& c);
+
+// Metamorphic: running the batch with its requests reordered by perm (request i of the new batch is
+// request perm[i] of c, with its tokens, weights and table row; the KV cache unchanged) gives every
+// token the same logits, bit for bit, and a top-k row selecting the same values.
+Verdict decode_step_permutation_commutes(kernels::Device& device, kernels::IndexerDecodeStep& step,
+                                         const DecodeStepEngine& e, const DecodeStepCase& c,
+                                         const std::vector<int>& perm);
+
+// The registry's factory for a decode step (kernels/registry_builtin.cpp).
+using IndexerDecodeStepFactory =
+    std::unique_ptr<kernels::IndexerDecodeStep>(kernels::Device&, const kernels::IndexerDecodeStepLimits&);
+
+// Registers indexer_decode_step.equals_oracle, .weights_scale_exactly and .permutation_commutes
+// (the permutation as the case's "permutation" key).
+void register_decode_step_properties(PropertyRegistry& r);
 
 // The route a result took ("native packed padded top-k general"), for RC_TAG and reports.
 std::string decode_step_route(const kernels::IndexerDecodeStepResult& r);

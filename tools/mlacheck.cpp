@@ -12,6 +12,8 @@
 #include "core/ops.h"
 #include "core/tolerances.h"
 #include "kernels/registry.h"
+#include "properties/property_registry.h"
+#include "tools/repro.h"
 #include "tools/selfcheck.h"
 
 namespace {
@@ -26,6 +28,10 @@ commands:
   selfcheck [--seed N] [--samples N]
                             check the toolkit's own foundations (codecs, views, guarded buffers,
                             comparison) on this machine, each against a planted fault; prints a table
+  repro FILE [--backend host|cuda] [--impl OP@NAME]
+                            rerun one case file (what a failing property or fuzzer prints): its
+                            property on its implementation and backend unless overridden; prints
+                            PASS or FAIL with the verdict. exit 0 holds, 1 violated, 2 bad case
   help, --help              this text
 
 exit status: 0 ok, 1 a check failed, 2 bad usage or input
@@ -64,6 +70,10 @@ int cmd_list() {
     std::cout << "  " << q << std::string(q.size() < 30 ? 30 - q.size() : 1, ' ') << i.summary << '\n';
   }
   if (impls.empty()) std::cout << "  none registered in this build\n";
+  std::cout << "\nproperties (a case file names one; mlacheck repro runs it):\n";
+  for (const auto& p : mlacheck::property_registry().list()) {
+    std::cout << "  " << p.name << std::string(p.name.size() < 44 ? 44 - p.name.size() : 1, ' ') << p.summary << '\n';
+  }
   return 0;
 }
 
@@ -115,6 +125,7 @@ int main(int argc, char** argv) {
       return cmd_list();
     }
     if (cmd == "selfcheck") return cmd_selfcheck(args);
+    if (cmd == "repro") return mlacheck::run_repro_command(args, std::cout, std::cerr);
     return usage_error("unknown command '" + cmd + "'");
   } catch (const mlacheck::Error& e) {
     std::cerr << "mlacheck: " << e.what() << '\n';

@@ -1,0 +1,13 @@
+// Properties of decode_metadata as verdict functions of (implementation, case), shared by the RapidCheck
+// suite, the fuzzers and `mlacheck repro`.
+#pragma once
+
+#include "properties/decode_metadata_gen.h"
+#include "properties/property_registry.h"
+
+namespace mlacheck {
+
+// Registers this op's properties by name.
+void register_decode_metadata_properties(PropertyRegistry& r);
+
+}  // namespace mlacheck

@@ -1,0 +1,2 @@
+// Generators of mqa_logits cases (properties/mqa_logits_gen.h).
+#include "properties/mqa_logits_gen.h"

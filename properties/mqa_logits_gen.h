@@ -1,0 +1,8 @@
+// RapidCheck generators for mqa_logits (SPEC.md): its cases, their text form (properties/case_text.h).
+#pragma once
+
+#include <rapidcheck.h>
+
+#include "properties/case_text.h"
+
+namespace mlacheck {}  // namespace mlacheck

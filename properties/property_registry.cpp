@@ -1,0 +1,50 @@
+// The property registry and the case runner (properties/property_registry.h).
+#include "properties/property_registry.h"
+
+#include "core/backend/backend.h"
+#include "core/error.h"
+#include "kernels/registry.h"
+
+namespace mlacheck {
+
+void PropertyRegistry::add(PropertyEntry entry) {
+  for (const PropertyEntry& e : entries_) MLA_REQUIRE(e.name != entry.name, "property '", entry.name, "' registered twice");
+  entries_.push_back(std::move(entry));
+}
+
+const PropertyEntry& PropertyRegistry::find(const std::string& name) const {
+  std::string names;
+  for (const PropertyEntry& e : entries_) {
+    if (e.name == name) return e;
+    names += (names.empty() ? "" : ", ") + e.name;
+  }
+  throw Error("no property called '" + name + "' (there are: " + names + ")");
+}
+
+CaseText case_header(const std::string& property, const std::string& impl, const std::string& backend) {
+  CaseText c;
+  c.set("property", property).set("impl", impl).set("backend", backend);
+  return c;
+}
+
+ReproResult run_case_text(const CaseText& c, const std::string& backend, const std::string& impl) {
+  ReproResult r;
+  r.property = c.word("property");
+  r.impl = c.word("impl");  // read even when overridden: the key is the case's, not unknown
+  r.backend = c.word("backend");
+  if (!impl.empty()) r.impl = impl;
+  if (!backend.empty()) r.backend = backend;
+  const PropertyEntry& p = property_registry().find(r.property);
+  const auto b = parse_backend(r.backend);
+  MLA_REQUIRE(b.has_value(), "backend '", r.backend, "' is not one of host, cuda, hip");
+  std::string why;
+  MLA_REQUIRE(kernels::device_usable(*b, &why), "backend ", r.backend, " is not usable here: ", why);
+  const std::string op = r.impl.substr(0, r.impl.find('@'));
+  MLA_REQUIRE(op == p.op, "property '", p.name, "' takes a ", p.op, " implementation, not '", r.impl, "'");
+  MLA_REQUIRE(kernels::registry().contains(r.impl), "no implementation called '", r.impl, "' (mlacheck list shows them)");
+  const auto device = kernels::make_device(*b);
+  r.verdict = p.run(*device, r.impl, c);
+  return r;
+}
+
+}  // namespace mlacheck

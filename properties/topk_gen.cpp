@@ -1,0 +1,2 @@
+// Generators of topk cases (properties/topk_gen.h).
+#include "properties/topk_gen.h"
