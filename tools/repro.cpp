@@ -63,15 +63,11 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
     property_registry().find(property);  // an unknown property is bad input, before any run
     const auto b = parse_backend(use_backend);
     MLA_REQUIRE(b.has_value(), "backend '", use_backend, "' is not one of host, cuda, hip");
-    out << "repro " << file << ": " << property << " on " << use_impl << " (" << use_backend << ")\n";
+    const std::string header = "repro " + file + ": " + property + " on " + use_impl + " (" + use_backend + ")\n";
     if (*b == Backend::kHost) {
       const ReproResult r = run_case_text(c, use_backend, use_impl);
-      if (!r.verdict) {
-        out << "PASS  the property holds\n";
-        return 0;
-      }
-      out << "FAIL  " << *r.verdict << '\n';
-      return 1;
+      out << header << (r.verdict ? "FAIL  " + *r.verdict : std::string("PASS  the property holds")) << '\n';
+      return r.verdict ? 1 : 0;
     }
     // Any other backend: in a child, so a sticky fault or a crash cannot take the command down.
     IsolationOptions opts;
@@ -85,13 +81,14 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
           return r.verdict.value_or("");
         },
         opts);
-    if (o.kind == IsolatedOutcome::kPassed) {
-      out << "PASS  the property holds\n";
-      return 0;
-    }
     if (o.kind == IsolatedOutcome::kViolation && o.message.rfind(kErrorPrefix, 0) == 0) {
       err << "mlacheck: repro: " << o.message.substr(std::string(kErrorPrefix).size()) << '\n';
       return 2;
+    }
+    out << header;
+    if (o.kind == IsolatedOutcome::kPassed) {
+      out << "PASS  the property holds\n";
+      return 0;
     }
     out << "FAIL  " << (o.kind == IsolatedOutcome::kViolation ? "" : std::string(isolated_outcome_name(o.kind)) + ": ")
         << o.message << '\n';

@@ -19,6 +19,9 @@
 #include "kernels/pack_decode_glue.h"
 #include "kernels/registry.h"
 #include "properties/decode_step_properties.h"
+#include "properties/permutation_gen.h"
+#include "properties/property_registry.h"
+#include "properties/rc_verdict.h"
 #include "properties/staged_buffer.h"
 
 namespace mlacheck::kernels {
@@ -35,15 +38,34 @@ std::string route(const IndexerDecodeStepResult& r) { return decode_step_route(r
 rc::Gen<Engine> gen_engine() { return gen::decode_step_engine(); }
 rc::Gen<StepCase> gen_step_case(const Engine& e) { return gen::decode_step_case(e); }
 
+// The case as a file `mlacheck repro` runs.
+CaseText case_text(const char* property, const Engine& e, const StepCase& c) {
+  CaseText t = case_header(property, "indexer_decode_step@ref");
+  decode_step_to_text(e, c, t);
+  return t;
+}
+
 RC_GTEST_PROP(IndexerDecodeStep, EveryTokenEqualsTheOracleAndOnlyItsRowsAreWritten, ()) {
   const Engine e = *gen_engine();
   const StepCase c = *gen_step_case(e);
   const auto device = make_device(Backend::kHost);
   IndexerDecodeStep step(*device, e.limits());
   IndexerDecodeStepResult r;
-  const std::string failure = check_step(*device, step, e, c, &r);
+  const Verdict v = decode_step_equals_oracle(*device, step, e, c, &r);
   RC_TAG(route(r));
-  if (!failure.empty()) RC_FAIL(failure);
+  rc_require(v, case_text("indexer_decode_step.equals_oracle", e, c));
+}
+
+// Reordering the requests of a batch reorders its tokens' results and changes nothing else.
+RC_GTEST_PROP(IndexerDecodeStep, PermutingTheRequestsPermutesTheResults, ()) {
+  const Engine e = *gen_engine();
+  const StepCase c = *gen_step_case(e);
+  const std::vector<int> perm = *gen::permutation(static_cast<int>(c.B()));
+  const auto device = make_device(Backend::kHost);
+  IndexerDecodeStep step(*device, e.limits());
+  CaseText t = case_text("indexer_decode_step.permutation_commutes", e, c);
+  t.set_list("permutation", perm);
+  rc_require(decode_step_permutation_commutes(*device, step, e, c, perm), t);
 }
 
 // One step object through a sequence of batches, as an engine runs it: batches grow and shrink, the
@@ -80,8 +102,8 @@ RC_GTEST_PROP(IndexerDecodeStep, DoublingTheWeightsDoublesEveryLogitExactly, ())
   const StepCase c = *gen_step_case(e);
   const auto device = make_device(Backend::kHost);
   IndexerDecodeStep step(*device, e.limits());
-  const Verdict v = decode_step_weights_scale_exactly(*device, step, e, c);
-  if (v) RC_FAIL(*v);
+  rc_require(decode_step_weights_scale_exactly(*device, step, e, c),
+             case_text("indexer_decode_step.weights_scale_exactly", e, c));
 }
 
 // ---- the properties catch wrong implementations ---------------------------------------------------
@@ -143,6 +165,89 @@ TEST(IndexerDecodeStep, ThePropertyReportsEachWrongStep) {
     const Verdict v = decode_step_weights_scale_exactly(*device, step, e, c);
     if (v) RC_FAIL(*v);
   }));
+}
+
+// Rows [0, T) of the shared buffer are not the tokens': a request moved elsewhere in the batch no
+// longer gets its own row. The permutation property needs no oracle to see it.
+TEST(IndexerDecodeStep, ThePermutationPropertyReportsAWrongStep) {
+  EXPECT_FALSE(rc::check("permutation on a wrong step", [] {
+    const Engine e = *gen_engine();
+    const StepCase c = *gen_step_case(e);
+    const std::vector<int> perm = *gen::permutation(static_cast<int>(c.B()));
+    const auto device = make_device(Backend::kHost);
+    WrongStep step(*device, e.limits(), WrongStep::kSwapsTokenRows);
+    if (const Verdict v = decode_step_permutation_commutes(*device, step, e, c, perm)) RC_FAIL(*v);
+  }));
+}
+
+// A case printed as text reads back to the same engine and batch, and runs through the registry.
+RC_GTEST_PROP(IndexerDecodeStepCaseText, RoundTripsAndRunsThroughTheRegistry, ()) {
+  const Engine e = *gen_engine();
+  const StepCase c = *gen_step_case(e);
+  const CaseText t = case_text("indexer_decode_step.equals_oracle", e, c);
+  const CaseText back = CaseText::parse(t.format());
+  RC_ASSERT(back == t);
+  const auto [e2, c2] = decode_step_from_text(back);
+  RC_ASSERT(case_text("indexer_decode_step.equals_oracle", e2, c2) == t);
+  if (*rc::gen::inRange(0, 8) == 0) {  // running is the slow part: one case in eight
+    const ReproResult r = run_case_text(back);
+    if (r.verdict) RC_FAIL(*r.verdict);
+  }
+}
+
+// The case a failing property prints is the failing case: parsed back and rerun on the wrong step,
+// it fails again; on the correct step (what `mlacheck repro` runs) it passes.
+TEST(IndexerDecodeStepCaseText, AFailingPropertyPrintsACaseThatReproduces) {
+  std::string printed;
+  rc::check("wrong step, for its printed case", [&printed] {
+    const Engine e = *gen_engine();
+    const StepCase c = *gen_step_case(e);
+    const auto device = make_device(Backend::kHost);
+    WrongStep step(*device, e.limits(), WrongStep::kWritesPastTheTokenRows);
+    const CaseText t = case_text("indexer_decode_step.equals_oracle", e, c);
+    const Verdict v = decode_step_equals_oracle(*device, step, e, c);
+    if (v) printed = t.format();
+    rc_require(v, t);
+  });
+  ASSERT_FALSE(printed.empty()) << "the wrong step was never caught";
+  const CaseText t = CaseText::parse(printed);
+  const auto [e, c] = decode_step_from_text(t);
+  const auto device = make_device(Backend::kHost);
+  WrongStep wrong(*device, e.limits(), WrongStep::kWritesPastTheTokenRows);
+  const Verdict again = decode_step_equals_oracle(*device, wrong, e, c);
+  ASSERT_TRUE(again.has_value()) << printed;
+  EXPECT_NE(again->find("decode rows"), std::string::npos) << *again;
+  EXPECT_FALSE(run_case_text(t).verdict.has_value()) << printed;
+}
+
+// A hand-edited case with a value out of range or inconsistent is refused with one line.
+TEST(IndexerDecodeStepCaseText, MalformedCasesAreRefusedWithOneLine) {
+  Engine e;
+  e.next_n = 2, e.k = 3, e.block_size = 4, e.max_requests = 2, e.max_tokens = 4, e.max_len = 12, e.W = 3;
+  e.max_context_len = 12;
+  StepCase c;
+  c.decode_lens = {2, 1}, c.seq_lens = {12, 5}, c.max_context_len = 12;
+  const CaseText good = case_text("indexer_decode_step.equals_oracle", e, c);
+  EXPECT_NO_THROW(decode_step_from_text(good));
+  const std::vector<std::pair<std::string, std::string>> edits = {
+      {"seq_lens 12 5", "seq_lens 12"},        {"decode_lens 2 1", "decode_lens 3 1"},
+      {"topk 3", "topk 0"},                    {"warp 32", "warp 48"},
+      {"layout flattened", "layout sideways"}, {"table_width 3", "table_width 2"},
+      {"graph_padding 0", "graph_padding 2"},  {"seed 0x0", "seed -1"},
+      {"max_context_len 12", "max_context_len 11"},
+  };
+  for (const auto& [from, to] : edits) {
+    std::string text = good.format();
+    const size_t at = text.find(from + "\n");
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    try {
+      decode_step_from_text(CaseText::parse(text));
+      ADD_FAILURE() << to << ": accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).find('\n'), std::string::npos) << err.what();
+    }
+  }
 }
 
 // Every route, by name: each must be reachable and pass (the property reaches them at random).

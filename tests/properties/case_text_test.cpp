@@ -1,0 +1,135 @@
+// Tests of properties/case_text.h: printed cases read back to themselves, readers check ranges and
+// counts, and malformed text is refused with one line naming the line or key.
+#include "properties/case_text.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mlacheck {
+namespace {
+
+// The one-line message of the Error f throws, or "" when it throws none.
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+rc::Gen<std::string> gen_key() {
+  return rc::gen::nonEmpty(rc::gen::container<std::string>(rc::gen::elementOf(std::string("abcxyz019_.-"))));
+}
+rc::Gen<std::string> gen_word() {
+  return rc::gen::nonEmpty(rc::gen::container<std::string>(rc::gen::inRange<char>('!', '~' + 1)));
+}
+
+RC_GTEST_PROP(CaseText, APrintedCaseParsesBackToItself, ()) {
+  CaseText c;
+  const auto keys = *rc::gen::unique<std::vector<std::string>>(gen_key());
+  for (const std::string& key : keys) {
+    if (key.size() > 64) continue;
+    switch (*rc::gen::inRange(0, 5)) {
+      case 0: c.set(key, *rc::gen::arbitrary<int64_t>()); break;
+      case 1: c.set(key, *rc::gen::arbitrary<uint64_t>()); break;
+      case 2: c.set_real(key, *rc::gen::arbitrary<double>()); break;
+      case 3: c.set_list(key, *rc::gen::arbitrary<std::vector<int32_t>>()); break;
+      default: {
+        std::string w = *gen_word();
+        for (char& ch : w) ch = ch == '#' ? '+' : ch;
+        c.set(key, w.substr(0, 200));
+      }
+    }
+  }
+  const CaseText back = CaseText::parse(c.format());
+  RC_ASSERT(back == c);
+  RC_ASSERT(back.format() == c.format());
+}
+
+TEST(CaseText, ReadersReturnWhatWasSetAndMarkItRead) {
+  CaseText c;
+  c.set("property", "topk_decode.rows_admissible").set("k", int64_t{-7}).set("seed", uint64_t{0xdeadbeefcafef00d});
+  c.set_real("scale", 0.1).set_list("seq_lens", std::vector<int32_t>{3, 0, 12}).set_list("empty", std::vector<int>{});
+  c.set("on", true);
+  const CaseText t = CaseText::parse(c.format());
+  EXPECT_EQ(t.word("property"), "topk_decode.rows_admissible");
+  EXPECT_EQ(t.integer("k", -10, 10), -7);
+  EXPECT_EQ(t.unsigned_integer("seed"), 0xdeadbeefcafef00dull);
+  EXPECT_EQ(t.real("scale"), 0.1);  // printed with enough digits to round-trip the double
+  EXPECT_EQ(t.list<int32_t>("seq_lens", 0, 12, 3), (std::vector<int32_t>{3, 0, 12}));
+  EXPECT_TRUE(t.integers("empty", 0, 0, 0).empty());
+  EXPECT_TRUE(t.flag("on"));
+  EXPECT_NO_THROW(t.expect_all_read());
+  EXPECT_EQ(t.choice("property", {"x", "topk_decode.rows_admissible"}), 1);
+}
+
+TEST(CaseText, CommentsBlankLinesTabsAndCrlfAreAccepted) {
+  const CaseText t = CaseText::parse("# a case\n\n  k\t 3 # three\r\nseq_lens 1 2\r\n   \n# end");
+  EXPECT_EQ(t.integer("k", 0, 9), 3);
+  EXPECT_EQ(t.integers("seq_lens", 0, 9, 2), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(t.format(), "# mlacheck case: run it with `mlacheck repro FILE`\nk 3\nseq_lens 1 2\n");
+}
+
+TEST(CaseText, MalformedTextIsRefusedWithOneLineNamingTheLine) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"k 1\nK 2\n", "case line 2: 'K' is not a key"},
+      {"k 1\nk 2\n", "case line 2: key 'k' appears twice"},
+      {"k 1\n\nk\xff 2\n", "case line 3: byte 0xff is not printable ASCII"},
+      {"k \x01\n", "case line 1: byte 0x1 is not printable ASCII"},
+      {"k " + std::string(201, 'x') + "\n", "case line 1: a value of 'k' is over 200 characters"},
+      {std::string(65, 'k') + " 1\n", "case line 1"},
+  };
+  for (const auto& [text, want] : bad) {
+    const std::string e = error_of([&] { CaseText::parse(text); });
+    EXPECT_EQ(e.rfind(want, 0), 0u) << "got: " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  EXPECT_EQ(error_of([] { CaseText::parse(std::string(5u << 20, ' ')); }).rfind("case: ", 0), 0u);
+}
+
+TEST(CaseText, ReadersRefuseMissingKeysWrongTypesRangesAndCounts) {
+  const CaseText t = CaseText::parse(
+      "k 7\nhex 0x10\noctal 010\nhuge 99999999999999999999\nword abc\nlist 1 2 3\nneg -1\nreal 1e999\n");
+  EXPECT_EQ(t.integer("hex", 0, 100), 16);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {error_of([&] { t.integer("missing", 0, 1); }), "case: key 'missing' is missing"},
+      {error_of([&] { t.integer("k", 0, 6); }), "case: 'k' is 7, outside [0, 6]"},
+      {error_of([&] { t.integer("word", 0, 6); }), "case: 'word' is 'abc', not an integer"},
+      {error_of([&] { t.integer("octal", 0, 100); }), "case: 'octal' is '010', not an integer"},
+      {error_of([&] { t.integer("huge", 0, 100); }), "case: 'huge' is '99999999999999999999', not an integer"},
+      {error_of([&] { t.integer("list", 0, 100); }), "case: 'list' needs one value, has 3"},
+      {error_of([&] { t.integers("list", 0, 100, 2); }), "case: 'list' has 3 values, at most 2 allowed"},
+      {error_of([&] { t.integers("list", 2, 100, 3); }), "case: 'list' value 0 is 1, outside [2, 100]"},
+      {error_of([&] { t.unsigned_integer("neg"); }), "case: 'neg' is '-1', not an unsigned 64-bit integer"},
+      {error_of([&] { t.real("real"); }), "case: 'real' is '1e999', not a real number"},
+      {error_of([&] { t.choice("word", {"x", "y"}); }), "case: 'word' is 'abc', not one of x, y"},
+  };
+  for (const auto& [got, want] : bad) EXPECT_EQ(got, want);
+}
+
+TEST(CaseText, AKeyNoReaderAskedForIsReported) {
+  const CaseText t = CaseText::parse("k 1\nsede 2\n");
+  t.integer("k", 0, 1);
+  EXPECT_EQ(error_of([&] { t.expect_all_read(); }), "case: unknown key 'sede' (misspelt, or for another property?)");
+}
+
+TEST(CaseText, SettersRefuseWhatCouldNotBeReadBack) {
+  CaseText c;
+  EXPECT_NE(error_of([&] { c.set("Bad Key", int64_t{1}); }), "");
+  EXPECT_NE(error_of([&] { c.set("k", "two words"); }), "");
+  EXPECT_NE(error_of([&] { c.set("k", "a#comment"); }), "");
+  c.set("k", int64_t{1}).set("k", int64_t{2});  // setting again replaces, in place
+  EXPECT_EQ(c.format(), "# mlacheck case: run it with `mlacheck repro FILE`\nk 2\n");
+}
+
+}  // namespace
+}  // namespace mlacheck
