@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <rapidcheck/state.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -68,33 +71,113 @@ RC_GTEST_PROP(IndexerDecodeStep, PermutingTheRequestsPermutesTheResults, ()) {
   rc_require(decode_step_permutation_commutes(*device, step, e, c, perm), t);
 }
 
-// One step object through a sequence of batches, as an engine runs it: batches grow and shrink, the
-// layout and decode lengths change; every step is checked, and no scratch address ever moves.
-RC_GTEST_PROP(IndexerDecodeStep, ASequenceOfBatchesOnOneStepObjectEachEqualsTheOracle, ()) {
-  const Engine e = *gen_engine();
-  const auto cases = *rc::gen::container<std::vector<StepCase>>(*rc::gen::inRange(2, 5), gen_step_case(e));
-  const auto device = make_device(Backend::kHost);
-  IndexerDecodeStep step(*device, e.limits());
-  const auto scratch = [&step] {
+// ---- one step object driven like an engine (rc::state) -----------------------------------------
+
+// The model: the engine and the batch the last command ran (commands derive the next from it).
+struct StepModel {
+  Engine e;
+  StepCase last;
+  bool ran = false;
+};
+// The system under test: one step object for the whole sequence, and its scratch addresses.
+struct StepSut {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<IndexerDecodeStep> step;
+  std::vector<uintptr_t> addresses;
+  std::vector<uintptr_t> scratch() const {
     std::vector<uintptr_t> a;
-    for (GuardedMemory* m : {&step.logits_memory(), &step.packed_q_memory(), &step.packed_weights_memory(),
-                             &step.padded_topk_memory(), &step.workspace_memory(),
-                             &step.metadata_builder().seq_lens_memory()}) {
+    for (GuardedMemory* m : {&step->logits_memory(), &step->packed_q_memory(), &step->packed_weights_memory(),
+                             &step->padded_topk_memory(), &step->workspace_memory(),
+                             &step->metadata_builder().seq_lens_memory()}) {
       a.push_back(reinterpret_cast<uintptr_t>(m->data()));
     }
     return a;
-  };
-  const std::vector<uintptr_t> addresses = scratch();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    IndexerDecodeStepResult r;
-    const std::string failure = check_step(*device, step, e, cases[i], &r);
-    if (!failure.empty()) RC_FAIL("step " + std::to_string(i) + " (" + route(r) + "): " + failure);
-    if (r.metadata.layout == MetadataLayout::kFlattened) {
-      RC_ASSERT(reinterpret_cast<uintptr_t>(r.metadata.seq_lens.base) == addresses[5]);
-    }
-    RC_ASSERT(reinterpret_cast<uintptr_t>(r.logits.base) == addresses[0]);
-    RC_ASSERT(scratch() == addresses);
   }
+};
+using StepCommand = rc::state::Command<StepModel, StepSut>;
+
+// Keeps a derived batch inside the engine: graph padding within max_tokens, columns >= the longest.
+StepCase fit(const Engine& e, StepCase c) {
+  if (c.layout == MetadataLayout::kNative) c.graph_padding = 0;
+  c.graph_padding = std::min<int64_t>(c.graph_padding, e.max_tokens - c.T());
+  const int64_t longest = *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+  c.max_context_len = std::clamp<int64_t>(c.max_context_len, longest, e.max_context_len);
+  return c;
+}
+
+// Runs the batch on the one step object: equal to the oracle, no scratch address moved.
+struct RunBatch : StepCommand {
+  enum Kind { kFresh, kGrow, kShrink, kNewLengths, kNewContents } kind;
+  StepCase c;
+  explicit RunBatch(const StepModel& m) {
+    kind = m.ran ? *rc::gen::element(kFresh, kGrow, kShrink, kNewLengths, kNewContents) : kFresh;
+    // Full-sized batches: the command list is kept short by its own size, not each batch.
+    const StepCase fresh = *rc::gen::resize(60, gen_step_case(m.e));
+    c = m.ran ? m.last : fresh;
+    switch (kind) {
+      case kFresh: c = fresh; break;
+      case kGrow:  // one more request, from the fresh batch
+        RC_PRE(c.B() < m.e.max_requests && c.T() + fresh.decode_lens[0] <= m.e.max_tokens);
+        c.decode_lens.push_back(fresh.decode_lens[0]);
+        c.seq_lens.push_back(fresh.seq_lens[0]);
+        break;
+      case kShrink:
+        RC_PRE(c.B() > 1);
+        c.decode_lens.pop_back();
+        c.seq_lens.pop_back();
+        break;
+      case kNewLengths:  // the same requests, other decode lengths and sequence lengths
+        RC_PRE(fresh.B() >= c.B());
+        c.decode_lens.assign(fresh.decode_lens.begin(), fresh.decode_lens.begin() + c.B());
+        c.seq_lens.assign(fresh.seq_lens.begin(), fresh.seq_lens.begin() + c.B());
+        break;
+      case kNewContents:  // the same shapes, new data and scale format
+        c.seed = fresh.seed;
+        c.ue8m0 = !c.ue8m0;
+        break;
+    }
+    c = fit(m.e, c);
+  }
+  void apply(StepModel& m) const override {
+    m.last = c;
+    m.ran = true;
+  }
+  void run(const StepModel& m, StepSut& sut) const override {
+    IndexerDecodeStepResult r;
+    const Verdict v = decode_step_equals_oracle(*sut.device, *sut.step, m.e, c, &r);
+    static const char* names[] = {"fresh", "grow", "shrink", "new lengths", "new contents"};
+    RC_TAG(names[kind]);
+    rc_require(v, case_text("indexer_decode_step.equals_oracle", m.e, c));
+    RC_ASSERT(reinterpret_cast<uintptr_t>(r.logits.base) == sut.addresses[0]);
+    if (r.metadata.layout == MetadataLayout::kFlattened) {
+      RC_ASSERT(reinterpret_cast<uintptr_t>(r.metadata.seq_lens.base) == sut.addresses[5]);
+    }
+    RC_ASSERT(sut.scratch() == sut.addresses);
+  }
+  void show(std::ostream& os) const override {
+    static const char* names[] = {"fresh", "grow", "shrink", "new lengths", "new contents"};
+    os << names[kind] << " batch: ";
+    showValue(c, os);
+  }
+};
+
+// Batches grow and shrink, decode lengths and layouts change, the same shapes come back with new
+// contents and the other scale format; every step equals the oracle on the same step object, whose
+// scratch never moves.
+using StepFactory = std::function<std::unique_ptr<IndexerDecodeStep>(Device&, const IndexerDecodeStepLimits&)>;
+void drive_like_an_engine(const StepFactory& make) {
+  StepModel model;
+  model.e = *gen_engine();
+  StepSut sut;
+  sut.device = make_device(Backend::kHost);
+  sut.step = make(*sut.device, model.e.limits());
+  sut.addresses = sut.scratch();
+  const auto commands = *rc::gen::resize(8, rc::state::gen::commands(model, rc::state::gen::execOneOfWithArgs<RunBatch>()));
+  rc::state::runAll(commands, model, sut);
+}
+
+RC_GTEST_PROP(IndexerDecodeStep, OneStepObjectDrivenLikeAnEngineEqualsTheOracleAtEveryStep, ()) {
+  drive_like_an_engine([](Device& d, const IndexerDecodeStepLimits& l) { return std::make_unique<IndexerDecodeStep>(d, l); });
 }
 
 RC_GTEST_PROP(IndexerDecodeStep, DoublingTheWeightsDoublesEveryLogitExactly, ()) {
@@ -115,6 +198,7 @@ class WrongStep : public IndexerDecodeStep {
     kWritesPastTheTokenRows,  // vLLM #42072: top-k rows past T land in the prefill rows of the buffer
     kSwapsTokenRows,          // vLLM #42072's reshape(batch, -1, k): token rows regrouped
     kShiftsTheLogits,         // an affine slip in the logits (x * 1.001 + 0.001): top-k still plausible
+    kStaleTokenCount,         // copies out as many rows as the first call had tokens: a cached size
   };
   WrongStep(Device& d, const IndexerDecodeStepLimits& l, Bug bug) : IndexerDecodeStep(d, l), bug_(bug) {}
   IndexerDecodeStepResult run(const IndexerDecodeStepInputs& in) override {
@@ -129,6 +213,11 @@ class WrongStep : public IndexerDecodeStep {
       copy_rows(device_, rows(in.topk_global, 0, 1), rows(in.topk_buffer, T, 1));
     } else if (bug_ == kSwapsTokenRows && T >= 2) {
       copy_rows(device_, rows(in.topk_global, 0, 1), rows(in.topk_buffer, 1, 1));  // any row: not token 1's
+    } else if (bug_ == kStaleTokenCount) {
+      if (first_tokens_ < 0) first_tokens_ = T;
+      for (int64_t row = T; row < std::min(first_tokens_, b.size(0)); ++row) {
+        copy_rows(device_, rows(in.topk_global, 0, 1), rows(in.topk_buffer, row, 1));
+      }
     } else if (bug_ == kShiftsTheLogits && r.rows > 0) {
       std::vector<float> logits(static_cast<size_t>(logits_memory().size() / 4));
       logits_memory().read(0, logits.data(), logits_memory().size());
@@ -140,7 +229,26 @@ class WrongStep : public IndexerDecodeStep {
 
  private:
   Bug bug_;
+  int64_t first_tokens_ = -1;
 };
+
+// A size cached from the first call is invisible to any one call; the engine-like sequence finds it
+// once a batch shrinks.
+TEST(IndexerDecodeStep, TheEngineSequenceReportsAStaleTokenCount) {
+  EXPECT_FALSE(rc::check("engine sequence on a step with a stale token count", [] {
+    drive_like_an_engine([](Device& d, const IndexerDecodeStepLimits& l) -> std::unique_ptr<IndexerDecodeStep> {
+      return std::make_unique<WrongStep>(d, l, WrongStep::kStaleTokenCount);
+    });
+  }));
+  // One call alone cannot see it.
+  EXPECT_TRUE(rc::check("a single call on the same step", [] {
+    const Engine e = *gen_engine();
+    const StepCase c = *gen_step_case(e);
+    const auto device = make_device(Backend::kHost);
+    WrongStep step(*device, e.limits(), WrongStep::kStaleTokenCount);
+    if (const Verdict v = decode_step_equals_oracle(*device, step, e, c)) RC_FAIL(*v);
+  }));
+}
 
 // Each wrong step is reported, with its shrunk case printed (rc::check prints it).
 TEST(IndexerDecodeStep, ThePropertyReportsEachWrongStep) {
