@@ -95,9 +95,18 @@ TEST(MlacheckCli, SelfcheckPassesAndSummarises) {
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
 }
 
+TEST(MlacheckCli, ListShowsThePropertiesACaseFileCanName) {
+  const CliResult r = run_mlacheck("list");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("properties (a case file names one; mlacheck repro runs it):"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("indexer_decode_step.equals_oracle"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("indexer_decode_step.permutation_commutes"), std::string::npos) << r.out;
+}
+
 TEST(MlacheckCli, BadUsageIsOneLineAndExitTwo) {
   for (const char* args : {"", "frobnicate", "list extra", "selfcheck --seed", "selfcheck --samples x",
-                           "selfcheck --samples 0", "selfcheck --bogus"}) {
+                           "selfcheck --samples 0", "selfcheck --bogus", "repro", "repro /nonexistent.case",
+                           "repro a.case --bogus", "repro /dev/null"}) {
     const CliResult r = run_mlacheck(args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.out;
     EXPECT_EQ(lines(r.out), 1) << args << ": " << r.out;
