@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/backend/host_executor.h"
@@ -231,6 +232,72 @@ Verdict compare_with_oracle(IndexerDecodeStep& step, const DecodeStepEngine& e, 
   return std::nullopt;
 }
 
+// "" when t is a view of dtype and shape `shape` that lies wholly inside memory m, else why not.
+std::string view_inside(const char* what, const DeviceTensor& t, GuardedMemory& m, DType dtype,
+                        const std::vector<int64_t>& shape, bool contiguous) {
+  const std::string got = std::string(what) + " " + t.view.to_string();
+  if (t.base != m.data()) return got + " does not point into its buffer '" + m.name() + "'";
+  if (t.view.dtype() != dtype || t.view.shape() != shape) {
+    std::string want = "[";
+    for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+    return got + " is not " + std::string(dtype_name(dtype)) + want + "]";
+  }
+  if (contiguous && !t.view.is_contiguous()) return got + " is not C-contiguous";
+  const ByteSpan span = t.view.byte_span();
+  if (t.view.numel() > 0 && (span.begin < 0 || span.end > m.size())) {
+    return got + " reaches bytes [" + std::to_string(span.begin) + ", " + std::to_string(span.end) + ") of the " +
+           std::to_string(m.size()) + "-byte buffer '" + m.name() + "'";
+  }
+  return "";
+}
+
+// The views the step hands back are what they claim: the token rows of the two outputs, the logits
+// inside the step's buffer, one distinct logits row per token, and the metadata's views inside the
+// builder's buffers with their documented shapes (a non-contiguous context_lens is caught here,
+// where it is made, not when a kernel later reads it wrong).
+Verdict result_views_hold(IndexerDecodeStep& step, const IndexerDecodeStepResult& r, const DecodeStepEngine& e,
+                          const DecodeStepCase& c, const DecodeStepBuffers& s) {
+  const int64_t T = c.T(), k = e.k;
+  if (r.num_decode_tokens != T) return "result: " + std::to_string(r.num_decode_tokens) + " decode tokens, not " + std::to_string(T);
+  const View rows_of = View(DType::kI32, {T, k}, s.topk.view.strides(), s.topk.view.byte_offset());
+  if (r.topk.base != s.topk.memory->data() || !(r.topk.view == rows_of)) {
+    return "result: topk " + r.topk.view.to_string() + " is not rows [0, T) of the shared buffer " + s.topk.view.to_string();
+  }
+  const View global_of = View(DType::kI32, {T, k}, s.global.view.strides(), s.global.view.byte_offset());
+  if (r.global.base != s.global.memory->data() || !(r.global.view == global_of)) {
+    return "result: global " + r.global.view.to_string() + " is not rows [0, T) of topk_global " + s.global.view.to_string();
+  }
+  if (r.logits.view.rank() != 2) return "result: logits " + r.logits.view.to_string() + " is not 2-D";
+  std::string w = view_inside("result: logits", r.logits, step.logits_memory(), DType::kF32,
+                              {r.rows, r.logits.view.size(1)}, false);
+  if (!w.empty()) return w;
+  if (r.logits.view.size(1) < c.max_context_len) return "result: logits " + r.logits.view.to_string() + " has fewer columns than max_context_len " + std::to_string(c.max_context_len);
+  std::vector<int64_t> seen = r.logits_row_of_token;
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i] < 0 || seen[i] >= r.rows || (i > 0 && seen[i] == seen[i - 1])) {
+      return "result: logits row " + std::to_string(seen[i]) + " of a token is out of [0, " + std::to_string(r.rows) + ") or shared";
+    }
+  }
+  MetadataBuilder& mb = step.metadata_builder();
+  const MetadataResult& m = r.metadata;
+  if (m.layout != c.layout) return "result: metadata in the other layout than asked";
+  if (m.layout == MetadataLayout::kFlattened) {
+    for (const auto& [what, t, mem] : {std::tuple{"seq_lens", &m.seq_lens, &mb.seq_lens_memory()},
+                                       std::tuple{"decode_lens", &m.decode_lens, &mb.decode_lens_memory()}}) {
+      w = view_inside(what, *t, *mem, DType::kI32, {m.rows}, true);
+      if (!w.empty()) return "result: metadata " + w;
+    }
+    if (m.rows != T + c.graph_padding) return "result: metadata has " + std::to_string(m.rows) + " rows, not T + graph padding " + std::to_string(T + c.graph_padding);
+  } else {
+    int32_t next_n_live = 0;
+    for (int32_t d : c.decode_lens) next_n_live = std::max(next_n_live, d);
+    w = view_inside("context_lens", m.context_lens, mb.context_lens_memory(), DType::kI32, {c.B(), next_n_live}, true);
+    if (!w.empty()) return "result: metadata " + w;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Verdict decode_step_equals_oracle(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e,
@@ -239,6 +306,7 @@ Verdict decode_step_equals_oracle(Device& device, IndexerDecodeStep& step, const
   IndexerDecodeStepResult r;
   if (Verdict v = run_guarded_step(device, step, e, c, 1.0f, s, r)) return v;
   if (result != nullptr) *result = r;
+  if (Verdict v = result_views_hold(step, r, e, c, s)) return v;
   return compare_with_oracle(step, e, c, s, r);
 }
 

@@ -199,6 +199,7 @@ class WrongStep : public IndexerDecodeStep {
     kSwapsTokenRows,          // vLLM #42072's reshape(batch, -1, k): token rows regrouped
     kShiftsTheLogits,         // an affine slip in the logits (x * 1.001 + 0.001): top-k still plausible
     kStaleTokenCount,         // copies out as many rows as the first call had tokens: a cached size
+    kStridedContextLens,      // hands out context_lens [B, next_n'] with the row stride of next_n
   };
   WrongStep(Device& d, const IndexerDecodeStepLimits& l, Bug bug) : IndexerDecodeStep(d, l), bug_(bug) {}
   IndexerDecodeStepResult run(const IndexerDecodeStepInputs& in) override {
@@ -217,6 +218,11 @@ class WrongStep : public IndexerDecodeStep {
       if (first_tokens_ < 0) first_tokens_ = T;
       for (int64_t row = T; row < std::min(first_tokens_, b.size(0)); ++row) {
         copy_rows(device_, rows(in.topk_global, 0, 1), rows(in.topk_buffer, row, 1));
+      }
+    } else if (bug_ == kStridedContextLens && r.metadata.layout == MetadataLayout::kNative) {
+      View& v = r.metadata.context_lens.view;
+      if (v.size(0) > 1 && v.size(1) < limits().metadata.next_n) {
+        v = View(DType::kI32, v.shape(), {limits().metadata.next_n, 1}, v.byte_offset());
       }
     } else if (bug_ == kShiftsTheLogits && r.rows > 0) {
       std::vector<float> logits(static_cast<size_t>(logits_memory().size() / 4));
@@ -253,7 +259,8 @@ TEST(IndexerDecodeStep, TheEngineSequenceReportsAStaleTokenCount) {
 // Each wrong step is reported, with its shrunk case printed (rc::check prints it).
 TEST(IndexerDecodeStep, ThePropertyReportsEachWrongStep) {
   for (const WrongStep::Bug bug :
-       {WrongStep::kWritesPastTheTokenRows, WrongStep::kSwapsTokenRows, WrongStep::kShiftsTheLogits}) {
+       {WrongStep::kWritesPastTheTokenRows, WrongStep::kSwapsTokenRows, WrongStep::kShiftsTheLogits,
+        WrongStep::kStridedContextLens}) {
     const bool holds = rc::check("decode step property on a wrong step", [bug] {
       const Engine e = *gen_engine();
       const StepCase c = *gen_step_case(e);
