@@ -1,389 +1,464 @@
-// Tests of kernels/metadata_builder.h (SPEC.md 1): both layouts against the oracle, fast path against
-// general path, stateful steps (no stale rows, stable addresses), exact views, and refused input; on
-// the host device always and on cuda when usable, with every buffer guarded.
+// Tests of kernels/metadata_builder.h (SPEC.md 1) through the shared properties
+// (properties/decode_metadata_properties.h): both layouts against the oracle, fast path against
+// general path, flattened against native, the views' contract, sequences of steps and a stateful
+// engine on one builder; wrong builds each caught; case text round trips; hand-worked cases,
+// production sizes and refused input; on the host device always and on cuda when usable.
 #include "kernels/metadata_builder.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <rapidcheck/state.h>
 
 #include <algorithm>
 #include <functional>
-#include <limits>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
-#include "core/backend/host_executor.h"
-#include "core/compare.h"
 #include "core/error.h"
-#include "oracle/decode_metadata.h"
+#include "kernels/registry.h"
+#include "properties/decode_metadata_properties.h"
+#include "properties/property_registry.h"
+#include "properties/rc_verdict.h"
 
 namespace mlacheck::kernels {
 namespace {
 
-constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
-constexpr int32_t kSentinel = -7777;  // block-table padding and slack: a stray read copies it
+using gen::MetadataMix;
 
-// One step's decode batch on the host, with the layout of its device views: 1-D inputs offset by
-// vec_offset elements, the block table offset by table_offset elements with row stride table_stride.
-struct Batch {
-  std::vector<int32_t> seq_lens, decode_lens, qsl;
-  int64_t W = 1, table_stride = 1, table_offset = 0, vec_offset = 0;
-  int32_t table_base = 0;       // block-table entry (b, w) is table_base + 1000 b + w
-  int64_t padded_rows = -1;     // graph padding (flattened), -1: none
-  int64_t B() const { return static_cast<int64_t>(seq_lens.size()); }
-  int64_t tokens() const { return qsl.back(); }
-  friend void showValue(const Batch& b, std::ostream& os) {
-    os << "seq_lens";
-    for (int32_t x : b.seq_lens) os << ' ' << x;
-    os << "; decode_lens";
-    for (int32_t x : b.decode_lens) os << ' ' << x;
-    os << "; W " << b.W << " stride " << b.table_stride << " +" << b.table_offset << ", vec +" << b.vec_offset
-       << ", padded " << b.padded_rows;
-  }
-};
-
-// Host copies of the staged inputs: 1-D vectors with their offset and slack, the padded table.
-std::vector<int32_t> vec_storage(const Batch& b, const std::vector<int32_t>& v) {
-  std::vector<int32_t> out(static_cast<size_t>(b.vec_offset), kSentinel);
-  out.insert(out.end(), v.begin(), v.end());
-  out.insert(out.end(), 2, kSentinel);
-  return out;
-}
-std::vector<int32_t> table_storage(const Batch& b) {
-  std::vector<int32_t> t(static_cast<size_t>(b.table_offset + b.B() * b.table_stride + 3), kSentinel);
-  for (int64_t r = 0; r < b.B(); ++r) {
-    for (int64_t w = 0; w < b.W; ++w) {
-      t[static_cast<size_t>(b.table_offset + r * b.table_stride + w)] = b.table_base + int32_t(1000 * r + w);
-    }
-  }
+// The case as a file `mlacheck repro` runs.
+CaseText case_text(const std::string& property, const MetadataLimits& l, const MetadataStep& c) {
+  CaseText t = case_header(property, "decode_metadata@ref");
+  decode_metadata_to_text(l, c, t);
   return t;
 }
-View vec_view(const Batch& b, int64_t n) { return View::contiguous(DType::kI32, {n}, 4 * b.vec_offset); }
-View table_view(const Batch& b) {
-  return View(DType::kI32, {b.B(), b.W}, {b.table_stride, 1}, 4 * b.table_offset);
+CaseText steps_text(const MetadataLimits& l, const std::vector<MetadataStep>& steps) {
+  CaseText t = case_header("decode_metadata.steps_equal_oracle", "decode_metadata@ref");
+  decode_metadata_steps_to_text(l, steps, t);
+  return t;
 }
 
-Batch make_batch(std::vector<int32_t> seq_lens, std::vector<int32_t> decode_lens, int64_t W) {
-  Batch b;
-  b.seq_lens = std::move(seq_lens);
-  b.decode_lens = std::move(decode_lens);
-  b.qsl = {0};
-  for (int32_t d : b.decode_lens) b.qsl.push_back(b.qsl.back() + d);
-  b.W = W;
-  b.table_stride = W;
-  return b;
-}
+// ---- properties on the reference build ----------------------------------------------------------
 
-// Limits small enough for fast cases; the block-table width a multiple of 4 half the time (16-byte
-// output rows: the vector copy path).
-rc::Gen<MetadataLimits> gen_limits() {
-  return rc::gen::exec([] {
-    MetadataLimits l;
-    l.next_n = *rc::gen::inRange(1, 9);
-    l.max_requests = *rc::gen::inRange(1, 17);
-    l.block_table_width = *rc::gen::inRange(1, 41);  // past 32 columns a lane copies several
-    if (*rc::gen::arbitrary<bool>()) l.block_table_width = (l.block_table_width + 3) / 4 * 4;
-    l.max_batched_tokens = l.max_requests * l.next_n + *rc::gen::inRange(0, 4);
-    return l;
-  });
-}
-
-enum class Mix { kAny, kUniform };
-
-// A batch within the limits: uniform, non-uniform without padding, or with padding requests
-// (decode_len 0, usually seq_len 0); short sequences (ctx clamps at 0), long ones, and lengths near
-// INT32_MAX; source rows padded and offset, sometimes 16-byte aligned; graph padding rows.
-rc::Gen<Batch> gen_batch(const MetadataLimits& l, Mix mix) {
-  return rc::gen::exec([=] {
-    const int64_t B = *rc::gen::inRange<int64_t>(mix == Mix::kUniform ? 1 : 0, l.max_requests + 1);
-    const int kind = mix == Mix::kUniform ? 0 : *rc::gen::inRange(0, 3);  // uniform, no padding, any
-    const int32_t d0 = *rc::gen::inRange(1, l.next_n + 1);
-    std::vector<int32_t> seq_lens, decode_lens;
-    for (int64_t i = 0; i < B; ++i) {
-      const int32_t d = kind == 0 ? d0 : *rc::gen::inRange(kind == 1 ? 1 : 0, l.next_n + 1);
-      int32_t L = *rc::gen::weightedOneOf<int32_t>({{4, rc::gen::inRange(0, 8)}, {4, rc::gen::inRange(0, 400)},
-                                                    {1, rc::gen::inRange(kInt32Max - 8, kInt32Max)}});
-      if (d == 0 && *rc::gen::arbitrary<bool>()) L = 0;
-      seq_lens.push_back(L);
-      decode_lens.push_back(d);
-    }
-    Batch b = make_batch(seq_lens, decode_lens, *rc::gen::inRange<int64_t>(1, l.block_table_width + 1));
-    b.table_stride = b.W + *rc::gen::inRange(0, 6);
-    b.table_offset = *rc::gen::inRange(0, 6);
-    if (*rc::gen::arbitrary<bool>()) {  // 16-byte aligned source rows
-      b.table_stride = (b.table_stride + 3) / 4 * 4;
-      b.table_offset = b.table_offset / 4 * 4;
-    }
-    b.vec_offset = *rc::gen::inRange(0, 4);
-    b.table_base = *rc::gen::inRange(0, 1000000);
-    if (*rc::gen::inRange(0, 3) == 0) b.padded_rows = *rc::gen::inRange<int64_t>(b.tokens(), l.max_batched_tokens + 1);
-    return b;
-  });
-}
-
-// A guarded device buffer holding host data.
-struct Staged {
-  std::unique_ptr<GuardedMemory> memory;
-  DeviceTensor tensor;
-};
-Staged stage(Device& device, const std::string& name, const View& v, const std::vector<int32_t>& data) {
-  Staged s{device.allocate(name, static_cast<int64_t>(data.size() * 4)), {}};
-  s.memory->write(0, data.data(), static_cast<int64_t>(data.size() * 4));
-  s.tensor = {s.memory->data(), v};
-  return s;
-}
-std::vector<int32_t> read_all(const GuardedMemory& m) {
-  std::vector<int32_t> out(static_cast<size_t>(m.size() / 4));
-  m.read(0, out.data(), m.size());
-  return out;
-}
-
-// What one build left in the builder's buffers (all of them, read back whole) and what it returned.
-struct Outcome {
-  MetadataResult result;
-  std::vector<int32_t> seq_lens, decode_lens, block_table, context_lens;
-};
-
-void require_ok(const CompareReport& r, const char* what) {
-  if (!r.ok) RC_FAIL(std::string(what) + ": " + r.describe());
-}
-
-// Checks the whole flat buffers against oracle::flattened_metadata over all allocated rows (so the
-// tail must be zero), the block table's columns past W zero, and the views' exact shapes.
-void check_flattened(const Batch& b, const MetadataLimits& l, const oracle::DecodeBatchViews& views, const Outcome& o) {
-  const oracle::FlattenedMetadata want = oracle::flattened_metadata(views, l.max_batched_tokens);
-  const int64_t rows = l.max_batched_tokens, Wmax = l.block_table_width;
-  auto host = [](const std::vector<int32_t>& v, const View& view) {
-    return HostTensor(const_cast<int32_t*>(v.data()), view);
-  };
-  require_ok(compare_exact(host(o.seq_lens, View::contiguous(DType::kI32, {rows})),
-                           host(want.seq_lens, View::contiguous(DType::kI32, {rows}))), "seq_lens");
-  require_ok(compare_exact(host(o.decode_lens, View::contiguous(DType::kI32, {rows})),
-                           host(want.decode_lens, View::contiguous(DType::kI32, {rows}))), "decode_lens");
-  require_ok(compare_exact(host(o.block_table, View(DType::kI32, {rows, b.W}, {Wmax, 1})),
-                           HostTensor(const_cast<int32_t*>(want.block_table.data()),
-                                      View::contiguous(DType::kI32, {rows, b.W}))),
-             "block_table");
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t w = b.W; w < Wmax; ++w) RC_ASSERT(o.block_table[static_cast<size_t>(r * Wmax + w)] == 0);
-  }
-  // Invariant: every length in [0, L_b].
-  for (int64_t r = 0; r < b.B(); ++r) {
-    for (int32_t t = b.qsl[r]; t < b.qsl[r + 1]; ++t) {
-      RC_ASSERT(o.seq_lens[t] >= 0 && o.seq_lens[t] <= b.seq_lens[r]);
-    }
-  }
-  const MetadataResult& m = o.result;
-  const int64_t want_rows = b.padded_rows < 0 ? b.tokens() : b.padded_rows;
-  RC_ASSERT(m.layout == MetadataLayout::kFlattened);
-  RC_ASSERT(m.num_decode_tokens == b.tokens());
-  RC_ASSERT(m.rows == want_rows);
-  RC_ASSERT(m.seq_lens.view == View::contiguous(DType::kI32, {want_rows}));
-  RC_ASSERT(m.decode_lens.view == View::contiguous(DType::kI32, {want_rows}));
-  RC_ASSERT(m.block_table.view == View(DType::kI32, {want_rows, b.W}, {Wmax, 1}));
-  RC_ASSERT((m.context_lens.base == nullptr));
-}
-
-// The native buffer: [B, next_n'] C-contiguous equal to oracle::native_metadata, zero after it.
-void check_native(const Batch& b, const MetadataLimits& l, const oracle::DecodeBatchViews& views, const Outcome& o,
-                  const DeviceTensor& source_table) {
-  const oracle::NativeMetadata want = oracle::native_metadata(views);
-  const int64_t n = want.next_n_live, live = b.B() * n;
-  const MetadataResult& m = o.result;
-  RC_ASSERT(m.layout == MetadataLayout::kNative);
-  RC_ASSERT(m.path == MetadataPath::kNative);
-  RC_ASSERT(m.next_n_live == n);
-  RC_ASSERT(m.context_lens.view == View::contiguous(DType::kI32, {b.B(), n}));
-  RC_ASSERT(m.context_lens.view.is_contiguous());
-  RC_ASSERT((m.block_table.base == source_table.base && m.block_table.view == source_table.view));
-  const View live_view = View::contiguous(DType::kI32, {b.B(), n});
-  require_ok(compare_exact(HostTensor(const_cast<int32_t*>(o.context_lens.data()), live_view),
-                           HostTensor(const_cast<int32_t*>(want.context_lens.data()), live_view)),
-             "context_lens");
-  for (int64_t i = live; i < l.max_requests * l.next_n; ++i) RC_ASSERT(o.context_lens[static_cast<size_t>(i)] == 0);
-}
-
-// One guarded step: stages the batch's inputs (guarded, nothing may change them), declares as the
-// builder's outputs exactly the live region plus the tail it owns for this layout, builds, checks
-// every guard and the outputs against the oracle, and returns the buffers.
-Outcome run_step(Device& device, MetadataBuilder& builder, const Batch& b, MetadataLayout layout,
-                 MetadataPathChoice path = MetadataPathChoice::kAuto) {
-  const MetadataLimits& l = builder.limits();
-  std::vector<int32_t> seq = vec_storage(b, b.seq_lens), dec = vec_storage(b, b.decode_lens), qsl = vec_storage(b, b.qsl);
-  std::vector<int32_t> table = table_storage(b);
-  Staged s_seq = stage(device, "seq_lens", vec_view(b, b.B()), seq);
-  Staged s_dec = stage(device, "decode_lens", vec_view(b, b.B()), dec);
-  Staged s_qsl = stage(device, "query_start_loc", vec_view(b, b.B() + 1), qsl);
-  Staged s_table = stage(device, "block_table", table_view(b), table);
-
-  GuardedMemory* flat[] = {&builder.seq_lens_memory(), &builder.decode_lens_memory(), &builder.block_table_memory()};
-  GuardedMemory& native = builder.context_lens_memory();
-  for (GuardedMemory* m : flat) m->clear_outputs();
-  native.clear_outputs();
-  if (layout == MetadataLayout::kFlattened) {
-    const int64_t rows = std::max(b.tokens(), builder.flat_dirty_rows());
-    if (rows > 0) {
-      flat[0]->declare_output("seq_lens rows", View::contiguous(DType::kI32, {rows}));
-      flat[1]->declare_output("decode_lens rows", View::contiguous(DType::kI32, {rows}));
-      flat[2]->declare_output("block_table rows", View::contiguous(DType::kI32, {rows, l.block_table_width}));
-    }
-  } else {
-    const int64_t next_n_live = b.B() == 0 ? 0 : *std::max_element(b.decode_lens.begin(), b.decode_lens.end());
-    const int64_t elements = std::max(b.B() * next_n_live, builder.native_dirty_elements());
-    if (elements > 0) native.declare_output("context_lens", View::contiguous(DType::kI32, {elements}));
-  }
-  GuardedMemory* all[] = {s_seq.memory.get(), s_dec.memory.get(), s_qsl.memory.get(), s_table.memory.get(),
-                          flat[0], flat[1], flat[2], &native};
-  for (GuardedMemory* m : all) m->arm();
-
-  MetadataBatch batch;
-  batch.seq_lens = s_seq.tensor;
-  batch.decode_lens = s_dec.tensor;
-  batch.query_start_loc = s_qsl.tensor;
-  batch.block_table = s_table.tensor;
-  batch.host_decode_lens = b.decode_lens;
-  batch.host_seq_lens = b.seq_lens;
-  batch.num_decode_tokens = b.tokens();
-  batch.num_padded_tokens = layout == MetadataLayout::kFlattened ? b.padded_rows : -1;
-  batch.layout = layout;
-  batch.path = path;
-  const void* bases[] = {flat[0]->data(), flat[1]->data(), flat[2]->data(), native.data()};
-  Outcome o;
-  o.result = builder.build(batch);
-  device.synchronize();
-  // Address stability, checked before any buffer is touched (a replaced one may be freed already).
-  const GuardedMemory* now[] = {&builder.seq_lens_memory(), &builder.decode_lens_memory(), &builder.block_table_memory(),
-                                &builder.context_lens_memory()};
-  for (int i = 0; i < 4; ++i) {
-    if (now[i] != all[4 + i] || const_cast<GuardedMemory*>(now[i])->data() != bases[i]) {
-      RC_FAIL("the builder replaced a persistent buffer during a step: addresses must never change");
-    }
-  }
-  for (GuardedMemory* m : all) {
-    const GuardReport r = m->check();
-    if (!r.ok()) RC_FAIL(r.describe());
-  }
-  o.seq_lens = read_all(*flat[0]);
-  o.decode_lens = read_all(*flat[1]);
-  o.block_table = read_all(*flat[2]);
-  o.context_lens = read_all(native);
-
-  // The views point into the builder's buffers and fit inside them.
-  const DeviceTensor* views[] = {&o.result.seq_lens, &o.result.decode_lens, &o.result.block_table, &o.result.context_lens};
-  GuardedMemory* owners[] = {flat[0], flat[1], flat[2], &native};
-  for (int i = 0; i < 4; ++i) {
-    if (views[i]->base == nullptr || (layout == MetadataLayout::kNative && i == 2)) continue;
-    RC_ASSERT((views[i]->base == owners[i]->data()));
-    RC_ASSERT(views[i]->view.byte_span().end <= owners[i]->size());
-  }
-
-  const oracle::DecodeBatchViews oracle_views{HostTensor(seq.data(), vec_view(b, b.B())),
-                                              HostTensor(dec.data(), vec_view(b, b.B())),
-                                              HostTensor(table.data(), table_view(b)), l.next_n};
-  if (layout == MetadataLayout::kFlattened) {
-    check_flattened(b, l, oracle_views, o);
-    const bool uniform = path == MetadataPathChoice::kAuto && oracle::is_uniform(oracle_views) && b.B() > 0;
-    RC_ASSERT(o.result.path == (uniform ? MetadataPath::kUniform : MetadataPath::kGeneral));
-  } else {
-    check_native(b, l, oracle_views, o, s_table.tensor);
-  }
-  return o;
-}
-
-// The host device with 32- or 64-lane warps (CUDA's or gfx9's) and a shuffled schedule.
-simt::host::Options host_options() {
-  simt::host::Options o;
-  o.warp_size = *rc::gen::element(32, 64);
-  o.schedule = simt::host::Schedule::kShuffled;
-  o.seed = *rc::gen::arbitrary<uint64_t>();
-  return o;
-}
-
-void flattened_equals_oracle(Device& device) {
-  const MetadataLimits l = *gen_limits();
+void equals_oracle(Device& device, MetadataBuildFn* build = &metadata_build_ref) {
+  const MetadataLimits l = *gen::metadata_limits();
+  const MetadataStep c = *gen::metadata_step(l);
   MetadataBuilder builder(device, l);
-  const Batch b = *gen_batch(l, Mix::kAny);
-  const Outcome o = run_step(device, builder, b, MetadataLayout::kFlattened);
+  MetadataOutcome o;
+  const Verdict v = decode_metadata_equals_oracle(device, build, builder, c, &o);
   RC_CLASSIFY(o.result.path == MetadataPath::kUniform, "uniform path");
-  RC_CLASSIFY(b.W >= 4 && b.table_stride % 4 == 0 && b.table_offset % 4 == 0 && l.block_table_width % 4 == 0,
+  RC_CLASSIFY(c.W >= 4 && (c.W + c.table_row_pad) % 4 == 0 && c.table_offset % 4 == 0 && l.block_table_width % 4 == 0,
               "16-byte rows");
+  rc_require(v, case_text("decode_metadata.equals_oracle", l, c));
 }
 
-void native_equals_oracle(Device& device) {
-  const MetadataLimits l = *gen_limits();
+void views_as_declared(Device& device, MetadataBuildFn* build = &metadata_build_ref) {
+  const MetadataLimits l = *gen::metadata_limits();
+  const MetadataStep c = *gen::metadata_step(l);
   MetadataBuilder builder(device, l);
-  run_step(device, builder, *gen_batch(l, Mix::kAny), MetadataLayout::kNative);
+  rc_require(decode_metadata_views_as_declared(device, build, builder, c),
+             case_text("decode_metadata.views_as_declared", l, c));
 }
 
-void fast_path_equals_general_path(Device& device) {
-  const MetadataLimits l = *gen_limits();
-  const Batch b = *gen_batch(l, Mix::kUniform);
-  MetadataBuilder fast(device, l), general(device, l);
-  const Outcome f = run_step(device, fast, b, MetadataLayout::kFlattened, MetadataPathChoice::kAuto);
-  const Outcome g = run_step(device, general, b, MetadataLayout::kFlattened, MetadataPathChoice::kGeneral);
-  RC_ASSERT(f.result.path == MetadataPath::kUniform);
-  RC_ASSERT(g.result.path == MetadataPath::kGeneral);
-  RC_ASSERT(f.seq_lens == g.seq_lens);
-  RC_ASSERT(f.decode_lens == g.decode_lens);
-  RC_ASSERT(f.block_table == g.block_table);
-}
-
-void layouts_agree_per_token(Device& device) {
-  const MetadataLimits l = *gen_limits();
-  const Batch b = *gen_batch(l, Mix::kAny);
+void fast_path_equals_general_path(Device& device, MetadataBuildFn* build = &metadata_build_ref) {
+  const MetadataLimits l = *gen::metadata_limits();
+  MetadataStep c = *gen::metadata_step(l, MetadataMix::kUniform);
+  c.layout = MetadataLayout::kFlattened, c.path = MetadataPathChoice::kAuto, c.give_query_start_loc = true;  // as run
   MetadataBuilder builder(device, l);
-  const Outcome flat = run_step(device, builder, b, MetadataLayout::kFlattened);
-  const Outcome native = run_step(device, builder, b, MetadataLayout::kNative);
-  const int64_t n = native.result.next_n_live, Wmax = l.block_table_width;
-  const std::vector<int32_t> table = table_storage(b);
-  for (int64_t r = 0; r < b.B(); ++r) {
-    for (int32_t t = 0; t < b.decode_lens[r]; ++t) {
-      const int64_t row = b.qsl[r] + t;
-      RC_ASSERT(flat.seq_lens[row] == native.context_lens[r * n + t]);
-      for (int64_t w = 0; w < b.W; ++w) {
-        RC_ASSERT(flat.block_table[row * Wmax + w] == table[b.table_offset + r * b.table_stride + w]);
-      }
+  rc_require(decode_metadata_fast_path_equals_general_path(device, build, builder, c),
+             case_text("decode_metadata.fast_path_equals_general_path", l, c));
+}
+
+void layouts_agree(Device& device, MetadataBuildFn* build = &metadata_build_ref) {
+  const MetadataLimits l = *gen::metadata_limits();
+  const MetadataStep c = *gen::metadata_step(l);
+  MetadataBuilder builder(device, l);
+  rc_require(decode_metadata_layouts_agree(device, build, builder, c), case_text("decode_metadata.layouts_agree", l, c));
+}
+
+void steps_equal_oracle(Device& device, MetadataBuildFn* build = &metadata_build_ref) {
+  const MetadataLimits l = *gen::metadata_limits();
+  const std::vector<MetadataStep> steps = *gen::metadata_steps(l);
+  MetadataBuilder builder(device, l);
+  rc_require(decode_metadata_steps_equal_oracle(device, build, builder, steps), steps_text(l, steps));
+}
+
+RC_GTEST_PROP(DecodeMetadata, EveryBufferEqualsTheOracleInEitherLayout, ()) { equals_oracle(*make_device(Backend::kHost)); }
+
+RC_GTEST_PROP(DecodeMetadata, EveryViewIsWhatItClaimsInsideItsBuffer, ()) {
+  views_as_declared(*make_device(Backend::kHost));
+}
+
+RC_GTEST_PROP(DecodeMetadata, UniformFastPathIsBitIdenticalToGeneralPath, ()) {
+  fast_path_equals_general_path(*make_device(Backend::kHost));
+}
+
+RC_GTEST_PROP(DecodeMetadata, FlattenedAndNativeGiveTheSamePerTokenContextAndRequest, ()) {
+  layouts_agree(*make_device(Backend::kHost));
+}
+
+RC_GTEST_PROP(DecodeMetadata, ASequenceOfStepsLeavesNoStaleRowsAndKeepsAddresses, ()) {
+  steps_equal_oracle(*make_device(Backend::kHost));
+}
+
+// ---- stateful: one builder driven like an engine ---------------------------------------------------
+
+// The model: the engine's limits and the last step it ran. The system: one builder and one set of
+// input buffers, refilled every step; the addresses the builder started with.
+struct EngineModel {
+  MetadataLimits limits;
+  std::optional<MetadataStep> last;
+};
+struct EngineSut {
+  std::unique_ptr<Device> device = make_device(Backend::kHost);
+  std::unique_ptr<MetadataBuilder> builder;
+  MetadataInputs inputs;
+  MetadataBuildFn* build = &metadata_build_ref;
+  std::vector<uintptr_t> addresses;
+  std::vector<MetadataStep> history;  // every step so far: a failure prints them as one case
+  std::vector<uintptr_t> input_addresses;  // the input buffers', from the first step on
+};
+using EngineCommand = rc::state::Command<EngineModel, EngineSut>;
+
+void run_engine_step(const EngineModel& m, EngineSut& sut, const MetadataStep& c) {
+  sut.history.push_back(c);
+  MetadataOutcome o;
+  Verdict v = run_metadata_step(*sut.device, sut.build, *sut.builder, c, sut.inputs, true, o);
+  if (!v && metadata_buffer_addresses(*sut.builder) != sut.addresses) {
+    v = "a persistent buffer's address changed since the builder was made";
+  }
+  // The engine's input buffers are refilled, never replaced (the harness's own contract).
+  std::vector<uintptr_t> inputs;
+  for (Buffer* b : sut.inputs.all()) inputs.push_back(reinterpret_cast<uintptr_t>(b->memory->data()));
+  if (sut.input_addresses.empty()) sut.input_addresses = inputs;
+  RC_ASSERT(inputs == sut.input_addresses);
+  if (v) rc_require("step " + std::to_string(sut.history.size() - 1) + ": " + *v, steps_text(m.limits, sut.history));
+}
+
+// A step of its own: any size, layout, path, padding and table.
+struct AnyStep : EngineCommand {
+  MetadataStep c;
+  explicit AnyStep(const EngineModel& m) : c(*gen::metadata_step(m.limits)) {}
+  void apply(EngineModel& m) const override { m.last = c; }
+  void run(const EngineModel& m, EngineSut& sut) const override { run_engine_step(m, sut, c); }
+  void show(std::ostream& os) const override { showValue(c, os << "any: "); }
+};
+
+// A uniform batch (the fused fast path under kAuto).
+struct UniformStep : EngineCommand {
+  MetadataStep c;
+  explicit UniformStep(const EngineModel& m) : c(*gen::metadata_step(m.limits, MetadataMix::kUniform)) {}
+  void apply(EngineModel& m) const override { m.last = c; }
+  void run(const EngineModel& m, EngineSut& sut) const override { run_engine_step(m, sut, c); }
+  void show(std::ostream& os) const override { showValue(c, os << "uniform: "); }
+};
+
+// The last step's shapes and views with new contents: new lengths, a new table, a new schedule.
+struct Refill : EngineCommand {
+  MetadataStep c;
+  explicit Refill(const EngineModel& m) {
+    RC_PRE(m.last.has_value());
+    c = *m.last;
+    for (int32_t& L : c.seq_lens) L = *rc::gen::inRange(0, 1000);
+    c.table = MetadataTable::kDistinct;
+    c.table_base = *rc::gen::inRange(0, 1000000);
+    c.seed = *rc::gen::arbitrary<uint64_t>();
+  }
+  void apply(EngineModel& m) const override { m.last = c; }
+  void run(const EngineModel& m, EngineSut& sut) const override { run_engine_step(m, sut, c); }
+  void show(std::ostream& os) const override { showValue(c, os << "refill: "); }
+};
+
+// The last batch minus its last requests, with other graph padding: the tail it leaves must be zero.
+struct Shrink : EngineCommand {
+  MetadataStep c;
+  explicit Shrink(const EngineModel& m) {
+    RC_PRE(m.last.has_value() && m.last->B() > 0);
+    c = *m.last;
+    const int64_t B = *rc::gen::inRange<int64_t>(0, c.B());
+    c.decode_lens.resize(static_cast<size_t>(B));
+    c.seq_lens.resize(static_cast<size_t>(B));
+    if (c.table == MetadataTable::kPaged) c.paged_table.resize(static_cast<size_t>(B * c.W));
+    const bool flat = c.layout == MetadataLayout::kFlattened;
+    c.num_padded_tokens = flat && *rc::gen::arbitrary<bool>()
+                              ? *rc::gen::inRange<int64_t>(c.T(), m.limits.max_batched_tokens + 1) : -1;
+  }
+  void apply(EngineModel& m) const override { m.last = c; }
+  void run(const EngineModel& m, EngineSut& sut) const override { run_engine_step(m, sut, c); }
+  void show(std::ostream& os) const override { showValue(c, os << "shrink: "); }
+};
+
+// Up to about 8 steps: growing, shrinking, uniform and not, both layouts, graph padding changing.
+void engine(MetadataBuildFn* build) {
+  EngineModel model;
+  model.limits = *gen::metadata_limits();
+  EngineSut sut;
+  sut.builder = std::make_unique<MetadataBuilder>(*sut.device, model.limits);
+  sut.build = build;
+  sut.addresses = metadata_buffer_addresses(*sut.builder);
+  const auto commands = *rc::gen::resize(
+      8, rc::state::gen::commands(model, rc::state::gen::execOneOfWithArgs<AnyStep, UniformStep, Refill, Shrink>()));
+  rc::state::runAll(commands, model, sut);
+}
+
+RC_GTEST_PROP(DecodeMetadata, AnEnginesStepsOnOneBuilderEachEqualTheOracle, ()) { engine(&metadata_build_ref); }
+
+// ---- the properties catch wrong builds -------------------------------------------------------------
+// Each runs the reference build and then does one wrong thing a real bug would do (host only: they
+// read the batch's device tensors directly).
+
+std::vector<int32_t> host_seq_lens(const MetadataBatch& b) {
+  const int32_t* p = b.seq_lens.data<int32_t>();
+  return std::vector<int32_t>(p, p + b.seq_lens.view.size(0));
+}
+void write_int(GuardedMemory& m, int64_t element, int32_t x) { m.write(4 * element, &x, 4); }
+
+// ctx = L - d + t + 1 without max(0, .): a short request gets a negative length.
+MetadataResult unclamped_context(MetadataBuilder& m, const MetadataBatch& batch) {
+  MetadataResult r = m.build(batch);
+  const std::vector<int32_t> L = host_seq_lens(batch);
+  int64_t row = 0;
+  for (size_t b = 0; b < L.size(); ++b) {
+    const int32_t d = batch.host_decode_lens[b];
+    for (int32_t t = 0; t < d; ++t, ++row) {
+      const auto ctx = static_cast<int32_t>(int64_t{L[b]} - d + t + 1);
+      if (r.layout == MetadataLayout::kFlattened) write_int(m.seq_lens_memory(), row, ctx);
+      else write_int(m.context_lens_memory(), static_cast<int64_t>(b) * r.next_n_live + t, ctx);
     }
   }
+  return r;
 }
 
-// A builder reused over steps whose token counts shrink, in random layouts: every step's buffers
-// equal the oracle's (zero tails: nothing stale) and the views keep their addresses.
-void shrinking_steps_leave_nothing_stale(Device& device) {
-  const MetadataLimits l = *gen_limits();
-  std::vector<Batch> steps = *rc::gen::container<std::vector<Batch>>(*rc::gen::inRange(2, 6), gen_batch(l, Mix::kAny));
-  std::stable_sort(steps.begin(), steps.end(), [](const Batch& a, const Batch& b) { return a.tokens() > b.tokens(); });
-  MetadataBuilder builder(device, l);
-  const void* flat_base[3] = {builder.seq_lens_memory().data(), builder.decode_lens_memory().data(),
-                              builder.block_table_memory().data()};
-  const void* native_base = builder.context_lens_memory().data();
-  for (const Batch& b : steps) {
-    const MetadataLayout layout = *rc::gen::element(MetadataLayout::kFlattened, MetadataLayout::kNative);
-    const Outcome o = run_step(device, builder, b, layout);
-    if (layout == MetadataLayout::kFlattened) {
-      RC_ASSERT((o.result.seq_lens.data<int32_t>() == flat_base[0]));
-      RC_ASSERT((o.result.decode_lens.data<int32_t>() == flat_base[1]));
-      RC_ASSERT((o.result.block_table.data<int32_t>() == flat_base[2]));
-    } else {
-      RC_ASSERT((o.result.context_lens.data<int32_t>() == native_base));
+// vLLM's native context: L - next_n' + j + 1 in every slot, right only for uniform batches.
+MetadataResult native_context_of_next_n_live(MetadataBuilder& m, const MetadataBatch& batch) {
+  MetadataResult r = m.build(batch);
+  if (r.layout != MetadataLayout::kNative) return r;
+  const std::vector<int32_t> L = host_seq_lens(batch);
+  const int32_t n = r.next_n_live;
+  for (size_t b = 0; b < L.size(); ++b) {
+    for (int32_t j = 0; j < n; ++j) {
+      write_int(m.context_lens_memory(), static_cast<int64_t>(b) * n + j, std::max<int32_t>(0, L[b] - n + j + 1));
     }
-    RC_ASSERT((builder.seq_lens_memory().data() == flat_base[0]));
-    RC_ASSERT((builder.context_lens_memory().data() == native_base));
+  }
+  return r;
+}
+
+// vLLM's non-contiguous context_lens: rows of the configured next_n, not of next_n'.
+MetadataResult native_rows_of_next_n(MetadataBuilder& m, const MetadataBatch& batch) {
+  MetadataResult r = m.build(batch);
+  if (r.layout == MetadataLayout::kNative) {
+    const View& v = r.context_lens.view;
+    r.context_lens.view = View(DType::kI32, v.shape(), {m.limits().next_n, 1});
+  }
+  return r;
+}
+
+// The flattened block table's view strided by the source's W instead of the buffer's width.
+MetadataResult flat_table_stride_of_w(MetadataBuilder& m, const MetadataBatch& batch) {
+  MetadataResult r = m.build(batch);
+  if (r.layout == MetadataLayout::kFlattened) {
+    const View& v = r.block_table.view;
+    r.block_table.view = View(DType::kI32, v.shape(), {v.size(1), 1});
+  }
+  return r;
+}
+
+// The fused kernel placing row r at request r / next_n (the configured one, not the batch's d).
+MetadataResult fast_path_rows_of_next_n(MetadataBuilder& m, const MetadataBatch& batch) {
+  MetadataResult r = m.build(batch);
+  if (r.path != MetadataPath::kUniform) return r;
+  const View& src = batch.block_table.view;
+  const int64_t B = src.size(0), W = src.size(1), width = m.limits().block_table_width;
+  for (int64_t row = 0; row < r.num_decode_tokens; ++row) {
+    const int64_t b = std::min<int64_t>(row / m.limits().next_n, B - 1);
+    m.block_table_memory().write(4 * row * width, batch.block_table.data<int32_t>() + b * src.stride(0), 4 * W);
+  }
+  return r;
+}
+
+// The tail reset skipped: rows a larger step dirtied keep whatever they held.
+MetadataResult stale_tail(MetadataBuilder& m, const MetadataBatch& batch) {
+  const int64_t dirty = m.flat_dirty_rows(), width = m.limits().block_table_width;
+  std::vector<int32_t> seq(static_cast<size_t>(dirty)), table(static_cast<size_t>(dirty * width));
+  m.seq_lens_memory().read(0, seq.data(), 4 * dirty);
+  m.block_table_memory().read(0, table.data(), 4 * dirty * width);
+  MetadataResult r = m.build(batch);
+  if (r.layout == MetadataLayout::kFlattened && dirty > r.num_decode_tokens) {
+    const int64_t T = r.num_decode_tokens;
+    m.seq_lens_memory().write(4 * T, seq.data() + T, 4 * (dirty - T));
+    m.block_table_memory().write(4 * T * width, table.data() + T * width, 4 * (dirty - T) * width);
+  }
+  return r;
+}
+
+TEST(DecodeMetadata, EachPropertyReportsItsWrongBuild) {
+  const auto device = make_device(Backend::kHost);
+  Device& d = *device;
+  EXPECT_FALSE(rc::check("equals_oracle: unclamped context", [&] { equals_oracle(d, &unclamped_context); }));
+  EXPECT_FALSE(rc::check("views_as_declared: native rows of next_n", [&] { views_as_declared(d, &native_rows_of_next_n); }));
+  EXPECT_FALSE(rc::check("views_as_declared: table stride W", [&] { views_as_declared(d, &flat_table_stride_of_w); }));
+  EXPECT_FALSE(rc::check("fast path: rows of next_n", [&] { fast_path_equals_general_path(d, &fast_path_rows_of_next_n); }));
+  EXPECT_FALSE(rc::check("layouts: vLLM native context", [&] { layouts_agree(d, &native_context_of_next_n_live); }));
+  EXPECT_FALSE(rc::check("steps: stale tail", [&] { steps_equal_oracle(d, &stale_tail); }));
+  EXPECT_FALSE(rc::check("engine: stale tail", [] { engine(&stale_tail); }));
+}
+
+// A result whose views are not what the contract says is reported, naming the view: wrong dtype,
+// shape, strides, base, a view past its buffer, a view the layout leaves empty.
+TEST(DecodeMetadata, AResultWithAWrongViewIsReported) {
+  const auto device = make_device(Backend::kHost);
+  MetadataLimits l;
+  l.max_batched_tokens = 12, l.max_requests = 4, l.next_n = 4, l.block_table_width = 5;
+  MetadataBuilder builder(*device, l);
+  MetadataStep c;
+  c.decode_lens = {3, 1, 2}, c.seq_lens = {10, 7, 12}, c.W = 3;
+  MetadataInputs s;
+  MetadataOutcome o;
+  ASSERT_EQ(run_metadata_step(*device, &metadata_build_ref, builder, c, s, true, o).value_or(""), "");
+  const DeviceTensor table = metadata_batch(s, c).block_table;
+  using Break = std::function<void(MetadataResult&)>;
+  const std::vector<std::pair<const char*, Break>> flat = {
+      {"seq_lens", [](MetadataResult& r) { r.seq_lens.view = View::contiguous(DType::kF32, {6}); }},
+      {"seq_lens", [](MetadataResult& r) { r.seq_lens.view = View::contiguous(DType::kI32, {5}); }},
+      {"decode_lens", [](MetadataResult& r) { r.decode_lens.view = View(DType::kI32, {6}, {2}); }},
+      {"decode_lens", [](MetadataResult& r) { r.decode_lens.base = static_cast<uint8_t*>(r.decode_lens.base) + 4; }},
+      {"block_table", [](MetadataResult& r) { r.block_table.view = View(DType::kI32, {6, 3}, {5, 1}, 4); }},
+      {"block_table", [](MetadataResult& r) { r.block_table.view = View(DType::kI32, {6, 3}, {1, 6}); }},
+      {"context_lens", [&](MetadataResult& r) { r.context_lens = {builder.context_lens_memory().data(), View::contiguous(DType::kI32, {3, 3})}; }},
+      {"path", [](MetadataResult& r) { r.path = MetadataPath::kUniform; }},
+      {"rows", [](MetadataResult& r) { r.rows = 7; }},
+  };
+  for (const auto& [what, breaks] : flat) {
+    MetadataResult r = o.result;
+    breaks(r);
+    const Verdict v = metadata_result_as_declared(builder, c, r, table);
+    ASSERT_TRUE(v.has_value()) << what;
+    EXPECT_NE(v->find(what), std::string::npos) << *v;
+  }
+  c.layout = MetadataLayout::kNative;
+  ASSERT_EQ(run_metadata_step(*device, &metadata_build_ref, builder, c, s, true, o).value_or(""), "");
+  const std::vector<std::pair<const char*, Break>> native = {
+      {"context_lens", [](MetadataResult& r) { r.context_lens.view = View(DType::kI32, {3, 3}, {4, 1}); }},
+      {"context_lens", [](MetadataResult& r) { r.context_lens.view = View(DType::kI32, {3, 3}, {1, 3}); }},
+      {"context_lens", [](MetadataResult& r) { r.context_lens.view = View::contiguous(DType::kI32, {3, 4}); }},
+      {"context_lens", [](MetadataResult& r) { r.context_lens.view = View::contiguous(DType::kI32, {9, 3}); }},
+      {"block_table", [](MetadataResult& r) { r.block_table.view = View::contiguous(DType::kI32, {3, 2}); }},
+      {"block_table", [](MetadataResult& r) { r.block_table.view = View(DType::kI32, {3, 3}, {3, 1}, 4); }},
+      {"seq_lens", [&](MetadataResult& r) { r.seq_lens = {builder.seq_lens_memory().data(), View::contiguous(DType::kI32, {6})}; }},
+  };
+  for (const auto& [what, breaks] : native) {
+    MetadataResult r = o.result;
+    breaks(r);
+    const Verdict v = metadata_result_as_declared(builder, c, r, table);
+    ASSERT_TRUE(v.has_value()) << what;
+    EXPECT_NE(v->find(what), std::string::npos) << *v;
   }
 }
 
-// Runs checks written for properties once in a plain test: an RC_ASSERT failure or an error
-// becomes a test failure.
-template <class F>
-void once(const char* what, F&& f) {
-  try {
-    f();
-  } catch (const rc::detail::CaseResult& r) {
-    ADD_FAILURE() << what << ": " << r.description;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": " << e.what();
+// ---- case text ---------------------------------------------------------------------------------------
+
+// A case printed as text reads back to the same case, and runs through the registry.
+RC_GTEST_PROP(DecodeMetadataCaseText, RoundTripsAndRunsThroughTheRegistry, ()) {
+  const MetadataLimits l = *gen::metadata_limits();
+  const MetadataStep c = *gen::metadata_step(l);
+  std::vector<std::string> properties = {"decode_metadata.equals_oracle", "decode_metadata.views_as_declared",
+                                         "decode_metadata.layouts_agree"};
+  if (c.uniform()) properties.push_back("decode_metadata.fast_path_equals_general_path");
+  const std::string property = *rc::gen::elementOf(properties);
+  const CaseText t = case_text(property, l, c);
+  const CaseText back = CaseText::parse(t.format());
+  RC_ASSERT(back == t);
+  const auto [l2, c2] = decode_metadata_from_text(back);
+  RC_ASSERT(case_text(property, l2, c2) == t);
+  if (*rc::gen::inRange(0, 8) == 0) {  // running is the slow part: one case in eight
+    const ReproResult r = run_case_text(back);
+    if (r.verdict) RC_FAIL(*r.verdict);
   }
 }
+
+RC_GTEST_PROP(DecodeMetadataCaseText, StepsRoundTripAndRunThroughTheRegistry, ()) {
+  const MetadataLimits l = *gen::metadata_limits();
+  const std::vector<MetadataStep> steps = *gen::metadata_steps(l);
+  const CaseText t = steps_text(l, steps);
+  const CaseText back = CaseText::parse(t.format());
+  const auto [l2, steps2] = decode_metadata_steps_from_text(back);
+  RC_ASSERT(steps_text(l2, steps2) == t);
+  if (*rc::gen::inRange(0, 8) == 0) {  // running is the slow part: one case in eight
+    const ReproResult r = run_case_text(back);
+    if (r.verdict) RC_FAIL(*r.verdict);
+  }
+}
+
+// The case a failing property prints is the failing case: parsed back it fails again on the wrong
+// build; on the reference (what `mlacheck repro` runs) it passes.
+TEST(DecodeMetadataCaseText, AFailingPropertyPrintsACaseThatReproduces) {
+  std::string printed;
+  const auto device = make_device(Backend::kHost);
+  rc::check("unclamped context, for its printed case", [&] {
+    const MetadataLimits l = *gen::metadata_limits();
+    const MetadataStep c = *gen::metadata_step(l);
+    MetadataBuilder builder(*device, l);
+    const CaseText t = case_text("decode_metadata.equals_oracle", l, c);
+    const Verdict v = decode_metadata_equals_oracle(*device, &unclamped_context, builder, c);
+    if (v) printed = t.format();
+    rc_require(v, t);
+  });
+  ASSERT_FALSE(printed.empty()) << "the wrong build was never caught";
+  const CaseText t = CaseText::parse(printed);
+  const auto [l, c] = decode_metadata_from_text(t);
+  MetadataBuilder builder(*device, l);
+  const Verdict again = decode_metadata_equals_oracle(*device, &unclamped_context, builder, c);
+  ASSERT_TRUE(again.has_value()) << printed;
+  EXPECT_NE(again->find("outside [0, L"), std::string::npos) << *again;
+  EXPECT_FALSE(run_case_text(t).verdict.has_value()) << printed;
+}
+
+// A hand-edited case with a value out of range or inconsistent is refused with one line.
+TEST(DecodeMetadataCaseText, MalformedCasesAreRefusedWithOneLine) {
+  MetadataLimits l;
+  l.max_batched_tokens = 8, l.max_requests = 3, l.next_n = 3, l.block_table_width = 4;
+  MetadataStep c;
+  c.decode_lens = {2, 1}, c.seq_lens = {12, 5}, c.W = 3;
+  const CaseText good = case_text("decode_metadata.equals_oracle", l, c);
+  EXPECT_NO_THROW(decode_metadata_from_text(good));
+  MetadataStep p = c;
+  p.table = MetadataTable::kPaged, p.paged_table = {1, 2, 3, 4, 5, 6};
+  const CaseText paged = case_text("decode_metadata.equals_oracle", l, p);
+  EXPECT_NO_THROW(decode_metadata_from_text(paged));
+  const std::vector<std::tuple<const CaseText*, std::string, std::string>> edits = {
+      {&good, "seq_lens 12 5", "seq_lens 12"},         {&good, "decode_lens 2 1", "decode_lens 4 1"},
+      {&good, "decode_lens 2 1", "decode_lens 1 1 1 1"}, {&good, "seq_lens 12 5", "seq_lens 12 -5"},
+      {&good, "table_cols 3", "table_cols 5"},          {&good, "table_cols 3", "table_cols 0"},
+      {&good, "warp 32", "warp 48"},                    {&good, "layout flattened", "layout sideways"},
+      {&good, "num_padded_tokens -1", "num_padded_tokens 2"}, {&good, "num_padded_tokens -1", "num_padded_tokens 9"},
+      {&good, "query_start_loc 1", "query_start_loc 0"}, {&good, "table_offset 0", "table_offset 65"},
+      {&good, "max_tokens 8", "max_tokens 2"},          {&good, "next_n 3", "next_n 0"},
+      {&good, "seed 0x0", "seed -1"},                   {&paged, "block_table 1 2 3 4 5 6", "block_table 1 2 3 4 5"},
+      {&good, "table_width 4", "table_width 4194304"},
+  };
+  for (const auto& [base, from, to] : edits) {
+    std::string text = base->format();
+    const size_t at = text.find(from + "\n");
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    try {
+      decode_metadata_from_text(CaseText::parse(text));
+      ADD_FAILURE() << to << ": accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).find('\n'), std::string::npos) << err.what();
+    }
+  }
+  // A native batch with graph padding, and the fast-path property on a non-uniform batch.
+  std::string text = good.format();
+  text.replace(text.find("layout flattened"), 16, "layout native");
+  text.replace(text.find("num_padded_tokens -1"), 20, "num_padded_tokens 5");
+  EXPECT_THROW(decode_metadata_from_text(CaseText::parse(text)), Error);
+  CaseText fast = case_text("decode_metadata.fast_path_equals_general_path", l, c);
+  EXPECT_THROW(run_case_text(fast), Error);
+}
+
+// ---- plain cases ---------------------------------------------------------------------------------
 
 MetadataLimits limits(int64_t tokens, int64_t requests, int32_t next_n, int64_t width) {
   MetadataLimits l;
@@ -394,112 +469,98 @@ MetadataLimits limits(int64_t tokens, int64_t requests, int32_t next_n, int64_t 
   return l;
 }
 
+MetadataStep make_step(std::vector<int32_t> seq_lens, std::vector<int32_t> decode_lens, int64_t W,
+                       MetadataLayout layout = MetadataLayout::kFlattened) {
+  MetadataStep c;
+  c.seq_lens = std::move(seq_lens);
+  c.decode_lens = std::move(decode_lens);
+  c.W = W;
+  c.layout = layout;
+  return c;
+}
+
+// One step on the reference build, checked against the oracle; the outcome.
+MetadataOutcome step(Device& device, MetadataBuilder& builder, const MetadataStep& c) {
+  MetadataInputs s;
+  MetadataOutcome o;
+  const Verdict v = run_metadata_step(device, &metadata_build_ref, builder, c, s, true, o);
+  EXPECT_EQ(v.value_or(""), "");
+  return o;
+}
+
 // Production sizes: 256 requests, next_n 4, 2560 block-table columns (163,840 tokens in pages of 64),
-// uniform (fast path, aligned rows) and non-uniform with padding, then a smaller step.
+// uniform (fast path, aligned rows) and non-uniform with padding, native, then a smaller step.
 void production_steps(Device& device) {
-  MetadataBuilder builder(device, limits(1024, 256, 4, 2560));
+  const MetadataLimits l = limits(1024, 256, 4, 2560);
+  MetadataBuilder builder(device, l);
   std::vector<int32_t> seq(256), uniform(256, 2), mixed(256);
   for (int i = 0; i < 256; ++i) {
     seq[i] = i % 17 == 0 ? 0 : 1 + (i * 7919) % 163840;
     mixed[i] = seq[i] == 0 ? 0 : 1 + i % 4;
   }
-  once("production sizes", [&] {
-    Batch u = make_batch(seq, uniform, 2560);
-    u.table_stride = 2564;
-    EXPECT_EQ(run_step(device, builder, u, MetadataLayout::kFlattened).result.path, MetadataPath::kUniform);
-    Batch m = make_batch(seq, mixed, 2560);
-    m.table_stride = 2561;
-    m.table_offset = 3;
-    EXPECT_EQ(run_step(device, builder, m, MetadataLayout::kFlattened).result.path, MetadataPath::kGeneral);
-    run_step(device, builder, m, MetadataLayout::kNative);
-    run_step(device, builder, make_batch({100, 200}, {4, 4}, 2000), MetadataLayout::kFlattened);
-  });
+  MetadataStep u = make_step(seq, uniform, 2560);
+  u.table_row_pad = 4;
+  MetadataStep m = make_step(seq, mixed, 2560);
+  m.table_row_pad = 1, m.table_offset = 3, m.num_padded_tokens = 1000;
+  MetadataStep n = m;
+  n.layout = MetadataLayout::kNative, n.num_padded_tokens = -1;
+  const std::vector<MetadataStep> steps = {u, m, n, make_step({100, 200}, {4, 4}, 2000)};
+  EXPECT_EQ(decode_metadata_steps_equal_oracle(device, &metadata_build_ref, builder, steps).value_or(""), "");
 }
 
-RC_GTEST_PROP(DecodeMetadata, FlattenedEqualsOracle, ()) {
-  const simt::host::ScopedOptions scope(host_options());
-  flattened_equals_oracle(*make_device(Backend::kHost));
-}
-
-RC_GTEST_PROP(DecodeMetadata, NativeEqualsOracleAndIsContiguous, ()) {
-  const simt::host::ScopedOptions scope(host_options());
-  native_equals_oracle(*make_device(Backend::kHost));
-}
-
-RC_GTEST_PROP(DecodeMetadata, UniformFastPathIsBitIdenticalToGeneralPath, ()) {
-  const simt::host::ScopedOptions scope(host_options());
-  fast_path_equals_general_path(*make_device(Backend::kHost));
-}
-
-RC_GTEST_PROP(DecodeMetadata, FlattenedAndNativeGiveTheSamePerTokenContextAndBlockRow, ()) {
-  layouts_agree_per_token(*make_device(Backend::kHost));
-}
-
-RC_GTEST_PROP(DecodeMetadata, ShrinkingStepsLeaveNoStaleRowsAndKeepAddresses, ()) {
-  const simt::host::ScopedOptions scope(host_options());
-  shrinking_steps_leave_nothing_stale(*make_device(Backend::kHost));
-}
+TEST(DecodeMetadata, ProductionSizes) { production_steps(*make_device(Backend::kHost)); }
 
 TEST(DecodeMetadata, OnCudaWhenAGpuIsPresent) {
   std::string why;
   if (!device_usable(Backend::kCuda, &why)) GTEST_SKIP() << "skipped: no GPU (" << why << ")";
   const auto device = make_device(Backend::kCuda);
-  EXPECT_TRUE(rc::check("flattened == oracle on cuda", [&] { flattened_equals_oracle(*device); }));
-  EXPECT_TRUE(rc::check("native == oracle on cuda", [&] { native_equals_oracle(*device); }));
-  EXPECT_TRUE(rc::check("fast path == general path on cuda", [&] { fast_path_equals_general_path(*device); }));
-  EXPECT_TRUE(rc::check("layouts agree on cuda", [&] { layouts_agree_per_token(*device); }));
-  EXPECT_TRUE(rc::check("shrinking steps on cuda", [&] { shrinking_steps_leave_nothing_stale(*device); }));
-  production_steps(*device);
+  Device& d = *device;
+  EXPECT_TRUE(rc::check("equals the oracle on cuda", [&] { equals_oracle(d); }));
+  EXPECT_TRUE(rc::check("views as declared on cuda", [&] { views_as_declared(d); }));
+  EXPECT_TRUE(rc::check("fast path == general path on cuda", [&] { fast_path_equals_general_path(d); }));
+  EXPECT_TRUE(rc::check("layouts agree on cuda", [&] { layouts_agree(d); }));
+  EXPECT_TRUE(rc::check("steps on cuda", [&] { steps_equal_oracle(d); }));
+  production_steps(d);
 }
-
-// ---- plain cases -------------------------------------------------------------------------------
 
 TEST(DecodeMetadata, HandWorkedBatch) {
   // seq_lens [10, 7, 12, 0], decode_lens [3, 1, 4, 0]: ctx = max(0, L - d + t + 1).
   const auto device = make_device(Backend::kHost);
   MetadataBuilder builder(*device, limits(12, 4, 4, 3));
-  const Batch b = make_batch({10, 7, 12, 0}, {3, 1, 4, 0}, 3);
-  once("hand-worked", [&] {
-    const Outcome flat = run_step(*device, builder, b, MetadataLayout::kFlattened);
-    EXPECT_EQ(flat.result.path, MetadataPath::kGeneral);
-    EXPECT_EQ(std::vector<int32_t>(flat.seq_lens.begin(), flat.seq_lens.begin() + 8),
-              (std::vector<int32_t>{8, 9, 10, 7, 9, 10, 11, 12}));
-    EXPECT_EQ(std::vector<int32_t>(flat.decode_lens.begin(), flat.decode_lens.begin() + 9),
-              (std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1, 0}));
-    const std::vector<int32_t> rows{0, 0, 0, 1, 2, 2, 2, 2};  // each token's request
-    for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(flat.block_table[r * 3 + 2], 1000 * rows[r] + 2) << r;
-    const Outcome native = run_step(*device, builder, b, MetadataLayout::kNative);
-    EXPECT_EQ(std::vector<int32_t>(native.context_lens.begin(), native.context_lens.begin() + 16),
-              (std::vector<int32_t>{8, 9, 10, 0, 7, 0, 0, 0, 9, 10, 11, 12, 0, 0, 0, 0}));
-  });
+  MetadataStep c = make_step({10, 7, 12, 0}, {3, 1, 4, 0}, 3);
+  const MetadataOutcome flat = step(*device, builder, c);
+  EXPECT_EQ(flat.result.path, MetadataPath::kGeneral);
+  EXPECT_EQ(std::vector<int32_t>(flat.seq_lens.begin(), flat.seq_lens.begin() + 8),
+            (std::vector<int32_t>{8, 9, 10, 7, 9, 10, 11, 12}));
+  EXPECT_EQ(std::vector<int32_t>(flat.decode_lens.begin(), flat.decode_lens.begin() + 9),
+            (std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1, 0}));
+  const std::vector<int32_t> rows{0, 0, 0, 1, 2, 2, 2, 2};  // each token's request
+  for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(flat.block_table[r * 3 + 2], 1000 * rows[r] + 2) << r;
+  c.layout = MetadataLayout::kNative;
+  const MetadataOutcome native = step(*device, builder, c);
+  EXPECT_EQ(std::vector<int32_t>(native.context_lens.begin(), native.context_lens.begin() + 16),
+            (std::vector<int32_t>{8, 9, 10, 0, 7, 0, 0, 0, 9, 10, 11, 12, 0, 0, 0, 0}));
 }
 
 TEST(DecodeMetadata, FastPathOnlyForEqualNonZeroDecodeLengths) {
   const auto device = make_device(Backend::kHost);
   MetadataBuilder builder(*device, limits(16, 4, 4, 2));
-  once("path choice", [&] {
-    EXPECT_EQ(run_step(*device, builder, make_batch({5, 6}, {2, 2}, 2), MetadataLayout::kFlattened).result.path,
-              MetadataPath::kUniform);
-    // Non-uniform with max > 1 (vLLM #39458 took the fast kernel here), and uniform plus padding.
-    EXPECT_EQ(run_step(*device, builder, make_batch({5, 6}, {1, 2}, 2), MetadataLayout::kFlattened).result.path,
-              MetadataPath::kGeneral);
-    EXPECT_EQ(run_step(*device, builder, make_batch({5, 6, 0}, {2, 2, 0}, 2), MetadataLayout::kFlattened).result.path,
-              MetadataPath::kGeneral);
-  });
+  EXPECT_EQ(step(*device, builder, make_step({5, 6}, {2, 2}, 2)).result.path, MetadataPath::kUniform);
+  // Non-uniform with max > 1 (vLLM #39458 took the fast kernel here), and uniform plus padding.
+  EXPECT_EQ(step(*device, builder, make_step({5, 6}, {1, 2}, 2)).result.path, MetadataPath::kGeneral);
+  EXPECT_EQ(step(*device, builder, make_step({5, 6, 0}, {2, 2, 0}, 2)).result.path, MetadataPath::kGeneral);
 }
 
 TEST(DecodeMetadata, GraphPaddingRowsAreZeroAfterALargerStep) {
   const auto device = make_device(Backend::kHost);
   MetadataBuilder builder(*device, limits(16, 4, 4, 2));
-  once("graph padding", [&] {
-    run_step(*device, builder, make_batch({9, 9, 9, 9}, {4, 4, 4, 4}, 2), MetadataLayout::kFlattened);
-    Batch small = make_batch({3, 0}, {2, 0}, 2);
-    small.padded_rows = 8;  // the consumer reads 8 rows; rows 2..7 held the last step's tokens
-    const Outcome o = run_step(*device, builder, small, MetadataLayout::kFlattened);
-    EXPECT_EQ(o.result.rows, 8);
-    for (int r = 2; r < 16; ++r) EXPECT_EQ(o.seq_lens[r], 0) << r;
-    EXPECT_EQ(builder.flat_dirty_rows(), 2);
-  });
+  step(*device, builder, make_step({9, 9, 9, 9}, {4, 4, 4, 4}, 2));
+  MetadataStep small = make_step({3, 0}, {2, 0}, 2);
+  small.num_padded_tokens = 8;  // the consumer reads 8 rows; rows 2..7 held the last step's tokens
+  const MetadataOutcome o = step(*device, builder, small);
+  EXPECT_EQ(o.result.rows, 8);
+  for (int r = 2; r < 16; ++r) EXPECT_EQ(o.seq_lens[r], 0) << r;
+  EXPECT_EQ(builder.flat_dirty_rows(), 2);
 }
 
 TEST(DecodeMetadata, ConstructionZeroesEveryBuffer) {
@@ -507,13 +568,21 @@ TEST(DecodeMetadata, ConstructionZeroesEveryBuffer) {
   MetadataBuilder builder(*device, limits(7, 3, 2, 5));
   for (GuardedMemory* m : {&builder.seq_lens_memory(), &builder.decode_lens_memory(), &builder.block_table_memory(),
                            &builder.context_lens_memory()}) {
-    for (int32_t x : read_all(*m)) ASSERT_EQ(x, 0) << m->name();
+    std::vector<int32_t> all(static_cast<size_t>(m->size() / 4));
+    m->read(0, all.data(), m->size());
+    for (int32_t x : all) ASSERT_EQ(x, 0) << m->name();
   }
   EXPECT_EQ(builder.flat_dirty_rows(), 0);
   EXPECT_EQ(builder.native_dirty_elements(), 0);
 }
 
-// ---- refused input -----------------------------------------------------------------------------
+TEST(DecodeMetadata, IsRegistered) {
+  const auto device = make_device(Backend::kHost);
+  const auto builder = registry().find<MetadataBuilderFactory>("decode_metadata@ref")(*device, limits(4, 2, 2, 3));
+  EXPECT_EQ(builder->limits().block_table_width, 3);
+}
+
+// ---- refused input ---------------------------------------------------------------------------------
 
 // A valid host batch whose fields an error test breaks one at a time.
 struct HostBatch {
@@ -529,8 +598,6 @@ struct HostBatch {
     return b;
   }
 };
-
-TEST(DecodeMetadata, ProductionSizes) { production_steps(*make_device(Backend::kHost)); }
 
 TEST(DecodeMetadata, BadInputIsRefusedWithOneLineBeforeAnyLaunch) {
   const auto device = make_device(Backend::kHost);
