@@ -1,2 +1,263 @@
-// Generators of pack_decode cases (properties/pack_decode_gen.h).
+// Generators of packing and global-slot cases and their text form (properties/pack_decode_gen.h).
 #include "properties/pack_decode_gen.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "properties/block_table_gen.h"
+
+namespace mlacheck {
+
+namespace {
+
+const DType kRowDTypes[] = {DType::kF32, DType::kBF16, DType::kFP8E4M3, DType::kI32};
+
+std::vector<int32_t> prefix_sums(const std::vector<int32_t>& d) {
+  std::vector<int32_t> q{0};
+  for (int32_t x : d) q.push_back(q.back() + x);
+  return q;
+}
+
+int32_t pages_needed(int32_t len, int64_t page) { return static_cast<int32_t>((int64_t{len} + page - 1) / page); }
+
+DType read_row_dtype(const CaseText& t) {
+  const std::string& w = t.word("dtype");
+  const auto d = parse_dtype(w);
+  MLA_REQUIRE(d && std::find(std::begin(kRowDTypes), std::end(kRowDTypes), *d) != std::end(kRowDTypes),
+              "case: dtype '", w, "' is not one of fp32, bf16, fp8_e4m3, int32");
+  return *d;
+}
+
+}  // namespace
+
+int64_t PackDecodeCase::T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
+int64_t PackDecodeCase::row_elements() const {
+  return std::accumulate(row_shape.begin(), row_shape.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+std::vector<int32_t> PackDecodeCase::query_start_loc() const { return prefix_sums(decode_lens); }
+int64_t TopkToGlobalCase::T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
+std::vector<int32_t> TopkToGlobalCase::query_start_loc() const { return prefix_sums(decode_lens); }
+
+void showValue(const PackDecodeCase& c, std::ostream& os) {
+  CaseText t;
+  pack_decode_to_text(c, t);
+  os << t.format();
+}
+void showValue(const TopkToGlobalCase& c, std::ostream& os) {
+  CaseText t;
+  topk_to_global_to_text(c, t);
+  os << t.format();
+}
+void showValue(const CopyRowsCase& c, std::ostream& os) {
+  os << "n " << c.n << " extra " << c.extra << " H " << c.H << " dtype " << dtype_name(c.dtype) << " src_lead_rows "
+     << c.src_lead_rows << " src_row_pad " << c.src_row_pad << " dst_row_pad " << c.dst_row_pad << " dst_tail_rows "
+     << c.dst_tail_rows << " seed " << c.seed;
+}
+
+void pack_decode_to_text(const PackDecodeCase& c, CaseText& out) {
+  out.set_list("decode_lens", c.decode_lens).set("next_n", c.next_n).set_list("row_shape", c.row_shape);
+  out.set("dtype", std::string(dtype_name(c.dtype)));
+  out.set("token_lead_rows", c.token_lead_rows).set("token_row_pad", c.token_row_pad);
+  out.set("packed_lead_rows", c.packed_lead_rows).set("packed_row_pad", c.packed_row_pad);
+  out.set("packed_tail_rows", c.packed_tail_rows).set("dst_lead_rows", c.dst_lead_rows);
+  out.set("dst_row_pad", c.dst_row_pad).set("dst_tail_rows", c.dst_tail_rows).set("qsl_lead", c.qsl_lead);
+  out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+}
+
+PackDecodeCase pack_decode_from_text(const CaseText& t) {
+  PackDecodeCase c;
+  c.next_n = t.integer("next_n", 1, 16);
+  c.decode_lens = t.list<int32_t>("decode_lens", 0, c.next_n, 256);
+  MLA_REQUIRE(!c.decode_lens.empty(), "case: decode_lens is empty (a batch has at least one request)");
+  c.row_shape = t.list<int64_t>("row_shape", 1, 4096, 2);
+  MLA_REQUIRE(!c.row_shape.empty() && c.row_elements() <= 4096, "case: row_shape needs one or two sizes with at most ",
+              "4096 elements in all");
+  c.dtype = read_row_dtype(t);
+  c.token_lead_rows = t.integer("token_lead_rows", 0, 64);
+  c.token_row_pad = t.integer("token_row_pad", 0, 64);
+  c.packed_lead_rows = t.integer("packed_lead_rows", 0, 64);
+  c.packed_row_pad = t.integer("packed_row_pad", 0, 64);
+  c.packed_tail_rows = t.integer("packed_tail_rows", 0, 64);
+  c.dst_lead_rows = t.integer("dst_lead_rows", 0, 64);
+  c.dst_row_pad = t.integer("dst_row_pad", 0, 64);
+  c.dst_tail_rows = t.integer("dst_tail_rows", 0, 64);
+  c.qsl_lead = t.integer("qsl_lead", 0, 64);
+  c.seed = t.unsigned_integer("seed");
+  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
+  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.shuffled = t.flag("shuffled");
+  return c;
+}
+
+void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out) {
+  out.set_list("decode_lens", c.decode_lens).set_list("seq_lens", c.seq_lens);
+  out.set("k", c.k).set("page", c.page).set("table_width", c.W).set_list("block_table", c.block_table);
+  out.set("table_lead", c.table_lead).set("table_row_pad", c.table_row_pad).set("local_row_pad", c.local_row_pad);
+  out.set("global_lead_rows", c.global_lead_rows).set("global_row_pad", c.global_row_pad);
+  out.set("qsl_lead", c.qsl_lead).set("in_place", c.in_place);
+  out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+}
+
+TopkToGlobalCase topk_to_global_from_text(const CaseText& t) {
+  TopkToGlobalCase c;
+  c.decode_lens = t.list<int32_t>("decode_lens", 0, 16, 256);
+  MLA_REQUIRE(!c.decode_lens.empty(), "case: decode_lens is empty (a batch has at least one request)");
+  c.seq_lens = t.list<int32_t>("seq_lens", 0, 1 << 20, 256);
+  MLA_REQUIRE(c.seq_lens.size() == c.decode_lens.size(), "case: seq_lens has ", c.seq_lens.size(),
+              " values, decode_lens ", c.decode_lens.size(), " (one per request)");
+  c.k = t.integer("k", 1, 4096);
+  c.page = t.integer("page", 1, 1024);
+  c.W = t.integer("table_width", 1, 4096);
+  c.block_table = t.list<int32_t>("block_table", std::numeric_limits<int32_t>::min(),
+                                  std::numeric_limits<int32_t>::max(), static_cast<size_t>(c.B() * c.W));
+  MLA_REQUIRE(static_cast<int64_t>(c.block_table.size()) == c.B() * c.W, "case: block_table has ",
+              c.block_table.size(), " entries for ", c.B(), " requests x table_width ", c.W);
+  // The pages a request's indices reach must hold real pages whose slots fit int32.
+  const int64_t max_page = (int64_t{std::numeric_limits<int32_t>::max()} - c.page + 1) / c.page;
+  for (int64_t b = 0; b < c.B(); ++b) {
+    const int32_t need = pages_needed(c.seq_lens[static_cast<size_t>(b)], c.page);
+    MLA_REQUIRE(need <= c.W, "case: request ", b, "'s seq_len ", c.seq_lens[static_cast<size_t>(b)], " needs ", need,
+                " pages of ", c.page, ", more than table_width ", c.W);
+    for (int32_t w = 0; w < need; ++w) {
+      const int32_t p = c.block_table[static_cast<size_t>(b * c.W + w)];
+      MLA_REQUIRE(p >= 0 && p <= max_page, "case: block_table[", b, ", ", w, "] = ", p, " is not a page in [0, ",
+                  max_page, "] (request ", b, " reads it)");
+    }
+  }
+  c.table_lead = t.integer("table_lead", 0, 64);
+  c.table_row_pad = t.integer("table_row_pad", 0, 64);
+  c.local_row_pad = t.integer("local_row_pad", 0, 64);
+  c.global_lead_rows = t.integer("global_lead_rows", 0, 64);
+  c.global_row_pad = t.integer("global_row_pad", 0, 64);
+  c.qsl_lead = t.integer("qsl_lead", 0, 64);
+  c.in_place = t.flag("in_place");
+  MLA_REQUIRE(c.T() * (c.k + c.local_row_pad + c.global_row_pad) <= (int64_t{1} << 24), "case: ", c.T(),
+              " tokens x k ", c.k, " is too large");
+  c.seed = t.unsigned_integer("seed");
+  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
+  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.shuffled = t.flag("shuffled");
+  return c;
+}
+
+std::vector<int32_t> topk_to_global_locals(const TopkToGlobalCase& c) {
+  std::mt19937_64 rng(c.seed);
+  auto pick = [&](int64_t m) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(m, 1))); };
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(c.T() * c.k));
+  const int64_t past = c.W * c.page;  // the first index whose column is past the table
+  for (int64_t b = 0; b < c.B(); ++b) {
+    const int64_t L = c.seq_lens[static_cast<size_t>(b)];
+    for (int32_t j = 0; j < c.decode_lens[static_cast<size_t>(b)]; ++j) {
+      for (int64_t i = 0; i < c.k; ++i) {
+        int64_t x = -1;
+        switch (pick(10)) {
+          case 0: x = -1; break;
+          case 1: x = -1 - pick(3); break;
+          case 2: x = past + pick(c.page + 2); break;  // becomes -1
+          case 3: x = L > 0 ? std::min(L - 1, (pick(L) / c.page + 1) * c.page - pick(2)) : -1; break;  // page edges
+          default: x = L > 0 ? pick(L) : -1; break;
+        }
+        out.push_back(static_cast<int32_t>(std::min<int64_t>(x, std::numeric_limits<int32_t>::max())));
+      }
+    }
+  }
+  return out;
+}
+
+namespace gen {
+
+rc::Gen<PackDecodeCase> pack_decode_case() {
+  return rc::gen::exec([] {
+    PackDecodeCase c;
+    const int64_t max_d = *rc::gen::weightedElement<int64_t>({{4, 1}, {4, 2}, {4, 3}, {4, 4}, {1, 8}});
+    const int64_t B = *rc::gen::inRange<int64_t>(1, 9);
+    if (*rc::gen::weightedElement<int>({{1, 0}, {3, 1}}) == 0) {
+      c.decode_lens.assign(static_cast<size_t>(B), static_cast<int32_t>(*rc::gen::inRange<int64_t>(1, max_d + 1)));
+    } else {
+      c.decode_lens = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(B),
+                                                                rc::gen::inRange<int32_t>(0, static_cast<int32_t>(max_d + 1)));
+    }
+    const int32_t longest = *std::max_element(c.decode_lens.begin(), c.decode_lens.end());
+    c.next_n = std::max<int64_t>(1, longest) + *rc::gen::weightedElement<int64_t>({{6, 0}, {1, 1}});
+    c.dtype = *rc::gen::elementOf(std::vector<DType>(std::begin(kRowDTypes), std::end(kRowDTypes)));
+    c.row_shape = *rc::gen::weightedOneOf<std::vector<int64_t>>(
+        {{3, rc::gen::map(rc::gen::inRange<int64_t>(1, 10), [](int64_t h) { return std::vector<int64_t>{h}; })},
+         {1, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(1, 5), rc::gen::element<int64_t>(1, 3, 16)),
+                          [](const std::pair<int64_t, int64_t>& p) { return std::vector<int64_t>{p.first, p.second}; })}});
+    c.token_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
+    c.token_row_pad = *rc::gen::inRange<int64_t>(0, 4);
+    c.packed_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
+    c.packed_row_pad = *rc::gen::inRange<int64_t>(0, 4);
+    c.packed_tail_rows = *rc::gen::inRange<int64_t>(0, 3);
+    c.dst_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
+    c.dst_row_pad = *rc::gen::inRange<int64_t>(0, 4);
+    c.dst_tail_rows = *rc::gen::inRange<int64_t>(0, 4);
+    c.qsl_lead = *rc::gen::inRange<int64_t>(0, 3);
+    c.seed = *rc::gen::arbitrary<uint64_t>();
+    c.warp_size = *rc::gen::element(32, 64);
+    c.shuffled = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    return c;
+  });
+}
+
+rc::Gen<TopkToGlobalCase> topk_to_global_case() {
+  return rc::gen::exec([] {
+    TopkToGlobalCase c;
+    const int64_t B = *rc::gen::inRange<int64_t>(1, 9);
+    const int32_t next_n = *rc::gen::inRange(1, 5);
+    c.decode_lens = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(B), rc::gen::inRange(0, next_n + 1));
+    c.k = *rc::gen::weightedOneOf<int64_t>({{6, rc::gen::inRange<int64_t>(1, 10)}, {1, rc::gen::just<int64_t>(64)}});
+    c.page = *rc::gen::element<int64_t>(1, 2, 3, 53, 61, 64, 69);
+    // Lengths on and around page boundaries, 0 (padding), or anywhere up to 4 pages.
+    std::vector<int64_t> needed;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t L = c.decode_lens[static_cast<size_t>(b)] == 0
+                            ? 0
+                            : *rc::gen::weightedOneOf<int64_t>(
+                                  {{2, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(1, 4), rc::gen::inRange<int64_t>(-1, 2)),
+                                                    [page = c.page](const std::pair<int64_t, int64_t>& p) {
+                                                      return std::max<int64_t>(0, p.first * page + p.second);
+                                                    })},
+                                   {2, rc::gen::inRange<int64_t>(0, 4 * c.page + 1)}});
+      c.seq_lens.push_back(static_cast<int32_t>(L));
+      needed.push_back(pages_needed(static_cast<int32_t>(L), c.page));
+    }
+    c.W = std::max<int64_t>(1, *std::max_element(needed.begin(), needed.end())) + *rc::gen::inRange<int64_t>(0, 3);
+    c.block_table = (*paged_block_table(needed, c.W)).table;
+    c.table_lead = *rc::gen::inRange<int64_t>(0, 3);
+    c.table_row_pad = *rc::gen::inRange<int64_t>(0, 3);
+    c.local_row_pad = *rc::gen::inRange<int64_t>(0, 3);
+    c.global_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
+    c.global_row_pad = *rc::gen::inRange<int64_t>(0, 3);
+    c.qsl_lead = *rc::gen::inRange<int64_t>(0, 3);
+    c.in_place = *rc::gen::arbitrary<bool>();
+    c.seed = *rc::gen::arbitrary<uint64_t>();
+    c.warp_size = *rc::gen::element(32, 64);
+    c.shuffled = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    return c;
+  });
+}
+
+rc::Gen<CopyRowsCase> copy_rows_case() {
+  return rc::gen::exec([] {
+    CopyRowsCase c;
+    c.n = *rc::gen::inRange<int64_t>(0, 9);
+    c.extra = *rc::gen::inRange<int64_t>(0, 4);
+    c.H = *rc::gen::inRange<int64_t>(1, 9);
+    c.dtype = *rc::gen::elementOf(std::vector<DType>(std::begin(kRowDTypes), std::end(kRowDTypes)));
+    c.src_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
+    c.src_row_pad = *rc::gen::inRange<int64_t>(0, 4);
+    c.dst_row_pad = *rc::gen::inRange<int64_t>(0, 4);
+    c.dst_tail_rows = *rc::gen::inRange<int64_t>(0, 4);
+    c.seed = *rc::gen::arbitrary<uint64_t>();
+    return c;
+  });
+}
+
+}  // namespace gen
+}  // namespace mlacheck

@@ -1,8 +1,96 @@
-// RapidCheck generators for pack_decode (SPEC.md): its cases, their text form (properties/case_text.h).
+// RapidCheck generators for the packing steps of SPEC.md 6 (pack_decode, unpack_decode, copy_rows)
+// and SPEC.md 3's conversion to global slots (topk_to_global): batches with non-uniform decode
+// lengths and padding requests, rows of several dtypes and shapes, every view offset and row-padded
+// inside a wider buffer, block tables with shuffled and shared pages of sizes 1 to 69; and their
+// text form (properties/case_text.h).
 #pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
 
 #include <rapidcheck.h>
 
+#include "core/dtype.h"
 #include "properties/case_text.h"
 
-namespace mlacheck {}  // namespace mlacheck
+namespace mlacheck {
+
+// Token rows [T, row_shape...] packed into [B, next_n, row_shape...] slots and back.
+struct PackDecodeCase {
+  std::vector<int32_t> decode_lens;  // [B], each in [0, next_n]; 0: a padding request
+  int64_t next_n = 1;                // slots per request: max(1, max decode_lens), or more (graph padding)
+  std::vector<int64_t> row_shape = {1};  // a row's trailing dimensions (one or two), contiguous
+  DType dtype = DType::kF32;
+  // Views inside wider buffers: lead rows before row 0, padding elements after each row.
+  int64_t token_lead_rows = 0, token_row_pad = 0;  // the token rows pack reads
+  int64_t packed_lead_rows = 0, packed_row_pad = 0, packed_tail_rows = 0;  // the slots
+  int64_t dst_lead_rows = 0, dst_row_pad = 0, dst_tail_rows = 0;  // unpack's token rows: the tail rows belong to prefill
+  int64_t qsl_lead = 0;  // query_start_loc starts this many int32 into its buffer
+  uint64_t seed = 0;     // the row bytes
+  int warp_size = 32;
+  bool shuffled = true;
+
+  int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
+  int64_t T() const;
+  int64_t row_elements() const;
+  std::vector<int32_t> query_start_loc() const;  // [B + 1] prefix sums
+  friend void showValue(const PackDecodeCase& c, std::ostream& os);
+};
+
+// Request-local top-k indices [T, k] -> global slots through a block table [B, W].
+struct TopkToGlobalCase {
+  std::vector<int32_t> decode_lens;  // [B] tokens per request
+  std::vector<int32_t> seq_lens;     // [B] each request's context length: its tokens' indices lie in [0, L)
+  int64_t k = 1, page = 64, W = 1;
+  std::vector<int32_t> block_table;  // [B, W] row-major; columns past ceil(L / page) hold garbage
+  int64_t table_lead = 0, table_row_pad = 0;
+  int64_t local_row_pad = 0, global_lead_rows = 0, global_row_pad = 0, qsl_lead = 0;
+  bool in_place = false;  // global is local itself
+  uint64_t seed = 0;      // the local indices
+  int warp_size = 32;
+  bool shuffled = true;
+
+  int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
+  int64_t T() const;
+  std::vector<int32_t> query_start_loc() const;
+  friend void showValue(const TopkToGlobalCase& c, std::ostream& os);
+};
+
+// The first n of n + extra source rows [.., H] (row-padded, offset) into a row-padded destination
+// whose tail rows must survive. copy_rows has no registry op yet, so no text form.
+struct CopyRowsCase {
+  int64_t n = 0, extra = 0, H = 1;
+  DType dtype = DType::kI32;
+  int64_t src_lead_rows = 0, src_row_pad = 0, dst_row_pad = 0, dst_tail_rows = 0;
+  uint64_t seed = 0;
+  friend void showValue(const CopyRowsCase& c, std::ostream& os);
+};
+
+// The cases as case-text keys, appended to out (after its property / impl / backend).
+void pack_decode_to_text(const PackDecodeCase& c, CaseText& out);
+void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out);
+// The inverses. Every value is range-checked (B <= 256, next_n <= 16, row elements <= 4096, pads
+// and leads <= 64, pages 1..1024, k <= 4096) and checked against the others (decode lengths within
+// next_n, one seq_len per request, a request's pages within the table and in range so no slot
+// overflows int32, the table holding B x W entries); a bad one throws mlacheck::Error naming the key.
+PackDecodeCase pack_decode_from_text(const CaseText& t);
+TopkToGlobalCase topk_to_global_from_text(const CaseText& t);
+
+// Every local index of a case, [T, k] row-major, drawn from its seed: mostly in [0, L) of the
+// token's request (the page boundaries and L - 1 among them), some -1 and other negatives, some
+// past the table's W * page columns (they become -1). None points into a garbage table column.
+std::vector<int32_t> topk_to_global_locals(const TopkToGlobalCase& c);
+
+namespace gen {
+
+// Up to 8 requests, next_n 1..4 (sometimes up to 8, sometimes a spare slot column), uniform or
+// non-uniform lengths with padding requests, f32 / bf16 / fp8 / i32 rows of one or two dimensions.
+rc::Gen<PackDecodeCase> pack_decode_case();
+// Up to 8 requests, k 1..9 (sometimes 64), pages 1, 2, 3, 53, 61, 64, 69, tables from
+// gen::paged_block_table (shuffled, shared pages, garbage past what a request needs).
+rc::Gen<TopkToGlobalCase> topk_to_global_case();
+rc::Gen<CopyRowsCase> copy_rows_case();
+
+}  // namespace gen
+}  // namespace mlacheck

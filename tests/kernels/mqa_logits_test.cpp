@@ -1,7 +1,8 @@
-// Tests of kernels/mqa_logits_glue.h: paged decode and ragged prefill logits against the oracle on
-// randomized cases (host backend with 32- and 64-lane warps and shuffled schedules; cuda when a GPU
-// is usable), every buffer guarded and every input poisoned where it must not be read; production
-// sizes; and bad input refused before any launch.
+// Tests of kernels/mqa_logits_glue.h: the properties of properties/mqa_logits_properties.h (paged
+// decode and ragged prefill logits against the oracle, fast = general path, clean = unclean, weights
+// x 2, paged = prefill over the gathered keys) on randomized cases (host backend with 32- and
+// 64-lane warps and shuffled schedules; cuda when a GPU is usable), each shown to catch a wrong
+// implementation; case text round trips; production sizes; and bad input refused before any launch.
 #include "kernels/mqa_logits_glue.h"
 
 #include <gtest/gtest.h>
@@ -11,295 +12,82 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <limits>
-#include <memory>
 #include <numeric>
-#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "core/backend/host_executor.h"
-#include "core/compare.h"
 #include "core/error.h"
-#include "core/fp8.h"
-#include "core/tolerances.h"
-#include "oracle/mqa_logits.h"
-#include "oracle/quantize.h"
-#include "properties/block_table_gen.h"
-#include "properties/staged_buffer.h"
+#include "kernels/registry.h"
+#include "properties/mqa_logits_properties.h"
+#include "properties/rc_verdict.h"
 #include "tests/support/refusal.h"
 
 namespace mlacheck::kernels {
 namespace {
 
-// ---- guarded buffers with a host copy (properties/staged_buffer.h) ------------------------------
-
-// The logits buffer around its view: a pattern no kernel would write (fp32 -4.6e-15).
-constexpr uint8_t kLogitsFill = 0xA7;
-
-// Uploads every buffer, declares out's view as the launch's only output, arms, launches and checks
-// every guard. Returns "" or the first stray write; out.host then holds the device's bytes.
-std::string run_guarded(Device& device, const std::vector<Buffer*>& inputs, Buffer& out,
-                        const std::function<void()>& launch) {
-  std::vector<Buffer*> all = inputs;
-  all.push_back(&out);
-  for (Buffer* b : all) b->upload(device);
-  out.memory->declare_output(out.name, out.view);
-  for (Buffer* b : all) b->memory->arm();
-  launch();
-  device.synchronize();
-  for (Buffer* b : all) {
-    const GuardReport r = b->memory->check();
-    if (!r.ok()) return "guard of " + b->name + ": " + r.describe();
-  }
-  out.download();
-  return "";
+CaseText paged_text(const std::string& property, const PagedLogitsCase& c) {
+  CaseText t = case_header("paged_mqa_logits." + property, "paged_mqa_logits@ref");
+  paged_logits_to_text(c, t);
+  return t;
 }
 
-oracle::LogitsMode oracle_mode(LogitsMode m) {
-  return m == LogitsMode::kClean ? oracle::LogitsMode::kClean : oracle::LogitsMode::kUnclean;
+CaseText prefill_text(const std::string& property, const PrefillLogitsCase& c) {
+  CaseText t = case_header("mqa_logits." + property, "mqa_logits@ref");
+  prefill_logits_to_text(c, t);
+  return t;
 }
 
-// Compares the kernel's logits with the oracle's where the mode specifies them (every column in
-// clean mode, the row's range in unclean mode). Returns "" or the comparison's report.
-std::string compare_logits(const HostTensor& got, const oracle::LogitsResult& want, LogitsMode mode, const char* op) {
-  const int64_t rows = want.logits.shape[0], cols = want.logits.shape[1];
-  std::vector<double> specified(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      specified[static_cast<size_t>(r * cols + c)] =
-          want.specified(r, c, oracle_mode(mode)) ? got.load({r, c}) : want.logits.at({r, c});
-    }
-  }
-  const CompareReport rep = compare_close(HostTensor(specified.data(), View::contiguous(DType::kF64, {rows, cols})),
-                                          want.logits.tensor(), tolerance_for(op, "logits"));
-  return rep.ok ? "" : std::string(op) + " logits: " + rep.describe();
-}
+// The properties that run each case twice draw shorter rows (long rows and several row groups are
+// equals_oracle's).
+constexpr gen::PagedCaseShape kTwoRuns{false, true};
 
-// Host-backend schedule of a case: warp size and block/lane order.
-void set_schedule(simt::host::Options& o, int warp_size, bool shuffled, uint64_t seed) {
-  o.warp_size = warp_size;
-  o.schedule = shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-  o.seed = seed;
-}
-
-float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
-
-// Quantizes n random keys of D values in [-1, 1] as production does (fp32 or ue8m0 scales).
-oracle::Fp8Rows random_keys(std::mt19937_64& rng, int64_t n, int64_t D, bool ue8m0) {
-  std::vector<float> x(static_cast<size_t>(n * D));
-  for (float& v : x) v = uniform(rng, -1, 1);
-  return oracle::quantize_per_token_fp8(x, n, D, ue8m0 ? oracle::ScaleFormat::kUe8m0 : oracle::ScaleFormat::kFp32);
-}
+const char* path_tag(const PagedLogitsCase& c) { return c.fast_path_shape() ? "block-64 fast path" : "general path"; }
 
 // ---- paged decode logits (SPEC.md 2.1) ----------------------------------------------------------
 
-struct PagedCase {
-  int64_t B = 1, next_n = 1, H = 1, D = 16, block_size = 64;
-  bool lens_2d = false;
-  int64_t lens_stride = 1;    // 1-D only
-  std::vector<int32_t> lens;  // [B] total lengths L_b, or [B * next_n] row lengths
-  int64_t max_context_len = 0;
-  int64_t W = 0, table_row_pad = 0;
-  std::vector<int32_t> table;  // [B, W]: pages, then garbage past each request's needed columns
-  int64_t num_blocks = 0, block_stride = 0, kv_offset = 0;
-  int64_t logits_stride = 0, logits_offset = 0;  // elements
-  LogitsMode mode = LogitsMode::kUnclean;
-  bool pass_host_lens = false, ue8m0 = false;
-  uint8_t poison = 0x7F;  // 0x7F: fp8 NaN keys; 0x7E: 448 with a huge scale
-  uint64_t seed = 0;
-  int warp_size = 32;
-  bool shuffled = false;
-
-  int64_t rows() const { return B * next_n; }
-  int64_t row_len(int64_t b, int64_t j) const {
-    return lens_2d ? lens[static_cast<size_t>(b * next_n + j)]
-                   : std::max<int64_t>(0, lens[static_cast<size_t>(b)] - next_n + j + 1);
-  }
-  int64_t longest(int64_t b) const {
-    int64_t n = 0;
-    for (int64_t j = 0; j < next_n; ++j) n = std::max(n, row_len(b, j));
-    return n;
-  }
-  int64_t needed(int64_t b) const { return (longest(b) + block_size - 1) / block_size; }
-
-  friend void showValue(const PagedCase& c, std::ostream& os) {
-    os << "B " << c.B << " next_n " << c.next_n << " H " << c.H << " D " << c.D << " block_size " << c.block_size
-       << (c.lens_2d ? " 2-D lens" : " 1-D lens (stride ") << (c.lens_2d ? "" : std::to_string(c.lens_stride) + ")")
-       << " [";
-    for (int32_t l : c.lens) os << ' ' << l;
-    os << " ] max_context_len " << c.max_context_len << " W " << c.W << " table [";
-    for (int32_t p : c.table) os << ' ' << p;
-    os << " ] num_blocks " << c.num_blocks << " block_stride " << c.block_stride << " kv_offset " << c.kv_offset
-       << " logits stride " << c.logits_stride << " offset " << c.logits_offset
-       << (c.mode == LogitsMode::kClean ? " clean" : " unclean") << " poison 0x" << std::hex << int(c.poison)
-       << std::dec << " seed " << c.seed << " warp " << c.warp_size << (c.shuffled ? " shuffled" : "");
-  }
-};
-
-// The case's block table from properties/block_table_gen.h: shuffled, shared and garbage pages.
-void fill_block_table(PagedCase& c) {
-  std::vector<int64_t> needed;
-  for (int64_t b = 0; b < c.B; ++b) needed.push_back(c.needed(b));
-  const PagedBlockTable t = *gen::paged_block_table(needed, c.W);
-  c.num_blocks = t.num_blocks;
-  c.table = t.table;
-}
-
-// Small paged cases: 1-D and 2-D lengths (zeros included), block sizes 1..69, shuffled and shared
-// pages, padded block strides (aligned or not for the 16-byte fast path), padded and offset logits
-// rows, occasionally more rows than one block holds.
-rc::Gen<PagedCase> gen_paged_case() {
-  return rc::gen::exec([] {
-    PagedCase c;
-    c.B = *rc::gen::inRange(1, 5);
-    c.next_n = *rc::gen::weightedOneOf<int64_t>(
-        {{8, rc::gen::inRange<int64_t>(1, 5)}, {1, rc::gen::inRange<int64_t>(15, 20)}});
-    c.H = *rc::gen::inRange(1, 71);
-    c.D = *rc::gen::weightedOneOf<int64_t>(
-        {{2, rc::gen::element<int64_t>(16, 32, 64)}, {1, rc::gen::inRange<int64_t>(1, 41)}});
-    c.block_size = *rc::gen::weightedOneOf<int64_t>(
-        {{1, rc::gen::just<int64_t>(64)}, {2, rc::gen::element<int64_t>(1, 2, 3, 53, 61, 64, 69)}});
-    c.lens_2d = *rc::gen::arbitrary<bool>();
-    c.lens_stride = c.lens_2d ? 1 : *rc::gen::inRange(1, 3);
-    const int max_len = *rc::gen::element(0, 5, 70, 200, 400);
-    const auto length = rc::gen::weightedOneOf<int32_t>({{1, rc::gen::just(0)}, {4, rc::gen::inRange(0, max_len + 1)}});
-    c.lens = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(c.lens_2d ? c.rows() : c.B), length);
-    int64_t longest = 0;
-    for (int64_t b = 0; b < c.B; ++b) longest = std::max(longest, c.longest(b));
-    c.max_context_len = longest + *rc::gen::element<int64_t>(0, 1, 13, 64, 70);
-    int64_t needed = 0;
-    for (int64_t b = 0; b < c.B; ++b) needed = std::max(needed, c.needed(b));
-    c.W = needed + *rc::gen::inRange(0, 3);
-    c.table_row_pad = *rc::gen::inRange(0, 3);
-    fill_block_table(c);
-    const bool aligned = *rc::gen::arbitrary<bool>();  // lets block size 64 take the fast path
-    c.block_stride = c.block_size * (c.D + 4) + (aligned ? 16 * *rc::gen::inRange(0, 2) : 4 * *rc::gen::inRange(0, 5));
-    c.block_stride = aligned ? (c.block_stride + 15) / 16 * 16 : (c.block_stride + 3) / 4 * 4;
-    c.kv_offset = aligned ? 16 * *rc::gen::inRange(0, 3) : 4 * *rc::gen::inRange(0, 9);
-    c.logits_stride = *rc::gen::arbitrary<bool>() ? (c.max_context_len + 255) / 256 * 256
-                                                  : c.max_context_len + *rc::gen::inRange(0, 5);
-    c.logits_stride = std::max<int64_t>(c.logits_stride, 1);  // a view's row stride is at least 1
-    c.logits_offset = *rc::gen::inRange(0, 9);
-    c.mode = *rc::gen::arbitrary<bool>() ? LogitsMode::kClean : LogitsMode::kUnclean;
-    c.pass_host_lens = *rc::gen::arbitrary<bool>();
-    c.ue8m0 = *rc::gen::arbitrary<bool>();
-    c.poison = *rc::gen::element<uint8_t>(0x7F, 0x7E);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
-    return c;
-  });
-}
-
-// What one paged run gave: a guard failure or the comparison with the oracle ("" when both pass),
-// the oracle's answer and the kernel's logits ([rows, max_context_len], dense).
-struct PagedOutcome {
-  std::string failure;
-  oracle::LogitsResult want;
-  std::vector<float> got;
-};
-
-// Builds the case's buffers (poison everywhere the kernel must not read), runs the glue on the
-// device and compares with the oracle. tamper, when given, changes the lengths or the table the
-// device sees after the oracle has run (for behaviour outside the contract).
-PagedOutcome run_paged(Device& device, const PagedCase& c,
-                       const std::function<void(Buffer& lens, Buffer& table)>& tamper = {}) {
-  std::mt19937_64 rng(c.seed);
-  const int64_t rows = c.rows(), H = c.H, D = c.D, bs = c.block_size;
-  Buffer q("q", View::contiguous(DType::kFP8E4M3, {c.B, c.next_n, H, D}, int64_t(rng() % 64)), 64, c.poison);
-  q.view.for_each_byte_offset(
-      [&](int64_t at) { q.host[static_cast<size_t>(at)] = float_to_fp8_e4m3(uniform(rng, -2, 2)); });
-  Buffer w("weights", View::contiguous(DType::kF32, {rows, H}, 4 * int64_t(rng() % 16)), 64, c.poison);
-  w.view.for_each_index([&](const std::vector<int64_t>& at) { w.put(at, uniform(rng, -1, 1)); });
-  Buffer lens(
-      "context_lens",
-      c.lens_2d ? View::contiguous(DType::kI32, {c.B, c.next_n}, 4) : View(DType::kI32, {c.B}, {c.lens_stride}, 4), 64,
-      c.poison);
-  for (int64_t i = 0; i < static_cast<int64_t>(c.lens.size()); ++i) {
-    lens.put(c.lens_2d ? std::vector<int64_t>{i / c.next_n, i % c.next_n} : std::vector<int64_t>{i},
-             c.lens[static_cast<size_t>(i)]);
-  }
-  Buffer table("block_table",
-               View::padded_rows(DType::kI32, {c.B, c.W}, std::max<int64_t>(c.W + c.table_row_pad, 1), 8), 64,
-               c.poison);
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t col = 0; col < c.W; ++col) table.put({b, col}, c.table[static_cast<size_t>(b * c.W + col)]);
-  }
-  // The cache: every byte poison, then the keys of the tokens some request reads (a shared page
-  // holds the tokens of its longest user); the rest of each block, spare pages and the block
-  // padding stay poison.
-  Buffer kv("kv_blocks", View(DType::kU8, {c.num_blocks, c.block_stride}, {c.block_stride, 1}, c.kv_offset), 64,
-            c.poison);
-  std::vector<int64_t> valid(static_cast<size_t>(c.num_blocks), 0);
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t col = 0; col < c.needed(b); ++col) {
-      const int32_t page = c.table[static_cast<size_t>(b * c.W + col)];
-      valid[static_cast<size_t>(page)] =
-          std::max(valid[static_cast<size_t>(page)], std::min(bs, c.longest(b) - col * bs));
-    }
-  }
-  const oracle::PagedIndexerCache cache{kv.host_tensor(), bs, D};
-  for (int64_t page = 0; page < c.num_blocks; ++page) {
-    const oracle::Fp8Rows keys = random_keys(rng, valid[static_cast<size_t>(page)], D, c.ue8m0);
-    for (int64_t s = 0; s < keys.rows; ++s) {
-      oracle::store_indexer_token(cache, page, s, keys.codes.data() + s * D, keys.scales[static_cast<size_t>(s)]);
-    }
-  }
-  Buffer logits("logits",
-                View::padded_rows(DType::kF32, {rows, c.max_context_len}, c.logits_stride, 4 * c.logits_offset), 64,
-                kLogitsFill);
-
-  PagedOutcome out;
-  out.want = oracle::paged_mqa_logits(
-      {q.host_tensor(), cache, w.host_tensor(), lens.host_tensor(), table.host_tensor(), c.max_context_len});
-  if (tamper) tamper(lens, table);
-
-  simt::host::Options options;
-  set_schedule(options, c.warp_size, c.shuffled, c.seed);
-  simt::host::ScopedOptions scope(options);
-  out.failure = run_guarded(device, {&q, &w, &lens, &table, &kv}, logits, [&] {
-    PagedMqaLogitsArgs a;
-    a.q = q.device_tensor();
-    a.kv_blocks = kv.device_tensor();
-    a.block_size = bs;
-    a.weights = w.device_tensor();
-    a.context_lens = lens.device_tensor();
-    a.block_table = table.device_tensor();
-    a.max_context_len = c.max_context_len;
-    a.logits = logits.device_tensor();
-    a.mode = c.mode;
-    a.host_context_lens = c.pass_host_lens && !tamper ? &c.lens : nullptr;
-    paged_mqa_logits(device, a);
-  });
-  if (!out.failure.empty()) return out;
-  out.got.resize(static_cast<size_t>(rows * c.max_context_len));
-  logits.view.for_each_index([&](const std::vector<int64_t>& at) {
-    out.got[static_cast<size_t>(at[0] * c.max_context_len + at[1])] = static_cast<float>(logits.host_tensor().load(at));
-  });
-  out.failure = compare_logits(logits.host_tensor(), out.want, c.mode, "paged_mqa_logits");
-  return out;
-}
-
-std::string check_paged(Device& device, const PagedCase& c) { return run_paged(device, c).failure; }
-
 RC_GTEST_PROP(PagedMqaLogits, EqualsTheOracleAndWritesOnlyTheLogitsView, ()) {
-  const PagedCase c = *gen_paged_case();
-  RC_TAG(c.block_size == kLogitsTileTokens && c.D % 16 == 0 && c.block_stride % 16 == 0 && c.kv_offset % 16 == 0
-             ? "block-64 fast path"
-             : "general path",
-         c.lens_2d ? "2-D lengths" : "1-D lengths", c.mode == LogitsMode::kClean ? "clean" : "unclean",
-         logits_rows_per_block(c.next_n, c.H, c.D) < c.next_n ? "several row groups" : "one row group");
+  const PagedLogitsCase c = *gen::paged_logits_case();
+  RC_TAG(path_tag(c), c.lens_2d ? "2-D lengths" : "1-D lengths", c.mode == LogitsMode::kClean ? "clean" : "unclean",
+         logits_rows_per_block(c.next_n, c.H, c.D) < c.next_n ? "several row groups" : "one row group",
+         key_pattern_name(c.keys));
   const auto device = make_device(Backend::kHost);
-  const std::string failure = check_paged(*device, c);
-  if (!failure.empty()) RC_FAIL(failure);
+  rc_require(paged_logits_equal_oracle(*device, &paged_mqa_logits, c), paged_text("equals_oracle", c));
+}
+
+RC_GTEST_PROP(PagedMqaLogits, TheBlock64FastPathEqualsTheGeneralPathBitForBit, ()) {
+  const PagedLogitsCase c = *gen::paged_logits_case({true, true});
+  RC_ASSERT(c.fast_path_shape());
+  const auto device = make_device(Backend::kHost);
+  rc_require(paged_logits_fast_path_equals_general_path(*device, &paged_mqa_logits, c),
+             paged_text("fast_path_equals_general_path", c));
+}
+
+RC_GTEST_PROP(PagedMqaLogits, CleanEqualsUncleanOnEveryRowsColumns, ()) {
+  const PagedLogitsCase c = *gen::paged_logits_case(kTwoRuns);
+  RC_TAG(path_tag(c));
+  const auto device = make_device(Backend::kHost);
+  rc_require(paged_logits_clean_equals_unclean(*device, &paged_mqa_logits, c), paged_text("clean_equals_unclean", c));
+}
+
+RC_GTEST_PROP(PagedMqaLogits, DoublingTheWeightsDoublesEveryLogitExactly, ()) {
+  const PagedLogitsCase c = *gen::paged_logits_case(kTwoRuns);
+  const auto device = make_device(Backend::kHost);
+  rc_require(paged_logits_weights_scale_exactly(*device, &paged_mqa_logits, c), paged_text("weights_scale_exactly", c));
+}
+
+RC_GTEST_PROP(PagedMqaLogits, EqualsPrefillLogitsOverTheKeysGatheredContiguously, ()) {
+  const PagedLogitsCase c = *gen::paged_logits_case(kTwoRuns);
+  RC_TAG(path_tag(c));
+  const auto device = make_device(Backend::kHost);
+  rc_require(paged_logits_equal_prefill_over_gathered_keys(*device, &paged_mqa_logits, &mqa_logits, c),
+             paged_text("equals_prefill_over_gathered_keys", c));
 }
 
 // A production-sized request pair (DeepSeek-V3.2: H 64, D 128, next_n 2) over ~3000 tokens in
 // shuffled pages, the logits rows aligned to 256 as vLLM allocates them.
-PagedCase production_paged_case(int64_t block_size, bool lens_2d, LogitsMode mode) {
-  PagedCase c;
+PagedLogitsCase production_paged_case(int64_t block_size, bool lens_2d, LogitsMode mode) {
+  PagedLogitsCase c;
   c.B = 2, c.next_n = 2, c.H = 64, c.D = 128, c.block_size = block_size, c.lens_2d = lens_2d, c.mode = mode;
   c.lens = lens_2d ? std::vector<int32_t>{2999, 3000, 2876, 2877} : std::vector<int32_t>{3000, 2877};
   c.max_context_len = 3000;
@@ -321,15 +109,17 @@ PagedCase production_paged_case(int64_t block_size, bool lens_2d, LogitsMode mod
 
 TEST(PagedMqaLogits, ProductionSizeOnTheBlock64FastPathEqualsTheOracle) {
   const auto device = make_device(Backend::kHost);
-  const PagedOutcome out = run_paged(*device, production_paged_case(64, false, LogitsMode::kClean));
-  EXPECT_EQ(out.failure, "");
+  const PagedLogitsCase c = production_paged_case(64, false, LogitsMode::kClean);
+  ASSERT_TRUE(c.fast_path_shape());
+  const PagedLogitsOutcome out = run_paged_logits(*device, &paged_mqa_logits, c);
+  EXPECT_EQ(out.failure.value_or(""), "");
   EXPECT_TRUE(std::any_of(out.got.begin(), out.got.end(), [](float x) { return x > 0; }));
 }
 
 TEST(PagedMqaLogits, ProductionSizeOnTheGeneralPathEqualsTheOracle) {
   const auto device = make_device(Backend::kHost);
-  const PagedOutcome out = run_paged(*device, production_paged_case(61, true, LogitsMode::kUnclean));
-  EXPECT_EQ(out.failure, "");
+  const PagedLogitsOutcome out = run_paged_logits(*device, &paged_mqa_logits, production_paged_case(61, true, LogitsMode::kUnclean));
+  EXPECT_EQ(out.failure.value_or(""), "");
   EXPECT_TRUE(std::any_of(out.got.begin(), out.got.end(), [](float x) { return x > 0; }));
 }
 
@@ -338,23 +128,29 @@ TEST(PagedMqaLogits, ProductionSizeOnTheGeneralPathEqualsTheOracle) {
 // and a page id outside the cache gives NaN for its tokens instead of a read outside the cache.
 TEST(PagedMqaLogits, LengthsPastTheViewOrTheTableAreCutAndBadPagesGiveNaN) {
   const auto device = make_device(Backend::kHost);
-  PagedCase c;
+  PagedLogitsCase c;
   c.B = 2, c.next_n = 2, c.H = 5, c.D = 32, c.block_size = 53, c.lens_2d = true, c.mode = LogitsMode::kClean;
   c.lens = {100, 7, 60, 0};
   c.max_context_len = 100, c.W = 2, c.num_blocks = 5, c.table = {3, 1, 0, 4};
   c.block_stride = 53 * 36, c.logits_stride = 128, c.seed = 3;
+  const auto run = [&](const PagedLogitsCase& x, std::function<void(Buffer&, Buffer&)> tamper) {
+    PagedRunOptions o;
+    o.tamper = std::move(tamper);
+    return run_paged_logits(*device, &paged_mqa_logits, x, o);
+  };
   // The device reads row 0 as 100000 long: the oracle's answer is row 0 at max_context_len.
-  EXPECT_EQ(run_paged(*device, c, [](Buffer& lens, Buffer&) { lens.put<int32_t>({0, 0}, 100000); }).failure, "");
+  EXPECT_EQ(run(c, [](Buffer& lens, Buffer&) { lens.put<int32_t>({0, 0}, 100000); }).failure.value_or(""), "");
 
   // The device reads row 2 as 80 long with one column of table (53 tokens): cut at 53.
-  PagedCase narrow = c;
+  PagedLogitsCase narrow = c;
   narrow.lens = {7, 0, 53, 9}, narrow.W = 1, narrow.table = {3, 0};
-  EXPECT_EQ(run_paged(*device, narrow, [](Buffer& lens, Buffer&) { lens.put<int32_t>({1, 0}, 80); }).failure, "");
+  EXPECT_EQ(run(narrow, [](Buffer& lens, Buffer&) { lens.put<int32_t>({1, 0}, 80); }).failure.value_or(""), "");
 
   // Row 2's second block (columns 53..59) is page 5 of a 5-page cache on the device.
   c.mode = LogitsMode::kUnclean;
-  const PagedOutcome bad = run_paged(*device, c, [](Buffer&, Buffer& table) { table.put<int32_t>({1, 1}, 5); });
-  ASSERT_EQ(bad.failure.rfind("paged_mqa_logits logits", 0), 0u) << bad.failure;  // the NaNs differ
+  const PagedLogitsOutcome bad = run(c, [](Buffer&, Buffer& table) { table.put<int32_t>({1, 1}, 5); });
+  ASSERT_TRUE(bad.failure.has_value());
+  ASSERT_EQ(bad.failure->rfind("paged_mqa_logits logits", 0), 0u) << *bad.failure;  // the NaNs differ
   for (int64_t t = 0; t < 60; ++t) {
     const float got = bad.got[static_cast<size_t>(2 * 100 + t)];
     if (t >= 53) {
@@ -367,137 +163,290 @@ TEST(PagedMqaLogits, LengthsPastTheViewOrTheTableAreCutAndBadPagesGiveNaN) {
 
 // ---- ragged prefill logits (SPEC.md 2.2) --------------------------------------------------------
 
-struct PrefillCase {
-  int64_t M = 1, N = 0, H = 1, D = 16;
-  std::vector<int32_t> ks, ke;
-  int64_t k_stride = 16, k_offset = 0, scale_stride = 1, range_stride = 1;
-  int64_t logits_stride = 0, logits_offset = 0;
-  LogitsMode mode = LogitsMode::kUnclean;
-  bool pass_host_ranges = false, ue8m0 = false;
-  uint8_t poison = 0x7F;
-  uint64_t seed = 0;
-  int warp_size = 32;
-  bool shuffled = false;
-
-  friend void showValue(const PrefillCase& c, std::ostream& os) {
-    os << "M " << c.M << " N " << c.N << " H " << c.H << " D " << c.D << " ranges";
-    for (size_t m = 0; m < c.ks.size(); ++m) os << " [" << c.ks[m] << ", " << c.ke[m] << ")";
-    os << " k stride " << c.k_stride << " offset " << c.k_offset << " scale stride " << c.scale_stride
-       << " range stride " << c.range_stride << " logits stride " << c.logits_stride << " offset " << c.logits_offset
-       << (c.mode == LogitsMode::kClean ? " clean" : " unclean") << " poison 0x" << std::hex << int(c.poison)
-       << std::dec << " seed " << c.seed << " warp " << c.warp_size << (c.shuffled ? " shuffled" : "");
-  }
-};
-
-rc::Gen<PrefillCase> gen_prefill_case() {
-  return rc::gen::exec([] {
-    PrefillCase c;
-    c.M = *rc::gen::weightedOneOf<int64_t>(
-        {{8, rc::gen::inRange<int64_t>(1, 7)}, {1, rc::gen::inRange<int64_t>(15, 36)}});
-    c.N = *rc::gen::element<int64_t>(0, 1, 5, 64, 70, 130, 200);
-    c.H = *rc::gen::inRange(1, 41);
-    c.D = *rc::gen::weightedOneOf<int64_t>(
-        {{1, rc::gen::element<int64_t>(16, 32, 64)}, {1, rc::gen::inRange<int64_t>(1, 41)}});
-    for (int64_t m = 0; m < c.M; ++m) {
-      int32_t a = *rc::gen::inRange<int32_t>(0, static_cast<int32_t>(c.N) + 1),
-              b = *rc::gen::inRange<int32_t>(0, static_cast<int32_t>(c.N) + 1);
-      if (a > b) std::swap(a, b);
-      if (*rc::gen::inRange(0, 6) == 0) b = a;  // an empty row
-      c.ks.push_back(a);
-      c.ke.push_back(b);
-    }
-    c.k_stride = c.D + *rc::gen::inRange(0, 20);
-    c.k_offset = *rc::gen::inRange(0, 40);
-    c.scale_stride = *rc::gen::inRange(1, 3);
-    c.range_stride = *rc::gen::inRange(1, 3);
-    c.logits_stride = std::max<int64_t>(c.N + *rc::gen::element<int64_t>(0, 1, 3, 64), 1);
-    c.logits_offset = *rc::gen::inRange(0, 9);
-    c.mode = *rc::gen::arbitrary<bool>() ? LogitsMode::kClean : LogitsMode::kUnclean;
-    c.pass_host_ranges = *rc::gen::arbitrary<bool>();
-    c.ue8m0 = *rc::gen::arbitrary<bool>();
-    c.poison = *rc::gen::element<uint8_t>(0x7F, 0x7E);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
-    return c;
-  });
-}
-
-// Keys outside every row's range (and the row and scale padding) are poison.
-std::string check_prefill(Device& device, const PrefillCase& c) {
-  std::mt19937_64 rng(c.seed);
-  const int64_t M = c.M, N = c.N, H = c.H, D = c.D;
-  Buffer q("q", View::contiguous(DType::kFP8E4M3, {M, H, D}, int64_t(rng() % 64)), 64, c.poison);
-  q.view.for_each_byte_offset(
-      [&](int64_t at) { q.host[static_cast<size_t>(at)] = float_to_fp8_e4m3(uniform(rng, -2, 2)); });
-  Buffer w("weights", View::contiguous(DType::kF32, {M, H}, 4 * int64_t(rng() % 16)), 64, c.poison);
-  w.view.for_each_index([&](const std::vector<int64_t>& at) { w.put(at, uniform(rng, -1, 1)); });
-  Buffer k("k", View(DType::kFP8E4M3, {N, D}, {c.k_stride, 1}, c.k_offset), 64, c.poison);
-  Buffer scale("k_scale", View(DType::kF32, {N}, {c.scale_stride}, 12), 64, c.poison);
-  const oracle::Fp8Rows keys = random_keys(rng, N, D, c.ue8m0);
-  for (int64_t n = 0; n < N; ++n) {
-    bool read = false;
-    for (int64_t m = 0; m < M; ++m) read |= c.ks[static_cast<size_t>(m)] <= n && n < c.ke[static_cast<size_t>(m)];
-    if (!read) continue;
-    for (int64_t d = 0; d < D; ++d) k.put({n, d}, keys.codes[static_cast<size_t>(n * D + d)]);
-    scale.put({n}, keys.scales[static_cast<size_t>(n)]);
-  }
-  Buffer ks("ks", View(DType::kI32, {M}, {c.range_stride}, 0), 64, c.poison);
-  Buffer ke("ke", View(DType::kI32, {M}, {c.range_stride}, 4), 64, c.poison);
-  for (int64_t m = 0; m < M; ++m) {
-    ks.put({m}, c.ks[static_cast<size_t>(m)]);
-    ke.put({m}, c.ke[static_cast<size_t>(m)]);
-  }
-  Buffer logits("logits", View::padded_rows(DType::kF32, {M, N}, c.logits_stride, 4 * c.logits_offset), 64,
-                kLogitsFill);
-
-  const oracle::LogitsResult want = oracle::mqa_logits(
-      {q.host_tensor(), k.host_tensor(), scale.host_tensor(), w.host_tensor(), ks.host_tensor(), ke.host_tensor()});
-
-  simt::host::Options options;
-  set_schedule(options, c.warp_size, c.shuffled, c.seed);
-  simt::host::ScopedOptions scope(options);
-  const std::string guard = run_guarded(device, {&q, &w, &k, &scale, &ks, &ke}, logits, [&] {
-    MqaLogitsArgs a;
-    a.q = q.device_tensor();
-    a.k = k.device_tensor();
-    a.k_scale = scale.device_tensor();
-    a.weights = w.device_tensor();
-    a.ks = ks.device_tensor();
-    a.ke = ke.device_tensor();
-    a.logits = logits.device_tensor();
-    a.mode = c.mode;
-    a.host_ks = c.pass_host_ranges ? &c.ks : nullptr;
-    a.host_ke = c.pass_host_ranges ? &c.ke : nullptr;
-    mqa_logits(device, a);
-  });
-  if (!guard.empty()) return guard;
-  return compare_logits(logits.host_tensor(), want, c.mode, "mqa_logits");
-}
-
 RC_GTEST_PROP(MqaLogits, EqualsTheOracleAndWritesOnlyTheLogitsView, ()) {
-  const PrefillCase c = *gen_prefill_case();
+  const PrefillLogitsCase c = *gen::prefill_logits_case();
   RC_TAG(c.mode == LogitsMode::kClean ? "clean" : "unclean",
-         logits_rows_per_block(c.M, c.H, c.D) < c.M ? "several row groups" : "one row group");
+         logits_rows_per_block(c.M, c.H, c.D) < c.M ? "several row groups" : "one row group", key_pattern_name(c.keys));
   const auto device = make_device(Backend::kHost);
-  const std::string failure = check_prefill(*device, c);
-  if (!failure.empty()) RC_FAIL(failure);
+  rc_require(prefill_logits_equal_oracle(*device, &mqa_logits, c), prefill_text("equals_oracle", c));
+}
+
+RC_GTEST_PROP(MqaLogits, CleanEqualsUncleanOnEveryRowsRange, ()) {
+  const PrefillLogitsCase c = *gen::prefill_logits_case();
+  const auto device = make_device(Backend::kHost);
+  rc_require(prefill_logits_clean_equals_unclean(*device, &mqa_logits, c), prefill_text("clean_equals_unclean", c));
+}
+
+RC_GTEST_PROP(MqaLogits, DoublingTheWeightsDoublesEveryLogitExactly, ()) {
+  const PrefillLogitsCase c = *gen::prefill_logits_case();
+  const auto device = make_device(Backend::kHost);
+  rc_require(prefill_logits_weights_scale_exactly(*device, &mqa_logits, c), prefill_text("weights_scale_exactly", c));
 }
 
 // A production-sized chunk of prefill (H 64, D 128): 8 query tokens over 2048 keys, causal ends
 // and sliding starts, rows padded to 256.
 TEST(MqaLogits, ProductionSizeEqualsTheOracle) {
   const auto device = make_device(Backend::kHost);
-  PrefillCase c;
+  PrefillLogitsCase c;
   c.M = 8, c.N = 2048, c.H = 64, c.D = 128, c.k_stride = 128, c.logits_stride = 2048 + 256, c.seed = 11;
   for (int32_t m = 0; m < 8; ++m) {
     c.ks.push_back(m * 122);
     c.ke.push_back(2048 - 8 + m + 1);
   }
   c.mode = LogitsMode::kClean;
-  EXPECT_EQ(check_prefill(*device, c), "");
+  EXPECT_EQ(prefill_logits_equal_oracle(*device, &mqa_logits, c).value_or(""), "");
   c.mode = LogitsMode::kUnclean;
-  EXPECT_EQ(check_prefill(*device, c), "");
+  EXPECT_EQ(prefill_logits_equal_oracle(*device, &mqa_logits, c).value_or(""), "");
+}
+
+// ---- the properties catch wrong implementations (host backend: device pointers are host memory) ---
+
+// The byte address of logits[r, c] (c may be one past the row).
+float* logits_at(const DeviceTensor& t, int64_t r, int64_t c) {
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(t.base) + t.view.byte_offset() +
+                                  4 * (r * t.view.stride(0) + c));
+}
+
+// One float past the last row's columns: a row one column too wide (vLLM #42072's kind).
+void write_past_the_last_row(const DeviceTensor& logits) {
+  if (logits.view.size(0) > 0) *logits_at(logits, logits.view.size(0) - 1, logits.view.size(1)) = 0.0f;
+}
+
+// Every logit of the view + 1/64: an epsilon slipped into the sum (not linear in the weights).
+void shift_every_logit(const DeviceTensor& logits) {
+  for (int64_t r = 0; r < logits.view.size(0); ++r) {
+    for (int64_t c = 0; c < logits.view.size(1); ++c) *logits_at(logits, r, c) += 1.0f / 64;
+  }
+}
+
+// A host copy of the bytes [0, end of view) of t, and t re-pointed at it.
+DeviceTensor copy_of(const DeviceTensor& t, std::vector<uint8_t>& bytes) {
+  const uint8_t* base = static_cast<const uint8_t*>(t.base);
+  bytes.assign(base, base + std::max(t.view.byte_span().end, t.view.byte_offset()));
+  return {bytes.data(), t.view};
+}
+
+// Each length one short (int32 lengths, any view), where the length is > 0.
+void shorten_each(DeviceTensor& t) {
+  t.view.for_each_byte_offset([&](int64_t at) {
+    int32_t* n = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(t.base) + at);
+    if (*n > 0) --*n;
+  });
+}
+
+void paged_writes_past_the_view(Device& d, const PagedMqaLogitsArgs& a) {
+  paged_mqa_logits(d, a);
+  write_past_the_last_row(a.logits);
+}
+
+// Reads every key as if its scale were 1 (a dropped k_scale).
+void paged_drops_the_scale(Device& d, const PagedMqaLogitsArgs& a) {
+  std::vector<uint8_t> kv;
+  PagedMqaLogitsArgs b = a;
+  b.kv_blocks = copy_of(a.kv_blocks, kv);
+  const int64_t D = a.q.view.size(3), bs = a.block_size;
+  const float one = 1.0f;
+  for (int64_t p = 0; p < a.kv_blocks.view.size(0); ++p) {
+    for (int64_t s = 0; s < bs; ++s) {
+      std::memcpy(b.kv_blocks.data<uint8_t>() + p * a.kv_blocks.view.stride(0) + bs * D + 4 * s, &one, 4);
+    }
+  }
+  paged_mqa_logits(d, b);
+}
+
+// Unclean mode only: every row one token short (ctx = L - next_n + j, the +1 lost).
+void paged_unclean_rows_one_short(Device& d, const PagedMqaLogitsArgs& a) {
+  if (a.mode != LogitsMode::kUnclean) return paged_mqa_logits(d, a);
+  std::vector<uint8_t> lens;
+  PagedMqaLogitsArgs b = a;
+  b.context_lens = copy_of(a.context_lens, lens);
+  shorten_each(b.context_lens);
+  paged_mqa_logits(d, b);
+}
+
+void paged_shifts_the_logits(Device& d, const PagedMqaLogitsArgs& a) {
+  paged_mqa_logits(d, a);
+  shift_every_logit(a.logits);
+}
+
+// Reads the cache from the 16-byte boundary at or below its start (a fast path assumed everywhere).
+void paged_assumes_an_aligned_cache(Device& d, const PagedMqaLogitsArgs& a) {
+  PagedMqaLogitsArgs b = a;
+  const View& v = a.kv_blocks.view;
+  const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.kv_blocks.data<uint8_t>()) % 16);
+  b.kv_blocks.view = View(v.dtype(), v.shape(), v.strides(), v.byte_offset() - misaligned);
+  paged_mqa_logits(d, b);
+}
+
+void prefill_writes_past_the_view(Device& d, const MqaLogitsArgs& a) {
+  mqa_logits(d, a);
+  write_past_the_last_row(a.logits);
+}
+
+// Reads k_scale as contiguous whatever its stride.
+void prefill_ignores_the_scale_stride(Device& d, const MqaLogitsArgs& a) {
+  MqaLogitsArgs b = a;
+  b.k_scale.view = View::contiguous(DType::kF32, a.k_scale.view.shape(), a.k_scale.view.byte_offset());
+  mqa_logits(d, b);
+}
+
+// Unclean mode only: every non-empty row ends one key early (ke - 1).
+void prefill_unclean_rows_one_short(Device& d, const MqaLogitsArgs& a) {
+  if (a.mode != LogitsMode::kUnclean) return mqa_logits(d, a);
+  std::vector<uint8_t> ke;
+  MqaLogitsArgs b = a;
+  b.ke = copy_of(a.ke, ke);
+  std::vector<int32_t> host_ke;
+  for (int64_t m = 0; m < a.ke.view.size(0); ++m) {
+    int32_t& e = *reinterpret_cast<int32_t*>(static_cast<uint8_t*>(b.ke.base) + b.ke.view.byte_offset_of({m}));
+    const int32_t s = *reinterpret_cast<const int32_t*>(static_cast<uint8_t*>(a.ks.base) + a.ks.view.byte_offset_of({m}));
+    if (e > s) --e;
+    host_ke.push_back(e);
+  }
+  if (a.host_ke != nullptr) b.host_ke = &host_ke;
+  mqa_logits(d, b);
+}
+
+void prefill_shifts_the_logits(Device& d, const MqaLogitsArgs& a) {
+  mqa_logits(d, a);
+  shift_every_logit(a.logits);
+}
+
+// rc::check of a property on a wrong implementation (holds == false is the test passing); a failure
+// prints its case as `mlacheck repro` reads it (the case passes there, on @ref).
+bool paged_holds(const char* property, Verdict (*verdict)(Device&, PagedMqaLogitsFn*, const PagedLogitsCase&),
+                 PagedMqaLogitsFn* wrong, bool block64 = false) {
+  return rc::check(property, [=] {
+    const PagedLogitsCase c = *gen::paged_logits_case({block64, false});
+    const auto device = make_device(Backend::kHost);
+    rc_require(verdict(*device, wrong, c), paged_text(property, c));
+  });
+}
+
+bool prefill_holds(const char* property, Verdict (*verdict)(Device&, MqaLogitsFn*, const PrefillLogitsCase&),
+                   MqaLogitsFn* wrong) {
+  return rc::check(property, [=] {
+    const PrefillLogitsCase c = *gen::prefill_logits_case();
+    const auto device = make_device(Backend::kHost);
+    rc_require(verdict(*device, wrong, c), prefill_text(property, c));
+  });
+}
+
+// Each property on a wrong implementation with a bug it must see.
+TEST(PagedMqaLogits, ThePropertiesReportWrongImplementations) {
+  EXPECT_FALSE(paged_holds("equals_oracle", &paged_logits_equal_oracle, &paged_writes_past_the_view));
+  EXPECT_FALSE(paged_holds("equals_oracle", &paged_logits_equal_oracle, &paged_drops_the_scale));
+  EXPECT_FALSE(paged_holds("fast_path_equals_general_path", &paged_logits_fast_path_equals_general_path,
+                           &paged_assumes_an_aligned_cache, true));
+  EXPECT_FALSE(paged_holds("clean_equals_unclean", &paged_logits_clean_equals_unclean, &paged_unclean_rows_one_short));
+  EXPECT_FALSE(paged_holds("weights_scale_exactly", &paged_logits_weights_scale_exactly, &paged_shifts_the_logits));
+  EXPECT_FALSE(rc::check("equals_prefill_over_gathered_keys", [] {
+    const PagedLogitsCase c = *gen::paged_logits_case();
+    const auto device = make_device(Backend::kHost);
+    rc_require(paged_logits_equal_prefill_over_gathered_keys(*device, &paged_drops_the_scale, &mqa_logits, c),
+               paged_text("equals_prefill_over_gathered_keys", c));
+  }));
+}
+
+TEST(MqaLogits, ThePropertiesReportWrongImplementations) {
+  EXPECT_FALSE(prefill_holds("equals_oracle", &prefill_logits_equal_oracle, &prefill_writes_past_the_view));
+  EXPECT_FALSE(prefill_holds("equals_oracle", &prefill_logits_equal_oracle, &prefill_ignores_the_scale_stride));
+  EXPECT_FALSE(prefill_holds("clean_equals_unclean", &prefill_logits_clean_equals_unclean, &prefill_unclean_rows_one_short));
+  EXPECT_FALSE(prefill_holds("weights_scale_exactly", &prefill_logits_weights_scale_exactly, &prefill_shifts_the_logits));
+}
+
+// ---- case text -------------------------------------------------------------------------------------
+
+const std::vector<std::string> kPagedProperties = {"equals_oracle", "fast_path_equals_general_path",
+                                                   "clean_equals_unclean", "weights_scale_exactly",
+                                                   "equals_prefill_over_gathered_keys"};
+const std::vector<std::string> kPrefillProperties = {"equals_oracle", "clean_equals_unclean", "weights_scale_exactly"};
+
+// A case printed as text reads back to the same case, and one in eight runs through the registry
+// (what `mlacheck repro` does) and passes on @ref.
+RC_GTEST_PROP(MqaLogitsCaseText, PagedRoundTripsAndRunsThroughTheRegistry, ()) {
+  const PagedLogitsCase c = *gen::paged_logits_case();
+  const CaseText t = paged_text(*rc::gen::elementOf(kPagedProperties), c);
+  const CaseText back = CaseText::parse(t.format());
+  RC_ASSERT(back == t);
+  CaseText again = case_header(back.word("property"), "paged_mqa_logits@ref");
+  paged_logits_to_text(paged_logits_from_text(back), again);
+  RC_ASSERT(again == t);
+  if (*rc::gen::inRange(0, 8) == 0) rc_require(run_case_text(back).verdict, t);
+}
+
+RC_GTEST_PROP(MqaLogitsCaseText, PrefillRoundTripsAndRunsThroughTheRegistry, ()) {
+  const PrefillLogitsCase c = *gen::prefill_logits_case();
+  const CaseText t = prefill_text(*rc::gen::elementOf(kPrefillProperties), c);
+  const CaseText back = CaseText::parse(t.format());
+  RC_ASSERT(back == t);
+  CaseText again = case_header(back.word("property"), "mqa_logits@ref");
+  prefill_logits_to_text(prefill_logits_from_text(back), again);
+  RC_ASSERT(again == t);
+  if (*rc::gen::inRange(0, 8) == 0) rc_require(run_case_text(back).verdict, t);
+}
+
+TEST(MqaLogitsCaseText, EveryPropertyIsRegistered) {
+  for (const std::string& p : kPagedProperties) EXPECT_NO_THROW(property_registry().find("paged_mqa_logits." + p));
+  for (const std::string& p : kPrefillProperties) EXPECT_NO_THROW(property_registry().find("mqa_logits." + p));
+}
+
+// Replaces the line "from" of the text with "to" and expects from_text to refuse it with one line.
+template <class FromText>
+void expect_refused(const CaseText& good, const std::string& from, const std::string& to, FromText from_text) {
+  std::string text = good.format();
+  const size_t at = text.find("\n" + from + "\n");
+  ASSERT_NE(at, std::string::npos) << from;
+  text.replace(at + 1, from.size(), to);
+  try {
+    from_text(CaseText::parse(text));
+    ADD_FAILURE() << to << ": accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(std::string(err.what()).find('\n'), std::string::npos) << err.what();
+  }
+}
+
+// A hand-edited case with a value out of range or inconsistent is refused with one line.
+TEST(MqaLogitsCaseText, MalformedCasesAreRefusedWithOneLine) {
+  PagedLogitsCase c;
+  c.B = 2, c.next_n = 2, c.H = 4, c.D = 16, c.block_size = 4, c.lens = {6, 3}, c.max_context_len = 8;
+  c.W = 2, c.num_blocks = 3, c.table = {2, 0, 1, -1}, c.block_stride = 80, c.logits_stride = 8;
+  const CaseText good = paged_text("equals_oracle", c);
+  EXPECT_NO_THROW(paged_logits_from_text(good));
+  const auto paged = [](const CaseText& t) { paged_logits_from_text(t); };
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"context_lens 6 3", "context_lens 6"},            // one length per request
+           {"context_lens 6 3", "context_lens 6 -3"},         // negative
+           {"context_lens 6 3", "context_lens 9 3"},          // past max_context_len (and the table)
+           {"block_table 2 0 1 -1", "block_table 2 3 1 -1"},  // a needed page outside the cache
+           {"block_table 2 0 1 -1", "block_table 2 0 1"},     // wrong count
+           {"table_width 2", "table_width 1"},                // narrower than request 0's pages
+           {"block_stride 80", "block_stride 78"},            // under block_size x (D + 4)
+           {"block_stride 80", "block_stride 82"},            // not a multiple of 4
+           {"heads 4", "heads 129"},                          // out of range
+           {"head_dim 16", "head_dim 576"},                   // 64 padded heads x 576 exceed a block's shared memory
+           {"lens_stride 1", "lens_stride 0"},
+       }) {
+    expect_refused(good, from, to, paged);
+  }
+  expect_refused(good, "lens_layout 1d", "lens_layout 3d", paged);
+  expect_refused(good, "mode unclean", "mode dirty", paged);
+  expect_refused(good, "keys random", "keys nan", paged);
+  expect_refused(good, "key_exponent 0", "key_exponent 200", paged);
+  expect_refused(good, "warp 32", "warp 48", paged);
+  expect_refused(good, "poison 127", "poison 0", paged);
+
+  PrefillLogitsCase p;
+  p.M = 2, p.N = 10, p.H = 2, p.D = 8, p.ks = {0, 4}, p.ke = {3, 10}, p.k_stride = 8, p.logits_stride = 10;
+  const CaseText pgood = prefill_text("equals_oracle", p);
+  EXPECT_NO_THROW(prefill_logits_from_text(pgood));
+  const auto prefill = [](const CaseText& t) { prefill_logits_from_text(t); };
+  expect_refused(pgood, "ks 0 4", "ks 0 5 1", prefill);  // wrong count
+  expect_refused(pgood, "ks 0 4", "ks 4 4", prefill);    // row 0: ks 4 > ke 3
+  expect_refused(pgood, "ke 3 10", "ke 3 11", prefill);  // past N
+  expect_refused(pgood, "k_stride 8", "k_stride 7", prefill);
+  expect_refused(pgood, "logits_stride 10", "logits_stride 9", prefill);
+  expect_refused(pgood, "scales fp32", "scales bf16", prefill);
 }
 
 // ---- cuda: the same checks on device buffers -------------------------------------------------
@@ -507,16 +456,23 @@ TEST(MqaLogitsOnCuda, PropertiesAndProductionSizesWhenAGpuIsPresent) {
   if (!device_usable(Backend::kCuda, &why)) GTEST_SKIP() << "skipped: no GPU (" << why << ")";
   const auto device = make_device(Backend::kCuda);
   EXPECT_TRUE(rc::check("paged logits on cuda equal the oracle", [&] {
-    const std::string failure = check_paged(*device, *gen_paged_case());
-    if (!failure.empty()) RC_FAIL(failure);
+    const PagedLogitsCase c = *gen::paged_logits_case();
+    rc_require(paged_logits_equal_oracle(*device, &paged_mqa_logits, c), paged_text("equals_oracle", c));
+  }));
+  EXPECT_TRUE(rc::check("paged logits on cuda: fast path = general path", [&] {
+    const PagedLogitsCase c = *gen::paged_logits_case({true, true});
+    rc_require(paged_logits_fast_path_equals_general_path(*device, &paged_mqa_logits, c),
+               paged_text("fast_path_equals_general_path", c));
   }));
   EXPECT_TRUE(rc::check("prefill logits on cuda equal the oracle", [&] {
-    const std::string failure = check_prefill(*device, *gen_prefill_case());
-    if (!failure.empty()) RC_FAIL(failure);
+    const PrefillLogitsCase c = *gen::prefill_logits_case();
+    rc_require(prefill_logits_equal_oracle(*device, &mqa_logits, c), prefill_text("equals_oracle", c));
   }));
-  EXPECT_EQ(check_paged(*device, production_paged_case(64, false, LogitsMode::kClean)), "");
-  EXPECT_EQ(check_paged(*device, production_paged_case(64, true, LogitsMode::kUnclean)), "");
-  EXPECT_EQ(check_paged(*device, production_paged_case(61, true, LogitsMode::kClean)), "");
+  for (const PagedLogitsCase& c : {production_paged_case(64, false, LogitsMode::kClean),
+                                   production_paged_case(64, true, LogitsMode::kUnclean),
+                                   production_paged_case(61, true, LogitsMode::kClean)}) {
+    EXPECT_EQ(paged_logits_equal_oracle(*device, &paged_mqa_logits, c).value_or(""), "");
+  }
 }
 
 // ---- bad input: refused with one line before any launch ---------------------------------------

@@ -1,193 +1,210 @@
-// Tests of kernels/pack_decode_glue.h: pack, unpack and global slots against plain loops and the
-// oracle, on the host device (and cuda when usable), with every buffer guarded.
+// Tests of kernels/pack_decode_glue.h: pack, unpack, copy_rows and global slots through the shared
+// properties of properties/pack_decode_properties.h, on the host device (and cuda when usable), with
+// every buffer guarded; the properties reporting wrong implementations; case text; bad views.
 #include "kernels/pack_decode_glue.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "oracle/topk.h"
+#include "properties/pack_decode_properties.h"
+#include "properties/property_registry.h"
+#include "properties/rc_verdict.h"
 
 namespace mlacheck::kernels {
 namespace {
 
-// A batch: decode lengths in [0, next_n] (0: padding request) and their prefix sums.
-struct Batch {
-  std::vector<int32_t> decode_lens, qsl;
-  friend void showValue(const Batch& b, std::ostream& os) {
-    os << "decode_lens";
-    for (int32_t d : b.decode_lens) os << ' ' << d;
-    os << ", next_n' " << b.next_n;
-  }
-  int32_t next_n = 1;  // next_n' = max decode length (at least 1)
-  int64_t tokens() const { return qsl.back(); }
-};
-
-rc::Gen<Batch> gen_batch() {
-  return rc::gen::exec([] {
-    const int32_t next_n = *rc::gen::inRange(1, 5);
-    Batch b;
-    b.decode_lens = *rc::gen::container<std::vector<int32_t>>(*rc::gen::inRange(1, 7), rc::gen::inRange(0, next_n + 1));
-    b.qsl.push_back(0);
-    for (int32_t d : b.decode_lens) b.qsl.push_back(b.qsl.back() + d);
-    b.next_n = std::max(1, *std::max_element(b.decode_lens.begin(), b.decode_lens.end()));
-    return b;
-  });
+CaseText pack_text(const std::string& property, const PackDecodeCase& c) {
+  CaseText t = case_header(property, property.substr(0, property.find('.')) + "@ref");
+  pack_decode_to_text(c, t);
+  return t;
+}
+CaseText global_text(const TopkToGlobalCase& c) {
+  CaseText t = case_header("topk_to_global.equals_oracle", "topk_to_global@ref");
+  topk_to_global_to_text(c, t);
+  return t;
 }
 
-// One guarded buffer holding host data at a view; returns the device tensor.
-struct Staged {
-  std::unique_ptr<GuardedMemory> memory;
-  DeviceTensor tensor;
-};
-template <class T>
-Staged stage(Device& device, const std::string& name, const View& v, const std::vector<T>& host_bytes) {
-  Staged s{device.allocate(name, static_cast<int64_t>(host_bytes.size() * sizeof(T))), {}};
-  s.memory->write(0, host_bytes.data(), static_cast<int64_t>(host_bytes.size() * sizeof(T)));
-  s.tensor = {s.memory->data(), v};
-  return s;
-}
-template <class T>
-std::vector<T> fetch(const Staged& s) {
-  std::vector<T> out(static_cast<size_t>(s.memory->size()) / sizeof(T));
-  s.memory->read(0, out.data(), static_cast<int64_t>(out.size() * sizeof(T)));
-  return out;
-}
-
-// Packs fp32 rows [T, H] (row stride H + 3, offset 2 rows into the buffer) into [B, next_n', H]
-// slots (row stride H + 1, inside a buffer with a spare row before and after), unpacks them into
-// the first T rows of a shared [T + 3, H] buffer whose other rows must survive, and checks both
-// against plain loops.
-void check_pack_round_trip(Device& device, const Batch& b, int64_t H) {
-  const int64_t B = static_cast<int64_t>(b.decode_lens.size()), T = b.tokens(), n = b.next_n;
-  std::vector<float> tokens(static_cast<size_t>((T + 2) * (H + 3)), -7.0f);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < H; ++h) tokens[static_cast<size_t>((t + 2) * (H + 3) + h)] = float(1000 * t + h);
-  }
-  Staged qsl = stage(device, "query_start_loc", View::contiguous(DType::kI32, {B + 1}), b.qsl);
-  Staged src = stage(device, "tokens", View(DType::kF32, {T, H}, {H + 3, 1}, 2 * (H + 3) * 4), tokens);
-  Staged packed = stage(device, "packed", View(DType::kF32, {B, n, H}, {n * (H + 1), H + 1, 1}, (H + 1) * 4),
-                        std::vector<float>(static_cast<size_t>((B * n + 2) * (H + 1)), 5.0f));
-  packed.memory->declare_output("packed", packed.tensor.view);
-  for (auto* m : {qsl.memory.get(), src.memory.get(), packed.memory.get()}) m->arm();
-  pack_decode(device, qsl.tensor, src.tensor, packed.tensor);
-  device.synchronize();
-  for (auto* m : {qsl.memory.get(), src.memory.get(), packed.memory.get()}) {
-    const GuardReport r = m->check();
-    RC_ASSERT(r.ok());
-  }
-  const std::vector<float> got = fetch<float>(packed);
-  for (int64_t r = 0; r < B; ++r) {
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t h = 0; h < H; ++h) {
-        const float want = j < b.decode_lens[static_cast<size_t>(r)] ? float(1000 * (b.qsl[static_cast<size_t>(r)] + j) + h) : 0.0f;
-        RC_ASSERT(got[static_cast<size_t>((1 + r * n + j) * (H + 1) + h)] == want);
-      }
-    }
-  }
-
-  // Unpack into the decode rows of a shared buffer: rows >= T belong to prefill tokens.
-  std::vector<float> shared(static_cast<size_t>((T + 3) * H), 42.0f);
-  Staged dst = stage(device, "shared", View::contiguous(DType::kF32, {T, H}), shared);
-  dst.memory->declare_output("decode rows", dst.tensor.view);
-  packed.memory->clear_outputs();
-  for (auto* m : {qsl.memory.get(), packed.memory.get(), dst.memory.get()}) m->arm();
-  unpack_decode(device, qsl.tensor, packed.tensor, dst.tensor);
-  device.synchronize();
-  for (auto* m : {qsl.memory.get(), packed.memory.get(), dst.memory.get()}) RC_ASSERT(m->check().ok());
-  const std::vector<float> back = fetch<float>(dst);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < H; ++h) RC_ASSERT(back[static_cast<size_t>(t * H + h)] == float(1000 * t + h));
-  }
+RC_GTEST_PROP(PackDecode, PackWritesLeftAlignedSlotsAndNothingElse, ()) {
+  const PackDecodeCase c = *gen::pack_decode_case();
+  rc_require(pack_decode_slots_left_aligned(*make_device(Backend::kHost), &pack_decode, c),
+             pack_text("pack_decode.slots_left_aligned", c));
 }
 
 RC_GTEST_PROP(PackDecode, PackThenUnpackRestoresTokenRowsAndTouchesNothingElse, ()) {
-  const Batch b = *gen_batch();
-  const auto device = make_device(Backend::kHost);
-  check_pack_round_trip(*device, b, *rc::gen::inRange(1, 9));
+  const PackDecodeCase c = *gen::pack_decode_case();
+  rc_require(unpack_decode_inverts_pack(*make_device(Backend::kHost), &pack_decode, &unpack_decode, c),
+             pack_text("unpack_decode.inverts_pack", c));
 }
 
-// Local indices (with -1, values past the table, and negatives) -> global slots, compared with
-// oracle::topk_to_global element by element; the global view is a row-padded slice.
-void check_global(Device& device, const Batch& b, int64_t k, int64_t page, int64_t W, bool in_place) {
-  const int64_t B = static_cast<int64_t>(b.decode_lens.size()), T = b.tokens();
-  std::vector<int32_t> table(static_cast<size_t>(B * (W + 2)), -9);
-  for (auto& x : table) x = *rc::gen::inRange(0, 1000);
-  std::vector<int32_t> local(static_cast<size_t>(T * k));
-  for (auto& x : local) x = *rc::gen::inRange(-3, static_cast<int>(W * page + page + 2));
-  Staged qsl = stage(device, "query_start_loc", View::contiguous(DType::kI32, {B + 1}), b.qsl);
-  Staged tab = stage(device, "block_table", View::padded_rows(DType::kI32, {B, W}, W + 2), table);
-  Staged loc = stage(device, "local", View::contiguous(DType::kI32, {T, k}), local);
-  Staged out = stage(device, "global", View::padded_rows(DType::kI32, {T, k}, k + 1, 4),
-                     std::vector<int32_t>(static_cast<size_t>(T * (k + 1) + 2), 3));
-  const Staged& dst = in_place ? loc : out;
-  dst.memory->declare_output("global", dst.tensor.view);
-  for (auto* m : {qsl.memory.get(), tab.memory.get(), loc.memory.get(), out.memory.get()}) m->arm();
-  // arm() poisons the outputs; in place, the output is also the input, so write it again.
-  if (in_place) loc.memory->write(0, local.data(), static_cast<int64_t>(local.size() * 4));
-  topk_to_global(device, qsl.tensor, loc.tensor, tab.tensor, page, dst.tensor);
-  device.synchronize();
-  for (auto* m : {qsl.memory.get(), tab.memory.get(), loc.memory.get(), out.memory.get()}) RC_ASSERT(m->check().ok());
-  const std::vector<int32_t> got = fetch<int32_t>(dst);
-  const HostTensor host_table(table.data(), tab.tensor.view);
-  for (int64_t r = 0; r < B; ++r) {
-    for (int32_t t = b.qsl[static_cast<size_t>(r)]; t < b.qsl[static_cast<size_t>(r) + 1]; ++t) {
-      for (int64_t i = 0; i < k; ++i) {
-        const int32_t want = oracle::topk_to_global(local[static_cast<size_t>(t * k + i)], host_table, r, page);
-        const int64_t at = in_place ? t * k + i : 1 + t * (k + 1) + i;
-        RC_ASSERT(got[static_cast<size_t>(at)] == want);
-      }
+RC_GTEST_PROP(PackDecode, GlobalSlotsEqualTheOracle, ()) {
+  const TopkToGlobalCase c = *gen::topk_to_global_case();
+  rc_require(topk_to_global_equals_oracle(*make_device(Backend::kHost), &topk_to_global, c), global_text(c));
+}
+
+// copy_rows has no registry op, so its failures print the case but `mlacheck repro` cannot run it.
+RC_GTEST_PROP(PackDecode, CopyRowsCopiesTheFirstRowsAndNothingElse, ()) {
+  const CopyRowsCase c = *gen::copy_rows_case();
+  if (const Verdict v = copy_rows_copies_first_rows(*make_device(Backend::kHost), &copy_rows, c)) RC_FAIL(*v);
+}
+
+// ---- the properties catch wrong implementations ------------------------------------------------
+
+// The token rows one row off: slot (b, j) gets token qsl[b] + j + 1 (the last one reads past T).
+void pack_tokens_off_by_one(Device& d, const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed) {
+  const View& v = tokens.view;
+  pack_decode(d, qsl, {tokens.base, View(v.dtype(), v.shape(), v.strides(), v.byte_offset() + v.stride(0) * v.element_size())},
+              packed);
+}
+
+// Slot j + 1 unpacked into token j: reads padding slots (and the row past the slots).
+void unpack_slots_off_by_one(Device& d, const DeviceTensor& qsl, const DeviceTensor& packed, const DeviceTensor& tokens) {
+  const View& v = packed.view;
+  unpack_decode(d, qsl, {packed.base, View(v.dtype(), v.shape(), v.strides(), v.byte_offset() + v.stride(1) * v.element_size())},
+                tokens);
+}
+
+// The table's last column dropped (a width off by one): its indices become -1.
+void to_global_one_column_short(Device& d, const DeviceTensor& qsl, const DeviceTensor& local, const DeviceTensor& table,
+                                int64_t page, const DeviceTensor& global) {
+  const View& v = table.view;
+  const DeviceTensor narrow =
+      v.size(1) > 1 ? DeviceTensor{table.base, View(v.dtype(), {v.size(0), v.size(1) - 1}, v.strides(), v.byte_offset())}
+                    : table;
+  topk_to_global(d, qsl, local, narrow, page, global);
+}
+
+// The rows one row off: destination row r gets source row r + 1.
+void copy_rows_off_by_one(Device& d, const DeviceTensor& src, const DeviceTensor& dst) {
+  const View& v = src.view;
+  if (v.size(0) <= dst.view.size(0)) return copy_rows(d, src, dst);
+  copy_rows(d, {src.base, View(v.dtype(), {v.size(0) - 1, v.size(1)}, v.strides(), v.byte_offset() + v.stride(0) * v.element_size())},
+            dst);
+}
+
+// Pack, then the first element of slot row 0 written again just past the last slot row's data (a
+// row length off by one): one element, so it stays inside the allocation's red zone.
+void pack_writes_past_the_slots(Device& d, const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed) {
+  pack_decode(d, qsl, tokens, packed);
+  const View& v = packed.view;
+  const int64_t es = v.element_size(), rows = v.size(0) * v.size(1);
+  int64_t row_elements = 1;
+  for (int dim = 2; dim < v.rank(); ++dim) row_elements *= v.size(dim);
+  if (rows == 0) return;
+  const View first(v.dtype(), {1, 1}, {1, 1}, v.byte_offset());
+  const View past(v.dtype(), {1, 1}, {1, 1}, v.byte_offset() + ((rows - 1) * v.stride(1) + row_elements) * es);
+  copy_rows(d, {packed.base, first}, {packed.base, past});
+}
+
+TEST(PackDecodeProperties, ReportEachWrongImplementation) {
+  EXPECT_FALSE(rc::check("slots_left_aligned, token rows off by one", [] {
+    const PackDecodeCase c = *gen::pack_decode_case();
+    if (const Verdict v = pack_decode_slots_left_aligned(*make_device(Backend::kHost), &pack_tokens_off_by_one, c))
+      RC_FAIL(*v);
+  }));
+  EXPECT_FALSE(rc::check("slots_left_aligned, a write past the slots", [] {
+    const PackDecodeCase c = *gen::pack_decode_case();
+    if (const Verdict v = pack_decode_slots_left_aligned(*make_device(Backend::kHost), &pack_writes_past_the_slots, c))
+      RC_FAIL(*v);
+  }));
+  EXPECT_FALSE(rc::check("inverts_pack, slots off by one", [] {
+    const PackDecodeCase c = *gen::pack_decode_case();
+    const auto device = make_device(Backend::kHost);
+    if (const Verdict v = unpack_decode_inverts_pack(*device, &pack_decode, &unpack_slots_off_by_one, c)) RC_FAIL(*v);
+  }));
+  EXPECT_FALSE(rc::check("equals_oracle, table one column short", [] {
+    const TopkToGlobalCase c = *gen::topk_to_global_case();
+    if (const Verdict v = topk_to_global_equals_oracle(*make_device(Backend::kHost), &to_global_one_column_short, c))
+      RC_FAIL(*v);
+  }));
+  EXPECT_FALSE(rc::check("copy_rows, rows off by one", [] {
+    const CopyRowsCase c = *gen::copy_rows_case();
+    if (const Verdict v = copy_rows_copies_first_rows(*make_device(Backend::kHost), &copy_rows_off_by_one, c)) RC_FAIL(*v);
+  }));
+}
+
+// ---- case text ---------------------------------------------------------------------------------
+
+RC_GTEST_PROP(PackDecodeCaseText, RoundTripsAndRunsThroughTheRegistry, ()) {
+  const PackDecodeCase c = *gen::pack_decode_case();
+  const std::string property = *rc::gen::element<std::string>("pack_decode.slots_left_aligned", "unpack_decode.inverts_pack");
+  const CaseText t = pack_text(property, c);
+  const CaseText back = CaseText::parse(t.format());
+  RC_ASSERT(back == t);
+  RC_ASSERT(pack_text(property, pack_decode_from_text(back)) == t);
+  const TopkToGlobalCase g = *gen::topk_to_global_case();
+  const CaseText gt = global_text(g);
+  const CaseText gback = CaseText::parse(gt.format());
+  RC_ASSERT(gback == gt);
+  RC_ASSERT(global_text(topk_to_global_from_text(gback)) == gt);
+  if (*rc::gen::inRange(0, 8) == 0) {
+    for (const CaseText* x : {&back, &gback}) {
+      const ReproResult r = run_case_text(*x);
+      if (r.verdict) RC_FAIL(*r.verdict);
     }
   }
 }
 
-RC_GTEST_PROP(PackDecode, GlobalSlotsEqualTheOracle, ()) {
-  const Batch b = *gen_batch();
-  const auto device = make_device(Backend::kHost);
-  check_global(*device, b, *rc::gen::inRange(1, 9), *rc::gen::element(1, 2, 3, 64), *rc::gen::inRange(1, 5),
-               *rc::gen::arbitrary<bool>());
-}
-
-// The token rows out of graph-padded rows: the first n of R >= n source rows (row-padded, offset)
-// into a row-padded destination inside a buffer whose other rows must survive.
-void check_copy_rows(Device& device, int64_t n, int64_t extra, int64_t H) {
-  const int64_t R = n + extra;
-  std::vector<int32_t> src_rows(static_cast<size_t>((R + 1) * (H + 2)), -5);
-  for (int64_t r = 0; r < R; ++r) {
-    for (int64_t h = 0; h < H; ++h) src_rows[static_cast<size_t>((r + 1) * (H + 2) + h)] = int32_t(100 * r + h);
-  }
-  Staged src = stage(device, "padded rows", View::padded_rows(DType::kI32, {R, H}, H + 2, (H + 2) * 4), src_rows);
-  Staged dst = stage(device, "shared", View::padded_rows(DType::kI32, {n, H}, H + 1),
-                     std::vector<int32_t>(static_cast<size_t>((n + 3) * (H + 1)), 42));
-  dst.memory->declare_output("token rows", dst.tensor.view);
-  for (auto* m : {src.memory.get(), dst.memory.get()}) m->arm();
-  copy_rows(device, src.tensor, dst.tensor);
-  device.synchronize();
-  for (auto* m : {src.memory.get(), dst.memory.get()}) RC_ASSERT(m->check().ok());
-  const std::vector<int32_t> got = fetch<int32_t>(dst);
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t h = 0; h < H; ++h) RC_ASSERT(got[static_cast<size_t>(r * (H + 1) + h)] == int32_t(100 * r + h));
+void expect_refused(const std::string& good, const std::vector<std::pair<std::string, std::string>>& edits,
+                    void (*read)(const CaseText&)) {
+  for (const auto& [from, to] : edits) {
+    std::string text = good;
+    const size_t at = text.find(from + "\n");
+    ASSERT_NE(at, std::string::npos) << from << " in\n" << text;
+    text.replace(at, from.size(), to);
+    try {
+      read(CaseText::parse(text));
+      ADD_FAILURE() << to << ": accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).find('\n'), std::string::npos) << err.what();
+    }
   }
 }
 
-RC_GTEST_PROP(PackDecode, CopyRowsCopiesTheFirstRowsAndNothingElse, ()) {
-  const auto device = make_device(Backend::kHost);
-  check_copy_rows(*device, *rc::gen::inRange(0, 9), *rc::gen::inRange(0, 4), *rc::gen::inRange(1, 9));
+TEST(PackDecodeCaseText, MalformedCasesAreRefusedWithOneLine) {
+  PackDecodeCase p;
+  p.decode_lens = {2, 0, 1}, p.next_n = 2, p.row_shape = {3};
+  const std::string good = pack_text("pack_decode.slots_left_aligned", p).format();
+  EXPECT_NO_THROW(pack_decode_from_text(CaseText::parse(good)));
+  expect_refused(good,
+                 {{"decode_lens 2 0 1", "decode_lens 3 0 1"}, {"decode_lens 2 0 1", "decode_lens"},
+                  {"row_shape 3", "row_shape 0"}, {"row_shape 3", "row_shape 100 100"},
+                  {"dtype fp32", "dtype fp64"}, {"next_n 2", "next_n 0"}, {"token_row_pad 0", "token_row_pad -1"},
+                  {"warp 32", "warp 16"}},
+                 [](const CaseText& t) { pack_decode_from_text(t); });
+  TopkToGlobalCase g;
+  g.decode_lens = {1, 2}, g.seq_lens = {5, 2}, g.k = 2, g.page = 4, g.W = 2, g.block_table = {7, 3, 1, -1};
+  const std::string ggood = global_text(g).format();
+  EXPECT_NO_THROW(topk_to_global_from_text(CaseText::parse(ggood)));
+  expect_refused(ggood,
+                 {{"seq_lens 5 2", "seq_lens 5"}, {"seq_lens 5 2", "seq_lens 9 2"}, {"block_table 7 3 1 -1", "block_table 7 3 1"},
+                  {"block_table 7 3 1 -1", "block_table 7 -3 1 -1"},
+                  {"block_table 7 3 1 -1", "block_table 7 3 1000000000 -1"}, {"page 4", "page 0"},
+                  {"k 2", "k 0"}, {"in_place 0", "in_place 2"}},
+                 [](const CaseText& t) { topk_to_global_from_text(t); });
 }
+
+// ---- cuda and bad input ------------------------------------------------------------------------
 
 TEST(PackDecode, OnCudaWhenAGpuIsPresent) {
   std::string why;
   if (!device_usable(Backend::kCuda, &why)) GTEST_SKIP() << "skipped: no GPU (" << why << ")";
   const auto device = make_device(Backend::kCuda);
-  EXPECT_TRUE(rc::check("pack round trip on cuda", [&] { check_pack_round_trip(*device, *gen_batch(), *rc::gen::inRange(1, 9)); }));
+  EXPECT_TRUE(rc::check("pack on cuda", [&] {
+    if (const Verdict v = pack_decode_slots_left_aligned(*device, &pack_decode, *gen::pack_decode_case())) RC_FAIL(*v);
+  }));
+  EXPECT_TRUE(rc::check("pack round trip on cuda", [&] {
+    const Verdict v = unpack_decode_inverts_pack(*device, &pack_decode, &unpack_decode, *gen::pack_decode_case());
+    if (v) RC_FAIL(*v);
+  }));
   EXPECT_TRUE(rc::check("global slots on cuda", [&] {
-    check_global(*device, *gen_batch(), *rc::gen::inRange(1, 9), *rc::gen::element(1, 2, 64), 3, *rc::gen::arbitrary<bool>());
+    if (const Verdict v = topk_to_global_equals_oracle(*device, &topk_to_global, *gen::topk_to_global_case())) RC_FAIL(*v);
   }));
   EXPECT_TRUE(rc::check("copy rows on cuda", [&] {
-    check_copy_rows(*device, *rc::gen::inRange(0, 9), *rc::gen::inRange(0, 4), *rc::gen::inRange(1, 9));
+    if (const Verdict v = copy_rows_copies_first_rows(*device, &copy_rows, *gen::copy_rows_case())) RC_FAIL(*v);
   }));
 }
 
