@@ -72,7 +72,7 @@ int cmd_list() {
   if (impls.empty()) std::cout << "  none registered in this build\n";
   std::cout << "\nproperties (a case file names one; mlacheck repro runs it):\n";
   for (const auto& p : mlacheck::property_registry().list()) {
-    std::cout << "  " << p.name << std::string(p.name.size() < 48 ? 48 - p.name.size() : 1, ' ') << p.summary << '\n';
+    std::cout << "  " << p.name << std::string(p.name.size() < 52 ? 52 - p.name.size() : 1, ' ') << p.summary << '\n';
   }
   return 0;
 }
