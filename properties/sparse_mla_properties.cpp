@@ -1,8 +1,281 @@
-// Properties of sparse_mla (properties/sparse_mla_properties.h).
+// Properties of sparse MLA decode (properties/sparse_mla_properties.h).
 #include "properties/sparse_mla_properties.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+
+#include "core/backend/host_executor.h"
+#include "core/compare.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/fp8.h"
+#include "core/tolerances.h"
+#include "kernels/registry.h"
+#include "oracle/oracle_tensor.h"
+#include "oracle/sparse_mla.h"
+#include "properties/staged_buffer.h"
 
 namespace mlacheck {
 
-void register_sparse_mla_properties(PropertyRegistry&) {}
+using kernels::Buffer;
+using kernels::Device;
+
+namespace {
+
+constexpr int64_t kDim = kernels::kSparseMlaHeadDim, kLatent = kernels::kSparseMlaLatent;
+constexpr int64_t kTile = kernels::kSparseMlaScaleTile, kRope = kernels::kSparseMlaRope;
+constexpr int64_t kToken = kernels::kSparseMlaTokenBytes;
+// The output buffers around their views: a pattern no kernel would write.
+constexpr uint8_t kOutFill = 0xA7;
+
+float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
+
+// Fills every 4-byte word of a buffer (view and padding) with value.
+void fill_words(Buffer& buf, int32_t value) {
+  for (size_t at = 0; at + 4 <= buf.host.size(); at += 4) std::memcpy(buf.host.data() + at, &value, 4);
+}
+
+// One fp8_ds_mla token of the case's values: 4 tiles of latent of magnitude 2^-2 .. 2^2 quantized
+// with the case's scale format, every tile scale then x 2^magnitude_log2 (exact: both formats stay
+// what they are), 64 bf16 rope values; all zero (codes, rope, and for fp32 sometimes the scales)
+// when zero.
+void write_token(const SparseMlaCase& c, std::mt19937_64& rng, bool zero, uint8_t* token) {
+  for (int64_t tile = 0; tile < kLatent / kTile; ++tile) {
+    float latent[kTile];
+    const float magnitude = std::ldexp(1.0f, static_cast<int>(rng() % 5) - 2);
+    float amax = 0;
+    for (float& v : latent) {
+      v = zero ? 0.0f : magnitude * uniform(rng, -1, 1);
+      amax = std::max(amax, std::fabs(v));
+    }
+    if (zero) amax = magnitude;
+    float scale = c.scale_format == SparseMlaScaleFormat::kFp32 ? fp8_e4m3_scale_fp32(amax)
+                                                                : ue8m0_to_float(fp8_e4m3_scale_ue8m0(amax));
+    for (int64_t e = 0; e < kTile; ++e) token[tile * kTile + e] = float_to_fp8_e4m3(latent[e] / scale);
+    scale = std::ldexp(scale, c.magnitude_log2);
+    if (zero && c.scale_format == SparseMlaScaleFormat::kFp32 && rng() % 2 == 0) scale = 0.0f;
+    std::memcpy(token + kLatent + 4 * tile, &scale, 4);
+  }
+  for (int64_t r = 0; r < kRope; ++r) {
+    const uint16_t h = float_to_bf16(zero ? 0.0f : uniform(rng, -1, 1));
+    std::memcpy(token + kLatent + 16 + 2 * r, &h, 2);
+  }
+}
+
+// The staged buffers of one case.
+struct Staged {
+  Buffer q, kv, indices, lengths, sink, out, lse;
+
+  explicit Staged(const SparseMlaCase& c)
+      : q("q", View::contiguous(DType::kBF16, {c.B, c.S, c.H, kDim}, 2 * c.q_offset), 64, c.poison),
+        kv("kv_cache", View(DType::kU8, {c.num_blocks, c.page, kToken}, {c.block_stride, c.token_stride, 1}, c.kv_offset),
+           64, c.poison),
+        indices("indices", View::contiguous(DType::kI32, {c.B, c.S, c.topk}, 4 * c.indices_offset), 64, 0),
+        lengths("topk_length", View::contiguous(DType::kI32, {c.B}, 4 * c.aux_offset), 64, 0),
+        sink("attn_sink", View::contiguous(DType::kF32, {c.H}, 4 * c.aux_offset), 64, c.poison),
+        out("out", View::contiguous(DType::kBF16, {c.B, c.S, c.H, kLatent}, 2 * c.out_offset), 64, kOutFill),
+        lse("lse", View::contiguous(DType::kF32, {c.B, c.H, c.S}, 4 * c.lse_offset), 64, kOutFill) {
+    std::mt19937_64 rng(c.seed);
+    // q: latent x 2^-magnitude_log2, so scores do not move with the cache's magnitude.
+    for (int64_t row = 0; row < c.B * c.S * c.H; ++row) {
+      const bool zero = c.zero_rows && rng() % 4 == 0;
+      for (int64_t d = 0; d < kDim; ++d) {
+        const float v = zero ? 0.0f : uniform(rng, -2, 2);
+        const uint16_t h = float_to_bf16(d < kLatent ? std::ldexp(v, -c.magnitude_log2) : v);
+        std::memcpy(q.host.data() + q.view.byte_offset() + 2 * (row * kDim + d), &h, 2);
+      }
+    }
+    // The cache: every byte poison, then the tokens counted valid entries name.
+    std::set<int32_t> named;
+    for (int64_t b = 0; b < c.B; ++b) {
+      for (int64_t s = 0; s < c.S; ++s) {
+        for (int64_t i = 0; i < c.topk; ++i) {
+          if (c.counted_valid(b, s, i)) named.insert(c.index(b, s, i));
+        }
+      }
+    }
+    for (const int32_t slot : named) {
+      const bool zero = c.zero_rows && rng() % 4 == 0;
+      write_token(c, rng, zero, kv.host.data() + kv.view.byte_offset_of({slot / c.page, slot % c.page, 0}));
+    }
+    fill_words(indices, c.trap);
+    for (int64_t b = 0; b < c.B; ++b) {
+      for (int64_t s = 0; s < c.S; ++s) {
+        for (int64_t i = 0; i < c.topk; ++i) indices.put({b, s, i}, c.index(b, s, i));
+      }
+    }
+    fill_words(lengths, static_cast<int32_t>(c.topk));  // a neighbour's word would count the poisoned tail
+    if (c.has_length) {
+      for (int64_t b = 0; b < c.B; ++b) lengths.put({b}, c.lengths[static_cast<size_t>(b)]);
+    }
+    if (c.has_sink) {
+      for (int64_t h = 0; h < c.H; ++h) sink.put({h}, c.sink[static_cast<size_t>(h)]);
+    }
+  }
+
+  std::vector<Buffer*> inputs(const SparseMlaCase& c) {
+    std::vector<Buffer*> in = {&q, &kv, &indices};
+    if (c.has_length) in.push_back(&lengths);
+    if (c.has_sink) in.push_back(&sink);
+    return in;
+  }
+
+  kernels::SparseMlaArgs args(const SparseMlaCase& c) const {
+    kernels::SparseMlaArgs a;
+    a.q = q.device_tensor();
+    a.kv_cache = kv.device_tensor();
+    a.indices = indices.device_tensor();
+    if (c.has_length) a.topk_length = lengths.device_tensor();
+    if (c.has_sink) a.attn_sink = sink.device_tensor();
+    a.softmax_scale = c.softmax_scale;
+    a.out = out.device_tensor();
+    a.lse = lse.device_tensor();
+    return a;
+  }
+};
+
+// Uploads every buffer, declares each output's view as the only bytes its buffer may change, arms,
+// launches and checks every guard; the outputs' host bytes then hold the device's.
+Verdict run_guarded(Device& device, const std::vector<Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                    const std::function<void()>& launch) {
+  std::vector<Buffer*> all = inputs;
+  all.insert(all.end(), outputs.begin(), outputs.end());
+  for (Buffer* b : all) b->upload(device);
+  for (Buffer* b : outputs) b->memory->declare_output(b->name, b->view);
+  for (Buffer* b : all) b->memory->arm();
+  launch();
+  device.synchronize();
+  for (Buffer* b : all) {
+    const GuardReport r = b->memory->check();
+    if (!r.ok()) return "guard of " + b->name + ": " + r.describe();
+  }
+  for (Buffer* b : outputs) b->download();
+  return std::nullopt;
+}
+
+bool same_special(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+// out against the oracle's with both x 2^-magnitude_log2 (exact), so the table's atol, meant for
+// outputs of magnitude ~1, keeps its meaning where the case moved out to 2^+-100: cancellation in
+// fp32 leaves errors relative to the row's magnitude, not absolute ones.
+CompareReport compare_out(const HostTensor& got, const oracle::OracleTensor& want, int magnitude_log2) {
+  const Tolerance& tol = tolerance_for("sparse_mla_decode", "out");
+  if (magnitude_log2 == 0) return compare_close(got, want.tensor(), tol);
+  oracle::OracleTensor g = oracle::load(got), w = want;
+  for (double& v : g.values) v = std::ldexp(v, -magnitude_log2);
+  for (double& v : w.values) v = std::ldexp(v, -magnitude_log2);
+  return compare_close(g.tensor(), w.tensor(), tol);
+}
+
+}  // namespace
+
+SparseMlaOutcome run_sparse_mla(Device& device, SparseMlaFn* fn, const SparseMlaCase& c, bool compare) {
+  Staged st(c);
+  simt::host::Options options;
+  options.warp_size = c.warp_size;
+  options.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
+  options.seed = c.seed;
+  simt::host::ScopedOptions scope(options);
+  SparseMlaOutcome o;
+  o.failure = run_guarded(device, st.inputs(c), {&st.out, &st.lse}, [&] { fn(device, st.args(c)); });
+  if (o.failure) return o;
+  o.out.resize(static_cast<size_t>(st.out.view.numel()));
+  std::memcpy(o.out.data(), st.out.host.data() + st.out.view.byte_offset(), 2 * o.out.size());
+  o.lse.resize(static_cast<size_t>(st.lse.view.numel()));
+  std::memcpy(o.lse.data(), st.lse.host.data() + st.lse.view.byte_offset(), 4 * o.lse.size());
+  if (!compare) return o;
+
+  oracle::SparseMlaInputs in{st.q.host_tensor(), st.kv.host_tensor(), st.indices.host_tensor(),
+                             std::nullopt,       c.softmax_scale,     std::nullopt};
+  if (c.has_length) in.topk_length = st.lengths.host_tensor();
+  if (c.has_sink) in.attn_sink = st.sink.host_tensor();
+  const oracle::SparseMlaResult want = oracle::sparse_mla_decode(in);
+  const CompareReport r_out = compare_out(st.out.host_tensor(), want.out, c.magnitude_log2);
+  const CompareReport r_lse =
+      compare_close(st.lse.host_tensor(), want.lse.tensor(), tolerance_for("sparse_mla_decode", "lse"));
+  std::string failure;
+  if (!r_out.ok) {
+    failure = (c.magnitude_log2 == 0 ? "out: " : "out x 2^" + std::to_string(-c.magnitude_log2) + ": ") + r_out.describe();
+  }
+  if (!r_lse.ok) failure += (failure.empty() ? "lse: " : "; lse: ") + r_lse.describe();
+  if (!failure.empty()) o.failure = failure;
+  return o;
+}
+
+Verdict sparse_mla_equals_oracle(Device& device, SparseMlaFn* fn, const SparseMlaCase& c) {
+  return run_sparse_mla(device, fn, c, true).failure;
+}
+
+SparseMlaCase permute_sparse_mla_rows(const SparseMlaCase& c, uint64_t permutation_seed) {
+  SparseMlaCase p = c;
+  std::mt19937_64 rng(permutation_seed);
+  for (int64_t b = 0; b < c.B; ++b) {
+    const int64_t counted = c.row_length(b);
+    for (int64_t s = 0; s < c.S; ++s) {
+      const auto row = p.indices.begin() + (b * c.S + s) * c.topk;
+      std::shuffle(row, row + counted, rng);
+      std::shuffle(row + counted, row + c.topk, rng);
+    }
+  }
+  return p;
+}
+
+Verdict sparse_mla_permutation_invariant(Device& device, SparseMlaFn* fn, const SparseMlaCase& c,
+                                         uint64_t permutation_seed) {
+  // Both runs stage the same slots (the set of counted valid entries is the same), so the cache
+  // bytes are identical.
+  const SparseMlaOutcome a = run_sparse_mla(device, fn, c, false);
+  if (a.failure) return "original rows: " + *a.failure;
+  const SparseMlaOutcome b = run_sparse_mla(device, fn, permute_sparse_mla_rows(c, permutation_seed), false);
+  if (b.failure) return "permuted rows: " + *b.failure;
+  // out: two roundings of one exact value may straddle a bf16 boundary, one ulp apart (more than
+  // the table's rtol for values just above a power of two), so allow atol plus one ulp of the larger,
+  // on out x 2^-magnitude_log2 (compare_out says why).
+  const double atol = tolerance_for("sparse_mla_decode", "out").atol;
+  for (size_t i = 0; i < a.out.size(); ++i) {
+    const double x = std::ldexp(double(bf16_to_float(a.out[i])), -c.magnitude_log2);
+    const double y = std::ldexp(double(bf16_to_float(b.out[i])), -c.magnitude_log2);
+    if (same_special(x, y)) continue;
+    if (std::isfinite(x) && std::isfinite(y) &&
+        std::fabs(x - y) <= atol + std::ldexp(1.0, std::ilogb(std::max(std::fabs(x), std::fabs(y))) - 7)) {
+      continue;
+    }
+    const int64_t row = static_cast<int64_t>(i) / kLatent;
+    return "out of (b " + std::to_string(row / (c.S * c.H)) + ", s " + std::to_string(row / c.H % c.S) + ", head " +
+           std::to_string(row % c.H) + ") column " + std::to_string(i % kLatent) + ": " + std::to_string(y) +
+           " with the rows permuted, " + std::to_string(x) + " before, more than one bf16 ulp apart";
+  }
+  const int64_t rows = c.B * c.H * c.S;
+  std::vector<float> la = a.lse, lb = b.lse;
+  const CompareReport r = compare_close(HostTensor(lb.data(), View::contiguous(DType::kF32, {c.B, c.H, c.S})),
+                                        HostTensor(la.data(), View::contiguous(DType::kF32, {c.B, c.H, c.S})),
+                                        tolerance_for("sparse_mla_decode", "lse"));
+  if (!r.ok) return "lse with the rows permuted against before (" + std::to_string(rows) + " rows): " + r.describe();
+  return std::nullopt;
+}
+
+void register_sparse_mla_properties(PropertyRegistry& r) {
+  const auto find = [](const std::string& impl) { return kernels::registry().find<SparseMlaFn>(impl); };
+  r.add({"sparse_mla_decode.equals_oracle", "sparse_mla_decode",
+         "out and lse equal the oracle's (no valid entry: 0 and +inf); only out and lse are written",
+         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const SparseMlaCase c = sparse_mla_from_text(t);
+           t.expect_all_read();
+           return sparse_mla_equals_oracle(device, find(impl), c);
+         }});
+  r.add({"sparse_mla_decode.topk_permutation_invariant", "sparse_mla_decode",
+         "reordering each top-k row (its topk_length prefix kept) leaves out and lse equal within rounding",
+         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const SparseMlaCase c = sparse_mla_from_text(t);
+           const uint64_t perm = t.unsigned_integer("permutation_seed");
+           t.expect_all_read();
+           return sparse_mla_permutation_invariant(device, find(impl), c, perm);
+         }});
+}
 
 }  // namespace mlacheck

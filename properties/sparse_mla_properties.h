@@ -1,13 +1,50 @@
-// Properties of sparse_mla as verdict functions of (implementation, case), shared by the RapidCheck
-// suite, the fuzzers and `mlacheck repro`.
+// Properties of sparse MLA decode (SPEC.md 4) as verdict functions of (implementation, case), shared
+// by the RapidCheck suite, the fuzzers and `mlacheck repro`. Each stages the case in guarded
+// buffers (every cache byte no counted valid entry names poisoned, the words around the indices
+// naming a poisoned slot, out and lse the only bytes that may change), runs the implementation on
+// the case's host schedule and returns std::nullopt or one line saying how it failed.
 #pragma once
 
-#include "properties/sparse_mla_gen.h"
+#include <cstdint>
+#include <vector>
+
+#include "kernels/device.h"
+#include "kernels/sparse_mla_glue.h"
 #include "properties/property_registry.h"
+#include "properties/sparse_mla_gen.h"
+#include "properties/view_properties.h"
 
 namespace mlacheck {
 
-// Registers this op's properties by name.
+// The entry point's type (kernels/sparse_mla_glue.h); a test passes a wrong one of the same type.
+using SparseMlaFn = decltype(kernels::sparse_mla_decode);
+
+// What one guarded run gave.
+struct SparseMlaOutcome {
+  Verdict failure;            // a guard failure, or (when compared) the comparison with the oracle
+  std::vector<uint16_t> out;  // out as written, dense [B, S, H, 512] bf16 bits (empty after a guard failure)
+  std::vector<float> lse;     // lse as written, dense [B, H, S]
+};
+
+// Stages c, runs fn under guards and, when compare is set, compares out and lse with
+// oracle::sparse_mla_decode (core/tolerances.h).
+SparseMlaOutcome run_sparse_mla(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c, bool compare);
+
+// Oracle equivalence: out and lse equal the oracle's within tolerance, and nothing but out and lse
+// is written (rows with no valid entry included: out 0, lse +inf).
+Verdict sparse_mla_equals_oracle(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c);
+
+// c with the entries of every top-k row reordered by a shuffle seeded with permutation_seed: the
+// first topk_length entries among themselves, the rest among themselves.
+SparseMlaCase permute_sparse_mla_rows(const SparseMlaCase& c, uint64_t permutation_seed);
+
+// Metamorphic, without the oracle: a top-k row is a multiset, so permute_sparse_mla_rows(c, seed)
+// gives out within one bf16 ulp (plus the tolerance table's atol) and lse within the table's
+// tolerance of c's, with the same special values in the same places.
+Verdict sparse_mla_permutation_invariant(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c,
+                                         uint64_t permutation_seed);
+
+// Registers sparse_mla_decode.equals_oracle and sparse_mla_decode.topk_permutation_invariant.
 void register_sparse_mla_properties(PropertyRegistry& r);
 
 }  // namespace mlacheck
