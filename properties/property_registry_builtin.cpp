@@ -1,6 +1,7 @@
 // The built-in properties: each op's properties file registers its own.
 #include "properties/decode_metadata_properties.h"
 #include "properties/decode_step_properties.h"
+#include "properties/mla_decode_impl_properties.h"
 #include "properties/mla_decode_properties.h"
 #include "properties/mqa_logits_properties.h"
 #include "properties/pack_decode_properties.h"
@@ -19,6 +20,7 @@ const PropertyRegistry& property_registry() {
     register_pack_decode_properties(reg);
     register_sparse_mla_properties(reg);
     register_mla_decode_properties(reg);
+    register_mla_decode_impl_properties(reg);
     register_decode_step_properties(reg);
     return reg;
   }();
