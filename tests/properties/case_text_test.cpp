@@ -88,7 +88,8 @@ TEST(CaseText, MalformedTextIsRefusedWithOneLineNamingTheLine) {
       {"k " + std::string(201, 'x') + "\n", "case line 1: a value of 'k' is over 200 characters"},
       {std::string(65, 'k') + " 1\n", "case line 1"},
   };
-  for (const auto& [text, want] : bad) {
+  for (const auto& [bad_text, want] : bad) {
+    const std::string& text = bad_text;  // a lambda may not capture a structured binding in C++17
     const std::string e = error_of([&] { CaseText::parse(text); });
     EXPECT_EQ(e.rfind(want, 0), 0u) << "got: " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
