@@ -1,8 +1,258 @@
 // Properties of the MLA impl (properties/mla_decode_impl_properties.h).
 #include "properties/mla_decode_impl_properties.h"
 
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/backend/host_executor.h"
+#include "core/error.h"
+#include "kernels/registry.h"
+#include "oracle/mla_decode.h"
+#include "properties/mla_decode_properties.h"
+
 namespace mlacheck {
 
-void register_mla_decode_impl_properties(PropertyRegistry&) {}
+using kernels::Device;
+using kernels::MlaDecodeImpl;
+
+namespace {
+
+constexpr int64_t kLatent = kernels::kMlaValueDim;
+
+// The case's host schedule, for the scope of a run (as the dense properties run it).
+simt::host::Options host_options(const MlaDecodeCase& c) {
+  simt::host::Options options;
+  options.warp_size = c.warp_size;
+  options.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
+  options.seed = c.seed;
+  return options;
+}
+
+// The call the engine makes for case c staged and uploaded in st: its views, its lengths on the host, its scales.
+kernels::MlaDecodeCall call_of(const MlaDecodeBuffers& st, const MlaDecodeCase& c) {
+  const kernels::MlaDecodeArgs a = st.args(c);
+  kernels::MlaDecodeCall call;
+  call.q = a.q, call.kv_cache = a.kv_cache, call.block_table = a.block_table, call.seq_lens = a.seq_lens;
+  call.o = a.o, call.lse = a.lse;
+  call.host_query_lens.assign(static_cast<size_t>(c.B), static_cast<int32_t>(c.q_len));
+  if (c.pass_host_lens) call.host_seq_lens = c.lens;  // otherwise splits from table width x page
+  call.base_scale = a.base_scale, call.q_scale = a.q_scale, call.k_scale = a.k_scale;
+  return call;
+}
+
+std::vector<const void*> addresses_of(MlaDecodeImpl& impl) {
+  return {impl.workspace_memory().data(), impl.graph_q_memory().data(), impl.graph_seq_lens_memory().data(),
+          impl.graph_block_table_memory().data(), impl.graph_o_memory().data(), impl.graph_lse_memory().data()};
+}
+
+// o and lse of the impl's graph buffers for a padded batch, dense.
+struct GraphOutputs {
+  std::vector<uint16_t> o;
+  std::vector<float> lse;
+};
+GraphOutputs read_graph_outputs(MlaDecodeImpl& impl, const MlaDecodeCase& step) {
+  const int64_t rows = step.B * step.q_len * step.H;
+  GraphOutputs out{std::vector<uint16_t>(static_cast<size_t>(rows * kLatent)),
+                   std::vector<float>(static_cast<size_t>(rows))};
+  impl.graph_o_memory().read(0, out.o.data(), static_cast<int64_t>(out.o.size() * 2));
+  impl.graph_lse_memory().read(0, out.lse.data(), static_cast<int64_t>(out.lse.size() * 4));
+  return out;
+}
+
+}  // namespace
+
+// ---- eager ---------------------------------------------------------------------------------------
+
+Verdict mla_decode_impl_eager_call(Device& device, MlaDecodeImpl& impl, const MlaDecodeCase& c) {
+  MlaDecodeBuffers st(c);
+  const oracle::MlaDecodeResult want = oracle::mla_decode(st.oracle_inputs(c));
+  GuardedMemory& workspace = impl.workspace_memory();
+  workspace.clear_outputs();
+  workspace.declare_output("workspace", View::contiguous(DType::kU8, {workspace.size()}));
+  simt::host::ScopedOptions scope(host_options(c));
+  if (Verdict v = st.run_guarded(device, [&] {  // the buffers are uploaded now
+        workspace.arm();
+        impl.forward(call_of(st, c));
+      })) {
+    return v;
+  }
+  if (const GuardReport g = workspace.check(); !g.ok()) return "guard of the impl's workspace: " + g.describe();
+  return compare_mla_decode(st.o.host_tensor(), st.lse.host_tensor(), want, c.magnitude_log2);
+}
+
+Verdict mla_decode_impl_calls_equal_oracle(Device& device, MlaDecodeImplFactory* factory,
+                                           const MlaDecodeImplCallsCase& c) {
+  const std::unique_ptr<MlaDecodeImpl> impl = factory(device, c.config);
+  const uint8_t* workspace = impl->workspace_memory().data();
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    const MlaDecodeCase& call = c.calls[i];
+    if (Verdict v = mla_decode_impl_eager_call(device, *impl, call)) {
+      return "call " + std::to_string(i) + " (batch " + std::to_string(call.B) + ", q_len " +
+             std::to_string(call.q_len) + ", splits " + std::to_string(impl->last_num_splits()) + "): " + *v;
+    }
+    if (impl->workspace_memory().data() != workspace) return "call " + std::to_string(i) + " moved the workspace";
+  }
+  return std::nullopt;
+}
+
+// ---- graphs --------------------------------------------------------------------------------------
+
+MlaGraphCache allocate_mla_graph_cache(Device& device, const MlaDecodeCase& step) {
+  const MlaDecodeBuffers st(step);
+  MlaGraphCache cache;
+  cache.memory = device.allocate("graph kv_cache", static_cast<int64_t>(st.kv.host.size()));
+  cache.tensor = {cache.memory->data(), st.kv.view};
+  return cache;
+}
+
+namespace {
+
+void write_step(MlaDecodeImpl& impl, MlaGraphCache& cache, const MlaDecodeBuffers& st, const MlaDecodeCase& c) {
+  MLA_REQUIRE(static_cast<int64_t>(st.kv.host.size()) == cache.memory->size() && c.q_offset == 0 &&
+                  c.W == impl.config().block_table_width,
+              "mla_decode_impl: a graph step must have the graph's cache shape, table width and a contiguous q");
+  cache.memory->write(0, st.kv.host.data(), cache.memory->size());
+  impl.graph_q_memory().write(0, st.q.host.data(), st.q.view.numel() * st.q.view.element_size());
+  impl.graph_seq_lens_memory().write(0, c.lens.data(), 4 * c.B);
+  impl.graph_block_table_memory().write(0, c.table.data(), 4 * c.B * c.W);
+}
+
+}  // namespace
+
+void write_mla_graph_step(MlaDecodeImpl& impl, MlaGraphCache& cache, const MlaDecodeCase& step) {
+  write_step(impl, cache, MlaDecodeBuffers(step), step);
+}
+
+Verdict mla_decode_impl_replay_step(Device& device, MlaDecodeImpl& impl, kernels::DeviceGraph& graph,
+                                    MlaGraphCache& cache, const MlaDecodeCase& c) {
+  MlaDecodeBuffers st(c);
+  const oracle::MlaDecodeResult want = oracle::mla_decode(st.oracle_inputs(c));
+  write_step(impl, cache, st, c);
+  simt::host::ScopedOptions scope(host_options(c));
+  graph.replay();
+  device.synchronize();
+  GraphOutputs replayed = read_graph_outputs(impl, c);
+  const View o_view = View::contiguous(DType::kBF16, {c.B, c.q_len, c.H, kLatent});
+  const View lse_view = View::contiguous(DType::kF32, {c.B, c.q_len, c.H});
+  if (Verdict v = compare_mla_decode(HostTensor(replayed.o.data(), o_view), HostTensor(replayed.lse.data(), lse_view),
+                                     want, c.magnitude_log2)) {
+    return "replay: " + *v;
+  }
+  // Padding rows (and empty requests): o exactly +0 and lse -inf.
+  const int64_t per_request = c.q_len * c.H;
+  for (int64_t b = 0; b < c.B; ++b) {
+    if (c.lens[static_cast<size_t>(b)] != 0) continue;
+    for (int64_t r = b * per_request; r < (b + 1) * per_request; ++r) {
+      const float l = replayed.lse[static_cast<size_t>(r)];
+      if (!(std::isinf(l) && l < 0)) {
+        return "replay: empty request " + std::to_string(b) + " has lse " + std::to_string(l);
+      }
+      for (int64_t d = 0; d < kLatent; ++d) {
+        if (replayed.o[static_cast<size_t>(r * kLatent + d)] != 0) {
+          return "replay: empty request " + std::to_string(b) + " has o != +0 in row " + std::to_string(r);
+        }
+      }
+    }
+  }
+  // An eager launch on the same buffers, with the split count the capture chose.
+  const kernels::MlaGraphBuffers g = impl.graph_buffers(c.B, c.q_len);
+  kernels::MlaDecodeCall call;
+  call.q = g.q, call.kv_cache = cache.tensor, call.block_table = g.block_table, call.seq_lens = g.seq_lens;
+  call.o = g.o, call.lse = g.lse;
+  call.base_scale = c.base_scale, call.q_scale = c.launch_q_scale(), call.k_scale = c.launch_k_scale();
+  impl.forward(call);
+  device.synchronize();
+  const GraphOutputs eager = read_graph_outputs(impl, c);
+  if (std::memcmp(eager.o.data(), replayed.o.data(), eager.o.size() * 2) != 0 ||
+      std::memcmp(eager.lse.data(), replayed.lse.data(), eager.lse.size() * 4) != 0) {
+    return "replay differs from an eager launch on the same buffers (splits " + std::to_string(impl.last_num_splits()) +
+           ")";
+  }
+  return std::nullopt;
+}
+
+Verdict mla_decode_impl_replay_equals_eager(Device& device, MlaDecodeImplFactory* factory,
+                                            const MlaDecodeImplReplayCase& c) {
+  const std::unique_ptr<MlaDecodeImpl> impl = factory(device, c.config);
+  const std::vector<const void*> addresses = addresses_of(*impl);
+  const MlaDecodeCase first = c.step_case(0);
+  MlaGraphCache cache = allocate_mla_graph_cache(device, first);
+  write_mla_graph_step(*impl, cache, first);  // short sequences at capture
+  const auto graph = impl->capture(c.padded_batch, c.q_len, cache.tensor, first.base_scale, first.launch_q_scale(),
+                                   first.launch_k_scale());
+  device.synchronize();
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    if (Verdict v = mla_decode_impl_replay_step(device, *impl, *graph, cache, c.step_case(i))) {
+      return "step " + std::to_string(i) + ": " + *v;
+    }
+  }
+  if (addresses_of(*impl) != addresses) return "a buffer of the impl moved";
+  return std::nullopt;
+}
+
+Verdict mla_decode_impl_engine_sequence(Device& device, MlaDecodeImplFactory* factory,
+                                        const MlaDecodeImplSequenceCase& c) {
+  const std::unique_ptr<MlaDecodeImpl> impl = factory(device, c.shape.config);
+  const std::vector<const void*> addresses = addresses_of(*impl);
+  MlaDecodeImplReplayCase shape = c.shape;
+  shape.padded_batch = c.shape.config.max_batch;
+  shape.steps = {{std::vector<int32_t>(static_cast<size_t>(shape.padded_batch), 0),
+                  std::vector<int32_t>(static_cast<size_t>(shape.padded_batch * shape.config.block_table_width), 0)}};
+  MlaGraphCache cache = allocate_mla_graph_cache(device, shape.step_case(0));
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<kernels::DeviceGraph>> graphs;
+  for (size_t i = 0; i < c.commands.size(); ++i) {
+    const MlaDecodeImplCommand& m = c.commands[i];
+    Verdict v;
+    if (m.kind == MlaDecodeImplCommand::kEager) {
+      v = mla_decode_impl_eager_call(device, *impl, m.eager);
+    } else if (m.kind == MlaDecodeImplCommand::kCapture) {
+      // A warm-up's metadata in the buffers at capture: short sequences over page 0.
+      const std::vector<int32_t> short_lens(static_cast<size_t>(m.padded_batch), 3);
+      const std::vector<int32_t> pages(static_cast<size_t>(m.padded_batch * c.shape.config.block_table_width), 0);
+      impl->graph_seq_lens_memory().write(0, short_lens.data(), 4 * m.padded_batch);
+      impl->graph_block_table_memory().write(0, pages.data(), static_cast<int64_t>(4 * pages.size()));
+      graphs[{m.padded_batch, m.q_len}] =
+          impl->capture(m.padded_batch, m.q_len, cache.tensor, m.base_scale, m.q_scale, m.k_scale);
+    } else {
+      const auto it = graphs.find({m.padded_batch, m.q_len});
+      MLA_REQUIRE(it != graphs.end(), "mla_decode_impl: command ", i, " replays a graph never captured");
+      v = mla_decode_impl_replay_step(device, *impl, *it->second, cache, c.graph(m).step_case(0));
+    }
+    if (v) {
+      return "command " + std::to_string(i) + " (" + (m.kind == MlaDecodeImplCommand::kEager ? "eager" : "replay") +
+             "): " + *v;
+    }
+    if (addresses_of(*impl) != addresses) return "command " + std::to_string(i) + " moved a buffer of the impl";
+  }
+  return std::nullopt;
+}
+
+void register_mla_decode_impl_properties(PropertyRegistry& r) {
+  const auto find = [](const std::string& impl) { return kernels::registry().find<MlaDecodeImplFactory>(impl); };
+  r.add({"mla_decode_impl.calls_equal_oracle", "mla_decode_impl",
+         "eager calls on one impl each equal the oracle with their own scales; the workspace never moves",
+         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const MlaDecodeImplCallsCase c = mla_decode_impl_calls_from_text(t);
+           t.expect_all_read();
+           return mla_decode_impl_calls_equal_oracle(device, find(impl), c);
+         }});
+  r.add({"mla_decode_impl.replay_equals_eager", "mla_decode_impl",
+         "a graph replayed after the lengths grow equals the oracle and an eager launch on its buffers",
+         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const MlaDecodeImplReplayCase c = mla_decode_impl_replay_from_text(t);
+           t.expect_all_read();
+           return mla_decode_impl_replay_equals_eager(device, find(impl), c);
+         }});
+  r.add({"mla_decode_impl.engine_sequence", "mla_decode_impl",
+         "eager calls, captures and replays interleaved on one impl each equal the oracle; no buffer moves",
+         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
+           const MlaDecodeImplSequenceCase c = mla_decode_impl_sequence_from_text(t);
+           t.expect_all_read();
+           return mla_decode_impl_engine_sequence(device, find(impl), c);
+         }});
+}
 
 }  // namespace mlacheck

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The main job: set up, build (sanitizer preset: clang, ASan+UBSan, libFuzzer), then a short run of
-# the self-checks, the property suite (MLACHECK_MAIN_CASES cases per property, default 200; the test
-# command runs 1000) and every fuzz harness on the host, with a summary.
+# the self-checks, the property suite (MLACHECK_MAIN_CASES cases per property, default 100; the test
+# command runs 250 under the sanitizers and 1000 in Release) and every fuzz harness on the host, with a summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 preset=asan
 jobs=$(nproc)
-cmake --preset "$preset" -DMLACHECK_PROPERTY_CASES="${MLACHECK_MAIN_CASES:-200}" >/dev/null
+cmake --preset "$preset" -DMLACHECK_PROPERTY_CASES="${MLACHECK_MAIN_CASES:-100}" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 build=build/$preset
 

@@ -112,7 +112,7 @@ struct RunBatch : StepCommand {
   explicit RunBatch(const StepModel& m) {
     kind = m.ran ? *rc::gen::element(kFresh, kGrow, kShrink, kNewLengths, kNewContents) : kFresh;
     // Full-sized batches: the command list is kept short by its own size, not each batch.
-    const StepCase fresh = *rc::gen::resize(60, gen_step_case(m.e));
+    const StepCase fresh = *rc::gen::resize(40, gen_step_case(m.e));
     c = m.ran ? m.last : fresh;
     switch (kind) {
       case kFresh: c = fresh; break;
