@@ -9,8 +9,10 @@
 # Seeds are 1..RUNS offset by $SEED_BASE (default: the date as YYYYMMDD00), so a rerun on the same
 # day repeats the same seeds and another day tries new ones. Exit 1 if any run failed.
 set -uo pipefail
+# BUILD_DIR is taken relative to where the script is run from; the default is the repository's.
+if [ $# -ge 1 ]; then build=$(cd "$1" 2>/dev/null && pwd) || build=$1; fi
 cd "$(dirname "$0")/.."
-build=${1:-build/default}
+build=${build:-build/default}
 runs=${2:-20}
 cases=${3:-200}
 base=${SEED_BASE:-$(date +%Y%m%d)00}
