@@ -339,7 +339,7 @@ void register_mla_decode_properties(PropertyRegistry& r) {
            return mla_decode_equals_oracle(device, find(impl), c);
          }});
   r.add({"mla_decode.split_count_invariant", "mla_decode",
-         "1 split, the heuristic's count, the case's and 64 give the same o and lse within rounding",
+         "1 split and one of the heuristic's count, the case's and 64 (by the seed) give the same o and lse within rounding",
          [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
            const MlaDecodeCase c = mla_decode_from_text(t);
            t.expect_all_read();
