@@ -67,6 +67,15 @@ if(MLACHECK_FUZZ STREQUAL "OFF")
 elseif(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   set(MLACHECK_HAVE_FUZZ ON)
   message(STATUS "mlacheck: libFuzzer on: ${CMAKE_CXX_COMPILER}")
+  # Coverage of the kernels and glue, not only of the harness: every C++ object gets libFuzzer's
+  # counters and comparison hooks. Binaries without libFuzzer get the hooks from the sanitizer
+  # runtime, so this needs a sanitizer build (the asan preset).
+  if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*address")
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+    message(STATUS "mlacheck: libFuzzer coverage of every C++ object (-fsanitize=fuzzer-no-link)")
+  else()
+    message(STATUS "mlacheck: libFuzzer coverage of the harnesses only (no -fsanitize=address in CMAKE_CXX_FLAGS)")
+  endif()
 else()
   _mlacheck_toolchain_off("libFuzzer" "${MLACHECK_FUZZ}"
                           "the C++ compiler is ${CMAKE_CXX_COMPILER_ID}, not clang (use the asan preset)")

@@ -2,14 +2,27 @@
 #include "properties/case_text.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
+#include "properties/case_bytes.h"
 
 namespace mlacheck {
+
+// The byte side of a drawing or encoding CaseText.
+struct CaseText::Codec {
+  enum Mode { kDecode, kEncode } mode;
+  std::string input;  // kDecode: the bytes (reader views them)
+  ByteReader reader{std::string_view()};
+  ByteWriter writer;
+  std::set<std::string> asked;    // keys has() decided on
+  std::set<std::string> present;  // kDecode: of those, the ones drawn present (drawn when read)
+  std::set<std::string> written;  // kEncode: keys whose values' bytes are written
+};
 
 namespace {
 
@@ -78,7 +91,7 @@ CaseText CaseText::parse(std::string_view text) {
     const std::string key = words[0];
     MLA_REQUIRE(valid_key(key), "case line ", line_no, ": '", key.substr(0, 64),
                 "' is not a key (lowercase letters, digits, '_', '.', '-')");
-    MLA_REQUIRE(!c.has(key), "case line ", line_no, ": key '", key, "' appears twice");
+    MLA_REQUIRE(c.find(key) == nullptr, "case line ", line_no, ": key '", key, "' appears twice");
     for (size_t w = 1; w < words.size(); ++w) {
       MLA_REQUIRE(words[w].size() <= 200, "case line ", line_no, ": a value of '", key, "' is over 200 characters");
     }
@@ -124,11 +137,74 @@ CaseText& CaseText::set_real(const std::string& key, double value) {
   return set_words(key, {buf});
 }
 
-bool CaseText::has(const std::string& key) const {
+const std::vector<std::string>* CaseText::find(const std::string& key) const {
   for (const auto& e : entries_) {
-    if (e.first == key) return true;
+    if (e.first == key) return &e.second;
   }
-  return false;
+  return nullptr;
+}
+
+CaseText CaseText::decoding(std::string_view bytes) {
+  CaseText c;
+  c.codec_ = std::make_shared<Codec>();
+  c.codec_->mode = Codec::kDecode;
+  c.codec_->input.assign(bytes.data(), bytes.size());
+  c.codec_->reader = ByteReader(c.codec_->input);
+  return c;
+}
+
+CaseText CaseText::encoding(std::string_view text) {
+  CaseText c = parse(text);
+  c.codec_ = std::make_shared<Codec>();
+  c.codec_->mode = Codec::kEncode;
+  return c;
+}
+
+bool CaseText::drawing() const { return codec_ && codec_->mode == Codec::kDecode; }
+size_t CaseText::bytes_drawn() const { return drawing() ? codec_->reader.consumed() : 0; }
+void CaseText::stop_drawing() {
+  if (drawing()) codec_.reset();
+}
+std::string CaseText::encoded_bytes() const {
+  return codec_ && codec_->mode == Codec::kEncode ? codec_->writer.bytes() : std::string();
+}
+
+int64_t CaseText::code(int64_t v, int64_t lo, int64_t hi) const {
+  if (drawing()) return codec_->reader.in_range(lo, hi);
+  if (codec_) codec_->writer.in_range(v, lo);
+  return v;
+}
+
+template <class Draw>
+bool CaseText::draw_if_missing(const std::string& key, Draw draw) const {
+  if (!drawing() || find(key) != nullptr) return false;
+  // A key has() decided absent stays missing, as it would be in the text.
+  if (codec_->asked.count(key) && !codec_->present.count(key)) return false;
+  std::vector<std::string> words = draw(codec_->reader);
+  entries_.emplace_back(key, std::move(words));
+  return true;
+}
+
+bool CaseText::first_encode(const std::string& key) const {
+  return codec_ && codec_->mode == Codec::kEncode && codec_->written.insert(key).second;
+}
+
+size_t CaseText::draw_count(size_t max_count) const {
+  return max_count - static_cast<size_t>(codec_->reader.compact() % (uint64_t{max_count} + 1));
+}
+void CaseText::encode_count(size_t count, size_t max_count) const { codec_->writer.compact(max_count - count); }
+
+// has() draws or writes one flag per key, the first time it is asked about a key no reader has read.
+bool CaseText::has(const std::string& key) const {
+  const bool present = find(key) != nullptr;
+  if (!codec_) return present;
+  if (codec_->mode == Codec::kEncode) {
+    if (!codec_->written.count(key) && codec_->asked.insert(key).second) codec_->writer.compact(present ? 1 : 0);
+    return present;
+  }
+  if (present) return true;
+  if (codec_->asked.insert(key).second && codec_->reader.compact() % 2 == 1) codec_->present.insert(key);
+  return codec_->present.count(key) != 0;
 }
 
 const std::vector<std::string>& CaseText::values(const std::string& key) const {
@@ -142,64 +218,305 @@ const std::vector<std::string>& CaseText::values(const std::string& key) const {
 }
 
 const std::string& CaseText::word(const std::string& key) const {
+  MLA_REQUIRE(!drawing() || find(key) != nullptr, "case: '", key,
+              "' takes a free word, which fuzz input bytes cannot give (read it with choice())");
   const auto& v = values(key);
   MLA_REQUIRE(v.size() == 1, "case: '", key, "' needs one value, has ", v.size());
   return v[0];
 }
 
-int CaseText::choice(const std::string& key, std::initializer_list<const char*> allowed) const {
-  const std::string& w = word(key);
-  int i = 0;
+namespace {
+
+int index_of(const std::string& key, const std::string& w, const std::vector<const char*>& allowed) {
   std::string names;
-  for (const char* a : allowed) {
-    if (w == a) return i;
-    names += (i++ ? ", " : "") + std::string(a);
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    if (w == allowed[i]) return static_cast<int>(i);
+    names += (i ? ", " : "") + std::string(allowed[i]);
   }
   throw Error("case: '" + key + "' is '" + w + "', not one of " + names);
 }
 
+std::string integer_word(int64_t v) { return std::to_string(v); }
+std::string real_word(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A real word: strtod over the whole word. Overflow is refused; a subnormal (ERANGE with a non-zero
+// result) is a real like any other.
+double parse_real(const std::string& key, const std::string& w) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(w.c_str(), &end);
+  MLA_REQUIRE(!w.empty() && *end == '\0' && (errno != ERANGE || (v != 0 && std::isfinite(v))), "case: '", key,
+              "' is '", w, "', not a real number");
+  return v;
+}
+
+}  // namespace
+
+int CaseText::choice(const std::string& key, std::initializer_list<const char*> allowed) const {
+  const std::vector<const char*> names(allowed);
+  MLA_REQUIRE(!names.empty(), "case: '", key, "' has no allowed words");
+  draw_if_missing(key, [&](ByteReader& r) {
+    return std::vector<std::string>{names[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(names.size()) - 1))]};
+  });
+  const int i = index_of(key, word(key), names);
+  if (first_encode(key)) codec_->writer.in_range(i, 0);
+  return i;
+}
+
 int64_t CaseText::integer(const std::string& key, int64_t lo, int64_t hi) const {
+  MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
+  draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(r.in_range(lo, hi))}; });
   const std::string& w = word(key);
   int64_t v = 0;
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
   MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
+  if (first_encode(key)) codec_->writer.in_range(v, lo);
+  return v;
+}
+
+int64_t CaseText::multiple(const std::string& key, int64_t step, int64_t lo, int64_t hi) const {
+  MLA_REQUIRE(step > 0, "case: '", key, "' needs a positive step, not ", step);
+  // The multiples of step in [lo, hi] are step * [first, last].
+  const int64_t first = lo >= 0 ? (lo + step - 1) / step : -((-lo) / step);
+  const int64_t last = hi >= 0 ? hi / step : -((-hi + step - 1) / step);
+  MLA_REQUIRE(first <= last, "case: '", key, "' has no multiple of ", step, " in [", lo, ", ", hi, "]");
+  draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(step * r.in_range(first, last))}; });
+  const std::string& w = word(key);
+  int64_t v = 0;
+  MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
+  MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
+  MLA_REQUIRE(v % step == 0, "case: '", key, "' is ", v, ", not a multiple of ", step);
+  if (first_encode(key)) codec_->writer.in_range(v / step, first);
+  return v;
+}
+
+int64_t CaseText::one_of(const std::string& key, std::initializer_list<int64_t> allowed) const {
+  const std::vector<int64_t> values(allowed);
+  MLA_REQUIRE(!values.empty(), "case: '", key, "' has no allowed values");
+  draw_if_missing(key, [&](ByteReader& r) {
+    return std::vector<std::string>{integer_word(values[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(values.size()) - 1))])};
+  });
+  const std::string& w = word(key);
+  int64_t v = 0;
+  MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
+  const auto at = std::find(values.begin(), values.end(), v);
+  if (at == values.end()) {
+    std::string names;
+    for (int64_t a : values) names += (names.empty() ? "" : ", ") + integer_word(a);
+    throw Error("case: '" + key + "' is " + w + ", not one of " + names);
+  }
+  if (first_encode(key)) codec_->writer.in_range(at - values.begin(), 0);
   return v;
 }
 
 uint64_t CaseText::unsigned_integer(const std::string& key) const {
+  draw_if_missing(key, [&](ByteReader& r) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "0x%" PRIx64, r.compact());
+    return std::vector<std::string>{buf};
+  });
   const std::string& w = word(key);
   errno = 0;
   char* end = nullptr;
   const unsigned long long v = std::strtoull(w.c_str(), &end, 0);
   MLA_REQUIRE(!w.empty() && w[0] != '-' && *end == '\0' && errno != ERANGE, "case: '", key, "' is '", w,
               "', not an unsigned 64-bit integer");
+  if (first_encode(key)) codec_->writer.compact(v);
   return v;
 }
 
 double CaseText::real(const std::string& key) const {
-  const std::string& w = word(key);
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(w.c_str(), &end);
-  MLA_REQUIRE(*end == '\0' && errno != ERANGE, "case: '", key, "' is '", w, "', not a real number");
+  draw_if_missing(key, [&](ByteReader& r) {
+    return std::vector<std::string>{real_word(r.real())};
+  });
+  const double v = parse_real(key, word(key));
+  if (first_encode(key)) codec_->writer.real(v);
+  return v;
+}
+
+double CaseText::real(const std::string& key, double lo, double hi) const {
+  MLA_REQUIRE(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, "case: '", key, "' has a bad range");
+  draw_if_missing(key, [&](ByteReader& r) {
+    double v = r.real();
+    if (!(std::isfinite(v) && v >= lo && v <= hi)) {
+      const double a = std::isfinite(v) ? std::fabs(v) : 0.0;
+      v = std::min(hi, std::max(lo, lo + (hi - lo) * (a - std::floor(a))));
+    }
+    return std::vector<std::string>{real_word(v)};
+  });
+  const double v = parse_real(key, word(key));
+  MLA_REQUIRE(std::isfinite(v) && v >= lo && v <= hi, "case: '", key, "' is ", word(key), ", outside [", lo, ", ", hi,
+              "]");
+  if (first_encode(key)) codec_->writer.real(v);
   return v;
 }
 
 const std::vector<std::string>& CaseText::words(const std::string& key, size_t max_count) const {
+  MLA_REQUIRE(!drawing() || find(key) != nullptr, "case: '", key,
+              "' takes free words, which fuzz input bytes cannot give (read it with choices())");
   const auto& v = values(key);
   MLA_REQUIRE(v.size() <= max_count, "case: '", key, "' has ", v.size(), " values, at most ", max_count, " allowed");
   return v;
 }
 
 std::vector<int64_t> CaseText::integers(const std::string& key, int64_t lo, int64_t hi, size_t max_count) const {
+  MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
+  draw_if_missing(key, [&](ByteReader& r) {
+    std::vector<std::string> w(draw_count(max_count));
+    for (auto& x : w) x = integer_word(r.in_range(lo, hi));
+    return w;
+  });
   std::vector<int64_t> out;
   size_t i = 0;
-  for (const std::string& w : words(key, max_count)) {
+  for (const std::string& w : values(key)) {
     int64_t v = 0;
     MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' value ", i, " is '", w, "', not an integer");
     MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' value ", i, " is ", v, ", outside [", lo, ", ", hi, "]");
     out.push_back(v);
     ++i;
+  }
+  MLA_REQUIRE(out.size() <= max_count, "case: '", key, "' has ", out.size(), " values, at most ", max_count, " allowed");
+  if (first_encode(key)) {
+    encode_count(out.size(), max_count);
+    for (int64_t v : out) codec_->writer.in_range(v, lo);
+  }
+  return out;
+}
+
+std::vector<int64_t> CaseText::integers_from(const std::string& key, const std::vector<int64_t>& lo, int64_t hi) const {
+  for (int64_t l : lo) MLA_REQUIRE(l <= hi, "case: '", key, "' has an empty range [", l, ", ", hi, "]");
+  draw_if_missing(key, [&](ByteReader& r) {
+    std::vector<std::string> w;
+    for (int64_t l : lo) w.push_back(integer_word(r.in_range(l, hi)));
+    return w;
+  });
+  const auto& v = values(key);
+  MLA_REQUIRE(v.size() == lo.size(), "case: '", key, "' has ", v.size(), " values, needs ", lo.size());
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t x = 0;
+    MLA_REQUIRE(parse_signed(v[i], x), "case: '", key, "' value ", i, " is '", v[i], "', not an integer");
+    MLA_REQUIRE(x >= lo[i] && x <= hi, "case: '", key, "' value ", i, " is ", x, ", outside [", lo[i], ", ", hi, "]");
+    out.push_back(x);
+  }
+  if (first_encode(key)) {
+    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], lo[i]);
+  }
+  return out;
+}
+
+std::vector<int> CaseText::choices(const std::string& key, const std::vector<const char*>& allowed,
+                                   size_t max_count) const {
+  MLA_REQUIRE(!allowed.empty(), "case: '", key, "' has no allowed words");
+  draw_if_missing(key, [&](ByteReader& r) {
+    std::vector<std::string> w(draw_count(max_count));
+    for (auto& x : w) x = allowed[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(allowed.size()) - 1))];
+    return w;
+  });
+  const auto& v = values(key);
+  MLA_REQUIRE(v.size() <= max_count, "case: '", key, "' has ", v.size(), " values, at most ", max_count, " allowed");
+  std::vector<int> out;
+  for (const std::string& w : v) out.push_back(index_of(key, w, allowed));
+  if (first_encode(key)) {
+    encode_count(out.size(), max_count);
+    for (int i : out) codec_->writer.in_range(i, 0);
+  }
+  return out;
+}
+
+std::vector<double> CaseText::reals(const std::string& key, size_t max_count) const {
+  draw_if_missing(key, [&](ByteReader& r) {
+    std::vector<std::string> w(draw_count(max_count));
+    for (auto& x : w) x = real_word(r.real());
+    return w;
+  });
+  const auto& v = values(key);
+  MLA_REQUIRE(v.size() <= max_count, "case: '", key, "' has ", v.size(), " values, at most ", max_count, " allowed");
+  std::vector<double> out;
+  for (const std::string& w : v) out.push_back(parse_real(key, w));
+  if (first_encode(key)) {
+    encode_count(out.size(), max_count);
+    for (double x : out) codec_->writer.real(x);
+  }
+  return out;
+}
+
+namespace {
+
+constexpr double kFloatLimit = 3.4028235677973366e38;  // FLT_MAX plus half an ulp: what rounds to a finite float
+
+std::string float_word(float x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));  // 9 digits read back the same float
+  return buf;
+}
+
+}  // namespace
+
+std::vector<float> CaseText::floats(const std::string& key, size_t max_count) const {
+  draw_if_missing(key, [&](ByteReader& r) {
+    std::vector<std::string> w(draw_count(max_count));
+    for (auto& x : w) {
+      double v = r.real();
+      if (std::isfinite(v) && std::fabs(v) >= kFloatLimit) v = std::fmod(v, 3.4e38);
+      x = float_word(static_cast<float>(v));
+    }
+    return w;
+  });
+  const auto& v = values(key);
+  MLA_REQUIRE(v.size() <= max_count, "case: '", key, "' has ", v.size(), " values, at most ", max_count, " allowed");
+  std::vector<float> out;
+  for (const std::string& w : v) {
+    const double x = parse_real(key, w);
+    MLA_REQUIRE(!std::isfinite(x) || std::fabs(x) < kFloatLimit, "case: '", key, "' holds '", w, "', not a float");
+    out.push_back(static_cast<float>(x));
+  }
+  if (first_encode(key)) {
+    encode_count(out.size(), max_count);
+    for (float x : out) codec_->writer.real(static_cast<double>(x));
+  }
+  return out;
+}
+
+std::vector<int> CaseText::permutation(const std::string& key, int64_t n) const {
+  MLA_REQUIRE(n >= 0 && n <= (1 << 16), "case: '", key, "' asks for a permutation of ", n, " elements");
+  draw_if_missing(key, [&](ByteReader& r) {
+    std::vector<int64_t> pool(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) pool[static_cast<size_t>(i)] = i;
+    std::vector<std::string> w;
+    while (!pool.empty()) {  // a Lehmer code: each step picks one of the elements left
+      const auto j = static_cast<size_t>(r.in_range(0, static_cast<int64_t>(pool.size()) - 1));
+      w.push_back(integer_word(pool[j]));
+      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+    return w;
+  });
+  const auto& v = values(key);
+  MLA_REQUIRE(static_cast<int64_t>(v.size()) == n, "case: '", key, "' has ", v.size(), " values, a permutation of ",
+              n, " needs ", n);
+  std::vector<int> out;
+  std::vector<char> seen(static_cast<size_t>(n), 0);
+  for (const std::string& w : v) {
+    int64_t x = 0;
+    MLA_REQUIRE(parse_signed(w, x) && x >= 0 && x < n && !seen[static_cast<size_t>(x)], "case: '", key,
+                "' is not a permutation of 0..", n - 1, " (at '", w, "')");
+    seen[static_cast<size_t>(x)] = 1;
+    out.push_back(static_cast<int>(x));
+  }
+  if (first_encode(key)) {
+    std::vector<int> pool(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) pool[static_cast<size_t>(i)] = i;
+    for (int x : out) {
+      const auto at = std::find(pool.begin(), pool.end(), x);
+      codec_->writer.in_range(at - pool.begin(), 0);
+      pool.erase(at);
+    }
   }
   return out;
 }

@@ -18,10 +18,22 @@
 //
 // Parsing never crashes: a malformed file, a missing or unknown key, an integer out of its range all
 // throw mlacheck::Error with one line naming the line or key.
+//
+// Fuzz inputs. The readers below are also the decoder of fuzz input bytes: a CaseText made by
+// decoding(bytes) answers every reader asking for a key it does not hold by drawing a value from the
+// bytes (properties/case_bytes.h) inside the reader's range, and sets the key. A parse function run
+// over it therefore yields a case within the ranges its readers state, and the CaseText afterwards
+// is that case's text. Lists draw their length as max_count minus a number, so a reader given the
+// exact count it needs gets a list of that length from short inputs. A CaseText made by
+// encoding(text) reads the text as usual and appends each value's bytes: those bytes decode back to
+// the same case, which is how readable regression cases seed the fuzzers. Free-form words cannot be
+// drawn; readers of fuzzable cases use choice(), choices() and the numeric readers.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -38,6 +50,21 @@ class CaseText {
   // The file: a comment line, then one line per key in the order set.
   std::string format() const;
 
+  // A case that draws every key it is asked for and does not hold from bytes (see the top).
+  static CaseText decoding(std::string_view bytes);
+  // Reads text as parse() would, and records the bytes that decode to each value read.
+  static CaseText encoding(std::string_view text);
+  // Drawing: whether this CaseText draws from bytes, and how many it consumed so far. stop_drawing()
+  // makes it an ordinary case: a key not set by then is missing.
+  bool drawing() const;
+  size_t bytes_drawn() const;
+  void stop_drawing();
+  // Encoding: the bytes recorded so far (empty unless made by encoding()).
+  std::string encoded_bytes() const;
+  // Appends v's bytes to the encoding (nothing unless encoding), or draws one from the input and
+  // returns it (v otherwise): for a value chosen outside the readers, such as the property.
+  int64_t code(int64_t v, int64_t lo, int64_t hi) const;
+
   CaseText& set(const std::string& key, const std::string& word);
   CaseText& set(const std::string& key, const char* word) { return set(key, std::string(word)); }
   CaseText& set(const std::string& key, int64_t value);
@@ -53,6 +80,8 @@ class CaseText {
   }
   CaseText& set_words(const std::string& key, std::vector<std::string> words);
 
+  // Whether the key is set. When drawing (and the key is not set), a drawn flag decides, once per
+  // key, so an optional key is present in some inputs and absent in others.
   bool has(const std::string& key) const;
   // The readers throw mlacheck::Error naming the key when it is missing or its value is not what
   // they read; each marks the key as read (see expect_all_read).
@@ -60,11 +89,28 @@ class CaseText {
   // The position of the key's word in `allowed`.
   int choice(const std::string& key, std::initializer_list<const char*> allowed) const;
   int64_t integer(const std::string& key, int64_t lo, int64_t hi) const;
+  // A multiple of step in [lo, hi] (step > 0).
+  int64_t multiple(const std::string& key, int64_t step, int64_t lo, int64_t hi) const;
+  // One of the values allowed (a warp size of 32 or 64, say).
+  int64_t one_of(const std::string& key, std::initializer_list<int64_t> allowed) const;
   uint64_t unsigned_integer(const std::string& key) const;
   bool flag(const std::string& key) const { return integer(key, 0, 1) != 0; }
   double real(const std::string& key) const;
+  // A finite real in [lo, hi]. Drawn: a drawn real outside the range (or not finite) folds into it.
+  double real(const std::string& key, double lo, double hi) const;
+  // Free words (not drawable: a drawing CaseText refuses them).
   const std::vector<std::string>& words(const std::string& key, size_t max_count) const;
+  // Up to max_count words of allowed, as their positions in it.
+  std::vector<int> choices(const std::string& key, const std::vector<const char*>& allowed, size_t max_count) const;
+  std::vector<double> reals(const std::string& key, size_t max_count) const;
+  // Up to max_count floats: nan, inf, -inf or a real that rounds to a finite float. A drawn real
+  // past the float range folds into it; each is rounded to a float.
+  std::vector<float> floats(const std::string& key, size_t max_count) const;
+  // A permutation of 0..n-1 (drawn as a Lehmer code, so every input gives one).
+  std::vector<int> permutation(const std::string& key, int64_t n) const;
   std::vector<int64_t> integers(const std::string& key, int64_t lo, int64_t hi, size_t max_count) const;
+  // Exactly lo.size() integers, value i in [lo[i], hi] (the ends of ranges whose starts are lo).
+  std::vector<int64_t> integers_from(const std::string& key, const std::vector<int64_t>& lo, int64_t hi) const;
   template <class Int>
   std::vector<Int> list(const std::string& key, int64_t lo, int64_t hi, size_t max_count) const {
     std::vector<Int> out;
@@ -78,8 +124,18 @@ class CaseText {
   bool operator==(const CaseText& o) const { return entries_ == o.entries_; }
 
  private:
+  struct Codec;
   const std::vector<std::string>& values(const std::string& key) const;
-  std::vector<std::pair<std::string, std::vector<std::string>>> entries_;
+  const std::vector<std::string>* find(const std::string& key) const;
+  // Drawing and the key is not set: draws its values with draw(reader) and sets them.
+  template <class Draw>
+  bool draw_if_missing(const std::string& key, Draw draw) const;
+  bool first_encode(const std::string& key) const;  // encoding, and key's bytes are not written yet
+  size_t draw_count(size_t max_count) const;
+  void encode_count(size_t count, size_t max_count) const;
+  // Mutable: a drawing CaseText sets the keys its readers ask for.
+  mutable std::vector<std::pair<std::string, std::vector<std::string>>> entries_;
+  std::shared_ptr<Codec> codec_;
   mutable std::set<std::string> read_;
 };
 

@@ -378,35 +378,34 @@ void register_decode_metadata_properties(PropertyRegistry& r) {
   const auto make = [](Device& device, const std::string& impl, const MetadataLimits& l) {
     return kernels::registry().find<MetadataBuilderFactory>(impl)(device, l);
   };
+  using Step = std::pair<MetadataLimits, MetadataStep>;
   using StepVerdict = Verdict (*)(Device&, MetadataBuildFn*, MetadataBuilder&, const MetadataStep&);
-  const auto one_step = [make](StepVerdict verdict) {
-    return [make, verdict](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-      const auto [l, c] = decode_metadata_from_text(t);
-      t.expect_all_read();
-      return verdict(device, &metadata_build_ref, *make(device, impl, l), c);
-    };
+  const auto one_step = [&r, make](const char* name, const char* summary, StepVerdict verdict) {
+    r.add(make_property<Step>(std::string("decode_metadata.") + name, "decode_metadata", summary,
+                              decode_metadata_from_text,
+                              [make, verdict](Device& device, const std::string& impl, const Step& s) {
+                                return verdict(device, &metadata_build_ref, *make(device, impl, s.first), s.second);
+                              }));
   };
-  r.add({"decode_metadata.equals_oracle", "decode_metadata",
-         "every builder buffer equals the oracle after the step (tails zero), inputs untouched, views as declared",
-         one_step([](Device& d, MetadataBuildFn* b, MetadataBuilder& m, const MetadataStep& c) {
-           return decode_metadata_equals_oracle(d, b, m, c);
-         })});
-  r.add({"decode_metadata.views_as_declared", "decode_metadata",
-         "every view a build returns has its declared dtype, shape and strides, inside its buffer; guards hold",
-         one_step(&decode_metadata_views_as_declared)});
-  r.add({"decode_metadata.fast_path_equals_general_path", "decode_metadata",
-         "a uniform batch through the fused fast path gives the general path's bytes",
-         one_step(&decode_metadata_fast_path_equals_general_path)});
-  r.add({"decode_metadata.layouts_agree", "decode_metadata",
-         "flattened and native layouts give every token the same context length and request row",
-         one_step(&decode_metadata_layouts_agree)});
-  r.add({"decode_metadata.steps_equal_oracle", "decode_metadata",
-         "a sequence of steps on one builder each equals the oracle; buffer addresses never change",
-         [make](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const auto [l, steps] = decode_metadata_steps_from_text(t);
-           t.expect_all_read();
-           return decode_metadata_steps_equal_oracle(device, &metadata_build_ref, *make(device, impl, l), steps);
-         }});
+  one_step("equals_oracle",
+           "every builder buffer equals the oracle after the step (tails zero), inputs untouched, views as declared",
+           [](Device& d, MetadataBuildFn* b, MetadataBuilder& m, const MetadataStep& c) {
+             return decode_metadata_equals_oracle(d, b, m, c);
+           });
+  one_step("views_as_declared",
+           "every view a build returns has its declared dtype, shape and strides, inside its buffer; guards hold",
+           &decode_metadata_views_as_declared);
+  one_step("fast_path_equals_general_path", "a uniform batch through the fused fast path gives the general path's bytes",
+           &decode_metadata_fast_path_equals_general_path);
+  one_step("layouts_agree", "flattened and native layouts give every token the same context length and request row",
+           &decode_metadata_layouts_agree);
+  using Steps = std::pair<MetadataLimits, std::vector<MetadataStep>>;
+  r.add(make_property<Steps>(
+      "decode_metadata.steps_equal_oracle", "decode_metadata",
+      "a sequence of steps on one builder each equals the oracle; buffer addresses never change",
+      decode_metadata_steps_from_text, [make](Device& device, const std::string& impl, const Steps& s) {
+        return decode_metadata_steps_equal_oracle(device, &metadata_build_ref, *make(device, impl, s.first), s.second);
+      }));
 }
 
 }  // namespace mlacheck

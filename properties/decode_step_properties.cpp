@@ -451,28 +451,32 @@ void register_decode_step_properties(PropertyRegistry& r) {
   auto make = [](Device& device, const std::string& impl, const DecodeStepEngine& e) {
     return kernels::registry().find<IndexerDecodeStepFactory>(impl)(device, e.limits());
   };
-  r.add({"indexer_decode_step.equals_oracle", "indexer_decode_step",
-         "every token's logits, top-k row and global slots equal the oracle's; only rows [0, T) are written",
-         [make](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const auto [e, c] = decode_step_from_text(t);
-           t.expect_all_read();
-           return decode_step_equals_oracle(device, *make(device, impl, e), e, c);
-         }});
-  r.add({"indexer_decode_step.weights_scale_exactly", "indexer_decode_step",
-         "index weights x 2 give every logit exactly x 2",
-         [make](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const auto [e, c] = decode_step_from_text(t);
-           t.expect_all_read();
-           return decode_step_weights_scale_exactly(device, *make(device, impl, e), e, c);
-         }});
-  r.add({"indexer_decode_step.permutation_commutes", "indexer_decode_step",
-         "reordering the requests reorders the tokens' logits (bit for bit) and top-k choices",
-         [make](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const auto [e, c] = decode_step_from_text(t);
-           const auto perm = t.list<int>("permutation", 0, c.B() - 1, static_cast<size_t>(c.B()));
-           t.expect_all_read();
-           return decode_step_permutation_commutes(device, *make(device, impl, e), e, c, perm);
-         }});
+  using Step = std::pair<DecodeStepEngine, DecodeStepCase>;
+  r.add(make_property<Step>(
+      "indexer_decode_step.equals_oracle", "indexer_decode_step",
+      "every token's logits, top-k row and global slots equal the oracle's; only rows [0, T) are written",
+      decode_step_from_text, [make](Device& device, const std::string& impl, const Step& s) {
+        return decode_step_equals_oracle(device, *make(device, impl, s.first), s.first, s.second);
+      }));
+  r.add(make_property<Step>("indexer_decode_step.weights_scale_exactly", "indexer_decode_step",
+                            "index weights x 2 give every logit exactly x 2", decode_step_from_text,
+                            [make](Device& device, const std::string& impl, const Step& s) {
+                              return decode_step_weights_scale_exactly(device, *make(device, impl, s.first), s.first,
+                                                                       s.second);
+                            }));
+  using Permuted = std::pair<Step, std::vector<int>>;
+  r.add(make_property<Permuted>(
+      "indexer_decode_step.permutation_commutes", "indexer_decode_step",
+      "reordering the requests reorders the tokens' logits (bit for bit) and top-k choices",
+      [](const CaseText& t) {
+        Step s = decode_step_from_text(t);
+        std::vector<int> perm = t.permutation("permutation", s.second.B());
+        return Permuted{std::move(s), std::move(perm)};
+      },
+      [make](Device& device, const std::string& impl, const Permuted& p) {
+        const auto& [e, c] = p.first;
+        return decode_step_permutation_commutes(device, *make(device, impl, e), e, c, p.second);
+      }));
 }
 
 }  // namespace mlacheck

@@ -232,27 +232,26 @@ Verdict mla_decode_impl_engine_sequence(Device& device, MlaDecodeImplFactory* fa
 
 void register_mla_decode_impl_properties(PropertyRegistry& r) {
   const auto find = [](const std::string& impl) { return kernels::registry().find<MlaDecodeImplFactory>(impl); };
-  r.add({"mla_decode_impl.calls_equal_oracle", "mla_decode_impl",
-         "eager calls on one impl each equal the oracle with their own scales; the workspace never moves",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const MlaDecodeImplCallsCase c = mla_decode_impl_calls_from_text(t);
-           t.expect_all_read();
-           return mla_decode_impl_calls_equal_oracle(device, find(impl), c);
-         }});
-  r.add({"mla_decode_impl.replay_equals_eager", "mla_decode_impl",
-         "a graph replayed after the lengths grow equals the oracle and an eager launch on its buffers",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const MlaDecodeImplReplayCase c = mla_decode_impl_replay_from_text(t);
-           t.expect_all_read();
-           return mla_decode_impl_replay_equals_eager(device, find(impl), c);
-         }});
-  r.add({"mla_decode_impl.engine_sequence", "mla_decode_impl",
-         "eager calls, captures and replays interleaved on one impl each equal the oracle; no buffer moves",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const MlaDecodeImplSequenceCase c = mla_decode_impl_sequence_from_text(t);
-           t.expect_all_read();
-           return mla_decode_impl_engine_sequence(device, find(impl), c);
-         }});
+  r.add(make_property<MlaDecodeImplCallsCase>(
+      "mla_decode_impl.calls_equal_oracle", "mla_decode_impl",
+      "eager calls on one impl each equal the oracle with their own scales; the workspace never moves",
+      mla_decode_impl_calls_from_text, [find](Device& device, const std::string& impl, const MlaDecodeImplCallsCase& c) {
+        return mla_decode_impl_calls_equal_oracle(device, find(impl), c);
+      }));
+  r.add(make_property<MlaDecodeImplReplayCase>(
+      "mla_decode_impl.replay_equals_eager", "mla_decode_impl",
+      "a graph replayed after the lengths grow equals the oracle and an eager launch on its buffers",
+      mla_decode_impl_replay_from_text,
+      [find](Device& device, const std::string& impl, const MlaDecodeImplReplayCase& c) {
+        return mla_decode_impl_replay_equals_eager(device, find(impl), c);
+      }));
+  r.add(make_property<MlaDecodeImplSequenceCase>(
+      "mla_decode_impl.engine_sequence", "mla_decode_impl",
+      "eager calls, captures and replays interleaved on one impl each equal the oracle; no buffer moves",
+      mla_decode_impl_sequence_from_text,
+      [find](Device& device, const std::string& impl, const MlaDecodeImplSequenceCase& c) {
+        return mla_decode_impl_engine_sequence(device, find(impl), c);
+      }));
 }
 
 }  // namespace mlacheck

@@ -331,28 +331,30 @@ Verdict mla_decode_batch_permutation_commutes(Device& device, MlaDecodeFn* fn, c
 
 void register_mla_decode_properties(PropertyRegistry& r) {
   const auto find = [](const std::string& impl) { return kernels::registry().find<MlaDecodeFn>(impl); };
-  r.add({"mla_decode.equals_oracle", "mla_decode",
-         "o and lse equal the oracle's (len 0: 0 and -inf); only o, lse and the used workspace are written",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const MlaDecodeCase c = mla_decode_from_text(t);
-           t.expect_all_read();
-           return mla_decode_equals_oracle(device, find(impl), c);
-         }});
-  r.add({"mla_decode.split_count_invariant", "mla_decode",
-         "1 split and one of the heuristic's count, the case's and 64 (by the seed) give the same o and lse within rounding",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const MlaDecodeCase c = mla_decode_from_text(t);
-           t.expect_all_read();
-           return mla_decode_split_count_invariant(device, find(impl), c);
-         }});
-  r.add({"mla_decode.batch_permutation_commutes", "mla_decode",
-         "reordering the requests of a batch reorders o and lse (within rounding)",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const MlaDecodeCase c = mla_decode_from_text(t);
-           const auto perm = t.list<int>("permutation", 0, c.B - 1, static_cast<size_t>(c.B));
-           t.expect_all_read();
-           return mla_decode_batch_permutation_commutes(device, find(impl), c, perm);
-         }});
+  r.add(make_property<MlaDecodeCase>(
+      "mla_decode.equals_oracle", "mla_decode",
+      "o and lse equal the oracle's (len 0: 0 and -inf); only o, lse and the used workspace are written",
+      mla_decode_from_text, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+        return mla_decode_equals_oracle(device, find(impl), c);
+      }));
+  r.add(make_property<MlaDecodeCase>(
+      "mla_decode.split_count_invariant", "mla_decode",
+      "1 split and one of the heuristic's count, the case's and 64 (by the seed) give the same o and lse within rounding",
+      mla_decode_from_text, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+        return mla_decode_split_count_invariant(device, find(impl), c);
+      }));
+  using Permuted = std::pair<MlaDecodeCase, std::vector<int>>;
+  r.add(make_property<Permuted>(
+      "mla_decode.batch_permutation_commutes", "mla_decode",
+      "reordering the requests of a batch reorders o and lse (within rounding)",
+      [](const CaseText& t) {
+        MlaDecodeCase c = mla_decode_from_text(t);
+        std::vector<int> perm = t.permutation("permutation", c.B);
+        return Permuted{std::move(c), std::move(perm)};
+      },
+      [find](Device& device, const std::string& impl, const Permuted& p) {
+        return mla_decode_batch_permutation_commutes(device, find(impl), p.first, p.second);
+      }));
 }
 
 }  // namespace mlacheck

@@ -469,20 +469,18 @@ void register_mqa_logits_properties(PropertyRegistry& r) {
   using PagedVerdict = Verdict (*)(Device&, PagedMqaLogitsFn*, const PagedLogitsCase&);
   using PrefillVerdict = Verdict (*)(Device&, MqaLogitsFn*, const PrefillLogitsCase&);
   const auto paged = [&r](const char* name, const char* summary, PagedVerdict f) {
-    r.add({std::string("paged_mqa_logits.") + name, "paged_mqa_logits", summary,
-           [f](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-             const PagedLogitsCase c = paged_logits_from_text(t);
-             t.expect_all_read();
-             return f(device, kernels::registry().find<PagedMqaLogitsFn>(impl), c);
-           }});
+    r.add(make_property<PagedLogitsCase>(
+        std::string("paged_mqa_logits.") + name, "paged_mqa_logits", summary, paged_logits_from_text,
+        [f](Device& device, const std::string& impl, const PagedLogitsCase& c) {
+          return f(device, kernels::registry().find<PagedMqaLogitsFn>(impl), c);
+        }));
   };
   const auto prefill = [&r](const char* name, const char* summary, PrefillVerdict f) {
-    r.add({std::string("mqa_logits.") + name, "mqa_logits", summary,
-           [f](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-             const PrefillLogitsCase c = prefill_logits_from_text(t);
-             t.expect_all_read();
-             return f(device, kernels::registry().find<MqaLogitsFn>(impl), c);
-           }});
+    r.add(make_property<PrefillLogitsCase>(
+        std::string("mqa_logits.") + name, "mqa_logits", summary, prefill_logits_from_text,
+        [f](Device& device, const std::string& impl, const PrefillLogitsCase& c) {
+          return f(device, kernels::registry().find<MqaLogitsFn>(impl), c);
+        }));
   };
   paged("equals_oracle", "every row's logits equal the oracle's (-inf past ctx in clean mode); only the view is written",
         &paged_logits_equal_oracle);
@@ -493,15 +491,13 @@ void register_mqa_logits_properties(PropertyRegistry& r) {
         &paged_logits_clean_equals_unclean);
   paged("weights_scale_exactly", "index weights x 2 give every specified logit exactly x 2",
         &paged_logits_weights_scale_exactly);
-  r.add({"paged_mqa_logits.equals_prefill_over_gathered_keys", "paged_mqa_logits",
-         "each request's logits equal mqa_logits@ref's over its keys gathered contiguously (mqa_logits tolerance)",
-         [](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const PagedLogitsCase c = paged_logits_from_text(t);
-           t.expect_all_read();
-           return paged_logits_equal_prefill_over_gathered_keys(
-               device, kernels::registry().find<PagedMqaLogitsFn>(impl),
-               kernels::registry().find<MqaLogitsFn>("mqa_logits@ref"), c);
-         }});
+  r.add(make_property<PagedLogitsCase>(
+      "paged_mqa_logits.equals_prefill_over_gathered_keys", "paged_mqa_logits",
+      "each request's logits equal mqa_logits@ref's over its keys gathered contiguously (mqa_logits tolerance)",
+      paged_logits_from_text, [](Device& device, const std::string& impl, const PagedLogitsCase& c) {
+        return paged_logits_equal_prefill_over_gathered_keys(device, kernels::registry().find<PagedMqaLogitsFn>(impl),
+                                                             kernels::registry().find<MqaLogitsFn>("mqa_logits@ref"), c);
+      }));
   prefill("equals_oracle", "every row's logits equal the oracle's over [ks, ke) (-inf elsewhere in clean mode)",
           &prefill_logits_equal_oracle);
   prefill("clean_equals_unclean", "clean and unclean mode agree bit for bit on each row's [ks, ke)",

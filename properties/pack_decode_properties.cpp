@@ -235,28 +235,25 @@ Verdict copy_rows_copies_first_rows(Device& device, CopyRowsFn* copy, const Copy
 }
 
 void register_pack_decode_properties(PropertyRegistry& r) {
-  r.add({"pack_decode.slots_left_aligned", "pack_decode",
-         "slot (b, j) holds token qsl[b] + j for j < d_b and zeros after; only the [B, next_n] slots are written",
-         [](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const PackDecodeCase c = pack_decode_from_text(t);
-           t.expect_all_read();
-           return pack_decode_slots_left_aligned(device, registry().find<PackDecodeFn>(impl), c);
-         }});
-  r.add({"unpack_decode.inverts_pack", "unpack_decode",
-         "unpack(pack@ref(x)) == x on the T token rows; no padding slot read; rows past T untouched",
-         [](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const PackDecodeCase c = pack_decode_from_text(t);
-           t.expect_all_read();
-           return unpack_decode_inverts_pack(device, registry().find<PackDecodeFn>("pack_decode@ref"),
-                                             registry().find<UnpackDecodeFn>(impl), c);
-         }});
-  r.add({"topk_to_global.equals_oracle", "topk_to_global",
-         "every global slot is the oracle's block_table[req, i / page] * page + i % page (or -1); only [T, k] written",
-         [](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const TopkToGlobalCase c = topk_to_global_from_text(t);
-           t.expect_all_read();
-           return topk_to_global_equals_oracle(device, registry().find<TopkToGlobalFn>(impl), c);
-         }});
+  r.add(make_property<PackDecodeCase>(
+      "pack_decode.slots_left_aligned", "pack_decode",
+      "slot (b, j) holds token qsl[b] + j for j < d_b and zeros after; only the [B, next_n] slots are written",
+      pack_decode_from_text, [](Device& device, const std::string& impl, const PackDecodeCase& c) {
+        return pack_decode_slots_left_aligned(device, registry().find<PackDecodeFn>(impl), c);
+      }));
+  r.add(make_property<PackDecodeCase>(
+      "unpack_decode.inverts_pack", "unpack_decode",
+      "unpack(pack@ref(x)) == x on the T token rows; no padding slot read; rows past T untouched",
+      pack_decode_from_text, [](Device& device, const std::string& impl, const PackDecodeCase& c) {
+        return unpack_decode_inverts_pack(device, registry().find<PackDecodeFn>("pack_decode@ref"),
+                                          registry().find<UnpackDecodeFn>(impl), c);
+      }));
+  r.add(make_property<TopkToGlobalCase>(
+      "topk_to_global.equals_oracle", "topk_to_global",
+      "every global slot is the oracle's block_table[req, i / page] * page + i % page (or -1); only [T, k] written",
+      topk_to_global_from_text, [](Device& device, const std::string& impl, const TopkToGlobalCase& c) {
+        return topk_to_global_equals_oracle(device, registry().find<TopkToGlobalFn>(impl), c);
+      }));
 }
 
 }  // namespace mlacheck

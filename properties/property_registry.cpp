@@ -27,6 +27,14 @@ CaseText case_header(const std::string& property, const std::string& impl, const
   return c;
 }
 
+void check_property_impl(const PropertyEntry& p, const std::string& impl) {
+  const std::string op = impl.substr(0, impl.find('@'));
+  MLA_REQUIRE(op == p.op, "property '", p.name, "' takes a ", p.op, " implementation, not '", impl, "'");
+  MLA_REQUIRE(kernels::registry().contains(impl), "no implementation called '", impl, "' (mlacheck list shows them)");
+  MLA_REQUIRE(!p.ref_only || impl == p.op + "@ref", "property ", p.name,
+              " drives the ref kernel's own paths: it runs on ", p.op, "@ref only, not '", impl, "'");
+}
+
 ReproResult run_case_text(const CaseText& c, const std::string& backend, const std::string& impl) {
   ReproResult r;
   r.property = c.word("property");
@@ -39,9 +47,7 @@ ReproResult run_case_text(const CaseText& c, const std::string& backend, const s
   MLA_REQUIRE(b.has_value(), "backend '", r.backend, "' is not one of host, cuda, hip");
   std::string why;
   MLA_REQUIRE(kernels::device_usable(*b, &why), "backend ", r.backend, " is not usable here: ", why);
-  const std::string op = r.impl.substr(0, r.impl.find('@'));
-  MLA_REQUIRE(op == p.op, "property '", p.name, "' takes a ", p.op, " implementation, not '", r.impl, "'");
-  MLA_REQUIRE(kernels::registry().contains(r.impl), "no implementation called '", r.impl, "' (mlacheck list shows them)");
+  check_property_impl(p, r.impl);
   const auto device = kernels::make_device(*b);
   r.verdict = p.run(*device, r.impl, c);
   return r;

@@ -261,21 +261,23 @@ Verdict sparse_mla_permutation_invariant(Device& device, SparseMlaFn* fn, const 
 
 void register_sparse_mla_properties(PropertyRegistry& r) {
   const auto find = [](const std::string& impl) { return kernels::registry().find<SparseMlaFn>(impl); };
-  r.add({"sparse_mla_decode.equals_oracle", "sparse_mla_decode",
-         "out and lse equal the oracle's (no valid entry: 0 and +inf); only out and lse are written",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const SparseMlaCase c = sparse_mla_from_text(t);
-           t.expect_all_read();
-           return sparse_mla_equals_oracle(device, find(impl), c);
-         }});
-  r.add({"sparse_mla_decode.topk_permutation_invariant", "sparse_mla_decode",
-         "reordering each top-k row (its topk_length prefix kept) leaves out and lse equal within rounding",
-         [find](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const SparseMlaCase c = sparse_mla_from_text(t);
-           const uint64_t perm = t.unsigned_integer("permutation_seed");
-           t.expect_all_read();
-           return sparse_mla_permutation_invariant(device, find(impl), c, perm);
-         }});
+  r.add(make_property<SparseMlaCase>(
+      "sparse_mla_decode.equals_oracle", "sparse_mla_decode",
+      "out and lse equal the oracle's (no valid entry: 0 and +inf); only out and lse are written", sparse_mla_from_text,
+      [find](Device& device, const std::string& impl, const SparseMlaCase& c) {
+        return sparse_mla_equals_oracle(device, find(impl), c);
+      }));
+  using Permuted = std::pair<SparseMlaCase, uint64_t>;
+  r.add(make_property<Permuted>(
+      "sparse_mla_decode.topk_permutation_invariant", "sparse_mla_decode",
+      "reordering each top-k row (its topk_length prefix kept) leaves out and lse equal within rounding",
+      [](const CaseText& t) {
+        SparseMlaCase c = sparse_mla_from_text(t);
+        return Permuted{std::move(c), t.unsigned_integer("permutation_seed")};
+      },
+      [find](Device& device, const std::string& impl, const Permuted& p) {
+        return sparse_mla_permutation_invariant(device, find(impl), p.first, p.second);
+      }));
 }
 
 }  // namespace mlacheck

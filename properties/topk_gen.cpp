@@ -33,19 +33,6 @@ std::string format_float(float x) {
   return buf;
 }
 
-float parse_float(const std::string& key, const std::string& word) {
-  if (word == "nan") return kNaN;
-  if (word == "inf") return kInf;
-  if (word == "-inf") return -kInf;
-  char* end = nullptr;
-  const double v = std::strtod(word.c_str(), &end);
-  // Up to FLT_MAX plus half an ulp: what rounds to a finite float (FLT_MAX prints as 3.40282347e+38).
-  MLA_REQUIRE(!word.empty() && end == word.c_str() + word.size() && std::isfinite(v) &&
-                  std::fabs(v) < 3.4028235677973366e38,
-              "case: ", key, " holds '", word, "', not a float");
-  return static_cast<float>(v);
-}
-
 }  // namespace
 
 const char* topk_pattern_name(TopkPattern p) { return kPatternNames[static_cast<int>(p)]; }
@@ -176,23 +163,26 @@ void topk_to_text(const TopkCase& c, CaseText& out) {
   out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
 }
 
-TopkCase topk_from_text(const CaseText& t) {
+namespace {
+
+// The case's keys, with lengths one of `allowed` (a property of one family names only its own).
+TopkCase read_topk_case(const CaseText& t, std::initializer_list<TopkLengths> allowed) {
   TopkCase c;
-  c.lengths = static_cast<TopkLengths>(t.choice("lengths", {"decode-1d", "decode-2d", "prefill"}));
+  std::vector<const char*> names;
+  for (TopkLengths l : allowed) names.push_back(topk_lengths_name(l));
+  const std::vector<int> picked = t.choices("lengths", names, 1);
+  MLA_REQUIRE(picked.size() == 1, "case: 'lengths' needs one value, has ", picked.size());
+  c.lengths = *(allowed.begin() + picked[0]);
   c.k = t.integer("k", 1, 262144);
-  c.next_n = t.integer("next_n", 1, 16);
-  c.rows = t.integer("rows", 1, 4096);
+  c.next_n = c.prefill() ? t.integer("next_n", 1, 1) : t.integer("next_n", 1, 16);
+  c.rows = t.multiple("rows", c.next_n, 1, 4096);
   c.cols = t.integer("cols", 0, int64_t{1} << 20);
-  MLA_REQUIRE(!c.prefill() || c.next_n == 1, "case: next_n is ", c.next_n, " for prefill rows (must be 1)");
-  MLA_REQUIRE(c.rows % c.next_n == 0, "case: rows ", c.rows, " is not a multiple of next_n ", c.next_n);
   const size_t rows = static_cast<size_t>(c.rows);
   if (c.prefill()) {
     c.ks = t.list<int32_t>("ks", 0, c.cols, rows);
-    c.ke = t.list<int32_t>("ke", 0, c.cols, rows);
-    MLA_REQUIRE(c.ks.size() == rows && c.ke.size() == rows, "case: ks / ke have ", c.ks.size(), " / ", c.ke.size(),
-                " values for ", rows, " rows");
-    for (size_t r = 0; r < rows; ++r) {
-      MLA_REQUIRE(c.ks[r] <= c.ke[r], "case: ke ", c.ke[r], " < ks ", c.ks[r], " in row ", r);
+    MLA_REQUIRE(c.ks.size() == rows, "case: ks has ", c.ks.size(), " values for ", rows, " rows");
+    for (int64_t e : t.integers_from("ke", std::vector<int64_t>(c.ks.begin(), c.ks.end()), c.cols)) {
+      c.ke.push_back(static_cast<int32_t>(e));
     }
   } else {
     const size_t want = c.lengths == TopkLengths::kDecode2D ? rows : rows / static_cast<size_t>(c.next_n);
@@ -212,30 +202,34 @@ TopkCase topk_from_text(const CaseText& t) {
   const int64_t out_elems = (c.out_rows_before + c.rows + c.out_rows_after) * (c.k + c.out_row_pad);
   MLA_REQUIRE(logits_elems <= (int64_t{1} << 27) && out_elems <= (int64_t{1} << 27), "case: rows ", c.rows, " cols ",
               c.cols, " k ", c.k, " need ", logits_elems, " logits and ", out_elems, " output elements (at most 2^27)");
-  for (const std::string& w : t.words("patterns", rows)) {
-    const auto* at = std::find_if(std::begin(kPatternNames), std::end(kPatternNames),
-                                  [&](const char* n) { return w == n; });
-    MLA_REQUIRE(at != std::end(kPatternNames), "case: patterns has '", w, "', not a pattern");
-    c.patterns.push_back(static_cast<TopkPattern>(at - std::begin(kPatternNames)));
-  }
+  const std::vector<const char*> pattern_names(std::begin(kPatternNames), std::end(kPatternNames));
+  for (int p : t.choices("patterns", pattern_names, rows)) c.patterns.push_back(static_cast<TopkPattern>(p));
   MLA_REQUIRE(c.patterns.size() == rows, "case: patterns has ", c.patterns.size(), " names for ", rows, " rows");
   if (t.has("values_0")) {
     const std::vector<int64_t> n = topk_row_lengths(c);
     for (size_t r = 0; r < rows; ++r) {
       const std::string key = "values_" + std::to_string(r);
-      std::vector<float> row;
-      for (const std::string& w : t.words(key, static_cast<size_t>(n[r]))) row.push_back(parse_float(key, w));
+      std::vector<float> row = t.floats(key, static_cast<size_t>(n[r]));
       MLA_REQUIRE(static_cast<int64_t>(row.size()) == n[r], "case: ", key, " has ", row.size(),
                   " values for a row of length ", n[r]);
       c.explicit_rows.push_back(std::move(row));
     }
   }
   c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
   c.shuffled = t.flag("shuffled");
   return c;
 }
+
+}  // namespace
+
+TopkCase topk_from_text(const CaseText& t) {
+  return read_topk_case(t, {TopkLengths::kDecode1D, TopkLengths::kDecode2D, TopkLengths::kPrefill});
+}
+TopkCase topk_decode_from_text(const CaseText& t) {
+  return read_topk_case(t, {TopkLengths::kDecode1D, TopkLengths::kDecode2D});
+}
+TopkCase topk_prefill_from_text(const CaseText& t) { return read_topk_case(t, {TopkLengths::kPrefill}); }
 
 TopkCase topk_rows_of_lengths(int64_t k, const std::vector<int64_t>& lengths, int64_t cols, uint64_t seed,
                               const std::vector<TopkPattern>& patterns) {

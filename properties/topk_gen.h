@@ -73,6 +73,9 @@ void topk_to_text(const TopkCase& c, CaseText& out);
 // pattern per row, explicit row values matching the row lengths) and throws mlacheck::Error with
 // one line naming the key.
 TopkCase topk_from_text(const CaseText& t);
+// The same, for one family's properties: lengths must be decode-1d or decode-2d / prefill.
+TopkCase topk_decode_from_text(const CaseText& t);
+TopkCase topk_prefill_from_text(const CaseText& t);
 
 // The row lengths the oracle gives the case (decode from seq_lens, prefill ke - ks).
 std::vector<int64_t> topk_row_lengths(const TopkCase& c);

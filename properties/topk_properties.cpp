@@ -323,57 +323,48 @@ Verdict topk_decode_permutation_commutes(Device& device, TopkDecodeFn* impl, con
 }
 
 void register_topk_properties(PropertyRegistry& r) {
-  // Ref-only properties drive the ref kernel's internal paths: any other implementation is refused.
-  auto require_ref = [](const std::string& property, const std::string& impl) {
-    MLA_REQUIRE(impl.size() > 4 && impl.compare(impl.size() - 4, 4, "@ref") == 0, "property ", property,
-                " drives the ref kernel's own paths: it runs on @ref only, not '", impl, "'");
-  };
-  r.add({"topk_decode.rows_admissible", "topk_decode",
-         "every decode row is an admissible top-k of its [0, n); only the output view is written",
-         [](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const TopkCase c = topk_from_text(t);
-           t.expect_all_read();
-           MLA_REQUIRE(!c.prefill(), "case: lengths prefill for a topk_decode property");
-           return topk_decode_rows_admissible(device, registry().find<TopkDecodeFn>(impl), c);
-         }});
-  r.add({"topk_prefill.rows_admissible", "topk_prefill",
-         "every prefill row is an admissible top-k of [ks, ke), relative to ks; only the output view is written",
-         [](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const TopkCase c = topk_from_text(t);
-           t.expect_all_read();
-           MLA_REQUIRE(c.prefill(), "case: lengths ", topk_lengths_name(c.lengths), " for a topk_prefill property");
-           return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c);
-         }});
-  r.add({"topk_decode.permutation_commutes", "topk_decode",
-         "reordering the requests (seq_lens and logits rows) reorders the rows' selected values",
-         [](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           const TopkCase c = topk_from_text(t);
-           MLA_REQUIRE(!c.prefill(), "case: lengths prefill for a topk_decode property");
-           const int64_t B = c.rows / c.next_n;
-           const auto perm = t.list<int>("permutation", 0, B - 1, static_cast<size_t>(B));
-           t.expect_all_read();
-           return topk_decode_permutation_commutes(device, registry().find<TopkDecodeFn>(impl), c, perm);
-         }});
-  for (const char* op : {"topk_decode", "topk_prefill"}) {
-    const std::string name = std::string(op) + ".fast_path_equals_general";
-    r.add({name, op, "ref only: at k = 2048 the fast path and the general path select the same values",
-           [name, op, require_ref](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-             require_ref(name, impl);
-             const TopkCase c = topk_from_text(t);
-             t.expect_all_read();
-             MLA_REQUIRE(c.prefill() == (std::string(op) == "topk_prefill"), "case: lengths ",
-                         topk_lengths_name(c.lengths), " for a ", op, " property");
-             return topk_fast_path_equals_general(device, &launch_topk, c);
-           }});
-  }
-  r.add({"topk_decode.split_rows_equal_chunked_general", "topk_decode",
-         "ref only: a row split in chunks selects what the general path selects over the chunks' selections",
-         [require_ref](Device& device, const std::string& impl, const CaseText& t) -> Verdict {
-           require_ref("topk_decode.split_rows_equal_chunked_general", impl);
-           const TopkCase c = topk_from_text(t);
-           t.expect_all_read();
-           return topk_split_rows_equal_chunked_general(device, registry().find<TopkDecodeFn>(impl), &launch_topk, c);
-         }});
+  r.add(make_property<TopkCase>(
+      "topk_decode.rows_admissible", "topk_decode",
+      "every decode row is an admissible top-k of its [0, n); only the output view is written", topk_decode_from_text,
+      [](Device& device, const std::string& impl, const TopkCase& c) {
+        return topk_decode_rows_admissible(device, registry().find<TopkDecodeFn>(impl), c);
+      }));
+  r.add(make_property<TopkCase>(
+      "topk_prefill.rows_admissible", "topk_prefill",
+      "every prefill row is an admissible top-k of [ks, ke), relative to ks; only the output view is written",
+      topk_prefill_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
+        return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c);
+      }));
+  using Permuted = std::pair<TopkCase, std::vector<int>>;
+  r.add(make_property<Permuted>(
+      "topk_decode.permutation_commutes", "topk_decode",
+      "reordering the requests (seq_lens and logits rows) reorders the rows' selected values",
+      [](const CaseText& t) {
+        TopkCase c = topk_decode_from_text(t);
+        std::vector<int> perm = t.permutation("permutation", c.rows / c.next_n);
+        return Permuted{std::move(c), std::move(perm)};
+      },
+      [](Device& device, const std::string& impl, const Permuted& p) {
+        return topk_decode_permutation_commutes(device, registry().find<TopkDecodeFn>(impl), p.first, p.second);
+      }));
+  r.add(make_ref_property<TopkCase>(
+      "topk_decode.fast_path_equals_general", "topk_decode",
+      "ref only: at k = 2048 the fast path and the general path select the same values", topk_decode_from_text,
+      [](Device& device, const std::string&, const TopkCase& c) {
+        return topk_fast_path_equals_general(device, &launch_topk, c);
+      }));
+  r.add(make_ref_property<TopkCase>(
+      "topk_prefill.fast_path_equals_general", "topk_prefill",
+      "ref only: at k = 2048 the fast path and the general path select the same values", topk_prefill_from_text,
+      [](Device& device, const std::string&, const TopkCase& c) {
+        return topk_fast_path_equals_general(device, &launch_topk, c);
+      }));
+  r.add(make_ref_property<TopkCase>(
+      "topk_decode.split_rows_equal_chunked_general", "topk_decode",
+      "ref only: a row split in chunks selects what the general path selects over the chunks' selections",
+      topk_decode_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
+        return topk_split_rows_equal_chunked_general(device, registry().find<TopkDecodeFn>(impl), &launch_topk, c);
+      }));
 }
 
 }  // namespace mlacheck

@@ -1,0 +1,172 @@
+// The shared harness body (fuzz/harness.h).
+#include "fuzz/harness.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/backend/backend.h"
+#include "core/error.h"
+#include "kernels/device.h"
+#include "properties/fuzz_input.h"
+
+#ifdef MLACHECK_HAVE_CUDA
+// CUDA maps memory where ASan's shadow gap would be; the CUDA runtime's allocations are not leaks.
+extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0:detect_leaks=0"; }
+#endif
+
+namespace mlacheck::fuzz {
+
+namespace {
+
+// A device whose allocations for one case may total at most a budget: past it, allocate throws and
+// the case is skipped (fuzzing is for many small cases; large ones belong to the property suite).
+class BudgetDevice final : public kernels::Device {
+ public:
+  BudgetDevice(kernels::Device& inner, int64_t budget) : inner_(inner), budget_(budget) {}
+  Backend backend() const override { return inner_.backend(); }
+  std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
+    used_ += bytes;
+    if (used_ > budget_) {
+      exceeded_ = true;
+      throw Error("fuzz: case needs over " + std::to_string(budget_ >> 20) + " MiB (" + name + ")");
+    }
+    return inner_.allocate(name, bytes);
+  }
+  void* stream() const override { return inner_.stream(); }
+  void synchronize() override { inner_.synchronize(); }
+  int64_t multiprocessors() const override { return inner_.multiprocessors(); }
+  std::unique_ptr<kernels::DeviceGraph> capture(const std::function<void()>& body) override {
+    return inner_.capture(body);
+  }
+  bool exceeded() const { return exceeded_; }
+
+ private:
+  kernels::Device& inner_;
+  int64_t budget_, used_ = 0;
+  bool exceeded_ = false;
+};
+
+struct State {
+  const FuzzTarget* target = nullptr;
+  std::string impl, backend, case_dir;
+  int64_t budget = int64_t{256} << 20;
+  std::unique_ptr<kernels::Device> device;
+  uint64_t runs = 0, refused = 0, skipped = 0;
+};
+State& state() {
+  static State s;
+  return s;
+}
+
+[[noreturn]] void setup_error(const std::string& what) {
+  std::fprintf(stderr, "mlacheck fuzz: %s\n", what.c_str());
+  std::exit(2);
+}
+
+std::string env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+[[noreturn]] void violation(const FuzzCase& fc, const std::string& verdict) {
+  const State& s = state();
+  const std::string text = fc.text.format();
+  std::fprintf(stderr,
+               "==mlacheck== violation: %s on %s (%s)\n==mlacheck== verdict: %s\n"
+               "==mlacheck== case (save it and run `mlacheck repro FILE`):\n%s==mlacheck== end of case\n",
+               fc.property->name.c_str(), s.impl.c_str(), s.backend.c_str(), verdict.c_str(), text.c_str());
+  if (!s.case_dir.empty()) {
+    char name[40];
+    std::snprintf(name, sizeof name, "-%016llx.case", static_cast<unsigned long long>(fnv1a(text)));
+    const std::string path = s.case_dir + "/" + fc.property->name + name;
+    std::ofstream(path) << text;
+    std::fprintf(stderr, "==mlacheck== case written to %s\n", path.c_str());
+  }
+  std::fflush(stderr);
+  std::abort();
+}
+
+void print_stats() {
+  const State& s = state();
+  std::fprintf(stderr, "mlacheck fuzz %s: %llu inputs run, %llu refused by the case rules, %llu skipped as too large\n",
+               s.target ? s.target->name.c_str() : "?", static_cast<unsigned long long>(s.runs),
+               static_cast<unsigned long long>(s.refused), static_cast<unsigned long long>(s.skipped));
+}
+
+}  // namespace
+
+int harness_init(const char* target) {
+  State& s = state();
+  try {
+    s.target = &find_fuzz_target(target);
+    s.backend = env("MLACHECK_BACKEND", "host");
+    s.impl = env("MLACHECK_IMPL", s.target->op + "@ref");
+    s.case_dir = env("MLACHECK_CASE_DIR", "");
+    const std::string mb = env("MLACHECK_FUZZ_MAX_MB", "256");
+    char* end = nullptr;
+    const long long v = std::strtoll(mb.c_str(), &end, 10);
+    MLA_REQUIRE(*end == '\0' && v > 0 && v <= (1 << 20), "MLACHECK_FUZZ_MAX_MB is '", mb,
+                "', not a size in MiB (1 to 1048576)");
+    s.budget = static_cast<int64_t>(v) << 20;
+    const auto b = parse_backend(s.backend);
+    MLA_REQUIRE(b.has_value(), "MLACHECK_BACKEND is '", s.backend, "', not one of host, cuda, hip");
+    const std::string op = s.impl.substr(0, s.impl.find('@'));
+    MLA_REQUIRE(op == s.target->op, "MLACHECK_IMPL is '", s.impl, "', not a ", s.target->op, " implementation");
+    // Every property of the target must accept impl (ref-only ones are skipped per input).
+    for (const PropertyEntry* p : fuzz_target_properties(*s.target)) {
+      if (!p->ref_only) check_property_impl(*p, s.impl);
+    }
+    std::string why;
+    MLA_REQUIRE(kernels::device_usable(*b, &why), s.backend, ": not usable: ", why);
+    s.device = kernels::make_device(*b);
+  } catch (const Error& e) {
+    setup_error(e.what());
+  }
+  std::atexit(print_stats);
+  return 0;
+}
+
+int harness_run(const uint8_t* data, size_t size) {
+  State& s = state();
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  FuzzCase fc;
+  try {
+    fc = decode_fuzz_input(*s.target, input, s.impl, s.backend);
+  } catch (const Error&) {
+    ++s.refused;
+    return -1;
+  }
+  if (fc.property->ref_only && s.impl != s.target->op + "@ref") {
+    ++s.skipped;
+    return -1;
+  }
+  ++s.runs;
+  BudgetDevice device(*s.device, s.budget);
+  Verdict verdict;
+  try {
+    verdict = fc.property->run(device, s.impl, fc.text);
+  } catch (const std::exception& e) {
+    // A parsed case that throws is the implementation's fault (a host kernel fault, a device
+    // fault, a refused launch), unless it only outgrew the budget.
+    if (!device.exceeded()) violation(fc, std::string("error: ") + e.what());
+  }
+  if (device.exceeded()) {
+    --s.runs;
+    ++s.skipped;
+    return -1;
+  }
+  if (verdict) violation(fc, *verdict);
+  return 0;
+}
+
+}  // namespace mlacheck::fuzz

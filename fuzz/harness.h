@@ -1,0 +1,33 @@
+// The body every op harness shares: libFuzzer input bytes -> case (properties/fuzz_input.h) -> the
+// case's property run under guarded buffers -> on a violation, the case text and the verdict, then
+// abort, so libFuzzer keeps the input as a crash.
+//
+// libFuzzer owns the command line, so a harness is configured by its environment:
+//   MLACHECK_BACKEND   host (default) or cuda: where the implementation runs
+//   MLACHECK_IMPL      op@name (default <op>@ref); ref-only properties are skipped for another
+//   MLACHECK_CASE_DIR  where a violated case is also written, as <property>-<hash>.case
+//   MLACHECK_FUZZ_MAX_MB  device memory one case may allocate (default 256); a larger case is
+//                      skipped as too costly for fuzzing, not run
+// An input the case rules refuse, or one skipped, returns -1: libFuzzer keeps it out of the corpus.
+// At exit the harness prints one line: inputs run, refused, skipped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mlacheck::fuzz {
+
+// LLVMFuzzerInitialize: reads the environment and makes the device; on a bad setting or an
+// unusable backend prints one line and exits with status 2.
+int harness_init(const char* target);
+// LLVMFuzzerTestOneInput.
+int harness_run(const uint8_t* data, size_t size);
+
+}  // namespace mlacheck::fuzz
+
+// Defines a harness's two libFuzzer entry points for target (a properties/fuzz_input.h target).
+#define MLACHECK_FUZZ_HARNESS(target)                                                              \
+  extern "C" int LLVMFuzzerInitialize(int*, char***) { return ::mlacheck::fuzz::harness_init(target); } \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {                        \
+    return ::mlacheck::fuzz::harness_run(data, size);                                              \
+  }

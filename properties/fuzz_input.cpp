@@ -1,0 +1,112 @@
+// Fuzz targets and inputs (properties/fuzz_input.h).
+#include "properties/fuzz_input.h"
+
+#include "core/error.h"
+
+namespace mlacheck {
+
+const std::vector<FuzzTarget>& fuzz_targets() {
+  static const std::vector<FuzzTarget> targets = {
+      {"decode_metadata", "decode_metadata", "the indexer's decode metadata builder: steps, layouts, paths"},
+      {"paged_mqa_logits", "paged_mqa_logits", "paged fp8 indexer logits: block sizes, tables, clean / unclean"},
+      {"mqa_logits", "mqa_logits", "ragged prefill fp8 indexer logits over [ks, ke)"},
+      {"topk_decode", "topk_decode", "top-k per decode row: 1-D / 2-D lengths, k = 2048 fast path, split rows"},
+      {"topk_prefill", "topk_prefill", "top-k per prefill row over [ks, ke)"},
+      {"pack_decode", "pack_decode", "token rows -> left-aligned [B, next_n] slots"},
+      {"unpack_decode", "unpack_decode", "slots -> token rows"},
+      {"topk_to_global", "topk_to_global", "request-local top-k indices -> global KV slots"},
+      {"sparse_mla_decode", "sparse_mla_decode", "sparse MLA decode over fp8_ds_mla top-k rows"},
+      {"mla_decode", "mla_decode", "dense split-KV MLA decode"},
+      {"mla_decode_impl", "mla_decode_impl", "the MLA impl's call sequences: scales and lengths changing, capture / replay"},
+      {"indexer_decode_step", "indexer_decode_step", "the whole indexer decode step: metadata to global slots"},
+  };
+  return targets;
+}
+
+const FuzzTarget& find_fuzz_target(const std::string& name) {
+  std::string names;
+  for (const FuzzTarget& t : fuzz_targets()) {
+    if (t.name == name) return t;
+    names += (names.empty() ? "" : ", ") + t.name;
+  }
+  throw Error("no fuzz target called '" + name + "' (there are: " + names + ")");
+}
+
+const FuzzTarget& fuzz_target_of(const PropertyEntry& property) {
+  for (const FuzzTarget& t : fuzz_targets()) {
+    if (t.op == property.op) return t;
+  }
+  throw Error("property '" + property.name + "' belongs to no fuzz target (op " + property.op + ")");
+}
+
+std::vector<const PropertyEntry*> fuzz_target_properties(const FuzzTarget& target) {
+  std::vector<const PropertyEntry*> out;
+  for (const PropertyEntry& p : property_registry().list()) {
+    if (p.op == target.op) out.push_back(&p);
+  }
+  MLA_REQUIRE(!out.empty(), "fuzz target ", target.name, " has no properties");
+  return out;
+}
+
+namespace {
+
+// Marks the header keys read (a case's own keys are checked by expect_all_read).
+void read_header(const CaseText& c) {
+  c.word("property");
+  c.word("impl");
+  c.word("backend");
+}
+
+// A case file of one of target's properties, or null.
+const PropertyEntry* text_case_property(const FuzzTarget& target, std::string_view input, CaseText& out) {
+  // Cheap first: a case file starts with a comment or a key, never a control byte.
+  if (input.empty() || input.find("property ") == std::string_view::npos) return nullptr;
+  try {
+    out = CaseText::parse(input);
+    if (!out.has("property")) return nullptr;
+    const PropertyEntry& p = property_registry().find(out.word("property"));
+    return p.op == target.op ? &p : nullptr;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, const std::string& impl,
+                           const std::string& backend) {
+  FuzzCase fc;
+  if (const PropertyEntry* p = text_case_property(target, input, fc.text)) {
+    fc.property = p;
+    fc.from_text = true;
+    if (!impl.empty()) fc.text.set("impl", impl);
+    if (!backend.empty()) fc.text.set("backend", backend);
+    read_header(fc.text);
+    p->parse(fc.text);
+    return fc;
+  }
+  const std::vector<const PropertyEntry*> props = fuzz_target_properties(target);
+  fc.text = CaseText::decoding(input);
+  fc.property = props[static_cast<size_t>(fc.text.code(0, 0, static_cast<int64_t>(props.size()) - 1))];
+  fc.text.set("property", fc.property->name)
+      .set("impl", impl.empty() ? target.op + "@ref" : impl)
+      .set("backend", backend.empty() ? "host" : backend);
+  read_header(fc.text);
+  fc.property->parse(fc.text);
+  fc.text.stop_drawing();
+  return fc;
+}
+
+std::string encode_fuzz_input(std::string_view case_file) {
+  const CaseText c = CaseText::encoding(case_file);
+  const PropertyEntry& p = property_registry().find(c.word("property"));
+  const std::vector<const PropertyEntry*> props = fuzz_target_properties(fuzz_target_of(p));
+  int64_t index = 0;
+  while (props[static_cast<size_t>(index)] != &p) ++index;
+  c.code(index, 0, static_cast<int64_t>(props.size()) - 1);
+  read_header(c);
+  p.parse(c);
+  return c.encoded_bytes();
+}
+
+}  // namespace mlacheck
