@@ -189,10 +189,19 @@ bool CaseText::first_encode(const std::string& key) const {
   return codec_ && codec_->mode == Codec::kEncode && codec_->written.insert(key).second;
 }
 
-size_t CaseText::draw_count(size_t max_count) const {
-  return max_count - static_cast<size_t>(codec_->reader.compact() % (uint64_t{max_count} + 1));
+size_t CaseText::draw_count(size_t max_count, bool exact) const {
+  return exact ? max_count : static_cast<size_t>(codec_->reader.compact() % (uint64_t{max_count} + 1));
 }
-void CaseText::encode_count(size_t count, size_t max_count) const { codec_->writer.compact(max_count - count); }
+void CaseText::encode_count(size_t count, size_t, bool exact) const {
+  if (!exact) codec_->writer.compact(count);
+}
+void CaseText::require_count(const std::string& key, size_t n, size_t count, bool exact) const {
+  if (exact) {
+    MLA_REQUIRE(n == count, "case: '", key, "' has ", n, " values, needs ", count);
+  } else {
+    MLA_REQUIRE(n <= count, "case: '", key, "' has ", n, " values, at most ", count, " allowed");
+  }
+}
 
 // has() draws or writes one flag per key, the first time it is asked about a key no reader has read.
 bool CaseText::has(const std::string& key) const {
@@ -364,24 +373,33 @@ const std::vector<std::string>& CaseText::words(const std::string& key, size_t m
 }
 
 std::vector<int64_t> CaseText::integers(const std::string& key, int64_t lo, int64_t hi, size_t max_count) const {
+  return read_integers(key, lo, hi, max_count, false);
+}
+std::vector<int64_t> CaseText::integers_exactly(const std::string& key, int64_t lo, int64_t hi, size_t count) const {
+  return read_integers(key, lo, hi, count, true);
+}
+
+std::vector<int64_t> CaseText::read_integers(const std::string& key, int64_t lo, int64_t hi, size_t count,
+                                             bool exact) const {
   MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
   draw_if_missing(key, [&](ByteReader& r) {
-    std::vector<std::string> w(draw_count(max_count));
+    std::vector<std::string> w(draw_count(count, exact));
     for (auto& x : w) x = integer_word(r.in_range(lo, hi));
     return w;
   });
+  const auto& words = values(key);
+  require_count(key, words.size(), count, exact);
   std::vector<int64_t> out;
   size_t i = 0;
-  for (const std::string& w : values(key)) {
+  for (const std::string& w : words) {
     int64_t v = 0;
     MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' value ", i, " is '", w, "', not an integer");
     MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' value ", i, " is ", v, ", outside [", lo, ", ", hi, "]");
     out.push_back(v);
     ++i;
   }
-  MLA_REQUIRE(out.size() <= max_count, "case: '", key, "' has ", out.size(), " values, at most ", max_count, " allowed");
   if (first_encode(key)) {
-    encode_count(out.size(), max_count);
+    encode_count(out.size(), count, exact);
     for (int64_t v : out) codec_->writer.in_range(v, lo);
   }
   return out;
@@ -411,18 +429,27 @@ std::vector<int64_t> CaseText::integers_from(const std::string& key, const std::
 
 std::vector<int> CaseText::choices(const std::string& key, const std::vector<const char*>& allowed,
                                    size_t max_count) const {
+  return read_choices(key, allowed, max_count, false);
+}
+std::vector<int> CaseText::choices_exactly(const std::string& key, const std::vector<const char*>& allowed,
+                                           size_t count) const {
+  return read_choices(key, allowed, count, true);
+}
+
+std::vector<int> CaseText::read_choices(const std::string& key, const std::vector<const char*>& allowed, size_t count,
+                                        bool exact) const {
   MLA_REQUIRE(!allowed.empty(), "case: '", key, "' has no allowed words");
   draw_if_missing(key, [&](ByteReader& r) {
-    std::vector<std::string> w(draw_count(max_count));
+    std::vector<std::string> w(draw_count(count, exact));
     for (auto& x : w) x = allowed[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(allowed.size()) - 1))];
     return w;
   });
   const auto& v = values(key);
-  MLA_REQUIRE(v.size() <= max_count, "case: '", key, "' has ", v.size(), " values, at most ", max_count, " allowed");
+  require_count(key, v.size(), count, exact);
   std::vector<int> out;
   for (const std::string& w : v) out.push_back(index_of(key, w, allowed));
   if (first_encode(key)) {
-    encode_count(out.size(), max_count);
+    encode_count(out.size(), count, exact);
     for (int i : out) codec_->writer.in_range(i, 0);
   }
   return out;
@@ -430,7 +457,7 @@ std::vector<int> CaseText::choices(const std::string& key, const std::vector<con
 
 std::vector<double> CaseText::reals(const std::string& key, size_t max_count) const {
   draw_if_missing(key, [&](ByteReader& r) {
-    std::vector<std::string> w(draw_count(max_count));
+    std::vector<std::string> w(draw_count(max_count, false));
     for (auto& x : w) x = real_word(r.real());
     return w;
   });
@@ -439,7 +466,7 @@ std::vector<double> CaseText::reals(const std::string& key, size_t max_count) co
   std::vector<double> out;
   for (const std::string& w : v) out.push_back(parse_real(key, w));
   if (first_encode(key)) {
-    encode_count(out.size(), max_count);
+    encode_count(out.size(), max_count, false);
     for (double x : out) codec_->writer.real(x);
   }
   return out;
@@ -460,8 +487,15 @@ std::string float_word(float x) {
 }  // namespace
 
 std::vector<float> CaseText::floats(const std::string& key, size_t max_count) const {
+  return read_floats(key, max_count, false);
+}
+std::vector<float> CaseText::floats_exactly(const std::string& key, size_t count) const {
+  return read_floats(key, count, true);
+}
+
+std::vector<float> CaseText::read_floats(const std::string& key, size_t count, bool exact) const {
   draw_if_missing(key, [&](ByteReader& r) {
-    std::vector<std::string> w(draw_count(max_count));
+    std::vector<std::string> w(draw_count(count, exact));
     for (auto& x : w) {
       double v = r.real();
       if (std::isfinite(v) && std::fabs(v) >= kFloatLimit) v = std::fmod(v, 3.4e38);
@@ -470,7 +504,7 @@ std::vector<float> CaseText::floats(const std::string& key, size_t max_count) co
     return w;
   });
   const auto& v = values(key);
-  MLA_REQUIRE(v.size() <= max_count, "case: '", key, "' has ", v.size(), " values, at most ", max_count, " allowed");
+  require_count(key, v.size(), count, exact);
   std::vector<float> out;
   for (const std::string& w : v) {
     const double x = parse_real(key, w);
@@ -478,7 +512,7 @@ std::vector<float> CaseText::floats(const std::string& key, size_t max_count) co
     out.push_back(static_cast<float>(x));
   }
   if (first_encode(key)) {
-    encode_count(out.size(), max_count);
+    encode_count(out.size(), count, exact);
     for (float x : out) codec_->writer.real(static_cast<double>(x));
   }
   return out;

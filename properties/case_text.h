@@ -23,8 +23,8 @@
 // decoding(bytes) answers every reader asking for a key it does not hold by drawing a value from the
 // bytes (properties/case_bytes.h) inside the reader's range, and sets the key. A parse function run
 // over it therefore yields a case within the ranges its readers state, and the CaseText afterwards
-// is that case's text. Lists draw their length as max_count minus a number, so a reader given the
-// exact count it needs gets a list of that length from short inputs. A CaseText made by
+// is that case's text. A list whose length the case fixes is read with a *_exactly reader (its
+// length is not drawn); a list of up to max_count values draws its length. A CaseText made by
 // encoding(text) reads the text as usual and appends each value's bytes: those bytes decode back to
 // the same case, which is how readable regression cases seed the fuzzers. Free-form words cannot be
 // drawn; readers of fuzzable cases use choice(), choices() and the numeric readers.
@@ -102,13 +102,23 @@ class CaseText {
   const std::vector<std::string>& words(const std::string& key, size_t max_count) const;
   // Up to max_count words of allowed, as their positions in it.
   std::vector<int> choices(const std::string& key, const std::vector<const char*>& allowed, size_t max_count) const;
+  std::vector<int> choices_exactly(const std::string& key, const std::vector<const char*>& allowed, size_t count) const;
   std::vector<double> reals(const std::string& key, size_t max_count) const;
   // Up to max_count floats: nan, inf, -inf or a real that rounds to a finite float. A drawn real
   // past the float range folds into it; each is rounded to a float.
   std::vector<float> floats(const std::string& key, size_t max_count) const;
+  std::vector<float> floats_exactly(const std::string& key, size_t count) const;
   // A permutation of 0..n-1 (drawn as a Lehmer code, so every input gives one).
   std::vector<int> permutation(const std::string& key, int64_t n) const;
   std::vector<int64_t> integers(const std::string& key, int64_t lo, int64_t hi, size_t max_count) const;
+  // Exactly count values (the case fixes the length: one per request, say).
+  std::vector<int64_t> integers_exactly(const std::string& key, int64_t lo, int64_t hi, size_t count) const;
+  template <class Int>
+  std::vector<Int> list_exactly(const std::string& key, int64_t lo, int64_t hi, size_t count) const {
+    std::vector<Int> out;
+    for (int64_t v : integers_exactly(key, lo, hi, count)) out.push_back(static_cast<Int>(v));
+    return out;
+  }
   // Exactly lo.size() integers, value i in [lo[i], hi] (the ends of ranges whose starts are lo).
   std::vector<int64_t> integers_from(const std::string& key, const std::vector<int64_t>& lo, int64_t hi) const;
   template <class Int>
@@ -131,8 +141,14 @@ class CaseText {
   template <class Draw>
   bool draw_if_missing(const std::string& key, Draw draw) const;
   bool first_encode(const std::string& key) const;  // encoding, and key's bytes are not written yet
-  size_t draw_count(size_t max_count) const;
-  void encode_count(size_t count, size_t max_count) const;
+  // The length of a list read with at most max_count values (exact: count itself, not drawn).
+  size_t draw_count(size_t max_count, bool exact) const;
+  void encode_count(size_t count, size_t max_count, bool exact) const;
+  void require_count(const std::string& key, size_t n, size_t count, bool exact) const;
+  std::vector<int64_t> read_integers(const std::string& key, int64_t lo, int64_t hi, size_t count, bool exact) const;
+  std::vector<int> read_choices(const std::string& key, const std::vector<const char*>& allowed, size_t count,
+                                bool exact) const;
+  std::vector<float> read_floats(const std::string& key, size_t count, bool exact) const;
   // Mutable: a drawing CaseText sets the keys its readers ask for.
   mutable std::vector<std::pair<std::string, std::vector<std::string>>> entries_;
   std::shared_ptr<Codec> codec_;

@@ -170,26 +170,21 @@ TopkCase read_topk_case(const CaseText& t, std::initializer_list<TopkLengths> al
   TopkCase c;
   std::vector<const char*> names;
   for (TopkLengths l : allowed) names.push_back(topk_lengths_name(l));
-  const std::vector<int> picked = t.choices("lengths", names, 1);
-  MLA_REQUIRE(picked.size() == 1, "case: 'lengths' needs one value, has ", picked.size());
-  c.lengths = *(allowed.begin() + picked[0]);
+  c.lengths = *(allowed.begin() + t.choices_exactly("lengths", names, 1)[0]);
   c.k = t.integer("k", 1, 262144);
   c.next_n = c.prefill() ? t.integer("next_n", 1, 1) : t.integer("next_n", 1, 16);
   c.rows = t.multiple("rows", c.next_n, 1, 4096);
   c.cols = t.integer("cols", 0, int64_t{1} << 20);
   const size_t rows = static_cast<size_t>(c.rows);
   if (c.prefill()) {
-    c.ks = t.list<int32_t>("ks", 0, c.cols, rows);
-    MLA_REQUIRE(c.ks.size() == rows, "case: ks has ", c.ks.size(), " values for ", rows, " rows");
+    c.ks = t.list_exactly<int32_t>("ks", 0, c.cols, rows);
     for (int64_t e : t.integers_from("ke", std::vector<int64_t>(c.ks.begin(), c.ks.end()), c.cols)) {
       c.ke.push_back(static_cast<int32_t>(e));
     }
   } else {
     const size_t want = c.lengths == TopkLengths::kDecode2D ? rows : rows / static_cast<size_t>(c.next_n);
     // Negative lengths are allowed (they mean 0); past cols a row would not fit its view.
-    c.seq_lens = t.list<int32_t>("seq_lens", -(int64_t{1} << 30), c.cols, want);
-    MLA_REQUIRE(c.seq_lens.size() == want, "case: seq_lens has ", c.seq_lens.size(), " values, ",
-                topk_lengths_name(c.lengths), " with ", rows, " rows and next_n ", c.next_n, " needs ", want);
+    c.seq_lens = t.list_exactly<int32_t>("seq_lens", -(int64_t{1} << 30), c.cols, want);
   }
   c.logits_lead = t.integer("logits_lead", 0, 64);
   c.logits_row_pad = t.integer("logits_row_pad", 0, 64);
@@ -203,16 +198,12 @@ TopkCase read_topk_case(const CaseText& t, std::initializer_list<TopkLengths> al
   MLA_REQUIRE(logits_elems <= (int64_t{1} << 27) && out_elems <= (int64_t{1} << 27), "case: rows ", c.rows, " cols ",
               c.cols, " k ", c.k, " need ", logits_elems, " logits and ", out_elems, " output elements (at most 2^27)");
   const std::vector<const char*> pattern_names(std::begin(kPatternNames), std::end(kPatternNames));
-  for (int p : t.choices("patterns", pattern_names, rows)) c.patterns.push_back(static_cast<TopkPattern>(p));
-  MLA_REQUIRE(c.patterns.size() == rows, "case: patterns has ", c.patterns.size(), " names for ", rows, " rows");
+  for (int p : t.choices_exactly("patterns", pattern_names, rows)) c.patterns.push_back(static_cast<TopkPattern>(p));
   if (t.has("values_0")) {
     const std::vector<int64_t> n = topk_row_lengths(c);
     for (size_t r = 0; r < rows; ++r) {
       const std::string key = "values_" + std::to_string(r);
-      std::vector<float> row = t.floats(key, static_cast<size_t>(n[r]));
-      MLA_REQUIRE(static_cast<int64_t>(row.size()) == n[r], "case: ", key, " has ", row.size(),
-                  " values for a row of length ", n[r]);
-      c.explicit_rows.push_back(std::move(row));
+      c.explicit_rows.push_back(t.floats_exactly(key, static_cast<size_t>(n[r])));
     }
   }
   c.seed = t.unsigned_integer("seed");
