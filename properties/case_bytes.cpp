@@ -1,6 +1,8 @@
 // The fuzz input byte codec (properties/case_bytes.h).
 #include "properties/case_bytes.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -43,10 +45,32 @@ double ByteReader::real() {
   return v;
 }
 
+uint64_t range_index(int64_t v, int64_t lo, int64_t hi) {
+  if (lo >= 0 || hi <= 0 || lo == INT64_MIN) return static_cast<uint64_t>(v) - static_cast<uint64_t>(lo);
+  // 0, 1, -1, 2, -2, ... while both sides last (m each), then the longer side's rest in order.
+  const uint64_t m = std::min<uint64_t>(static_cast<uint64_t>(hi), static_cast<uint64_t>(-lo));
+  const uint64_t a = v < 0 ? static_cast<uint64_t>(-v) : static_cast<uint64_t>(v);
+  if (a == 0) return 0;
+  if (a <= m) return v > 0 ? 2 * a - 1 : 2 * a;
+  return a + m;
+}
+
+int64_t range_value(uint64_t i, int64_t lo, int64_t hi) {
+  if (lo >= 0 || hi <= 0 || lo == INT64_MIN) return static_cast<int64_t>(static_cast<uint64_t>(lo) + i);
+  const uint64_t m = std::min<uint64_t>(static_cast<uint64_t>(hi), static_cast<uint64_t>(-lo));
+  if (i == 0) return 0;
+  if (i <= 2 * m) {
+    const auto k = static_cast<int64_t>((i + 1) / 2);
+    return i % 2 == 1 ? k : -k;
+  }
+  const auto rest = static_cast<int64_t>(i - m);
+  return static_cast<uint64_t>(hi) > m ? rest : -rest;
+}
+
 int64_t ByteReader::in_range(int64_t lo, int64_t hi) {
   const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;  // 0: the whole 64-bit range
   const uint64_t raw = compact();
-  return static_cast<int64_t>(static_cast<uint64_t>(lo) + (span == 0 ? raw : raw % span));
+  return range_value(span == 0 ? raw : raw % span, lo, hi);
 }
 
 void ByteWriter::compact(uint64_t v) {
@@ -79,6 +103,6 @@ void ByteWriter::real(double v) {
   for (int i = 0; i < 8; ++i) out_ += static_cast<char>((bits >> (8 * i)) & 0xFF);
 }
 
-void ByteWriter::in_range(int64_t v, int64_t lo) { compact(static_cast<uint64_t>(v) - static_cast<uint64_t>(lo)); }
+void ByteWriter::in_range(int64_t v, int64_t lo, int64_t hi) { compact(range_index(v, lo, hi)); }
 
 }  // namespace mlacheck

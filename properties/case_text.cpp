@@ -171,7 +171,7 @@ std::string CaseText::encoded_bytes() const {
 
 int64_t CaseText::code(int64_t v, int64_t lo, int64_t hi) const {
   if (drawing()) return codec_->reader.in_range(lo, hi);
-  if (codec_) codec_->writer.in_range(v, lo);
+  if (codec_) codec_->writer.in_range(v, lo, hi);
   return v;
 }
 
@@ -272,7 +272,7 @@ int CaseText::choice(const std::string& key, std::initializer_list<const char*> 
     return std::vector<std::string>{names[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(names.size()) - 1))]};
   });
   const int i = index_of(key, word(key), names);
-  if (first_encode(key)) codec_->writer.in_range(i, 0);
+  if (first_encode(key)) codec_->writer.in_range(i, 0, static_cast<int64_t>(names.size()) - 1);
   return i;
 }
 
@@ -283,7 +283,7 @@ int64_t CaseText::integer(const std::string& key, int64_t lo, int64_t hi) const 
   int64_t v = 0;
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
   MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
-  if (first_encode(key)) codec_->writer.in_range(v, lo);
+  if (first_encode(key)) codec_->writer.in_range(v, lo, hi);
   return v;
 }
 
@@ -299,7 +299,7 @@ int64_t CaseText::multiple(const std::string& key, int64_t step, int64_t lo, int
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
   MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
   MLA_REQUIRE(v % step == 0, "case: '", key, "' is ", v, ", not a multiple of ", step);
-  if (first_encode(key)) codec_->writer.in_range(v / step, first);
+  if (first_encode(key)) codec_->writer.in_range(v / step, first, last);
   return v;
 }
 
@@ -318,7 +318,7 @@ int64_t CaseText::one_of(const std::string& key, std::initializer_list<int64_t> 
     for (int64_t a : values) names += (names.empty() ? "" : ", ") + integer_word(a);
     throw Error("case: '" + key + "' is " + w + ", not one of " + names);
   }
-  if (first_encode(key)) codec_->writer.in_range(at - values.begin(), 0);
+  if (first_encode(key)) codec_->writer.in_range(at - values.begin(), 0, static_cast<int64_t>(values.size()) - 1);
   return v;
 }
 
@@ -400,7 +400,7 @@ std::vector<int64_t> CaseText::read_integers(const std::string& key, int64_t lo,
   }
   if (first_encode(key)) {
     encode_count(out.size(), count, exact);
-    for (int64_t v : out) codec_->writer.in_range(v, lo);
+    for (int64_t v : out) codec_->writer.in_range(v, lo, hi);
   }
   return out;
 }
@@ -422,7 +422,7 @@ std::vector<int64_t> CaseText::integers_from(const std::string& key, const std::
     out.push_back(x);
   }
   if (first_encode(key)) {
-    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], lo[i]);
+    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], lo[i], hi);
   }
   return out;
 }
@@ -450,7 +450,7 @@ std::vector<int> CaseText::read_choices(const std::string& key, const std::vecto
   for (const std::string& w : v) out.push_back(index_of(key, w, allowed));
   if (first_encode(key)) {
     encode_count(out.size(), count, exact);
-    for (int i : out) codec_->writer.in_range(i, 0);
+    for (int i : out) codec_->writer.in_range(i, 0, static_cast<int64_t>(allowed.size()) - 1);
   }
   return out;
 }
@@ -548,7 +548,7 @@ std::vector<int> CaseText::permutation(const std::string& key, int64_t n) const 
     for (int i = 0; i < n; ++i) pool[static_cast<size_t>(i)] = i;
     for (int x : out) {
       const auto at = std::find(pool.begin(), pool.end(), x);
-      codec_->writer.in_range(at - pool.begin(), 0);
+      codec_->writer.in_range(at - pool.begin(), 0, static_cast<int64_t>(pool.size()) - 1);
       pool.erase(at);
     }
   }

@@ -3,7 +3,9 @@
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input (one line on stderr).
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 #include "core/tolerances.h"
 #include "kernels/registry.h"
 #include "properties/property_registry.h"
+#include "properties/fuzz_input.h"
+#include "tools/fuzz_command.h"
 #include "tools/repro.h"
 #include "tools/selfcheck.h"
 
@@ -28,10 +32,23 @@ commands:
   selfcheck [--seed N] [--samples N]
                             check the toolkit's own foundations (codecs, views, guarded buffers,
                             comparison) on this machine, each against a planted fault; prints a table
-  repro FILE [--backend host|cuda] [--impl OP@NAME]
-                            rerun one case file (what a failing property or fuzzer prints): its
-                            property on its implementation and backend unless overridden; prints
-                            PASS or FAIL with the verdict. exit 0 holds, 1 violated, 2 bad case
+  repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T]
+                            rerun one case file (what a failing property or fuzzer prints) or a
+                            raw fuzz input (decoded by target T's harness; T is read from the path
+                            when it names one): its property on its implementation and backend
+                            unless overridden; prints PASS or FAIL with the verdict.
+                            exit 0 holds, 1 violated, 2 bad case
+  repro --all DIR [...]     every .case file in DIR, one line each
+  fuzz --target T [--backend host|cuda] [--impl OP@NAME] [--time S | --runs N] [--jobs N]
+       [--out DIR] [--seeds DIR]... [--seed N] [--minimize S] [--timeout S] [--harness-dir DIR]
+                            a libFuzzer campaign on T's harness (fork mode, N jobs) seeded with
+                            T's case files: progress every 5 s, crashes deduplicated by verdict
+                            or stack, minimized and written as cases, corpus merged at the end.
+                            exit 0 no crash, 1 crashes found, 2 bad usage or setup
+  targets                   the fuzz targets (one harness each) and their properties
+  decode --target T FILE [--impl OP@NAME] [--backend B]
+                            print the case a raw fuzz input of T decodes to
+  encode CASE OUT           write the raw fuzz input that decodes to CASE (a case file) to OUT
   help, --help              this text
 
 exit status: 0 ok, 1 a check failed, 2 bad usage or input
@@ -109,6 +126,53 @@ int cmd_selfcheck(const std::vector<std::string>& args) {
   return mlacheck::run_selfcheck(std::cout, static_cast<uint64_t>(seed), samples) == 0 ? 0 : 1;
 }
 
+int cmd_targets() {
+  using namespace mlacheck;
+  std::cout << "fuzz targets (mlacheck fuzz --target T; the harness is T_fuzzer):\n";
+  for (const FuzzTarget& t : fuzz_targets()) {
+    std::cout << "  " << t.name << std::string(t.name.size() < 22 ? 22 - t.name.size() : 1, ' ') << t.summary << '\n';
+    for (const PropertyEntry* p : fuzz_target_properties(t)) {
+      std::cout << "      " << p->name << (p->ref_only ? "  (ref only)" : "") << '\n';
+    }
+  }
+  return 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw mlacheck::Error("cannot read '" + path + "'");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+int cmd_decode(const std::vector<std::string>& args) {
+  std::string target, file, impl, backend;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if ((args[i] == "--target" || args[i] == "--impl" || args[i] == "--backend") && i + 1 < args.size()) {
+      (args[i] == "--target" ? target : args[i] == "--impl" ? impl : backend) = args[i + 1];
+      ++i;
+    } else if (!args[i].empty() && args[i][0] != '-' && file.empty()) {
+      file = args[i];
+    } else {
+      return usage_error("decode: unexpected '" + args[i] + "'");
+    }
+  }
+  if (target.empty() || file.empty()) return usage_error("decode needs --target T and a file");
+  const mlacheck::FuzzCase c = mlacheck::decode_fuzz_input(mlacheck::find_fuzz_target(target), read_file(file), impl, backend);
+  std::cout << c.text.format();
+  return 0;
+}
+
+int cmd_encode(const std::vector<std::string>& args) {
+  if (args.size() != 2 || args[0].empty() || args[0][0] == '-') return usage_error("encode takes CASE OUT");
+  const std::string bytes = mlacheck::encode_fuzz_input(read_file(args[0]));
+  std::ofstream out(args[1], std::ios::binary);
+  if (!(out << bytes)) throw mlacheck::Error("cannot write '" + args[1] + "'");
+  std::cout << "encode: " << args[0] << " -> " << args[1] << " (" << bytes.size() << " bytes)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,6 +190,13 @@ int main(int argc, char** argv) {
     }
     if (cmd == "selfcheck") return cmd_selfcheck(args);
     if (cmd == "repro") return mlacheck::run_repro_command(args, std::cout, std::cerr);
+    if (cmd == "fuzz") return mlacheck::run_fuzz_command(args, std::cout, std::cerr);
+    if (cmd == "targets") {
+      if (!args.empty()) return usage_error("targets takes no arguments");
+      return cmd_targets();
+    }
+    if (cmd == "decode") return cmd_decode(args);
+    if (cmd == "encode") return cmd_encode(args);
     return usage_error("unknown command '" + cmd + "'");
   } catch (const mlacheck::Error& e) {
     std::cerr << "mlacheck: " << e.what() << '\n';

@@ -2,6 +2,8 @@
 // a sticky fault or a crash there becomes a verdict, and the parent never touches CUDA.
 #include "tools/repro.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -10,6 +12,7 @@
 #include "core/backend/isolate.h"
 #include "core/error.h"
 #include "properties/case_text.h"
+#include "properties/fuzz_input.h"
 #include "properties/property_registry.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_runtime.h"
@@ -31,35 +34,50 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string file, backend, impl;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--backend" || args[i] == "--impl") {
-      if (i + 1 >= args.size()) {
-        err << "mlacheck: repro: " << args[i] << " needs a value (see mlacheck --help)\n";
-        return 2;
-      }
-      (args[i] == "--backend" ? backend : impl) = args[i + 1];
-      ++i;
-    } else if (!args[i].empty() && args[i][0] == '-') {
-      err << "mlacheck: repro: unknown option '" << args[i] << "' (see mlacheck --help)\n";
-      return 2;
-    } else if (file.empty()) {
-      file = args[i];
-    } else {
-      err << "mlacheck: repro: one case file at a time, got '" << file << "' and '" << args[i] << "'\n";
-      return 2;
+namespace {
+
+struct ReproOptions {
+  std::string backend, impl, target;
+};
+
+// The fuzz target a raw input belongs to: --target, or a folder or file name of its path that
+// names one (mlacheck fuzz keeps a target's inputs under .../<target>/).
+const FuzzTarget& raw_input_target(const std::string& path, const std::string& target) {
+  if (!target.empty()) return find_fuzz_target(target);
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string part = path.substr(start, end - start);
+    for (const FuzzTarget& t : fuzz_targets()) {
+      if (part == t.name || part.rfind(t.name + "-", 0) == 0 || part == t.name + "_fuzzer") return t;
     }
+    start = end + 1;
   }
-  if (file.empty()) {
-    err << "mlacheck: repro: no case file given (see mlacheck --help)\n";
-    return 2;
-  }
+  throw Error("'" + path + "' is not a case file, and no fuzz target is named by its path: give --target T to decode it as a raw fuzz input");
+}
+
+int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out, std::ostream& err) {
   try {
-    const CaseText c = CaseText::parse(read_file(file));
+    const std::string bytes = read_file(file);
+    CaseText c;
+    bool text = false;
+    try {
+      c = CaseText::parse(bytes);
+      text = c.has("property");
+    } catch (const Error&) {
+      // Not a case file: a raw fuzz input, unless it plainly tried to be a case file.
+      if (bytes.rfind("# mlacheck case", 0) == 0 || bytes.rfind("property ", 0) == 0) throw;
+    }
+    if (!text) {
+      const FuzzTarget& t = raw_input_target(file, o.target);
+      c = decode_fuzz_input(t, bytes, o.impl, o.backend).text;
+      out << "repro " << file << ": a raw " << t.name << " fuzz input (" << bytes.size()
+          << " bytes); it decodes to this case:\n" << c.format();
+    }
     const std::string property = c.word("property");
-    const std::string use_backend = backend.empty() ? c.word("backend") : backend;
-    const std::string use_impl = impl.empty() ? c.word("impl") : impl;
+    const std::string use_backend = o.backend.empty() ? c.word("backend") : o.backend;
+    const std::string use_impl = o.impl.empty() ? c.word("impl") : o.impl;
     property_registry().find(property);  // an unknown property is bad input, before any run
     const auto b = parse_backend(use_backend);
     MLA_REQUIRE(b.has_value(), "backend '", use_backend, "' is not one of host, cuda, hip");
@@ -75,28 +93,89 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
 #ifdef MLACHECK_HAVE_CUDA
     opts.is_sticky = cuda::is_sticky_fault;
 #endif
-    const IsolatedOutcome o = run_isolated(
+    const IsolatedOutcome r = run_isolated(
         [&]() -> std::string {
-          const ReproResult r = run_case_text(c, use_backend, use_impl);
-          return r.verdict.value_or("");
+          const ReproResult rr = run_case_text(c, use_backend, use_impl);
+          return rr.verdict.value_or("");
         },
         opts);
-    if (o.kind == IsolatedOutcome::kViolation && o.message.rfind(kErrorPrefix, 0) == 0) {
-      err << "mlacheck: repro: " << o.message.substr(std::string(kErrorPrefix).size()) << '\n';
+    if (r.kind == IsolatedOutcome::kViolation && r.message.rfind(kErrorPrefix, 0) == 0) {
+      err << "mlacheck: repro: " << file << ": " << r.message.substr(std::string(kErrorPrefix).size()) << '\n';
       return 2;
     }
     out << header;
-    if (o.kind == IsolatedOutcome::kPassed) {
+    if (r.kind == IsolatedOutcome::kPassed) {
       out << "PASS  the property holds\n";
       return 0;
     }
-    out << "FAIL  " << (o.kind == IsolatedOutcome::kViolation ? "" : std::string(isolated_outcome_name(o.kind)) + ": ")
-        << o.message << '\n';
+    out << "FAIL  " << (r.kind == IsolatedOutcome::kViolation ? "" : std::string(isolated_outcome_name(r.kind)) + ": ")
+        << r.message << '\n';
     return 1;
   } catch (const Error& e) {
-    err << "mlacheck: repro: " << e.what() << '\n';
+    err << "mlacheck: repro: " << file << ": " << e.what() << '\n';
     return 2;
   }
+}
+
+}  // namespace
+
+int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ReproOptions o;
+  std::vector<std::string> files;
+  std::string all_dir;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--backend" || args[i] == "--impl" || args[i] == "--target" || args[i] == "--all") {
+      if (i + 1 >= args.size()) {
+        err << "mlacheck: repro: " << args[i] << " needs a value (see mlacheck --help)\n";
+        return 2;
+      }
+      (args[i] == "--backend" ? o.backend : args[i] == "--impl" ? o.impl : args[i] == "--target" ? o.target : all_dir) =
+          args[i + 1];
+      ++i;
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      err << "mlacheck: repro: unknown option '" << args[i] << "' (see mlacheck --help)\n";
+      return 2;
+    } else {
+      files.push_back(args[i]);
+    }
+  }
+  if (!all_dir.empty()) {
+    if (!files.empty()) {
+      err << "mlacheck: repro: --all DIR runs a folder's cases; give no other files\n";
+      return 2;
+    }
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(all_dir, ec)) {
+      if (e.is_regular_file() && e.path().extension() == ".case") files.push_back(e.path().string());
+    }
+    if (ec) {
+      err << "mlacheck: repro: cannot read the folder '" << all_dir << "': " << ec.message() << '\n';
+      return 2;
+    }
+    if (files.empty()) {
+      err << "mlacheck: repro: no .case files in '" << all_dir << "'\n";
+      return 2;
+    }
+    std::sort(files.begin(), files.end());
+  } else if (files.size() > 1) {
+    err << "mlacheck: repro: one case file at a time (or --all DIR), got '" << files[0] << "' and '" << files[1]
+        << "'\n";
+    return 2;
+  }
+  if (files.empty()) {
+    err << "mlacheck: repro: no case file given (see mlacheck --help)\n";
+    return 2;
+  }
+  int failed = 0, malformed = 0;
+  for (const std::string& f : files) {
+    const int rc = repro_one(f, o, out, err);
+    failed += rc == 1, malformed += rc == 2;
+  }
+  if (files.size() > 1) {
+    out << "repro --all " << all_dir << ": " << files.size() - failed - malformed << " of " << files.size()
+        << " hold, " << failed << " fail, " << malformed << " malformed\n";
+  }
+  return malformed ? 2 : failed ? 1 : 0;
 }
 
 }  // namespace mlacheck

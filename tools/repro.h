@@ -1,4 +1,6 @@
-// `mlacheck repro FILE [--backend B] [--impl I]`: reruns one case file and prints its verdict.
+// `mlacheck repro FILE|--all DIR [--backend B] [--impl I] [--target T]`: reruns a case file, or a raw
+// fuzz input (decoded through its target's harness decoder, properties/fuzz_input.h), and prints
+// its verdict.
 #pragma once
 
 #include <iosfwd>
@@ -7,8 +9,8 @@
 
 namespace mlacheck {
 
-// Returns the exit status: 0 the property holds, 1 it is violated (or the run crashed or hit a
-// sticky GPU fault), 2 bad usage or a malformed case (one line on err).
+// Returns the exit status: 0 the property holds (every case, with --all), 1 one is violated (or
+// the run crashed or hit a sticky GPU fault), 2 bad usage or a malformed case (one line on err).
 int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace mlacheck

@@ -1,0 +1,472 @@
+// The fuzz command (tools/fuzz_command.h): runs the harness binary as a child, watches its log,
+// then triages what it found.
+#include "tools/fuzz_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "properties/fuzz_input.h"
+
+namespace fs = std::filesystem;
+
+namespace mlacheck {
+
+namespace {
+
+struct Options {
+  std::string target, backend = "host", impl, out_dir, harness_dir;
+  std::vector<std::string> seed_dirs;
+  bool seeds_given = false;
+  int64_t time_s = 60, jobs = 1, runs = -1, seed = 0, minimize_s = 20, timeout_s = 60;
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+fs::path self_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : exe.parent_path();
+}
+
+// The harness binary: --harness-dir, $MLACHECK_FUZZ_DIR, <mlacheck's folder>/../fuzz (a build
+// tree), <mlacheck's folder> (an install).
+fs::path find_harness(const Options& o) {
+  const std::string name = o.target + "_fuzzer";
+  std::vector<fs::path> dirs;
+  if (!o.harness_dir.empty()) {
+    dirs.push_back(o.harness_dir);
+  } else {
+    if (const char* d = std::getenv("MLACHECK_FUZZ_DIR"); d && *d) dirs.push_back(d);
+    dirs.push_back(self_dir() / ".." / "fuzz");
+    dirs.push_back(self_dir());
+  }
+  std::string looked;
+  for (const fs::path& d : dirs) {
+    const fs::path p = d / name;
+    if (::access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p);
+    looked += (looked.empty() ? "" : ", ") + d.lexically_normal().string();
+  }
+  throw Error("no harness " + name + " in " + looked +
+              ": the harnesses are built with clang (cmake --preset asan), or pass --harness-dir");
+}
+
+// Seed folders when none are given: the source tree's corpus/<target> and corpus/regressions.
+std::vector<std::string> default_seed_dirs(const Options& o) {
+  std::vector<std::string> out;
+  const char* env = std::getenv("MLACHECK_CORPUS_DIR");
+#ifdef MLACHECK_SOURCE_DIR
+  const std::string root = env && *env ? env : std::string(MLACHECK_SOURCE_DIR) + "/corpus";
+#else
+  const std::string root = env && *env ? env : "corpus";
+#endif
+  for (const std::string& d : {root + "/" + o.target, root + "/regressions"}) {
+    if (fs::is_directory(d)) out.push_back(d);
+  }
+  return out;
+}
+
+// Encodes the target's case files into seeds/; returns how many.
+int write_seeds(const Options& o, const FuzzTarget& t, const fs::path& seeds, std::ostream& out) {
+  fs::create_directories(seeds);
+  int n = 0;
+  for (const std::string& dir : o.seed_dirs) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.is_regular_file() && e.path().extension() == ".case") files.push_back(e.path());
+    }
+    MLA_REQUIRE(!ec, "cannot read the seed folder '", dir, "': ", ec.message());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      const std::string text = read_all(f);
+      try {
+        const CaseText c = CaseText::parse(text);
+        if (&fuzz_target_of(property_registry().find(c.word("property"))) != &t) continue;  // another target's
+        std::ofstream(seeds / f.filename().replace_extension(".bin"), std::ios::binary) << encode_fuzz_input(text);
+        ++n;
+      } catch (const Error& e) {
+        out << "fuzz: seed " << f.string() << " skipped: " << e.what() << '\n';
+      }
+    }
+  }
+  return n;
+}
+
+// Runs argv with env added, output appended to log; returns the exit status (128 + signal when
+// killed). Kills the child's process group after limit_s seconds (0: no limit). on_tick is called
+// about once a second while it runs.
+template <class Tick>
+int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& log,
+              double limit_s, Tick on_tick) {
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  MLA_REQUIRE(fd >= 0, "cannot write ", log.string());
+  const pid_t pid = ::fork();
+  MLA_REQUIRE(pid >= 0, "fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    for (const std::string& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  bool killed = false;
+  while (true) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    on_tick(s);
+    if (limit_s > 0 && s > limit_s && !killed) {
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct Stats {
+  int64_t execs = 0, cov = 0, ft = 0, corpus = 0, exec_per_s = 0;
+};
+
+// The last libFuzzer status line in text: "#N ... cov: C ft: F corp: K[/..] ... exec/s: E".
+Stats parse_stats(const std::string& text) {
+  Stats s;
+  size_t at = text.rfind("\n#");
+  while (at != std::string::npos) {
+    const size_t end = text.find('\n', at + 1);
+    const std::string line = text.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+    if (line.find("cov: ") != std::string::npos && line.find("exec/s") != std::string::npos) {
+      auto number_after = [&](const char* key) -> int64_t {
+        const size_t k = line.find(key);
+        return k == std::string::npos ? 0 : std::atoll(line.c_str() + k + std::strlen(key));
+      };
+      s.execs = std::atoll(line.c_str() + 1);
+      s.cov = number_after("cov: ");
+      s.ft = number_after("ft: ");
+      s.corpus = number_after("corp: ");
+      s.exec_per_s = line.find("exec/s: ") != std::string::npos ? number_after("exec/s: ") : number_after("exec/s ");
+      return s;
+    }
+    if (at == 0) break;
+    at = text.rfind("\n#", at - 1);
+  }
+  return s;
+}
+
+std::vector<fs::path> crash_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    for (const char* p : {"crash-", "timeout-", "oom-", "leak-", "slow-unit-"}) {
+      if (n.rfind(p, 0) == 0) out.push_back(e.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Digits -> '#', so "row 7 of 12" and "row 3 of 12" share a key.
+std::string without_numbers(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch >= '0' && ch <= '9') {
+      if (out.empty() || out.back() != '#') out += '#';
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+struct Triage {
+  std::string key;      // verdict or stack: what deduplicates
+  std::string summary;  // one line for the report
+  std::string property;
+};
+
+// What a harness printed for one crashing input: a property violation (its verdict), or a
+// sanitizer / libFuzzer report (its kind and the first frames of project code).
+Triage triage_output(const std::string& log) {
+  Triage t;
+  const size_t v = log.find("==mlacheck== violation: ");
+  if (v != std::string::npos) {
+    const size_t e = log.find('\n', v);
+    const std::string head = log.substr(v + 24, e - v - 24);
+    t.property = head.substr(0, head.find(' '));
+    const size_t w = log.find("==mlacheck== verdict: ", v);
+    const std::string verdict = w == std::string::npos ? "" : log.substr(w + 22, log.find('\n', w) - w - 22);
+    t.key = t.property + ": " + without_numbers(verdict);
+    t.summary = t.property + ": " + verdict;
+    return t;
+  }
+  std::string kind = "crash";
+  for (const char* k : {"ERROR: AddressSanitizer: ", "ERROR: LeakSanitizer: ", "ERROR: libFuzzer: ", "runtime error: "}) {
+    const size_t at = log.find(k);
+    if (at != std::string::npos) {
+      kind = log.substr(at, log.find('\n', at) - at);
+      if (kind.size() > 120) kind.resize(120);
+      break;
+    }
+  }
+  std::string frames;
+  int n = 0;
+  std::istringstream lines(log);
+  for (std::string line; n < 3 && std::getline(lines, line);) {
+    const size_t in = line.find(" in ");
+    if (line.find("    #") != 0 || in == std::string::npos) continue;
+    const std::string fn = line.substr(in + 4, line.find(' ', in + 4) - in - 4);
+    if (fn.find("__sanitizer") != std::string::npos || fn.find("__asan") != std::string::npos ||
+        fn.find("fuzzer::") != std::string::npos || fn.find("__ubsan") != std::string::npos ||
+        fn.rfind("std::", 0) == 0 || fn == "abort" || fn == "raise" || fn.find("libc") != std::string::npos) {
+      continue;
+    }
+    frames += (n++ ? " < " : "") + fn;
+  }
+  t.key = without_numbers(kind) + " at " + frames;
+  t.summary = kind + (frames.empty() ? "" : " at " + frames);
+  return t;
+}
+
+std::string hex_key(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(h & 0xffffffffffffull));
+  return buf;
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return buf;
+}
+
+bool parse_count(const std::string& v, int64_t& out) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < 0) return false;
+  out = x;
+  return true;
+}
+
+constexpr const char* kHelp =
+    "usage: mlacheck fuzz --target T [--backend host|cuda] [--impl OP@NAME] [--time SECONDS | --runs N]\n"
+    "                     [--jobs N] [--out DIR] [--seeds DIR]... [--seed N] [--minimize SECONDS]\n"
+    "                     [--timeout SECONDS] [--harness-dir DIR]";
+
+}  // namespace
+
+int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help") {
+      out << kHelp << '\n';
+      return 0;
+    }
+    if (i + 1 >= args.size() || a.rfind("--", 0) != 0) {
+      err << "mlacheck: fuzz: " << (a.rfind("--", 0) == 0 ? a + " needs a value" : "unexpected '" + a + "'")
+          << " (see mlacheck fuzz --help)\n";
+      return 2;
+    }
+    const std::string& v = args[++i];
+    bool ok = true;
+    if (a == "--target") o.target = v;
+    else if (a == "--backend") o.backend = v;
+    else if (a == "--impl") o.impl = v;
+    else if (a == "--out") o.out_dir = v;
+    else if (a == "--harness-dir") o.harness_dir = v;
+    else if (a == "--seeds") o.seed_dirs.push_back(v), o.seeds_given = true;
+    else if (a == "--time") ok = parse_count(v, o.time_s) && o.time_s > 0;
+    else if (a == "--runs") ok = parse_count(v, o.runs);
+    else if (a == "--jobs") ok = parse_count(v, o.jobs) && o.jobs > 0;
+    else if (a == "--seed") ok = parse_count(v, o.seed);
+    else if (a == "--minimize") ok = parse_count(v, o.minimize_s);
+    else if (a == "--timeout") ok = parse_count(v, o.timeout_s) && o.timeout_s > 0;
+    else {
+      err << "mlacheck: fuzz: unknown option '" << a << "' (see mlacheck fuzz --help)\n";
+      return 2;
+    }
+    if (!ok) {
+      err << "mlacheck: fuzz: " << a << " needs a positive integer, got '" << v << "'\n";
+      return 2;
+    }
+  }
+  try {
+    MLA_REQUIRE(!o.target.empty(), "fuzz: --target T is required (targets: mlacheck fuzz --list-targets, or mlacheck list)");
+    const FuzzTarget& target = find_fuzz_target(o.target);
+    MLA_REQUIRE(o.backend == "host" || o.backend == "cuda", "fuzz: --backend is '", o.backend, "', not host or cuda");
+    if (o.impl.empty()) o.impl = target.op + "@ref";
+    const fs::path harness = find_harness(o);
+    const fs::path dir = o.out_dir.empty() ? fs::path("mlacheck-fuzz") / o.target : fs::path(o.out_dir);
+    for (const char* sub : {"corpus", "crashes", "cases", "violations"}) fs::create_directories(dir / sub);
+    fs::remove_all(dir / "seeds");
+    if (!o.seeds_given) o.seed_dirs = default_seed_dirs(o);
+    const int seeds = write_seeds(o, target, dir / "seeds", out);
+    const size_t corpus_before = std::distance(fs::directory_iterator(dir / "corpus"), fs::directory_iterator());
+    const auto before = crash_files(dir / "crashes");
+
+    std::vector<std::string> env = {"MLACHECK_BACKEND=" + o.backend, "MLACHECK_IMPL=" + o.impl,
+                                    "MLACHECK_CASE_DIR=" + (dir / "violations").string()};
+    if (o.backend == "cuda") {
+      const char* a = std::getenv("ASAN_OPTIONS");
+      env.push_back(std::string("ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0") + (a && *a ? ":" + std::string(a) : ""));
+    }
+    std::vector<std::string> argv = {harness.string(), "-seed=" + std::to_string(o.seed),
+                                     "-timeout=" + std::to_string(o.timeout_s), "-rss_limit_mb=8192",
+                                     "-max_len=8192", "-artifact_prefix=" + (dir / "crashes").string() + "/",
+                                     "-print_final_stats=1"};
+    if (o.runs >= 0) {
+      argv.push_back("-runs=" + std::to_string(o.runs));
+    } else {
+      argv.push_back("-max_total_time=" + std::to_string(o.time_s));
+      argv.push_back("-fork=" + std::to_string(o.jobs));
+      argv.push_back("-ignore_crashes=1");
+      argv.push_back("-ignore_timeouts=1");
+      argv.push_back("-ignore_ooms=1");
+    }
+    argv.push_back((dir / "corpus").string());
+    argv.push_back((dir / "seeds").string());
+    const fs::path log = dir / "fuzz.log";
+    fs::remove(log);
+    out << "fuzz " << o.target << " (" << o.impl << " on " << o.backend << "): " << harness.string() << "\n"
+        << "  " << seeds << " seed cases, " << corpus_before << " inputs in " << (dir / "corpus").string() << ", "
+        << (o.runs >= 0 ? std::to_string(o.runs) + " runs" : std::to_string(o.time_s) + " s") << ", "
+        << o.jobs << " job(s); log " << log.string() << '\n';
+    out.flush();
+    double last_print = 0;
+    Stats stats;
+    const double limit = o.runs >= 0 ? 0 : static_cast<double>(o.time_s) + 120;
+    run_child(argv, env, log, limit, [&](double s) {
+      if (s - last_print < 5) return;
+      last_print = s;
+      stats = parse_stats(read_all(log));
+      const size_t crashes = crash_files(dir / "crashes").size() - before.size();
+      char line[200];
+      std::snprintf(line, sizeof line, "  [%4.0fs] exec/s %lld  cov %lld  ft %lld  corpus %lld  crashes %zu\n", s,
+                    static_cast<long long>(stats.exec_per_s), static_cast<long long>(stats.cov),
+                    static_cast<long long>(stats.ft), static_cast<long long>(stats.corpus), crashes);
+      out << line;
+      out.flush();
+    });
+    const std::string text = read_all(log);
+    stats = parse_stats(text);
+    // The harness's own counts (its at-exit line; fork mode prints one per job: the last is shown).
+    std::string harness_line;
+    if (const size_t at = text.rfind("mlacheck fuzz " + o.target + ": "); at != std::string::npos) {
+      harness_line = text.substr(at, text.find('\n', at) - at);
+    }
+    if (text.find("mlacheck fuzz: ") != std::string::npos && stats.execs == 0) {
+      const size_t at = text.find("mlacheck fuzz: ");
+      throw Error(text.substr(at + 15, text.find('\n', at) - at - 15));
+    }
+
+    // Triage: rerun each new crash, key it, minimize one per key, write its case.
+    std::vector<fs::path> found;
+    for (const fs::path& f : crash_files(dir / "crashes")) {
+      if (std::find(before.begin(), before.end(), f) == before.end()) found.push_back(f);
+    }
+    std::map<std::string, std::pair<Triage, fs::path>> distinct;
+    for (const fs::path& f : found) {
+      const fs::path tlog = dir / "triage.log";
+      fs::remove(tlog);
+      run_child({harness.string(), "-runs=1", f.string()}, env, tlog, 600, [](double) {});
+      const Triage t = triage_output(read_all(tlog));
+      auto it = distinct.find(t.key);
+      if (it == distinct.end() || fs::file_size(f) < fs::file_size(it->second.second)) distinct[t.key] = {t, f};
+    }
+    int index = 0;
+    out << "  " << found.size() << " crash(es), " << distinct.size() << " distinct\n";
+    for (auto& [key, tf] : distinct) {
+      const auto& [t, f] = tf;
+      const std::string k = hex_key(key);
+      fs::path input = f;
+      if (o.minimize_s > 0) {
+        const fs::path min = dir / "crashes" / ("min-" + k);
+        run_child({harness.string(), "-minimize_crash=1", "-max_total_time=" + std::to_string(o.minimize_s),
+                   "-exact_artifact_path=" + min.string(), f.string()},
+                  env, dir / "minimize.log", o.minimize_s + 120, [](double) {});
+        if (fs::exists(min)) {
+          // Keep the minimized input only if it still fails the same way.
+          const fs::path tlog = dir / "triage.log";
+          fs::remove(tlog);
+          run_child({harness.string(), "-runs=1", min.string()}, env, tlog, 600, [](double) {});
+          if (triage_output(read_all(tlog)).key == key) input = min;
+        }
+      }
+      const std::string bytes = read_all(input);
+      std::string name = (t.property.empty() ? o.target : t.property) + "-" + k + ".case";
+      std::ostringstream c;
+      c << "# found by mlacheck fuzz --target " << o.target << " --backend " << o.backend << " on " << now_utc()
+        << "\n# " << t.summary << "\n# raw input: " << input.string() << " (" << bytes.size() << " bytes)\n";
+      try {
+        c << decode_fuzz_input(target, bytes, o.impl, o.backend).text.format();
+        std::ofstream(dir / "cases" / name) << c.str();
+      } catch (const Error& e) {
+        name = "(no case: " + std::string(e.what()) + ")";
+      }
+      out << "  " << ++index << ". " << t.summary << "\n     case " << (dir / "cases" / name).string()
+          << "\n     raw  " << input.string() << " (" << bytes.size() << " bytes)\n";
+    }
+
+    // Merge the corpus: keep the inputs that add coverage.
+    const fs::path merged = dir / "corpus.merged";
+    fs::remove_all(merged);
+    fs::create_directories(merged);
+    run_child({harness.string(), "-merge=1", merged.string(), (dir / "corpus").string(), (dir / "seeds").string()},
+              env, dir / "merge.log", 1800, [](double) {});
+    const size_t merged_n = std::distance(fs::directory_iterator(merged), fs::directory_iterator());
+    const size_t corpus_after = std::distance(fs::directory_iterator(dir / "corpus"), fs::directory_iterator());
+    if (merged_n > 0) {
+      fs::remove_all(dir / "corpus");
+      fs::rename(merged, dir / "corpus");
+    } else {
+      fs::remove_all(merged);
+    }
+    char line[300];
+    std::snprintf(line, sizeof line,
+                  "fuzz %s: %lld inputs run, %lld exec/s at the end, coverage %lld (features %lld), corpus %zu -> %zu "
+                  "after merging %zu, %zu distinct crash(es)\n",
+                  o.target.c_str(), static_cast<long long>(stats.execs), static_cast<long long>(stats.exec_per_s),
+                  static_cast<long long>(stats.cov), static_cast<long long>(stats.ft), corpus_before, merged_n,
+                  corpus_after, distinct.size());
+    out << line;
+    if (!harness_line.empty()) out << "  " << harness_line << '\n';
+    return distinct.empty() ? 0 : 1;
+  } catch (const Error& e) {
+    err << "mlacheck: fuzz: " << e.what() << '\n';
+    return 2;
+  }
+}
+
+}  // namespace mlacheck
