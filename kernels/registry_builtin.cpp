@@ -1,8 +1,10 @@
-// The built-in implementations: every production entry point, registered as <op>@ref.
+// The built-in implementations: every production entry point, registered as <op>@ref, and the
+// seeded-bug variants as <op>@<bug id>.
 #include <memory>
 
 #include "kernels/indexer_decode_step.h"
 #include "kernels/metadata_builder.h"
+#include "kernels/mutants/mutants.h"
 #include "kernels/mla_decode_glue.h"
 #include "kernels/mla_decode_impl.h"
 #include "kernels/mqa_logits_glue.h"
@@ -47,6 +49,8 @@ Registry& registry() {
             +[](Device& device, const MlaDecodeImplConfig& config) {
               return std::make_unique<MlaDecodeImpl>(device, config);
             });
+    // The seeded-bug variants, as <op>@<bug id> (kernels/mutants/).
+    register_mutants(reg);
     return reg;
   }();
   return r;
