@@ -284,6 +284,16 @@ constexpr const char* kHelp =
     "                     [--jobs N] [--out DIR] [--seeds DIR]... [--seed N] [--minimize SECONDS]\n"
     "                     [--timeout SECONDS] [--harness-dir DIR]";
 
+
+struct Summary {
+  std::string target;
+  Stats stats;
+  size_t corpus = 0, crashes = 0, distinct = 0;
+  double seconds = 0;
+};
+
+Summary run_campaign(Options o, std::ostream& out);
+
 }  // namespace
 
 int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -323,7 +333,48 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
     }
   }
   try {
-    MLA_REQUIRE(!o.target.empty(), "fuzz: --target T is required (targets: mlacheck fuzz --list-targets, or mlacheck list)");
+    MLA_REQUIRE(!o.target.empty(), "fuzz: --target T is required (mlacheck targets lists them; all runs each in turn)");
+    std::vector<std::string> targets;
+    if (o.target == "all") {
+      for (const FuzzTarget& t : fuzz_targets()) targets.push_back(t.name);
+      MLA_REQUIRE(o.impl.empty(), "fuzz: --impl names one op's implementation; give one --target with it");
+    } else {
+      targets.push_back(find_fuzz_target(o.target).name);
+    }
+    std::vector<Summary> done;
+    for (const std::string& t : targets) {
+      Options one = o;
+      one.target = t;
+      if (targets.size() > 1) one.out_dir = (fs::path(o.out_dir.empty() ? "mlacheck-fuzz" : o.out_dir) / t).string();
+      done.push_back(run_campaign(one, out));
+    }
+    size_t distinct = 0;
+    for (const Summary& d : done) distinct += d.distinct;
+    if (done.size() > 1) {
+      out << "\nfuzz campaign summary (" << o.backend << ", " << (o.runs >= 0 ? std::to_string(o.runs) + " runs" : std::to_string(o.time_s) + " s")
+          << " per target):\n  target                   inputs   exec/s  coverage  corpus  crashes (distinct)\n";
+      for (const Summary& d : done) {
+        char line[200];
+        std::snprintf(line, sizeof line, "  %-22s %8lld %8lld %9lld %7zu  %zu (%zu)\n", d.target.c_str(),
+                      static_cast<long long>(d.stats.execs), static_cast<long long>(d.stats.exec_per_s),
+                      static_cast<long long>(d.stats.cov), d.corpus, d.crashes, d.distinct);
+        out << line;
+      }
+    }
+    return distinct == 0 ? 0 : 1;
+  } catch (const Error& e) {
+    err << "mlacheck: fuzz: " << e.what() << '\n';
+    return 2;
+  }
+}
+
+namespace {
+
+Summary run_campaign(Options o, std::ostream& out) {
+  Summary summary;
+  summary.target = o.target;
+  const auto t_start = std::chrono::steady_clock::now();
+  {
     const FuzzTarget& target = find_fuzz_target(o.target);
     MLA_REQUIRE(o.backend == "host" || o.backend == "cuda", "fuzz: --backend is '", o.backend, "', not host or cuda");
     if (o.impl.empty()) o.impl = target.op + "@ref";
@@ -462,11 +513,16 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
                   corpus_after, distinct.size());
     out << line;
     if (!harness_line.empty()) out << "  " << harness_line << '\n';
-    return distinct.empty() ? 0 : 1;
-  } catch (const Error& e) {
-    err << "mlacheck: fuzz: " << e.what() << '\n';
-    return 2;
+    summary.stats = stats;
+    summary.corpus = merged_n > 0 ? merged_n : corpus_after;
+    summary.crashes = found.size();
+    summary.distinct = distinct.size();
   }
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  return summary;
 }
+
+}  // namespace
+
 
 }  // namespace mlacheck
