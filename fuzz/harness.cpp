@@ -105,10 +105,18 @@ void print_stats() {
 
 }  // namespace
 
-int harness_init(const char* target) {
+int harness_init(const char* target, const char* argv0) {
   State& s = state();
   try {
-    s.target = &find_fuzz_target(target);
+    std::string name = target ? target : env("MLACHECK_TARGET", "");
+    if (name.empty() && argv0) {
+      name = argv0;
+      name = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
+      MLA_REQUIRE(name.size() > 7 && name.compare(name.size() - 7, 7, "_fuzzer") == 0, "the all-targets harness '",
+                  name, "' needs MLACHECK_TARGET, or a name <target>_fuzzer (link it under that name)");
+      name.resize(name.size() - 7);
+    }
+    s.target = &find_fuzz_target(name);
     s.backend = env("MLACHECK_BACKEND", "host");
     s.impl = env("MLACHECK_IMPL", s.target->op + "@ref");
     s.case_dir = env("MLACHECK_CASE_DIR", "");

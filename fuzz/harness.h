@@ -18,8 +18,9 @@
 namespace mlacheck::fuzz {
 
 // LLVMFuzzerInitialize: reads the environment and makes the device; on a bad setting or an
-// unusable backend prints one line and exits with status 2.
-int harness_init(const char* target);
+// unusable backend prints one line and exits with status 2. A null target is taken from
+// MLACHECK_TARGET, or from the program's name (argv0, "<target>_fuzzer"): the all-targets harness.
+int harness_init(const char* target, const char* argv0);
 // LLVMFuzzerTestOneInput.
 int harness_run(const uint8_t* data, size_t size);
 
@@ -27,7 +28,9 @@ int harness_run(const uint8_t* data, size_t size);
 
 // Defines a harness's two libFuzzer entry points for target (a properties/fuzz_input.h target).
 #define MLACHECK_FUZZ_HARNESS(target)                                                              \
-  extern "C" int LLVMFuzzerInitialize(int*, char***) { return ::mlacheck::fuzz::harness_init(target); } \
+  extern "C" int LLVMFuzzerInitialize(int*, char*** argv) {                                         \
+    return ::mlacheck::fuzz::harness_init(target, (*argv)[0]);                                     \
+  }                                                                                                \
   extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {                        \
     return ::mlacheck::fuzz::harness_run(data, size);                                              \
   }
