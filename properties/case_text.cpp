@@ -406,10 +406,18 @@ std::vector<int64_t> CaseText::read_integers(const std::string& key, int64_t lo,
 }
 
 std::vector<int64_t> CaseText::integers_from(const std::string& key, const std::vector<int64_t>& lo, int64_t hi) const {
-  for (int64_t l : lo) MLA_REQUIRE(l <= hi, "case: '", key, "' has an empty range [", l, ", ", hi, "]");
+  return integers_within(key, lo, std::vector<int64_t>(lo.size(), hi));
+}
+
+std::vector<int64_t> CaseText::integers_within(const std::string& key, const std::vector<int64_t>& lo,
+                                               const std::vector<int64_t>& hi) const {
+  MLA_REQUIRE(lo.size() == hi.size(), "case: '", key, "' has ", lo.size(), " lower and ", hi.size(), " upper bounds");
+  for (size_t i = 0; i < lo.size(); ++i) {
+    MLA_REQUIRE(lo[i] <= hi[i], "case: '", key, "' value ", i, " has an empty range [", lo[i], ", ", hi[i], "]");
+  }
   draw_if_missing(key, [&](ByteReader& r) {
     std::vector<std::string> w;
-    for (int64_t l : lo) w.push_back(integer_word(r.in_range(l, hi)));
+    for (size_t i = 0; i < lo.size(); ++i) w.push_back(integer_word(r.in_range(lo[i], hi[i])));
     return w;
   });
   const auto& v = values(key);
@@ -418,11 +426,12 @@ std::vector<int64_t> CaseText::integers_from(const std::string& key, const std::
   for (size_t i = 0; i < v.size(); ++i) {
     int64_t x = 0;
     MLA_REQUIRE(parse_signed(v[i], x), "case: '", key, "' value ", i, " is '", v[i], "', not an integer");
-    MLA_REQUIRE(x >= lo[i] && x <= hi, "case: '", key, "' value ", i, " is ", x, ", outside [", lo[i], ", ", hi, "]");
+    MLA_REQUIRE(x >= lo[i] && x <= hi[i], "case: '", key, "' value ", i, " is ", x, ", outside [", lo[i], ", ", hi[i],
+                "]");
     out.push_back(x);
   }
   if (first_encode(key)) {
-    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], lo[i], hi);
+    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], lo[i], hi[i]);
   }
   return out;
 }

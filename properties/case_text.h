@@ -121,6 +121,10 @@ class CaseText {
   }
   // Exactly lo.size() integers, value i in [lo[i], hi] (the ends of ranges whose starts are lo).
   std::vector<int64_t> integers_from(const std::string& key, const std::vector<int64_t>& lo, int64_t hi) const;
+  // Exactly lo.size() integers, value i in [lo[i], hi[i]] (a block table: read columns are pages,
+  // the others any garbage).
+  std::vector<int64_t> integers_within(const std::string& key, const std::vector<int64_t>& lo,
+                                       const std::vector<int64_t>& hi) const;
   template <class Int>
   std::vector<Int> list(const std::string& key, int64_t lo, int64_t hi, size_t max_count) const {
     std::vector<Int> out;

@@ -1,6 +1,7 @@
 // Generators of decode metadata limits and steps, and their text form (properties/decode_metadata_gen.h).
 #include "properties/decode_metadata_gen.h"
 
+#include <cstdlib>
 #include <limits>
 
 #include "core/error.h"
@@ -61,19 +62,6 @@ void limits_to_text(const MetadataLimits& l, CaseText& out) {
   out.set("table_width", l.block_table_width).set("max_tokens", l.max_batched_tokens);
 }
 
-MetadataLimits limits_from_text(const CaseText& t) {
-  MetadataLimits l;
-  l.next_n = static_cast<int32_t>(t.integer("next_n", 1, 64));
-  l.max_requests = t.integer("max_requests", 1, 65536);
-  l.block_table_width = t.integer("table_width", 1, 65536);
-  l.max_batched_tokens = t.integer("max_tokens", 1, kMaxElements);
-  MLA_REQUIRE(l.max_batched_tokens * l.block_table_width <= kMaxElements, "case: max_tokens ", l.max_batched_tokens,
-              " x table_width ", l.block_table_width, " exceeds ", kMaxElements, " block-table elements");
-  MLA_REQUIRE(l.max_requests * l.next_n <= kMaxElements, "case: max_requests ", l.max_requests, " x next_n ", l.next_n,
-              " exceeds ", kMaxElements, " context_lens elements");
-  return l;
-}
-
 void step_to_text(const MetadataStep& c, const std::string& p, CaseText& out) {
   out.set(p + "layout", c.layout == MetadataLayout::kFlattened ? "flattened" : "native");
   out.set(p + "path", c.path == MetadataPathChoice::kGeneral ? "general" : "auto");
@@ -91,51 +79,96 @@ void step_to_text(const MetadataStep& c, const std::string& p, CaseText& out) {
   out.set(p + "seed", c.seed).set(p + "warp", int64_t{c.warp_size}).set(p + "shuffled", c.shuffled);
 }
 
-MetadataStep step_from_text(const CaseText& t, const std::string& p, const MetadataLimits& l) {
-  MetadataStep c;
+// `none`, or a value in [lo, hi] (none < lo): whether it is none is drawn when drawing, read from
+// the text otherwise (its bytes recorded when encoding), then the value is read in its range.
+int64_t none_or_integer(const CaseText& t, const std::string& key, int64_t none, int64_t lo, int64_t hi) {
+  bool given = false;
+  if (t.drawing()) {
+    given = t.code(0, 0, 1) == 1;
+  } else {
+    given = t.word(key) != std::to_string(none);
+    t.code(given ? 1 : 0, 0, 1);
+  }
+  return given ? t.integer(key, lo, hi) : t.integer(key, none, none);
+}
+
+// Each value's range depends only on values read before it, so that fuzz input bytes decode to a
+// case almost always (properties/case_text.h). The limits' next_n and max_requests come first, then
+// each step's batch, then the limits' table_width and max_tokens (which hold every step's tokens),
+// then the rest of each step.
+MetadataLimits request_limits_from_text(const CaseText& t) {
+  MetadataLimits l;
+  l.next_n = static_cast<int32_t>(t.integer("next_n", 1, 64));
+  l.max_requests = t.integer("max_requests", 1, 65536);  // x next_n <= 2^22 context_lens elements
+  return l;
+}
+
+// A uniform batch (every decode length equal, none 0, at least one request): how many requests and
+// their length are drawn when drawing; otherwise read from the text (refused unless uniform), their
+// bytes recorded when encoding. Then the list is read as exactly that many values of that length.
+std::vector<int32_t> uniform_decode_lens(const CaseText& t, const std::string& key, const MetadataLimits& l) {
+  int64_t B = 1, d = 1;
+  if (t.drawing()) {
+    B = t.code(0, 1, l.max_requests);
+    d = t.code(0, 1, l.next_n);
+  } else {
+    const std::vector<std::string>& words = t.words(key, static_cast<size_t>(l.max_requests));
+    std::vector<long long> v;
+    for (const std::string& w : words) v.push_back(std::strtoll(w.c_str(), nullptr, 0));
+    MLA_REQUIRE(!v.empty() && v[0] > 0 && std::count(v.begin(), v.end(), v[0]) == static_cast<int64_t>(v.size()),
+                "case: fast_path_equals_general_path needs a uniform batch (every decode length equal, none 0)");
+    MLA_REQUIRE(v[0] <= l.next_n, "case: '", key, "' is ", v[0], " for every request, more than next_n ", l.next_n);
+    B = static_cast<int64_t>(v.size()), d = v[0];
+    t.code(B, 1, l.max_requests);
+    t.code(d, 1, l.next_n);
+  }
+  return t.list_exactly<int32_t>(key, d, d, static_cast<size_t>(B));
+}
+
+void batch_from_text(const CaseText& t, const std::string& p, const MetadataLimits& l, MetadataStep& c,
+                     bool uniform = false) {
+  c.decode_lens = uniform ? uniform_decode_lens(t, p + "decode_lens", l)
+                          : t.list<int32_t>(p + "decode_lens", 0, l.next_n, static_cast<size_t>(l.max_requests));
+  c.seq_lens = t.list_exactly<int32_t>(p + "seq_lens", 0, kInt32Max, c.decode_lens.size());  // one per request
+}
+
+// table_width and max_tokens, once the steps' batches are read: max_tokens x table_width block-table
+// elements fit kMaxElements, and max_tokens holds every step's tokens.
+void token_limits_from_text(const CaseText& t, const std::vector<MetadataStep>& steps, MetadataLimits& l) {
+  int64_t most = 1;
+  for (const MetadataStep& c : steps) most = std::max(most, c.T());
+  l.block_table_width = t.integer("table_width", 1, std::min<int64_t>(65536, kMaxElements / most));
+  l.max_batched_tokens = t.integer("max_tokens", most, kMaxElements / l.block_table_width);
+}
+
+void step_from_text(const CaseText& t, const std::string& p, const MetadataLimits& l, MetadataStep& c) {
   c.layout = t.choice(p + "layout", {"flattened", "native"}) == 0 ? MetadataLayout::kFlattened : MetadataLayout::kNative;
   c.path = t.choice(p + "path", {"auto", "general"}) == 0 ? MetadataPathChoice::kAuto : MetadataPathChoice::kGeneral;
-  c.decode_lens = t.list<int32_t>(p + "decode_lens", 0, l.next_n, static_cast<size_t>(l.max_requests));
-  c.seq_lens = t.list<int32_t>(p + "seq_lens", 0, kInt32Max, static_cast<size_t>(l.max_requests));
-  MLA_REQUIRE(c.seq_lens.size() == c.decode_lens.size(), "case: ", p, "seq_lens has ", c.seq_lens.size(),
-              " values, decode_lens ", c.decode_lens.size(), " (one per request)");
-  MLA_REQUIRE(c.T() <= l.max_batched_tokens, "case: ", p, "decode_lens sum to ", c.T(), " tokens, more than max_tokens ",
-              l.max_batched_tokens);
-  c.W = t.integer(p + "table_cols", 1, l.block_table_width);
+  c.table = t.choice(p + "table", {"distinct", "paged"}) == 0 ? MetadataTable::kDistinct : MetadataTable::kPaged;
+  // A case file's line holds at most 65536 values: a paged table's B x table_cols among them.
+  const int64_t most_cols = c.table == MetadataTable::kPaged && c.B() > 0 ? 65536 / c.B() : l.block_table_width;
+  c.W = t.integer(p + "table_cols", 1, std::min(l.block_table_width, most_cols));
   c.table_row_pad = t.integer(p + "table_row_pad", 0, kMaxPad);
   c.table_offset = t.integer(p + "table_offset", 0, kMaxPad);
   c.seq_lens_offset = t.integer(p + "seq_lens_offset", 0, kMaxPad);
   c.decode_lens_offset = t.integer(p + "decode_lens_offset", 0, kMaxPad);
   c.qsl_offset = t.integer(p + "qsl_offset", 0, kMaxPad);
-  if (t.choice(p + "table", {"distinct", "paged"}) == 0) {
-    c.table = MetadataTable::kDistinct;
+  if (c.table == MetadataTable::kDistinct) {
     c.table_base = static_cast<int32_t>(t.integer(p + "table_base", 0, 1000000000));
   } else {
-    c.table = MetadataTable::kPaged;
     c.page_size = t.integer(p + "page_size", 1, 1024);
-    const size_t entries = static_cast<size_t>(c.B() * c.W);
-    c.paged_table = t.list<int32_t>(p + "block_table", -kInt32Max - 1, kInt32Max, entries);
-    MLA_REQUIRE(c.paged_table.size() == entries, "case: ", p, "block_table has ", c.paged_table.size(),
-                " entries, not B x table_cols = ", entries);
+    c.paged_table = t.list_exactly<int32_t>(p + "block_table", -kInt32Max - 1, kInt32Max, static_cast<size_t>(c.B() * c.W));
   }
-  c.num_padded_tokens = t.integer(p + "num_padded_tokens", -1, l.max_batched_tokens);
-  if (c.layout == MetadataLayout::kFlattened) {
-    MLA_REQUIRE(c.num_padded_tokens < 0 || c.num_padded_tokens >= c.T(), "case: ", p, "num_padded_tokens ",
-                c.num_padded_tokens, " is less than the ", c.T(), " tokens");
-  } else {
-    MLA_REQUIRE(c.num_padded_tokens < 0 || c.num_padded_tokens == c.T(), "case: ", p, "num_padded_tokens ",
-                c.num_padded_tokens, " with the native layout (it pads flattened rows only)");
-  }
+  // -1 (none), or at least the step's tokens; graph padding pads flattened rows only.
+  const bool flat = c.layout == MetadataLayout::kFlattened;
+  c.num_padded_tokens = none_or_integer(t, p + "num_padded_tokens", -1, c.T(), flat ? l.max_batched_tokens : c.T());
   c.give_num_decode_tokens = t.flag(p + "num_decode_tokens");
   c.give_host_seq_lens = t.flag(p + "host_seq_lens");
-  c.give_query_start_loc = t.flag(p + "query_start_loc");
-  MLA_REQUIRE(c.give_query_start_loc || c.layout == MetadataLayout::kNative, "case: ", p,
-              "query_start_loc 0 with the flattened layout (its general path reads it)");
+  // The flattened layout's general path reads query_start_loc.
+  c.give_query_start_loc = t.integer(p + "query_start_loc", flat ? 1 : 0, 1) != 0;
   c.seed = t.unsigned_integer(p + "seed");
-  c.warp_size = static_cast<int>(t.integer(p + "warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: ", p, "warp is ", c.warp_size, ", not 32 or 64");
+  c.warp_size = static_cast<int>(t.one_of(p + "warp", {32, 64}));
   c.shuffled = t.flag(p + "shuffled");
-  return c;
 }
 
 }  // namespace
@@ -145,9 +178,25 @@ void decode_metadata_to_text(const MetadataLimits& l, const MetadataStep& c, Cas
   step_to_text(c, "", out);
 }
 
+namespace {
+
+std::pair<MetadataLimits, MetadataStep> one_step_from_text(const CaseText& t, bool uniform) {
+  MetadataLimits l = request_limits_from_text(t);
+  std::vector<MetadataStep> steps(1);
+  batch_from_text(t, "", l, steps[0], uniform);
+  token_limits_from_text(t, steps, l);
+  step_from_text(t, "", l, steps[0]);
+  return {l, steps[0]};
+}
+
+}  // namespace
+
 std::pair<MetadataLimits, MetadataStep> decode_metadata_from_text(const CaseText& t) {
-  const MetadataLimits l = limits_from_text(t);
-  return {l, step_from_text(t, "", l)};
+  return one_step_from_text(t, false);
+}
+
+std::pair<MetadataLimits, MetadataStep> decode_metadata_uniform_from_text(const CaseText& t) {
+  return one_step_from_text(t, true);
 }
 
 void decode_metadata_steps_to_text(const MetadataLimits& l, const std::vector<MetadataStep>& steps, CaseText& out) {
@@ -157,10 +206,11 @@ void decode_metadata_steps_to_text(const MetadataLimits& l, const std::vector<Me
 }
 
 std::pair<MetadataLimits, std::vector<MetadataStep>> decode_metadata_steps_from_text(const CaseText& t) {
-  const MetadataLimits l = limits_from_text(t);
-  const int64_t n = t.integer("steps", 1, 64);
-  std::vector<MetadataStep> steps;
-  for (int64_t i = 0; i < n; ++i) steps.push_back(step_from_text(t, "s" + std::to_string(i) + ".", l));
+  MetadataLimits l = request_limits_from_text(t);
+  std::vector<MetadataStep> steps(static_cast<size_t>(t.integer("steps", 1, 64)));
+  for (size_t i = 0; i < steps.size(); ++i) batch_from_text(t, "s" + std::to_string(i) + ".", l, steps[i]);
+  token_limits_from_text(t, steps, l);
+  for (size_t i = 0; i < steps.size(); ++i) step_from_text(t, "s" + std::to_string(i) + ".", l, steps[i]);
   return {l, steps};
 }
 

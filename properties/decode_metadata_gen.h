@@ -72,7 +72,12 @@ void decode_metadata_to_text(const kernels::MetadataLimits& l, const MetadataSte
 // the flattened layout, ...) and against what staging needs (one seq_len per request, a paged table
 // of B x W entries, offsets and pads <= 64, buffers of at most 2^23 elements): a hand-edited case
 // that breaks one throws mlacheck::Error naming the key.
+// Each value's range depends only on values read before it, so fuzz input bytes decode to a case
+// (properties/case_text.h).
 std::pair<kernels::MetadataLimits, MetadataStep> decode_metadata_from_text(const CaseText& t);
+// The same, for a property that takes uniform batches only (MetadataStep::uniform): a batch that
+// is not is refused, and fuzz input bytes decode to uniform batches.
+std::pair<kernels::MetadataLimits, MetadataStep> decode_metadata_uniform_from_text(const CaseText& t);
 
 // A sequence of steps on one builder: the limits, "steps N", then step i's keys prefixed "s<i>.".
 void decode_metadata_steps_to_text(const kernels::MetadataLimits& l, const std::vector<MetadataStep>& steps,

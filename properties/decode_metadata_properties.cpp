@@ -380,9 +380,9 @@ void register_decode_metadata_properties(PropertyRegistry& r) {
   };
   using Step = std::pair<MetadataLimits, MetadataStep>;
   using StepVerdict = Verdict (*)(Device&, MetadataBuildFn*, MetadataBuilder&, const MetadataStep&);
-  const auto one_step = [&r, make](const char* name, const char* summary, StepVerdict verdict) {
-    r.add(make_property<Step>(std::string("decode_metadata.") + name, "decode_metadata", summary,
-                              decode_metadata_from_text,
+  const auto one_step = [&r, make](const char* name, const char* summary, StepVerdict verdict,
+                                   Step (*parse)(const CaseText&) = decode_metadata_from_text) {
+    r.add(make_property<Step>(std::string("decode_metadata.") + name, "decode_metadata", summary, parse,
                               [make, verdict](Device& device, const std::string& impl, const Step& s) {
                                 return verdict(device, &metadata_build_ref, *make(device, impl, s.first), s.second);
                               }));
@@ -396,7 +396,7 @@ void register_decode_metadata_properties(PropertyRegistry& r) {
            "every view a build returns has its declared dtype, shape and strides, inside its buffer; guards hold",
            &decode_metadata_views_as_declared);
   one_step("fast_path_equals_general_path", "a uniform batch through the fused fast path gives the general path's bytes",
-           &decode_metadata_fast_path_equals_general_path);
+           &decode_metadata_fast_path_equals_general_path, decode_metadata_uniform_from_text);
   one_step("layouts_agree", "flattened and native layouts give every token the same context length and request row",
            &decode_metadata_layouts_agree);
   using Steps = std::pair<MetadataLimits, std::vector<MetadataStep>>;

@@ -2,6 +2,7 @@
 #include "properties/decode_step_gen.h"
 
 #include "core/error.h"
+#include "kernels/mqa_logits.h"
 
 namespace mlacheck::gen {
 namespace {
@@ -83,39 +84,60 @@ void decode_step_to_text(const DecodeStepEngine& e, const DecodeStepCase& c, Cas
   out.set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
 }
 
+namespace {
+
+// How many values the list under key holds, in [lo, hi], for a reader of exactly that many: drawn
+// when drawing; otherwise the text's own count (refused outside [lo, hi]), whose bytes an encoding
+// records where the draw would be. A list reader with a least count would say this directly.
+size_t list_count(const CaseText& t, const std::string& key, size_t lo, size_t hi) {
+  if (t.drawing()) return static_cast<size_t>(t.code(0, static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
+  const size_t n = t.words(key, hi).size();
+  MLA_REQUIRE(n >= lo, "case: '", key, "' has ", n, " values, needs ", lo, " to ", hi);
+  t.code(static_cast<int64_t>(n), static_cast<int64_t>(lo), static_cast<int64_t>(hi));
+  return n;
+}
+
+// The widest head a query row of H heads may have: one row of H x D must fit the paged logits
+// kernel's shared memory (kernels/mqa_logits.h), or the step refuses the engine.
+int64_t max_head_dim(int64_t H) {
+  int64_t D = 576;
+  while (D > 1 && kernels::logits_shared_bytes(1, H, D) > kernels::kLogitsSharedBudget) --D;
+  return D;
+}
+
+}  // namespace
+
+// Each value's range depends only on values read before it, so that fuzz input bytes decode to a
+// case almost always (properties/case_text.h): seq_lens before decode_lens (a request with a
+// length has tokens), the batch before max_tokens (it holds the batch's tokens).
 std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText& t) {
   DecodeStepEngine e;
   e.next_n = static_cast<int32_t>(t.integer("next_n", 1, 16));
   e.H = t.integer("heads", 1, 128);
-  e.D = t.integer("head_dim", 1, 576);
+  e.D = t.integer("head_dim", 1, max_head_dim(e.H));
   e.k = t.integer("topk", 1, kernels::kTopkFastK);
   e.block_size = t.integer("block_size", 1, 1024);
   e.max_requests = t.integer("max_requests", 1, 256);
-  e.max_tokens = t.integer("max_tokens", 1, 4096);
   e.W = t.integer("table_width", 1, 65536);
-  e.max_len = t.integer("max_len", 1, 65536);
+  // table_width x block_size pages hold the longest request.
+  e.max_len = t.integer("max_len", 1, std::min<int64_t>(65536, e.W * e.block_size));
   e.max_context_len = t.integer("engine_max_context_len", e.max_len, 65536);
-  MLA_REQUIRE(e.W * e.block_size >= e.max_len, "case: table_width ", e.W, " x block_size ", e.block_size,
-              " pages cannot hold max_len ", e.max_len);
   DecodeStepCase c;
   c.layout = t.choice("layout", {"flattened", "native"}) == 0 ? kernels::MetadataLayout::kFlattened
                                                                : kernels::MetadataLayout::kNative;
   c.path = t.choice("path", {"auto", "general"}) == 0 ? kernels::MetadataPathChoice::kAuto
                                                        : kernels::MetadataPathChoice::kGeneral;
-  c.decode_lens = t.list<int32_t>("decode_lens", 0, e.next_n, static_cast<size_t>(e.max_requests));
-  c.seq_lens = t.list<int32_t>("seq_lens", 0, e.max_len, static_cast<size_t>(e.max_requests));
-  MLA_REQUIRE(!c.decode_lens.empty(), "case: decode_lens is empty (a batch has at least one request)");
-  MLA_REQUIRE(c.seq_lens.size() == c.decode_lens.size(), "case: seq_lens has ", c.seq_lens.size(),
-              " values, decode_lens ", c.decode_lens.size(), " (one per request)");
-  for (size_t b = 0; b < c.decode_lens.size(); ++b) {
-    MLA_REQUIRE(c.decode_lens[b] > 0 || c.seq_lens[b] == 0, "case: request ", b,
-                " has no tokens (a padding request) but seq_len ", c.seq_lens[b], "; padding requests have 0");
-  }
-  c.graph_padding = t.integer("graph_padding", 0, e.max_tokens);
-  MLA_REQUIRE(c.layout == kernels::MetadataLayout::kFlattened || c.graph_padding == 0,
-              "case: graph_padding ", c.graph_padding, " with the native layout (it pads flattened rows only)");
-  MLA_REQUIRE(c.T() + c.graph_padding <= e.max_tokens, "case: ", c.T(), " tokens + graph_padding ", c.graph_padding,
-              " exceed max_tokens ", e.max_tokens);
+  // A batch has at least one request; one seq_len and one decode length each.
+  const size_t B = list_count(t, "seq_lens", 1, static_cast<size_t>(e.max_requests));
+  c.seq_lens = t.list_exactly<int32_t>("seq_lens", 0, e.max_len, B);
+  // A request without tokens (a padding request) has length 0: one with a length has a token.
+  std::vector<int64_t> lowest_d;
+  for (int32_t L : c.seq_lens) lowest_d.push_back(L > 0 ? 1 : 0);
+  for (int64_t d : t.integers_from("decode_lens", lowest_d, e.next_n)) c.decode_lens.push_back(static_cast<int32_t>(d));
+  // T <= 256 x 16 = 4096: max_tokens holds the batch's tokens, and graph padding fits after them.
+  e.max_tokens = t.integer("max_tokens", std::max<int64_t>(1, c.T()), 4096);
+  const bool flat = c.layout == kernels::MetadataLayout::kFlattened;
+  c.graph_padding = t.integer("graph_padding", 0, flat ? e.max_tokens - c.T() : 0);  // it pads flattened rows only
   c.prefill_rows = t.integer("prefill_rows", 0, 4096);
   const int64_t longest = *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
   c.max_context_len = t.integer("max_context_len", longest, e.max_context_len);
@@ -123,8 +145,7 @@ std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText
   c.pass_host_seq_lens = t.flag("host_seq_lens");
   c.ue8m0 = t.flag("ue8m0");
   c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
   c.shuffled = t.flag("shuffled");
   return {e, c};
 }

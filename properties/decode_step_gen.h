@@ -71,10 +71,12 @@ struct DecodeStepCase {
 
 // The engine and the case as case-text keys, appended to out (after its property / impl / backend).
 void decode_step_to_text(const DecodeStepEngine& e, const DecodeStepCase& c, CaseText& out);
-// The inverse. Every value is checked against the limits the generators keep to (H <= 128, D <= 576,
-// k <= 2048, pages 1..1024, lengths <= 65536) and against each other (one seq_len per request, a
-// request's length covered by the table, T + graph padding within max_tokens, ...): a hand-edited
-// case that breaks one throws mlacheck::Error naming the key.
+// The inverse. Every value is checked against the limits the generators keep to (H <= 128, D <= 576
+// and one query row of H x D within the logits kernel's shared memory, k <= 2048, pages 1..1024,
+// lengths <= 65536) and against each other (one seq_len per request, a padding request of length 0,
+// a request's length covered by the table, T + graph padding within max_tokens, ...): a hand-edited
+// case that breaks one throws mlacheck::Error naming the key. Each value's range depends only on
+// values read before it, so fuzz input bytes decode to a case (properties/case_text.h).
 std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText& t);
 
 namespace gen {

@@ -2,7 +2,10 @@
 #include "properties/mla_decode_gen.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "properties/block_table_gen.h"
@@ -53,71 +56,152 @@ void mla_decode_to_text(const MlaDecodeCase& c, CaseText& out) {
   out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
 }
 
-MlaDecodeCase mla_decode_from_text(const CaseText& t) {
+namespace {
+
+constexpr int64_t kMaxRows = 65536;                 // query rows: batch x q_len x heads
+constexpr int64_t kMaxTable = 65535;                // values of one key in a case file: batch x table_width
+constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage for its cache
+const double kScaleLo = std::ldexp(1.0, -120), kScaleHi = std::ldexp(1.0, 120);
+
+// Runs read; a value outside its range gets why (the rule the range stands for) appended to the
+// refusal (a missing key or a list of the wrong length does not).
+template <class F>
+auto because(const std::string& why, F&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* range : {", outside [", "has an empty range", ", not one of ", ", not a multiple of "}) {
+      if (what.find(range) != std::string::npos) throw Error(what + " (" + why + ")");
+    }
+    throw;
+  }
+}
+
+bool in_scale_range(double v) { return std::isfinite(v) && v >= kScaleLo && v <= kScaleHi; }
+
+}  // namespace
+
+void mla_decode_scales_from_text(const CaseText& t, const std::string& p, double& base_scale, double& q_scale,
+                                 double& k_scale) {
+  const char* const each = "a scale is in [2^-120, 2^120]";
+  base_scale = because(each, [&] { return t.real(p + "base_scale", kScaleLo, kScaleHi); });
+  q_scale = because(each, [&] { return t.real(p + "q_scale", kScaleLo, kScaleHi); });
+  // base x q x k in range: k in [lo / (base x q), hi / (base x q)], nudged so that the product as the
+  // checks compute it ((base x q) x k) is inside too.
+  const double bq = base_scale * q_scale;
+  double lo = std::max(kScaleLo, kScaleLo / bq), hi = std::min(kScaleHi, kScaleHi / bq);
+  while (lo < hi && bq * lo < kScaleLo) lo = std::nextafter(lo, kScaleHi);
+  while (hi > lo && bq * hi > kScaleHi) hi = std::nextafter(hi, kScaleLo);
+  k_scale = because("a scale, and base_scale x q_scale x k_scale, is in [2^-120, 2^120]",
+                    [&] { return t.real(p + "k_scale", lo, hi); });
+}
+
+MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, const MlaDecodeTextLimits& limits) {
   MlaDecodeCase c;
-  c.B = t.integer("batch", 1, 1024);
-  c.q_len = t.integer("q_len", 1, kernels::kMlaMaxQueryLen);
-  c.H = t.integer("heads", 1, 128);
-  MLA_REQUIRE(c.B * c.q_len * c.H <= 65536, "case: batch x q_len x heads is ", c.B * c.q_len * c.H,
+  // batch x q_len x heads query rows at most: each read's range leaves room for the next.
+  const int64_t min_heads = limits.heads > 0 ? limits.heads : 1;
+  c.B = t.integer(p + "batch", 1, std::min(limits.max_batch, kMaxRows / min_heads));
+  c.q_len = t.integer(p + "q_len", 1, std::min(limits.max_q_len, kMaxRows / (min_heads * c.B)));
+  if (limits.heads > 0) {
+    c.H = because("the configuration's heads", [&] { return t.integer(p + "heads", limits.heads, limits.heads); });
+  } else {
+    c.H = because("batch x q_len x heads is at most 65536 query rows", [&] {
+      return t.integer(p + "heads", 1, std::min<int64_t>(128, kMaxRows / (c.B * c.q_len)));
+    });
+  }
+  MLA_REQUIRE(c.B * c.q_len * c.H <= kMaxRows, "case: ", p, "batch x q_len x heads is ", c.B * c.q_len * c.H,
               ", over 65536 query rows");
-  c.page = t.integer("page", 1, 1024);
-  c.lens = t.list<int32_t>("seq_lens", 0, 1 << 20, static_cast<size_t>(c.B));
-  MLA_REQUIRE(c.lens.size() == static_cast<size_t>(c.B), "case: seq_lens has ", c.lens.size(), " values, not batch ",
-              c.B);
-  c.W = t.integer("table_width", 0, 65536);
+  c.page = t.integer(p + "page", 1, 1024);
+  // Every request's pages fit the table, whose batch x table_width values fit one line of a case.
+  const int64_t max_width = kMaxTable / c.B;
+  const int64_t max_len = std::min<int64_t>(1 << 20, c.page * max_width);
+  c.lens = because("at most 2^20, and at most the pages of a table of 65535 / batch columns", [&] {
+    return t.list_exactly<int32_t>(p + "seq_lens", 0, max_len, static_cast<size_t>(c.B));
+  });
+  int64_t longest = 0;  // the request that needs the most pages
+  for (int64_t b = 1; b < c.B; ++b) longest = c.needed(b) > c.needed(longest) ? b : longest;
+  c.W = because(p + "seq_lens value " + std::to_string(longest) + " (" +
+                    std::to_string(c.lens[static_cast<size_t>(longest)]) + ") needs " +
+                    std::to_string(c.needed(longest)) + " pages; batch x table_width is at most 65535",
+                [&] { return t.integer(p + "table_width", c.needed(longest), max_width); });
   for (int64_t b = 0; b < c.B; ++b) {
-    MLA_REQUIRE(c.needed(b) <= c.W, "case: seq_lens value ", b, " (", c.lens[static_cast<size_t>(b)], ") needs ",
+    MLA_REQUIRE(c.needed(b) <= c.W, "case: ", p, "seq_lens value ", b, " (", c.lens[static_cast<size_t>(b)], ") needs ",
                 c.needed(b), " pages, table_width is ", c.W);
   }
-  c.table_row_pad = t.integer("table_row_pad", 0, 64);
-  c.num_blocks = t.integer("num_blocks", 1, 65536);
-  c.table = t.list<int32_t>("block_table", INT32_MIN, INT32_MAX, static_cast<size_t>(c.B * c.W));
-  MLA_REQUIRE(c.table.size() == static_cast<size_t>(c.B * c.W), "case: block_table has ", c.table.size(),
-              " values, not batch x table_width = ", c.B * c.W);
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t w = 0; w < c.needed(b); ++w) {
-      const int32_t page = c.table[static_cast<size_t>(b * c.W + w)];
-      MLA_REQUIRE(page >= 0 && page < c.num_blocks, "case: block_table value ", b * c.W + w, " (request ", b,
-                  " column ", w, ") is page ", page, ", outside the cache's ", c.num_blocks, " (the request reads it)");
-    }
-  }
-  c.q_fp8 = t.choice("q_dtype", {"bf16", "fp8"}) == 1;
-  c.kv_fp8 = t.choice("kv_dtype", {"bf16", "fp8"}) == 1;
-  c.token_stride = t.integer("token_stride", kDim, 4096);
-  c.block_pad = t.integer("block_pad", 0, 4096);
-  MLA_REQUIRE(c.num_blocks * c.block_stride() * (c.kv_fp8 ? 1 : 2) <= (int64_t{1} << 28), "case: num_blocks x ",
-              "block stride is over the 256 MiB a case may stage");
-  c.kv_offset = t.integer("kv_offset", 0, 4096);
-  c.q_offset = t.integer("q_offset", 0, 4096);
-  c.out_offset = t.integer("out_offset", 0, 4096);
-  MLA_REQUIRE(c.kv_offset % (c.kv_fp8 ? 1 : 2) == 0, "case: kv_offset ", c.kv_offset, " is not a multiple of 2 (bf16)");
-  MLA_REQUIRE(c.q_offset % (c.q_fp8 ? 1 : 2) == 0, "case: q_offset ", c.q_offset, " is not a multiple of 2 (bf16)");
-  MLA_REQUIRE(c.out_offset % 4 == 0, "case: out_offset ", c.out_offset, " is not a multiple of 4");
-  c.base_scale = t.real("base_scale");
-  c.q_scale = t.real("q_scale");
-  c.k_scale = t.real("k_scale");
-  c.magnitude_log2 = static_cast<int>(t.integer("magnitude_log2", -100, 100));
+  c.table_row_pad = t.integer(p + "table_row_pad", 0, 64);
+  c.q_fp8 = t.choice(p + "q_dtype", {"bf16", "fp8"}) == 1;
+  c.kv_fp8 = t.choice(p + "kv_dtype", {"bf16", "fp8"}) == 1;
+  const int64_t es = c.kv_fp8 ? 1 : 2;
+  c.token_stride = t.integer(p + "token_stride", kDim, 4096);
+  c.block_pad = t.integer(p + "block_pad", 0, 4096);
+  // Offsets of whole elements.
+  c.kv_offset = t.multiple(p + "kv_offset", es, 0, 4096);
+  c.q_offset = t.multiple(p + "q_offset", c.q_fp8 ? 1 : 2, 0, 4096);
+  c.out_offset = t.multiple(p + "out_offset", 4, 0, 4096);
+  mla_decode_scales_from_text(t, p, c.base_scale, c.q_scale, c.k_scale);
   // Every scale a launch takes, and their product, a normal float with room: the oracle takes them
-  // in double, the kernel in fp32.
-  const double lo = std::ldexp(1.0, -120), hi = std::ldexp(1.0, 120);
+  // in double, the kernel in fp32. magnitude_log2 moves into the fp8 tensors' scales, so its range
+  // is where those stay inside (it holds 0: the scales' own ranges saw to that).
+  const auto launch_ok = [&](int64_t m) {  // as launch_q_scale() and launch_k_scale() compute them
+    const double q = c.q_fp8 ? std::ldexp(c.q_scale, static_cast<int>(-m)) : c.q_scale;
+    const double k = c.kv_fp8 ? std::ldexp(c.k_scale, static_cast<int>(m)) : c.k_scale;
+    return in_scale_range(q) && in_scale_range(k) && in_scale_range(c.base_scale * q * k);
+  };
+  int64_t m_lo = 0, m_hi = 0;
+  while (m_lo > -100 && launch_ok(m_lo - 1)) --m_lo;
+  while (m_hi < 100 && launch_ok(m_hi + 1)) ++m_hi;
+  c.magnitude_log2 = static_cast<int>(
+      because("base_scale, q_scale, k_scale with magnitude_log2 must give launch scales in [2^-120, 2^120]",
+              [&] { return t.integer(p + "magnitude_log2", m_lo, m_hi); }));
   for (const auto& [key, v] : {std::pair{"base_scale", c.base_scale}, {"q_scale", c.q_scale}, {"k_scale", c.k_scale}}) {
-    MLA_REQUIRE(std::isfinite(v) && v >= lo && v <= hi, "case: ", key, " is ", v, ", not in [2^-120, 2^120]");
+    MLA_REQUIRE(in_scale_range(v), "case: ", p, key, " is ", v, ", not in [2^-120, 2^120]");
   }
   const double softmax = c.base_scale * c.launch_q_scale() * c.launch_k_scale();
   for (const double v : {softmax, c.launch_q_scale(), c.launch_k_scale()}) {
-    MLA_REQUIRE(v >= lo && v <= hi, "case: base_scale, q_scale, k_scale with magnitude_log2 ", c.magnitude_log2,
+    MLA_REQUIRE(in_scale_range(v), "case: ", p, "base_scale, q_scale, k_scale with magnitude_log2 ", c.magnitude_log2,
                 " give a launch scale ", v, " outside [2^-120, 2^120]");
   }
-  c.num_splits = t.integer("num_splits", 1, kernels::kMlaMaxSplits);
-  c.workspace_extra = t.integer("workspace_extra", 0, 1 << 20);
-  c.pass_host_lens = t.flag("host_seq_lens");
-  c.poison = static_cast<uint8_t>(t.integer("poison", 0, 255));
-  c.kv_tail = t.integer("kv_tail", 0, 1 << 20);
-  c.zero_rows = t.flag("zero_rows");
-  c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
-  c.shuffled = t.flag("shuffled");
+  c.num_splits = t.integer(p + "num_splits", 1, kernels::kMlaMaxSplits);
+  c.workspace_extra = t.integer(p + "workspace_extra", 0, 1 << 20);
+  c.pass_host_lens = t.flag(p + "host_seq_lens");
+  c.poison = static_cast<uint8_t>(t.integer(p + "poison", 0, 255));
+  c.kv_tail = t.integer(p + "kv_tail", 0, 1 << 20);
+  c.zero_rows = t.flag(p + "zero_rows");
+  c.seed = t.unsigned_integer(p + "seed");
+  c.warp_size = static_cast<int>(t.one_of(p + "warp", {32, 64}));
+  c.shuffled = t.flag(p + "shuffled");
+  // The columns a request reads hold pages (>= 0; num_blocks, read next, covers them), the rest any
+  // int32 (garbage the kernel must not read). The two come last: the cache's size takes the block
+  // stride, and a table drawn from fuzz input bytes after the other keys takes fewer of them.
+  std::vector<int64_t> lows(static_cast<size_t>(c.B * c.W), INT32_MIN);
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t w = 0; w < c.needed(b); ++w) lows[static_cast<size_t>(b * c.W + w)] = 0;
+  }
+  for (int64_t v : t.integers_from(p + "block_table", lows, INT32_MAX)) c.table.push_back(static_cast<int32_t>(v));
+  int64_t top = -1;  // the entry of the highest page a request reads
+  for (size_t i = 0; i < lows.size(); ++i) {
+    if (lows[i] == 0 && (top < 0 || c.table[i] > c.table[static_cast<size_t>(top)])) top = static_cast<int64_t>(i);
+  }
+  // The cache holds every page read, in at most 256 MiB.
+  const int64_t max_blocks = std::min<int64_t>(65536, kMaxCacheBytes / (es * c.block_stride()));
+  const int64_t top_page = top < 0 ? -1 : c.table[static_cast<size_t>(top)];
+  const std::string reads = top < 0 ? std::string()
+                                    : p + "block_table value " + std::to_string(top) + " (request " +
+                                          std::to_string(top / c.W) + " column " + std::to_string(top % c.W) +
+                                          ") reads page " + std::to_string(top_page) + "; ";
+  c.num_blocks = because(reads + "num_blocks x block stride is at most 256 MiB", [&] {
+    return t.integer(p + "num_blocks", std::max<int64_t>(1, top_page + 1), max_blocks);
+  });
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t w = 0; w < c.needed(b); ++w) {
+      const int32_t page = c.table[static_cast<size_t>(b * c.W + w)];
+      MLA_REQUIRE(page >= 0 && page < c.num_blocks, "case: ", p, "block_table value ", b * c.W + w, " (request ", b,
+                  " column ", w, ") is page ", page, ", outside the cache's ", c.num_blocks, " (the request reads it)");
+    }
+  }
+  MLA_REQUIRE(c.num_blocks * c.block_stride() * es <= kMaxCacheBytes, "case: ", p, "num_blocks x ",
+              "block stride is over the 256 MiB a case may stage");
   return c;
 }
 

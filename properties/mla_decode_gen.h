@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include <rapidcheck.h>
@@ -52,11 +53,27 @@ struct MlaDecodeCase {
 
 // The case as case-text keys, appended to out (after its property / impl / backend).
 void mla_decode_to_text(const MlaDecodeCase& c, CaseText& out);
-// The inverse. Every value is checked against what staging and the oracle need (one seq_len per
-// request, B x W table entries, every page a request reads inside the cache, strides and offsets in
-// range, finite positive scales with a softmax scale inside fp32, 1..64 splits, a cache of at most
-// 256 MiB, ...): a hand-edited case that breaks one throws mlacheck::Error naming the key.
-MlaDecodeCase mla_decode_from_text(const CaseText& t);
+
+// What a case read from text must fit besides its own rules: an impl's call has the impl's heads
+// and a batch and q_len inside its configuration.
+struct MlaDecodeTextLimits {
+  int64_t max_batch = 1024;
+  int64_t max_q_len = kernels::kMlaMaxQueryLen;
+  int64_t heads = 0;  // 0: any of 1..128; otherwise exactly this
+};
+// The inverse, reading every key as prefix + its name ("c0.batch"). Every value is checked against
+// what staging and the oracle need (one seq_len per request, B x W table entries and at most 65535
+// of them (one line of a case file holds no more), every page a request reads inside the cache, strides and offsets in range, finite positive scales with a
+// softmax scale inside fp32, 1..64 splits, a cache of at most 256 MiB, ...): a hand-edited case that
+// breaks one throws mlacheck::Error naming the key. Each rule is the range of a value read after
+// the values it depends on (num_blocks after block_table, say), so fuzz input bytes (drawing every
+// value inside its range) nearly always decode to a valid case.
+MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& prefix = "",
+                                   const MlaDecodeTextLimits& limits = {});
+// base_scale, q_scale and k_scale (keys prefixed prefix), each in [2^-120, 2^120] and so is their
+// product: k_scale's range follows the other two.
+void mla_decode_scales_from_text(const CaseText& t, const std::string& prefix, double& base_scale, double& q_scale,
+                                 double& k_scale);
 
 // Replaces c.table and c.num_blocks with a table from properties/block_table_gen.h for c.lens and
 // c.W: shuffled, shared and garbage pages.

@@ -3,7 +3,9 @@
 #include "properties/mla_decode_impl_gen.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <map>
 #include <sstream>
 #include <tuple>
 
@@ -15,23 +17,6 @@ namespace mlacheck {
 using kernels::MlaDecodeImplConfig;
 
 namespace {
-
-// The keys mla_decode_to_text writes, in its order (read off a default case, so a key added there
-// travels with the prefixed form too).
-const std::vector<std::string>& mla_decode_keys() {
-  static const std::vector<std::string> keys = [] {
-    CaseText t;
-    mla_decode_to_text(MlaDecodeCase{}, t);
-    std::vector<std::string> out;
-    std::istringstream lines(t.format());
-    for (std::string line; std::getline(lines, line);) {
-      if (line.empty() || line[0] == '#') continue;
-      out.push_back(line.substr(0, line.find(' ')));
-    }
-    return out;
-  }();
-  return keys;
-}
 
 // The words of every key of a formatted case, in order.
 std::vector<std::pair<std::string, std::vector<std::string>>> entries_of(const CaseText& t) {
@@ -58,6 +43,39 @@ auto with_context(const std::string& where, F&& read) {
     throw Error(where + ": " + e.what());
   }
 }
+
+// Runs read; a value outside its range gets why (the rule the range stands for) appended to the
+// refusal (a missing key or a list of the wrong length does not).
+template <class F>
+auto because(const std::string& why, F&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* range : {", outside [", "has an empty range", ", not one of ", ", not a multiple of "}) {
+      if (what.find(range) != std::string::npos) throw Error(what + " (" + why + ")");
+    }
+    throw;
+  }
+}
+
+constexpr int64_t kDim = kernels::kMlaHeadDim;
+constexpr int64_t kMaxRows = 65536;                   // the dense rule: batch x q_len x heads query rows
+constexpr int64_t kMaxTable = 65535;                  // values of one key in a case file
+constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage for its cache
+// (request, token, head, split) rows of a 256 MiB workspace.
+constexpr int64_t kWorkspaceRows = (int64_t{1} << 28) / (4 * kernels::kMlaWorkspaceRow);
+
+// A graph's padded batch and q_len: inside the configuration, its block table one line of a case
+// (padded_batch x table_width values) and its query rows within the dense rule's.
+int64_t graph_max_batch(const MlaDecodeImplConfig& cfg) {
+  return std::min({cfg.max_batch, kMaxTable / cfg.block_table_width, kMaxRows / cfg.heads});
+}
+int64_t graph_max_q_len(const MlaDecodeImplConfig& cfg, int64_t padded_batch) {
+  return std::min(cfg.max_q_len, kMaxRows / (cfg.heads * padded_batch));
+}
+const char* const kGraphShapeRule =
+    "inside the configuration, padded_batch x table_width at most 65535, padded_batch x q_len x heads at most 65536";
 
 }  // namespace
 
@@ -102,9 +120,19 @@ MlaDecodeImplConfig mla_decode_impl_config_from_text(const CaseText& t) {
   MlaDecodeImplConfig c;
   c.max_batch = t.integer("max_batch", 1, 1024);
   c.max_q_len = t.integer("max_q_len", 1, kernels::kMlaMaxQueryLen);
-  c.heads = t.integer("heads", 1, 128);
-  c.max_splits = t.integer("max_splits", 1, kernels::kMlaMaxSplits);
-  c.block_table_width = t.integer("table_width", 1, 65536);
+  // A workspace of at most 256 MiB: heads and then max_splits leave room for each other.
+  const char* const workspace = "max_batch x max_q_len x heads x max_splits gives a workspace of at most 256 MiB";
+  c.heads = because(workspace, [&] {
+    return t.integer("heads", 1, std::min<int64_t>(128, kWorkspaceRows / (c.max_batch * c.max_q_len)));
+  });
+  c.max_splits = because(workspace, [&] {
+    return t.integer("max_splits", 1,
+                     std::min<int64_t>(kernels::kMlaMaxSplits, kWorkspaceRows / (c.max_batch * c.max_q_len * c.heads)));
+  });
+  // A graph's block table row holds table_width values, one line of a case at most.
+  c.block_table_width = because("max_batch x table_width is at most 2^24, table_width at most 65535", [&] {
+    return t.integer("table_width", 1, std::min<int64_t>(kMaxTable, (int64_t{1} << 24) / c.max_batch));
+  });
   c.page = t.integer("page", 1, 1024);
   c.q_dtype = t.choice("graph_q_dtype", {"bf16", "fp8"}) == 1 ? DType::kFP8E4M3 : DType::kBF16;
   MLA_REQUIRE(4 * kernels::mla_decode_workspace_floats(c.max_batch, c.max_q_len, c.heads, c.max_splits) <=
@@ -120,15 +148,6 @@ void mla_decode_to_text_prefixed(const MlaDecodeCase& c, const std::string& pref
   for (auto& [key, words] : entries_of(sub)) out.set_words(prefix + key, std::move(words));
 }
 
-MlaDecodeCase mla_decode_from_text_prefixed(const CaseText& t, const std::string& prefix) {
-  CaseText sub;
-  for (const std::string& key : mla_decode_keys()) {
-    MLA_REQUIRE(t.has(prefix + key), "case: missing key '", prefix, key, "'");
-    sub.set_words(key, t.words(prefix + key, size_t{1} << 16));
-  }
-  return with_context("keys " + prefix + "*", [&] { return mla_decode_from_text(sub); });
-}
-
 void mla_decode_impl_calls_to_text(const MlaDecodeImplCallsCase& c, CaseText& out) {
   mla_decode_impl_config_to_text(c.config, out);
   out.set("calls", static_cast<int64_t>(c.calls.size()));
@@ -141,9 +160,11 @@ MlaDecodeImplCallsCase mla_decode_impl_calls_from_text(const CaseText& t) {
   MlaDecodeImplCallsCase c;
   c.config = mla_decode_impl_config_from_text(t);
   const int64_t n = t.integer("calls", 1, 16);
+  // Each call has the configuration's heads and a batch and q_len inside it.
+  const MlaDecodeTextLimits fits{c.config.max_batch, c.config.max_q_len, c.config.heads};
   for (int64_t i = 0; i < n; ++i) {
     const std::string p = "c" + std::to_string(i) + ".";
-    MlaDecodeCase call = mla_decode_from_text_prefixed(t, p);
+    MlaDecodeCase call = mla_decode_from_text(t, p, fits);
     MLA_REQUIRE(call.H == c.config.heads, "case: ", p, "heads is ", call.H, ", not the configuration's ",
                 c.config.heads);
     MLA_REQUIRE(call.B <= c.config.max_batch, "case: ", p, "batch ", call.B, " is past max_batch ", c.config.max_batch);
@@ -162,49 +183,75 @@ void graph_shape_to_text(const MlaDecodeImplReplayCase& c, CaseText& out) {
   out.set("num_blocks", c.num_blocks).set("kv_dtype", c.kv_fp8 ? "fp8" : "bf16");
   out.set("poison", int64_t{c.poison}).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
 }
+// All but num_blocks, which is read after the steps that read its pages (graph_num_blocks_from_text).
 MlaDecodeImplReplayCase graph_shape_from_text(const CaseText& t) {
   MlaDecodeImplReplayCase c;
   c.config = mla_decode_impl_config_from_text(t);
-  c.num_blocks = t.integer("num_blocks", 1, 65536);
   c.kv_fp8 = t.choice("kv_dtype", {"bf16", "fp8"}) == 1;
   c.poison = static_cast<uint8_t>(t.integer("poison", 0, 255));
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
+  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
   c.shuffled = t.flag("shuffled");
   return c;
+}
+
+// The highest page a graph step reads, and where (for a refusal's message).
+struct PageRead {
+  int64_t page = -1;
+  std::string where;
+};
+
+// The graphs' cache: every page a step reads inside it, at most 256 MiB.
+void graph_num_blocks_from_text(const CaseText& t, MlaDecodeImplReplayCase& c, const PageRead& top) {
+  const int64_t max_blocks = std::min<int64_t>(65536, kMaxCacheBytes / ((c.kv_fp8 ? 1 : 2) * c.config.page * kDim));
+  c.num_blocks = because(top.where + "a cache of page x 576 elements a block is at most 256 MiB", [&] {
+    return t.integer("num_blocks", std::max<int64_t>(1, top.page + 1), max_blocks);
+  });
 }
 
 void scales_to_text(const MlaDecodeImplReplayCase& c, const std::string& p, CaseText& out) {
   out.set_real(p + "base_scale", c.base_scale).set_real(p + "q_scale", c.q_scale).set_real(p + "k_scale", c.k_scale);
 }
 void scales_from_text(const CaseText& t, const std::string& p, MlaDecodeImplReplayCase& c) {
-  c.base_scale = t.real(p + "base_scale");
-  c.q_scale = t.real(p + "q_scale");
-  c.k_scale = t.real(p + "k_scale");
+  mla_decode_scales_from_text(t, p, c.base_scale, c.q_scale, c.k_scale);
 }
 
 void step_to_text(const MlaDecodeImplReplayStep& s, const std::string& p, CaseText& out) {
   out.set_list(p + "seq_lens", s.lens).set_list(p + "block_table", s.table);
   out.set(p + "seed", s.seed).set(p + "zero_rows", s.zero_rows);
 }
-// A step of graph c (its padded_batch and table width), checked as a dense case over the graph's
-// cache with c's scales (lengths the table holds, pages inside the cache, scales, the cache's size).
-MlaDecodeImplReplayStep step_from_text(const CaseText& t, const std::string& p, const MlaDecodeImplReplayCase& c) {
+// A step of graph c (its padded_batch and table width): lengths the table holds, a page >= 0 in
+// each column a request reads (top: the highest so far, for num_blocks), anything in the others.
+MlaDecodeImplReplayStep step_from_text(const CaseText& t, const std::string& p, const MlaDecodeImplReplayCase& c,
+                                       PageRead& top) {
   MlaDecodeImplReplayStep s;
-  const size_t cells = static_cast<size_t>(c.padded_batch * c.config.block_table_width);
-  s.lens = t.list<int32_t>(p + "seq_lens", 0, 1 << 20, static_cast<size_t>(c.padded_batch));
-  MLA_REQUIRE(s.lens.size() == static_cast<size_t>(c.padded_batch), "case: ", p, "seq_lens has ", s.lens.size(),
-              " values, not padded_batch ", c.padded_batch);
-  s.table = t.list<int32_t>(p + "block_table", INT32_MIN, INT32_MAX, cells);
-  MLA_REQUIRE(s.table.size() == cells, "case: ", p, "block_table has ", s.table.size(),
-              " values, not padded_batch x table_width = ", cells);
+  const int64_t W = c.config.block_table_width, page = c.config.page;
+  s.lens = because("a request's pages must fit the graph's table_width", [&] {
+    return t.list_exactly<int32_t>(p + "seq_lens", 0, std::min<int64_t>(1 << 20, W * page),
+                                   static_cast<size_t>(c.padded_batch));
+  });
+  std::vector<int64_t> lows(static_cast<size_t>(c.padded_batch * W), INT32_MIN);
+  for (int64_t b = 0; b < c.padded_batch; ++b) {
+    const int64_t needed = (s.lens[static_cast<size_t>(b)] + page - 1) / page;
+    for (int64_t w = 0; w < needed; ++w) lows[static_cast<size_t>(b * W + w)] = 0;
+  }
+  for (int64_t v : t.integers_from(p + "block_table", lows, INT32_MAX)) s.table.push_back(static_cast<int32_t>(v));
+  for (size_t i = 0; i < lows.size(); ++i) {
+    if (lows[i] == 0 && s.table[i] > top.page) {
+      top.page = s.table[i];
+      top.where = p + "block_table value " + std::to_string(i) + " reads page " + std::to_string(s.table[i]) + "; ";
+    }
+  }
   s.seed = t.unsigned_integer(p + "seed");
   s.zero_rows = t.flag(p + "zero_rows");
-  MlaDecodeImplReplayCase one = c;
-  one.steps = {s};
-  CaseText sub;
-  mla_decode_to_text(one.step_case(0), sub);
-  with_context("step " + p, [&] { return mla_decode_from_text(sub); });
   return s;
+}
+
+// Step i of graph c checked as a dense case over the graph's cache with c's scales (lengths the
+// table holds, pages inside the cache, scales, the cache's size): what the reads above ensure.
+void check_step(const MlaDecodeImplReplayCase& c, size_t i, const std::string& p) {
+  CaseText sub;
+  mla_decode_to_text(c.step_case(i), sub);
+  with_context("step " + p, [&] { return mla_decode_from_text(sub); });
 }
 
 }  // namespace
@@ -219,11 +266,15 @@ void mla_decode_impl_replay_to_text(const MlaDecodeImplReplayCase& c, CaseText& 
 
 MlaDecodeImplReplayCase mla_decode_impl_replay_from_text(const CaseText& t) {
   MlaDecodeImplReplayCase c = graph_shape_from_text(t);
-  c.padded_batch = t.integer("padded_batch", 1, c.config.max_batch);
-  c.q_len = t.integer("q_len", 1, c.config.max_q_len);
+  c.padded_batch =
+      because(kGraphShapeRule, [&] { return t.integer("padded_batch", 1, graph_max_batch(c.config)); });
+  c.q_len = because(kGraphShapeRule, [&] { return t.integer("q_len", 1, graph_max_q_len(c.config, c.padded_batch)); });
   scales_from_text(t, "", c);
   const int64_t n = t.integer("steps", 1, 8);
-  for (int64_t i = 0; i < n; ++i) c.steps.push_back(step_from_text(t, "s" + std::to_string(i) + ".", c));
+  PageRead top;
+  for (int64_t i = 0; i < n; ++i) c.steps.push_back(step_from_text(t, "s" + std::to_string(i) + ".", c, top));
+  graph_num_blocks_from_text(t, c, top);
+  for (size_t i = 0; i < c.steps.size(); ++i) check_step(c, i, "s" + std::to_string(i) + ".");
   return c;
 }
 
@@ -268,21 +319,31 @@ MlaDecodeImplSequenceCase mla_decode_impl_sequence_from_text(const CaseText& t) 
   MlaDecodeImplSequenceCase c;
   c.shape = graph_shape_from_text(t);
   const kernels::MlaDecodeImplConfig& cfg = c.shape.config;
+  const MlaDecodeTextLimits fits{cfg.max_batch, cfg.max_q_len, cfg.heads};
   const int64_t n = t.integer("commands", 0, 64);
+  std::map<int64_t, std::vector<int64_t>> captured;  // padded_batch -> its q_lens captured so far, ascending
+  PageRead top;
+  std::vector<std::string> replays;  // the replays' prefixes, in order
   for (int64_t i = 0; i < n; ++i) {
     const std::string p = "m" + std::to_string(i) + ".";
     MlaDecodeImplCommand m;
-    m.kind = static_cast<MlaDecodeImplCommand::Kind>(t.choice(p + "command", {"eager", "capture", "replay"}));
+    // A replay only once something is captured.
+    m.kind = static_cast<MlaDecodeImplCommand::Kind>(
+        captured.empty() ? because("no graph is captured yet to replay",
+                                   [&] { return t.choice(p + "command", {"eager", "capture"}); })
+                         : t.choice(p + "command", {"eager", "capture", "replay"}));
     if (m.kind == MlaDecodeImplCommand::kEager) {
-      m.eager = mla_decode_from_text_prefixed(t, p);
+      m.eager = mla_decode_from_text(t, p, fits);
       MLA_REQUIRE(m.eager.H == cfg.heads && m.eager.B <= cfg.max_batch && m.eager.q_len <= cfg.max_q_len, "case: ", p,
                   "heads, batch or q_len do not fit the configuration");
       c.commands.push_back(std::move(m));
       continue;
     }
-    m.padded_batch = t.integer(p + "padded_batch", 1, cfg.max_batch);
-    m.q_len = t.integer(p + "q_len", 1, cfg.max_q_len);
     if (m.kind == MlaDecodeImplCommand::kCapture) {
+      m.padded_batch =
+          because(kGraphShapeRule, [&] { return t.integer(p + "padded_batch", 1, graph_max_batch(cfg)); });
+      m.q_len =
+          because(kGraphShapeRule, [&] { return t.integer(p + "q_len", 1, graph_max_q_len(cfg, m.padded_batch)); });
       MlaDecodeImplReplayCase scales = c.shape;
       scales_from_text(t, p, scales);
       m.base_scale = scales.base_scale, m.q_scale = scales.q_scale, m.k_scale = scales.k_scale;
@@ -291,17 +352,35 @@ MlaDecodeImplSequenceCase mla_decode_impl_sequence_from_text(const CaseText& t) 
       for (const double v : {m.base_scale, m.q_scale, m.k_scale, m.base_scale * m.q_scale * m.k_scale}) {
         MLA_REQUIRE(std::isfinite(v) && v >= lo && v <= hi, "case: ", p, "scales give ", v, ", not in [2^-120, 2^120]");
       }
+      std::vector<int64_t>& q_lens = captured[m.padded_batch];
+      if (!std::binary_search(q_lens.begin(), q_lens.end(), m.q_len)) {
+        q_lens.insert(std::upper_bound(q_lens.begin(), q_lens.end(), m.q_len), m.q_len);
+      }
       c.commands.push_back(std::move(m));
       continue;
     }
-    const bool captured = std::any_of(c.commands.begin(), c.commands.end(), [&](const MlaDecodeImplCommand& e) {
-      return e.kind == MlaDecodeImplCommand::kCapture && e.padded_batch == m.padded_batch && e.q_len == m.q_len;
-    });
-    MLA_REQUIRE(captured, "case: ", p, "replays a graph of padded_batch ", m.padded_batch, " and q_len ", m.q_len,
-                " that no earlier command captured");
+    // A replay: padded_batch, then q_len, one of a graph captured before.
+    const auto pick = [&](const std::string& key, const std::vector<int64_t>& values) {
+      std::vector<std::string> words;
+      for (int64_t v : values) words.push_back(std::to_string(v));
+      std::vector<const char*> allowed;
+      for (const std::string& w : words) allowed.push_back(w.c_str());
+      return because("a replay replays a graph an earlier command captured",
+                     [&] { return values[static_cast<size_t>(t.choices_exactly(key, allowed, 1)[0])]; });
+    };
+    std::vector<int64_t> batches;
+    for (const auto& [batch, q_lens] : captured) batches.push_back(batch);
+    m.padded_batch = pick(p + "padded_batch", batches);
+    m.q_len = pick(p + "q_len", captured.at(m.padded_batch));
     c.commands.push_back(m);
-    m.step = step_from_text(t, p, c.graph(c.commands.back()));
+    m.step = step_from_text(t, p, c.graph(c.commands.back()), top);
     c.commands.back() = std::move(m);
+    replays.push_back(p);
+  }
+  graph_num_blocks_from_text(t, c.shape, top);
+  size_t r = 0;
+  for (const MlaDecodeImplCommand& m : c.commands) {
+    if (m.kind == MlaDecodeImplCommand::kReplay) check_step(c.graph(m), 0, replays[r++]);
   }
   return c;
 }

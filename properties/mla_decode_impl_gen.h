@@ -75,18 +75,19 @@ struct MlaDecodeImplSequenceCase {
 
 // The configuration's keys (max_batch, max_q_len, heads, max_splits, table_width, page, graph_q_dtype).
 void mla_decode_impl_config_to_text(const kernels::MlaDecodeImplConfig& c, CaseText& out);
-// The inverse, range-checked (and a workspace of at most 256 MiB).
+// The inverse, range-checked: a workspace of at most 256 MiB (heads and max_splits are read inside
+// it), max_batch x table_width at most 2^24 and table_width at most 65535 (a graph's block table row
+// is one line of a case).
 kernels::MlaDecodeImplConfig mla_decode_impl_config_from_text(const CaseText& t);
 
-// A dense MLA decode case as keys with a prefix ("c0.batch ..."), and the inverse (every key of
-// mla_decode_to_text must be there; errors name the prefixed key's case).
+// A dense MLA decode case as keys with a prefix ("c0.batch ..."); mla_decode_from_text(t, prefix)
+// reads it back.
 void mla_decode_to_text_prefixed(const MlaDecodeCase& c, const std::string& prefix, CaseText& out);
-MlaDecodeCase mla_decode_from_text_prefixed(const CaseText& t, const std::string& prefix);
 
 // The calls case: the configuration, `calls N`, then each call's keys prefixed "c<i>.".
 void mla_decode_impl_calls_to_text(const MlaDecodeImplCallsCase& c, CaseText& out);
-// The inverse: 1..16 calls, each valid as a dense case, with the configuration's heads, a batch and
-// q_len inside the configuration.
+// The inverse: 1..16 calls, each valid as a dense case (mla_decode_from_text with the prefix), with
+// the configuration's heads, a batch and q_len inside the configuration.
 MlaDecodeImplCallsCase mla_decode_impl_calls_from_text(const CaseText& t);
 
 // The replay case: the configuration, the graph's keys, `steps N`, then s<i>.seq_lens, s<i>.block_table,
@@ -94,13 +95,16 @@ MlaDecodeImplCallsCase mla_decode_impl_calls_from_text(const CaseText& t);
 void mla_decode_impl_replay_to_text(const MlaDecodeImplReplayCase& c, CaseText& out);
 // The inverse: padded_batch and q_len inside the configuration, 1..8 steps, each step valid as a
 // dense case over the graph's cache (every page a request reads inside it, lengths the table holds).
+// num_blocks is read after the steps (its range starts past the highest page they read).
 MlaDecodeImplReplayCase mla_decode_impl_replay_from_text(const CaseText& t);
 
 // The sequence case: the configuration and the graphs' cache keys, `commands N`, then for each
 // m<i>.command eager (and the call's keys prefixed m<i>.), capture (m<i>.padded_batch, m<i>.q_len,
 // m<i>.base_scale, ...) or replay (m<i>.padded_batch, m<i>.q_len and the step's keys).
 void mla_decode_impl_sequence_to_text(const MlaDecodeImplSequenceCase& c, CaseText& out);
-// The inverse: 0..64 commands, each replay after a capture of its graph, every call and step valid.
+// The inverse: 0..64 commands, each replay after a capture of its graph (a replay's command,
+// padded_batch and q_len are read as choices among what was captured before), every call and step
+// valid; num_blocks is read after the commands.
 MlaDecodeImplSequenceCase mla_decode_impl_sequence_from_text(const CaseText& t);
 
 namespace gen {

@@ -331,16 +331,17 @@ Verdict mla_decode_batch_permutation_commutes(Device& device, MlaDecodeFn* fn, c
 
 void register_mla_decode_properties(PropertyRegistry& r) {
   const auto find = [](const std::string& impl) { return kernels::registry().find<MlaDecodeFn>(impl); };
+  const auto read_case = [](const CaseText& t) { return mla_decode_from_text(t); };
   r.add(make_property<MlaDecodeCase>(
       "mla_decode.equals_oracle", "mla_decode",
       "o and lse equal the oracle's (len 0: 0 and -inf); only o, lse and the used workspace are written",
-      mla_decode_from_text, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+      read_case, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
         return mla_decode_equals_oracle(device, find(impl), c);
       }));
   r.add(make_property<MlaDecodeCase>(
       "mla_decode.split_count_invariant", "mla_decode",
       "1 split and one of the heuristic's count, the case's and 64 (by the seed) give the same o and lse within rounding",
-      mla_decode_from_text, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+      read_case, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
         return mla_decode_split_count_invariant(device, find(impl), c);
       }));
   using Permuted = std::pair<MlaDecodeCase, std::vector<int>>;

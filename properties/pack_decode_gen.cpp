@@ -24,12 +24,20 @@ std::vector<int32_t> prefix_sums(const std::vector<int32_t>& d) {
 
 int32_t pages_needed(int32_t len, int64_t page) { return static_cast<int32_t>((int64_t{len} + page - 1) / page); }
 
+// One of kRowDTypes, by name.
 DType read_row_dtype(const CaseText& t) {
-  const std::string& w = t.word("dtype");
-  const auto d = parse_dtype(w);
-  MLA_REQUIRE(d && std::find(std::begin(kRowDTypes), std::end(kRowDTypes), *d) != std::end(kRowDTypes),
-              "case: dtype '", w, "' is not one of fp32, bf16, fp8_e4m3, int32");
-  return *d;
+  return kRowDTypes[t.choice("dtype", {"fp32", "bf16", "fp8_e4m3", "int32"})];
+}
+
+// How many values the list under key holds, in [lo, hi], for a reader of exactly that many: drawn
+// when drawing; otherwise the text's own count (refused outside [lo, hi]), whose bytes an encoding
+// records where the draw would be. A list reader with a least count would say this directly.
+size_t list_count(const CaseText& t, const std::string& key, size_t lo, size_t hi) {
+  if (t.drawing()) return static_cast<size_t>(t.code(0, static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
+  const size_t n = t.words(key, hi).size();
+  MLA_REQUIRE(n >= lo, "case: '", key, "' has ", n, " values, needs ", lo, " to ", hi);
+  t.code(static_cast<int64_t>(n), static_cast<int64_t>(lo), static_cast<int64_t>(hi));
+  return n;
 }
 
 }  // namespace
@@ -71,11 +79,13 @@ void pack_decode_to_text(const PackDecodeCase& c, CaseText& out) {
 PackDecodeCase pack_decode_from_text(const CaseText& t) {
   PackDecodeCase c;
   c.next_n = t.integer("next_n", 1, 16);
-  c.decode_lens = t.list<int32_t>("decode_lens", 0, c.next_n, 256);
-  MLA_REQUIRE(!c.decode_lens.empty(), "case: decode_lens is empty (a batch has at least one request)");
-  c.row_shape = t.list<int64_t>("row_shape", 1, 4096, 2);
-  MLA_REQUIRE(!c.row_shape.empty() && c.row_elements() <= 4096, "case: row_shape needs one or two sizes with at most ",
-              "4096 elements in all");
+  // A batch has at least one request.
+  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, c.next_n, list_count(t, "decode_lens", 1, 256));
+  // One or two sizes, at most 4096 elements in all.
+  const size_t dims = list_count(t, "row_shape", 1, 2);
+  c.row_shape = t.list_exactly<int64_t>("row_shape", 1, 4096, dims);
+  MLA_REQUIRE(c.row_elements() <= 4096, "case: row_shape ", c.row_shape[0], " ", c.row_shape.back(), " has ",
+              c.row_elements(), " elements, more than 4096");
   c.dtype = read_row_dtype(t);
   c.token_lead_rows = t.integer("token_lead_rows", 0, 64);
   c.token_row_pad = t.integer("token_row_pad", 0, 64);
@@ -87,8 +97,7 @@ PackDecodeCase pack_decode_from_text(const CaseText& t) {
   c.dst_tail_rows = t.integer("dst_tail_rows", 0, 64);
   c.qsl_lead = t.integer("qsl_lead", 0, 64);
   c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
   c.shuffled = t.flag("shuffled");
   return c;
 }
@@ -104,42 +113,43 @@ void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out) {
 
 TopkToGlobalCase topk_to_global_from_text(const CaseText& t) {
   TopkToGlobalCase c;
-  c.decode_lens = t.list<int32_t>("decode_lens", 0, 16, 256);
-  MLA_REQUIRE(!c.decode_lens.empty(), "case: decode_lens is empty (a batch has at least one request)");
-  c.seq_lens = t.list<int32_t>("seq_lens", 0, 1 << 20, 256);
-  MLA_REQUIRE(c.seq_lens.size() == c.decode_lens.size(), "case: seq_lens has ", c.seq_lens.size(),
-              " values, decode_lens ", c.decode_lens.size(), " (one per request)");
-  c.k = t.integer("k", 1, 4096);
+  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, 16, list_count(t, "decode_lens", 1, 256));
+  const size_t B = c.decode_lens.size();
+  // The local and global rows hold T x (k + local_row_pad + global_row_pad) elements, at most 2^24.
+  constexpr int64_t kMaxElements = int64_t{1} << 24;
+  const int64_t row_room = c.T() == 0 ? kMaxElements : kMaxElements / c.T();  // >= 4096: T <= 256 x 16
+  c.k = t.integer("k", 1, std::min<int64_t>(4096, row_room));
+  c.local_row_pad = t.integer("local_row_pad", 0, std::min<int64_t>(64, row_room - c.k));
+  c.global_row_pad = t.integer("global_row_pad", 0, std::min<int64_t>(64, row_room - c.k - c.local_row_pad));
   c.page = t.integer("page", 1, 1024);
-  c.W = t.integer("table_width", 1, 4096);
-  c.block_table = t.list<int32_t>("block_table", std::numeric_limits<int32_t>::min(),
-                                  std::numeric_limits<int32_t>::max(), static_cast<size_t>(c.B() * c.W));
-  MLA_REQUIRE(static_cast<int64_t>(c.block_table.size()) == c.B() * c.W, "case: block_table has ",
-              c.block_table.size(), " entries for ", c.B(), " requests x table_width ", c.W);
-  // The pages a request's indices reach must hold real pages whose slots fit int32.
+  // A case file's line holds at most 65536 values: the table's B x W among them.
+  c.W = t.integer("table_width", 1, std::min<int64_t>(4096, 65536 / static_cast<int64_t>(B)));
+  // A request's indices lie in [0, L): its pages, ceil(L / page) of them, lie within the table.
+  c.seq_lens = t.list_exactly<int32_t>("seq_lens", 0, std::min<int64_t>(int64_t{1} << 20, c.W * c.page), B);
+  // The pages a request's indices reach must hold real pages whose slots fit int32; the columns
+  // past them hold garbage (any int32) that nothing reads.
   const int64_t max_page = (int64_t{std::numeric_limits<int32_t>::max()} - c.page + 1) / c.page;
-  for (int64_t b = 0; b < c.B(); ++b) {
-    const int32_t need = pages_needed(c.seq_lens[static_cast<size_t>(b)], c.page);
-    MLA_REQUIRE(need <= c.W, "case: request ", b, "'s seq_len ", c.seq_lens[static_cast<size_t>(b)], " needs ", need,
-                " pages of ", c.page, ", more than table_width ", c.W);
-    for (int32_t w = 0; w < need; ++w) {
-      const int32_t p = c.block_table[static_cast<size_t>(b * c.W + w)];
-      MLA_REQUIRE(p >= 0 && p <= max_page, "case: block_table[", b, ", ", w, "] = ", p, " is not a page in [0, ",
-                  max_page, "] (request ", b, " reads it)");
-    }
+  std::vector<int64_t> lows(B * static_cast<size_t>(c.W), std::numeric_limits<int32_t>::min());
+  for (size_t b = 0; b < B; ++b) {
+    const int32_t need = pages_needed(c.seq_lens[b], c.page);
+    for (int32_t w = 0; w < need; ++w) lows[b * static_cast<size_t>(c.W) + static_cast<size_t>(w)] = 0;
+  }
+  for (int64_t p : t.integers_from("block_table", lows, std::numeric_limits<int32_t>::max())) {
+    c.block_table.push_back(static_cast<int32_t>(p));
+  }
+  for (size_t i = 0; i < lows.size(); ++i) {
+    const int32_t p = c.block_table[i];
+    MLA_REQUIRE(lows[i] < 0 || p <= max_page, "case: block_table[", i / static_cast<size_t>(c.W), ", ",
+                i % static_cast<size_t>(c.W), "] = ", p, " is not a page in [0, ", max_page, "] (request ",
+                i / static_cast<size_t>(c.W), " reads it)");
   }
   c.table_lead = t.integer("table_lead", 0, 64);
   c.table_row_pad = t.integer("table_row_pad", 0, 64);
-  c.local_row_pad = t.integer("local_row_pad", 0, 64);
   c.global_lead_rows = t.integer("global_lead_rows", 0, 64);
-  c.global_row_pad = t.integer("global_row_pad", 0, 64);
   c.qsl_lead = t.integer("qsl_lead", 0, 64);
   c.in_place = t.flag("in_place");
-  MLA_REQUIRE(c.T() * (c.k + c.local_row_pad + c.global_row_pad) <= (int64_t{1} << 24), "case: ", c.T(),
-              " tokens x k ", c.k, " is too large");
   c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
   c.shuffled = t.flag("shuffled");
   return c;
 }

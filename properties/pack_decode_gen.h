@@ -74,6 +74,10 @@ void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out);
 // and leads <= 64, pages 1..1024, k <= 4096) and checked against the others (decode lengths within
 // next_n, one seq_len per request, a request's pages within the table and in range so no slot
 // overflows int32, the table holding B x W entries); a bad one throws mlacheck::Error naming the key.
+// Each value's range depends only on values read before it (seq_lens after the table's width and
+// page, so a request's pages lie within the table), so fuzz input bytes decode to a case
+// (properties/case_text.h); what no range says (a 2-D row_shape's product, a read page past int32
+// slots) stays a check.
 PackDecodeCase pack_decode_from_text(const CaseText& t);
 TopkToGlobalCase topk_to_global_from_text(const CaseText& t);
 

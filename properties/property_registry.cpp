@@ -48,8 +48,15 @@ ReproResult run_case_text(const CaseText& c, const std::string& backend, const s
   std::string why;
   MLA_REQUIRE(kernels::device_usable(*b, &why), "backend ", r.backend, " is not usable here: ", why);
   check_property_impl(p, r.impl);
+  p.parse(c);  // a malformed case throws here, before anything runs
   const auto device = kernels::make_device(*b);
-  r.verdict = p.run(*device, r.impl, c);
+  try {
+    r.verdict = p.run(*device, r.impl, c);
+  } catch (const Error& e) {
+    // The case is well formed, so a throw is the implementation's: it refused a valid case, or
+    // faulted (a host kernel fault, a device fault).
+    r.verdict = std::string("the implementation threw: ") + e.what();
+  }
   return r;
 }
 

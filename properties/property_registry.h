@@ -86,7 +86,8 @@ struct ReproResult {
 };
 // Runs case c: its property on its backend and implementation unless backend / impl (not empty)
 // override them. Throws mlacheck::Error for a malformed case, an unknown property or
-// implementation, or a backend not usable here.
+// implementation, or a backend not usable here; an error the run throws for a well-formed case
+// (the implementation refused it or faulted) is a violation, "the implementation threw: ...".
 ReproResult run_case_text(const CaseText& c, const std::string& backend = "", const std::string& impl = "");
 
 // The header every printed case starts with.

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/topk.h"
+#include "kernels/topk.h"
 
 namespace mlacheck {
 
@@ -165,14 +166,16 @@ void topk_to_text(const TopkCase& c, CaseText& out) {
 
 namespace {
 
-// The case's keys, with lengths one of `allowed` (a property of one family names only its own).
-TopkCase read_topk_case(const CaseText& t, std::initializer_list<TopkLengths> allowed) {
+// The case's keys, with lengths one of `allowed` (a property of one family names only its own),
+// k in [min_k, max_k] and next_n at most max_next_n.
+TopkCase read_topk_case(const CaseText& t, std::initializer_list<TopkLengths> allowed, int64_t min_k = 1,
+                        int64_t max_k = 262144, int64_t max_next_n = 16) {
   TopkCase c;
   std::vector<const char*> names;
   for (TopkLengths l : allowed) names.push_back(topk_lengths_name(l));
   c.lengths = *(allowed.begin() + t.choices_exactly("lengths", names, 1)[0]);
-  c.k = t.integer("k", 1, 262144);
-  c.next_n = c.prefill() ? t.integer("next_n", 1, 1) : t.integer("next_n", 1, 16);
+  c.k = t.integer("k", min_k, max_k);
+  c.next_n = t.integer("next_n", 1, c.prefill() ? 1 : max_next_n);
   c.rows = t.multiple("rows", c.next_n, 1, 4096);
   c.cols = t.integer("cols", 0, int64_t{1} << 20);
   const size_t rows = static_cast<size_t>(c.rows);
@@ -221,6 +224,15 @@ TopkCase topk_decode_from_text(const CaseText& t) {
   return read_topk_case(t, {TopkLengths::kDecode1D, TopkLengths::kDecode2D});
 }
 TopkCase topk_prefill_from_text(const CaseText& t) { return read_topk_case(t, {TopkLengths::kPrefill}); }
+TopkCase topk_fast_k_from_text(const CaseText& t, bool prefill) {
+  return prefill ? read_topk_case(t, {TopkLengths::kPrefill}, kernels::kTopkFastK, kernels::kTopkFastK)
+                 : read_topk_case(t, {TopkLengths::kDecode1D, TopkLengths::kDecode2D}, kernels::kTopkFastK,
+                                  kernels::kTopkFastK);
+}
+TopkCase topk_split_from_text(const CaseText& t) {
+  // At most kTopkMaxSplits chunks of at most k candidates: k <= 4096 keeps them one unsplit row.
+  return read_topk_case(t, {TopkLengths::kDecode2D}, 1, kernels::kTopkSplitRowMinLen / kernels::kTopkMaxSplits, 1);
+}
 
 TopkCase topk_rows_of_lengths(int64_t k, const std::vector<int64_t>& lengths, int64_t cols, uint64_t seed,
                               const std::vector<TopkPattern>& patterns) {

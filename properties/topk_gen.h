@@ -76,6 +76,10 @@ TopkCase topk_from_text(const CaseText& t);
 // The same, for one family's properties: lengths must be decode-1d or decode-2d / prefill.
 TopkCase topk_decode_from_text(const CaseText& t);
 TopkCase topk_prefill_from_text(const CaseText& t);
+// The fast-path property's cases: k = 2048 (decode or prefill lengths).
+TopkCase topk_fast_k_from_text(const CaseText& t, bool prefill);
+// The split property's cases: decode-2d rows, next_n 1, k <= 4096.
+TopkCase topk_split_from_text(const CaseText& t);
 
 // The row lengths the oracle gives the case (decode from seq_lens, prefill ke - ks).
 std::vector<int64_t> topk_row_lengths(const TopkCase& c);

@@ -349,20 +349,22 @@ void register_topk_properties(PropertyRegistry& r) {
       }));
   r.add(make_ref_property<TopkCase>(
       "topk_decode.fast_path_equals_general", "topk_decode",
-      "ref only: at k = 2048 the fast path and the general path select the same values", topk_decode_from_text,
+      "ref only: at k = 2048 the fast path and the general path select the same values",
+      [](const CaseText& t) { return topk_fast_k_from_text(t, false); },
       [](Device& device, const std::string&, const TopkCase& c) {
         return topk_fast_path_equals_general(device, &launch_topk, c);
       }));
   r.add(make_ref_property<TopkCase>(
       "topk_prefill.fast_path_equals_general", "topk_prefill",
-      "ref only: at k = 2048 the fast path and the general path select the same values", topk_prefill_from_text,
+      "ref only: at k = 2048 the fast path and the general path select the same values",
+      [](const CaseText& t) { return topk_fast_k_from_text(t, true); },
       [](Device& device, const std::string&, const TopkCase& c) {
         return topk_fast_path_equals_general(device, &launch_topk, c);
       }));
   r.add(make_ref_property<TopkCase>(
       "topk_decode.split_rows_equal_chunked_general", "topk_decode",
       "ref only: a row split in chunks selects what the general path selects over the chunks' selections",
-      topk_decode_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
+      topk_split_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
         return topk_split_rows_equal_chunked_general(device, registry().find<TopkDecodeFn>(impl), &launch_topk, c);
       }));
 }
