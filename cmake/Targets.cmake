@@ -91,6 +91,12 @@ function(mlacheck_add_kernels name)
   endif()
 endfunction()
 
+# How the harnesses get a fuzzing engine: clang's libFuzzer by default; OSS-Fuzz and ClusterFuzzLite
+# builds pass their $LIB_FUZZING_ENGINE (a flag, or the path of an engine library) and instrument
+# every object through CFLAGS/CXXFLAGS themselves.
+set(MLACHECK_FUZZ_ENGINE "-fsanitize=fuzzer" CACHE STRING
+    "Link flags or libraries giving the fuzz harnesses their engine and main (OSS-Fuzz: $LIB_FUZZING_ENGINE)")
+
 # mlacheck_add_fuzzer(name SOURCES ... DEPS ... CORPUS dir RUNS n): a libFuzzer harness, and a
 # ctest (label fuzz) that replays its corpus and then fuzzes for a fixed number of runs.
 function(mlacheck_add_fuzzer name)
@@ -99,8 +105,19 @@ function(mlacheck_add_fuzzer name)
     return()
   endif()
   add_executable(${name} ${A_SOURCES})
-  target_compile_options(${name} PRIVATE -fsanitize=fuzzer ${MLACHECK_WARNINGS})
-  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  if(MLACHECK_FUZZ_ENGINE STREQUAL "-fsanitize=fuzzer")
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer ${MLACHECK_WARNINGS})
+  else()
+    target_compile_options(${name} PRIVATE ${MLACHECK_WARNINGS})
+  endif()
+  separate_arguments(engine UNIX_COMMAND "${MLACHECK_FUZZ_ENGINE}")
+  foreach(item IN LISTS engine)
+    if(item MATCHES "^-")
+      target_link_options(${name} PRIVATE ${item})
+    else()
+      target_link_libraries(${name} PRIVATE ${item})
+    endif()
+  endforeach()
   target_link_libraries(${name} PRIVATE ${A_DEPS})
   if(NOT A_RUNS)
     set(A_RUNS 20000)

@@ -35,6 +35,9 @@ else()
       set(CMAKE_CUDA_HOST_COMPILER /usr/bin/g++)
     endif()
     enable_language(CUDA)
+    # With sanitizer link flags, CMake records g++'s sanitizer runtimes (libasan, libubsan) among the
+    # CUDA link libraries; a clang build links its own, and two ASan runtimes refuse to start.
+    list(REMOVE_ITEM CMAKE_CUDA_IMPLICIT_LINK_LIBRARIES asan ubsan)
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)

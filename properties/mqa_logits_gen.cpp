@@ -2,7 +2,10 @@
 #include "properties/mqa_logits_gen.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "properties/block_table_gen.h"
@@ -72,17 +75,23 @@ void common_from_text(const CaseText& t, Case& c) {
   c.key_exponent = static_cast<int>(t.integer("key_exponent", -kMaxKeyExponent, kMaxKeyExponent));
   c.poison = static_cast<uint8_t>(t.integer("poison", 0x7E, 0x7F));
   c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
   c.shuffled = t.flag("shuffled");
 }
 
 constexpr int64_t kMaxLen = 65536, kSlack = 4096;
+constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min(), kInt32Max = std::numeric_limits<int32_t>::max();
+// The most values a case file's line holds (CaseText::parse: a key and at most 2^16 - 1 values).
+constexpr int64_t kMaxListValues = (int64_t{1} << 16) - 1;
+// What a case may stage: the KV cache (bytes) and the logits (elements).
+constexpr int64_t kMaxCacheBytes = int64_t{1} << 28, kMaxLogits = int64_t{1} << 26;
 
-// H x D must fit one block's shared memory (the glue refuses it otherwise).
-void require_fits(int64_t H, int64_t D) {
-  MLA_REQUIRE(kernels::logits_rows_per_block(1, H, D) >= 1, "case: heads ", H, " x head_dim ", D,
-              " do not fit one block's shared memory");
+// The largest head_dim whose H x D fits one block's shared memory (the glue refuses more); one row
+// of any H <= 128 fits at D = 1, and the fit only shrinks as D grows.
+int64_t max_head_dim(int64_t H) {
+  int64_t D = 576;
+  while (D > 1 && kernels::logits_rows_per_block(1, H, D) < 1) --D;
+  return D;
 }
 
 }  // namespace
@@ -97,53 +106,56 @@ void paged_logits_to_text(const PagedLogitsCase& c, CaseText& out) {
   common_to_text(c.mode, c.ue8m0, c.keys, c.key_exponent, c.poison, c.seed, c.warp_size, c.shuffled, out);
 }
 
+// Reads constructively (properties/case_text.h, "Fuzz inputs"): each value's range follows from the
+// values read before it, so the rules are the readers' ranges and almost any fuzz input bytes make
+// a case. The scalars come first and the lists last (the bytes a fuzzer mutates first steer the
+// shape; the long lists take the rest); max_context_len before the lengths it bounds, block_stride
+// and the table's needed columns before num_blocks, which holds their pages within 256 MiB.
 PagedLogitsCase paged_logits_from_text(const CaseText& t) {
   PagedLogitsCase c;
   c.B = t.integer("batch", 1, 256);
   c.next_n = t.integer("next_n", 1, 64);
   c.H = t.integer("heads", 1, 128);
-  c.D = t.integer("head_dim", 1, 576);
-  require_fits(c.H, c.D);
+  c.D = t.integer("head_dim", 1, max_head_dim(c.H));  // H x D within one block's shared memory
   c.block_size = t.integer("block_size", 1, 1024);
   c.lens_2d = t.choice("lens_layout", {"1d", "2d"}) == 1;
-  c.lens_stride = t.integer("lens_stride", 1, 64);
-  MLA_REQUIRE(!c.lens_2d || c.lens_stride == 1, "case: lens_stride ", c.lens_stride, " with 2-D lengths (C-contiguous)");
-  const size_t count = static_cast<size_t>(c.lens_2d ? c.rows() : c.B);
-  c.lens = t.list<int32_t>("context_lens", 0, kMaxLen, count);
-  MLA_REQUIRE(c.lens.size() == count, "case: context_lens has ", c.lens.size(), " values, want ", count,
-              c.lens_2d ? " (batch x next_n)" : " (batch)");
-  c.max_context_len = t.integer("max_context_len", 0, kMaxLen);
-  for (int64_t r = 0; r < c.rows(); ++r) {
-    MLA_REQUIRE(c.row_len(r / c.next_n, r % c.next_n) <= c.max_context_len, "case: context_lens: row ", r, " has length ",
-                c.row_len(r / c.next_n, r % c.next_n), ", past max_context_len ", c.max_context_len);
-  }
-  c.W = t.integer("table_width", 0, kMaxLen);
-  for (int64_t b = 0; b < c.B; ++b) {
-    MLA_REQUIRE(c.needed(b) <= c.W, "case: table_width ", c.W, " is narrower than request ", b, "'s ", c.needed(b),
-                " pages");
-  }
+  c.lens_stride = t.integer("lens_stride", 1, c.lens_2d ? 1 : 64);  // 2-D lengths are C-contiguous
+  // Every row's logits fit a logits_stride >= max_context_len within 2^26 elements.
+  c.max_context_len = t.integer("max_context_len", 0, std::min(kMaxLen, kMaxLogits / c.rows()));
+  c.logits_stride = t.integer("logits_stride", std::max<int64_t>(c.max_context_len, 1),
+                              std::min(c.max_context_len + kSlack, kMaxLogits / c.rows()));
+  c.logits_offset = t.integer("logits_offset", 0, kSlack);
+  c.kv_offset = t.integer("kv_offset", 0, kSlack);
   c.table_row_pad = t.integer("table_row_pad", 0, 64);
-  c.num_blocks = t.integer("num_blocks", 1, kMaxLen);
-  c.table = t.list<int32_t>("block_table", INT32_MIN, INT32_MAX, static_cast<size_t>(c.B * c.W));
-  MLA_REQUIRE(static_cast<int64_t>(c.table.size()) == c.B * c.W, "case: block_table has ", c.table.size(),
-              " values, want batch x table_width = ", c.B * c.W);
+  c.pass_host_lens = t.flag("host_lens");
+  const int64_t block_bytes = c.block_size * (c.D + 4);
+  c.block_stride = t.multiple("block_stride", 4, block_bytes, block_bytes + kSlack);
+  common_from_text(t, c);
+  // A request's longest row is its 1-D length L (row next_n - 1), or its longest 2-D row: each is
+  // within max_context_len, and its pages within a table of batch x table_width <= kMaxListValues.
+  const int64_t max_len = std::min(c.max_context_len, c.block_size * (kMaxListValues / c.B));
+  c.lens = t.list_exactly<int32_t>("context_lens", 0, max_len, static_cast<size_t>(c.lens_2d ? c.rows() : c.B));
+  int64_t needed = 0;
+  for (int64_t b = 0; b < c.B; ++b) needed = std::max(needed, c.needed(b));
+  c.W = t.integer("table_width", needed, std::min(kMaxLen, kMaxListValues / c.B));
+  // A request's needed columns hold pages of the cache; the columns past them may hold anything.
+  std::vector<int64_t> lows(static_cast<size_t>(c.B * c.W), kInt32Min);
+  for (int64_t b = 0; b < c.B; ++b) std::fill_n(lows.begin() + b * c.W, c.needed(b), int64_t{0});
+  for (int64_t v : t.integers_from("block_table", lows, kInt32Max)) c.table.push_back(static_cast<int32_t>(v));
+  // No range expresses "a needed page is within the cache" (the garbage shares the list's top):
+  // the one check left. num_blocks then covers every needed page.
+  const int64_t max_blocks = std::min(kMaxLen, kMaxCacheBytes / c.block_stride);
+  int64_t pages = 1;
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t col = 0; col < c.needed(b); ++col) {
-      const int32_t page = c.table[static_cast<size_t>(b * c.W + col)];
-      MLA_REQUIRE(page >= 0 && page < c.num_blocks, "case: block_table: request ", b, " column ", col, " is page ", page,
-                  ", outside the cache's ", c.num_blocks, " (only columns past a request's pages may be garbage)");
+      const int64_t page = c.table[static_cast<size_t>(b * c.W + col)];
+      MLA_REQUIRE(page < max_blocks, "case: block_table: request ", b, " column ", col, " is page ", page,
+                  ", past the largest cache (", max_blocks, " pages: at most ", kMaxLen,
+                  " and 256 MiB at this block_stride)");
+      pages = std::max(pages, page + 1);
     }
   }
-  const int64_t block_bytes = c.block_size * (c.D + 4);
-  c.block_stride = t.integer("block_stride", block_bytes, block_bytes + kSlack);
-  MLA_REQUIRE(c.block_stride % 4 == 0, "case: block_stride ", c.block_stride, " is not a multiple of 4");
-  MLA_REQUIRE(c.num_blocks * c.block_stride <= (int64_t{1} << 28), "case: num_blocks x block_stride is over 256 MiB");
-  c.kv_offset = t.integer("kv_offset", 0, kSlack);
-  c.logits_stride = t.integer("logits_stride", std::max<int64_t>(c.max_context_len, 1), c.max_context_len + kSlack);
-  MLA_REQUIRE(c.rows() * c.logits_stride <= (int64_t{1} << 26), "case: batch x next_n x logits_stride is over 2^26");
-  c.logits_offset = t.integer("logits_offset", 0, kSlack);
-  c.pass_host_lens = t.flag("host_lens");
-  common_from_text(t, c);
+  c.num_blocks = t.integer("num_blocks", pages, max_blocks);
   return c;
 }
 
@@ -156,31 +168,27 @@ void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out) {
   common_to_text(c.mode, c.ue8m0, c.keys, c.key_exponent, c.poison, c.seed, c.warp_size, c.shuffled, out);
 }
 
+// Reads constructively, as paged_logits_from_text does: keys_count within what rows x logits_stride
+// >= keys_count allows, the lists last, ks before ke (ke[m] >= ks[m]).
 PrefillLogitsCase prefill_logits_from_text(const CaseText& t) {
   PrefillLogitsCase c;
   c.M = t.integer("rows", 1, 4096);
-  c.N = t.integer("keys_count", 0, kMaxLen);
+  c.N = t.integer("keys_count", 0, std::min(kMaxLen, kMaxLogits / c.M));
   c.H = t.integer("heads", 1, 128);
-  c.D = t.integer("head_dim", 1, 576);
-  require_fits(c.H, c.D);
-  c.ks = t.list<int32_t>("ks", 0, c.N, static_cast<size_t>(c.M));
-  c.ke = t.list<int32_t>("ke", 0, c.N, static_cast<size_t>(c.M));
-  MLA_REQUIRE(static_cast<int64_t>(c.ks.size()) == c.M && static_cast<int64_t>(c.ke.size()) == c.M, "case: ks and ke ",
-              "need rows = ", c.M, " values each, got ", c.ks.size(), " and ", c.ke.size());
-  for (int64_t m = 0; m < c.M; ++m) {
-    MLA_REQUIRE(c.ks[static_cast<size_t>(m)] <= c.ke[static_cast<size_t>(m)], "case: ks: row ", m, " starts at ",
-                c.ks[static_cast<size_t>(m)], " after its end ke ", c.ke[static_cast<size_t>(m)]);
-  }
-  c.k_stride = t.integer("k_stride", c.D, c.D + kSlack);
+  c.D = t.integer("head_dim", 1, max_head_dim(c.H));  // H x D within one block's shared memory
+  // keys_count x k_stride within 256 MiB (N <= 65536 leaves k_stride at least 4096 >= D).
+  c.k_stride = t.integer("k_stride", c.D, std::min(c.D + kSlack, kMaxCacheBytes / std::max<int64_t>(c.N, 1)));
   c.k_offset = t.integer("k_offset", 0, kSlack);
   c.scale_stride = t.integer("scale_stride", 1, 64);
   c.range_stride = t.integer("range_stride", 1, 64);
-  MLA_REQUIRE(c.N * c.k_stride <= (int64_t{1} << 28), "case: keys_count x k_stride is over 256 MiB");
-  c.logits_stride = t.integer("logits_stride", std::max<int64_t>(c.N, 1), c.N + kSlack);
-  MLA_REQUIRE(c.M * c.logits_stride <= (int64_t{1} << 26), "case: rows x logits_stride is over 2^26");
+  c.logits_stride = t.integer("logits_stride", std::max<int64_t>(c.N, 1), std::min(c.N + kSlack, kMaxLogits / c.M));
   c.logits_offset = t.integer("logits_offset", 0, kSlack);
   c.pass_host_ranges = t.flag("host_ranges");
   common_from_text(t, c);
+  c.ks = t.list_exactly<int32_t>("ks", 0, c.N, static_cast<size_t>(c.M));
+  for (int64_t e : t.integers_from("ke", std::vector<int64_t>(c.ks.begin(), c.ks.end()), c.N)) {
+    c.ke.push_back(static_cast<int32_t>(e));
+  }
   return c;
 }
 

@@ -83,10 +83,12 @@ void paged_logits_to_text(const PagedLogitsCase& c, CaseText& out);
 void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out);
 // The inverses. Every value is range-checked (sizes the host backend runs in seconds: B <= 256,
 // H <= 128, D <= 576 and H x D within one block's shared memory, lengths <= 65536, pages of 1..1024
-// tokens, strides and offsets within 4096 of the tightest) and checked against the others (one
-// length per request or row, every length within max_context_len and the table, the table's
-// needed columns inside the cache, strides that hold a row): a hand-edited case that breaks one
-// throws mlacheck::Error naming the key.
+// tokens, strides and offsets within 4096 of the tightest, a block table of at most 65535 entries)
+// and checked against the others (one length per request or row, every length within
+// max_context_len and the table, the table's needed columns inside the cache, strides that hold a
+// row): a hand-edited case that breaks one throws mlacheck::Error naming the key. They read
+// constructively (properties/case_text.h, "Fuzz inputs"): each value's range follows from the values
+// read before it, so almost any fuzz input bytes decode to a case.
 PagedLogitsCase paged_logits_from_text(const CaseText& t);
 PrefillLogitsCase prefill_logits_from_text(const CaseText& t);
 

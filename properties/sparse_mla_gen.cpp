@@ -2,10 +2,8 @@
 #include "properties/sparse_mla_gen.h"
 
 #include <array>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -20,6 +18,16 @@ namespace {
 
 constexpr int64_t kToken = kernels::kSparseMlaTokenBytes;
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int32_t kInt32Min = std::numeric_limits<int32_t>::min();
+constexpr int64_t kMaxRows = 65536;                    // query rows (batch x s_q x heads)
+constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage
+// The largest |softmax_scale|: lse's tolerance (core/tolerances.cpp) bounds fp32 log-sum-exp
+// rounding only, not the scores' own fp32 rounding, which grows with the scale: on random cases
+// sparse_mla_decode@ref exceeds it at |scale| 0.5 (1.5x) and far past it at 2 and more. The
+// generators' largest scale is 0.25; production's is 1 / sqrt(192) = 0.072 (x 1.87 with YaRN).
+constexpr double kMaxSoftmaxScale = 0.25;
+// The most values a case file's line holds (CaseText::parse: a key and at most 2^16 - 1 values).
+constexpr int64_t kMaxListValues = (int64_t{1} << 16) - 1;
 
 float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 
@@ -115,63 +123,49 @@ void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out) {
   out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
 }
 
+// Reads constructively (properties/case_text.h, "Fuzz inputs"): each value's range follows from the
+// values read before it, so almost any fuzz input bytes make a case. heads and topk are bounded by
+// the query rows and entries batch x s_q leave, the strides come before num_blocks (the cache is at
+// most 256 MiB), the lists' lengths follow the shapes and flags. The scalars come first and the
+// lists last: the bytes a fuzzer mutates first steer the case, the indices take the rest.
 SparseMlaCase sparse_mla_from_text(const CaseText& t) {
   SparseMlaCase c;
   c.B = t.integer("batch", 1, 1024);
   c.S = t.integer("s_q", 1, 16);
-  c.H = t.integer("heads", 1, 128);
-  c.topk = t.integer("topk", 1, 8192);
-  MLA_REQUIRE(c.B * c.S * c.H <= 65536, "case: batch x s_q x heads is ", c.B * c.S * c.H, ", over 65536 query rows");
-  MLA_REQUIRE(c.B * c.S * c.topk <= 65536, "case: batch x s_q x topk is ", c.B * c.S * c.topk, ", over 65536 entries");
+  // batch x s_q x heads <= 65536 query rows; batch x s_q x topk entries fit one case file line.
+  c.H = t.integer("heads", 1, std::min<int64_t>(128, kMaxRows / (c.B * c.S)));
+  c.topk = t.integer("topk", 1, std::min<int64_t>(8192, kMaxListValues / (c.B * c.S)));
   c.page = t.integer("page", 1, 1024);
-  c.num_blocks = t.integer("num_blocks", 1, 65536);
-  MLA_REQUIRE(c.num_slots() <= kInt32Max, "case: num_blocks x page is past int32 slots");
-  c.token_stride = t.integer("token_stride", kToken, 4096);
-  MLA_REQUIRE(c.token_stride % 16 == 0, "case: token_stride ", c.token_stride, " is not a multiple of 16");
-  c.block_stride = t.integer("block_stride", c.page * c.token_stride, int64_t{1} << 28);
-  MLA_REQUIRE(c.block_stride % 16 == 0, "case: block_stride ", c.block_stride, " is not a multiple of 16");
-  MLA_REQUIRE(c.num_blocks * c.block_stride <= (int64_t{1} << 28), "case: num_blocks x block_stride is ",
-              c.num_blocks * c.block_stride, " bytes, over the 256 MiB a case may stage");
-  c.kv_offset = t.integer("kv_offset", 0, 4096);
-  MLA_REQUIRE(c.kv_offset % 16 == 0, "case: kv_offset ", c.kv_offset, " is not a multiple of 16");
+  c.token_stride = t.multiple("token_stride", 16, kToken, 4096);
+  c.block_stride = t.multiple("block_stride", 16, c.page * c.token_stride, kMaxCacheBytes);
+  // num_blocks x block_stride within the 256 MiB a case may stage (num_blocks x page <= 2^26 slots).
+  c.num_blocks = t.integer("num_blocks", 1, std::min<int64_t>(65536, kMaxCacheBytes / c.block_stride));
+  c.kv_offset = t.multiple("kv_offset", 16, 0, 4096);
   c.q_offset = t.integer("q_offset", 0, 64);
   c.indices_offset = t.integer("indices_offset", 0, 64);
   c.out_offset = t.integer("out_offset", 0, 64);
   c.lse_offset = t.integer("lse_offset", 0, 64);
   c.aux_offset = t.integer("aux_offset", 0, 64);
-  const size_t entries = static_cast<size_t>(c.B * c.S * c.topk);
-  c.indices = t.list<int32_t>("indices", std::numeric_limits<int32_t>::min(), kInt32Max, entries);
-  MLA_REQUIRE(c.indices.size() == entries, "case: indices has ", c.indices.size(), " values, not batch x s_q x topk = ",
-              entries);
-  c.has_length = t.flag("has_topk_length");
-  c.lengths = t.list<int32_t>("topk_length", 0, c.topk, static_cast<size_t>(c.B));
-  MLA_REQUIRE(c.lengths.size() == (c.has_length ? static_cast<size_t>(c.B) : 0u), "case: topk_length has ",
-              c.lengths.size(), " values, not ", c.has_length ? c.B : 0, " (one per request when has_topk_length)");
-  c.has_sink = t.flag("has_attn_sink");
-  const auto& sink = t.words("attn_sink", static_cast<size_t>(c.H));
-  MLA_REQUIRE(sink.size() == (c.has_sink ? static_cast<size_t>(c.H) : 0u), "case: attn_sink has ", sink.size(),
-              " values, not ", c.has_sink ? c.H : 0, " (one per head when has_attn_sink)");
-  for (size_t h = 0; h < sink.size(); ++h) {
-    errno = 0;
-    char* end = nullptr;
-    const double v = std::strtod(sink[h].c_str(), &end);
-    MLA_REQUIRE(*end == '\0' && !std::isnan(v) && (std::isinf(v) || std::fabs(v) <= 3.4e38), "case: attn_sink value ",
-                h, " is '", sink[h], "', not a float (+-inf allowed, NaN not)");
-    c.sink.push_back(static_cast<float>(v));
-  }
-  c.softmax_scale = t.real("softmax_scale");
-  MLA_REQUIRE(std::isfinite(c.softmax_scale) && std::fabs(c.softmax_scale) <= 3.4e38, "case: softmax_scale ",
-              c.softmax_scale, " is not a finite float");
+  c.softmax_scale = t.real("softmax_scale", -kMaxSoftmaxScale, kMaxSoftmaxScale);
   c.poison = static_cast<uint8_t>(t.integer("poison", 0, 255));
-  c.trap = static_cast<int32_t>(t.integer("trap", std::numeric_limits<int32_t>::min(), kInt32Max));
+  c.trap = static_cast<int32_t>(t.integer("trap", kInt32Min, kInt32Max));
   c.scale_format = t.choice("scale_format", {"fp32", "ue8m0"}) == 0 ? SparseMlaScaleFormat::kFp32
                                                                     : SparseMlaScaleFormat::kUe8m0;
   c.magnitude_log2 = static_cast<int>(t.integer("magnitude_log2", -100, 100));
   c.zero_rows = t.flag("zero_rows");
   c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.integer("warp", 32, 64));
-  MLA_REQUIRE(c.warp_size == 32 || c.warp_size == 64, "case: warp is ", c.warp_size, ", not 32 or 64");
+  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
   c.shuffled = t.flag("shuffled");
+  // topk_length: one per request when has_topk_length, else none (the key stays, empty); so too
+  // attn_sink, one per head.
+  c.has_length = t.flag("has_topk_length");
+  c.lengths = t.list_exactly<int32_t>("topk_length", 0, c.topk, c.has_length ? static_cast<size_t>(c.B) : 0u);
+  c.has_sink = t.flag("has_attn_sink");
+  c.sink = t.floats_exactly("attn_sink", c.has_sink ? static_cast<size_t>(c.H) : 0u);
+  for (size_t h = 0; h < c.sink.size(); ++h) {  // +-inf sinks are allowed; NaN is no range's edge
+    MLA_REQUIRE(!std::isnan(c.sink[h]), "case: attn_sink value ", h, " is nan (+-inf allowed, NaN not)");
+  }
+  c.indices = t.list_exactly<int32_t>("indices", kInt32Min, kInt32Max, static_cast<size_t>(c.B * c.S * c.topk));
   return c;
 }
 

@@ -56,9 +56,10 @@ struct SparseMlaCase {
 // The case as case-text keys, appended to out (after its property / impl / backend).
 void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out);
 // The inverse. Every value is checked against the limits staging needs (shapes, strides multiples
-// of 16 and wide enough, one index per (b, s, k), topk_length in [0, topk], a finite softmax scale,
+// of 16 and wide enough, one index per (b, s, k), topk_length in [0, topk], |softmax_scale| <= 0.25,
 // a cache of at most 256 MiB, ...): a hand-edited case that breaks one throws mlacheck::Error
-// naming the key.
+// naming the key. It reads constructively (properties/case_text.h, "Fuzz inputs"): each value's
+// range follows from the values read before it, so almost any fuzz input bytes decode to a case.
 SparseMlaCase sparse_mla_from_text(const CaseText& t);
 
 // Fills c.indices, c.trap and (when c.has_length / c.has_sink) c.lengths and c.sink from c.seed:

@@ -115,3 +115,79 @@ TEST(MlacheckCli, BadUsageIsOneLineAndExitTwo) {
 }
 
 }  // namespace
+
+// ---- fuzz targets, decode / encode, raw inputs -------------------------------------------------
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "mlacheck_cli_" + name; }
+
+void write(const std::string& path, const std::string& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
+TEST(MlacheckCli, TargetsListsEveryHarnessAndItsProperties) {
+  const CliResult r = run_mlacheck("targets");
+  EXPECT_EQ(r.status, 0);
+  for (const char* t : {"decode_metadata ", "topk_decode ", "mla_decode_impl ", "indexer_decode_step "}) {
+    EXPECT_NE(r.out.find(std::string("\n  ") + t), std::string::npos) << t << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("topk_decode.fast_path_equals_general  (ref only)"), std::string::npos) << r.out;
+}
+
+// Raw bytes decode to a case; the case encodes to bytes that decode to the same case; repro runs
+// the raw input (target named by --target or by a folder of its path) and the case alike.
+TEST(MlacheckCli, RawInputsDecodeEncodeAndRepro) {
+  const std::string raw = temp_path("raw"), text = temp_path("raw.case"), back = temp_path("raw.bin");
+  write(raw, std::string("\x03\x05\x01\x02\x09\x07\x01\x00\x02", 9));
+  const CliResult d = run_mlacheck("decode --target topk_decode " + raw);
+  ASSERT_EQ(d.status, 0) << d.out;
+  EXPECT_NE(d.out.find("property topk_decode."), std::string::npos) << d.out;
+  write(text, d.out);
+  const CliResult e = run_mlacheck("encode " + text + " " + back);
+  ASSERT_EQ(e.status, 0) << e.out;
+  EXPECT_EQ(run_mlacheck("decode --target topk_decode " + back).out, d.out);
+  const CliResult r1 = run_mlacheck("repro " + raw + " --target topk_decode");
+  EXPECT_EQ(r1.status, 0) << r1.out;
+  EXPECT_NE(r1.out.find("a raw topk_decode fuzz input"), std::string::npos) << r1.out;
+  EXPECT_NE(r1.out.find("PASS"), std::string::npos) << r1.out;
+  const CliResult r2 = run_mlacheck("repro " + text);
+  EXPECT_EQ(r2.status, 0) << r2.out;
+  // No target: one line saying how to give one.
+  const CliResult r3 = run_mlacheck("repro " + raw);
+  EXPECT_EQ(r3.status, 2);
+  EXPECT_EQ(lines(r3.out), 1) << r3.out;
+  EXPECT_NE(r3.out.find("--target"), std::string::npos) << r3.out;
+  // The seeded R4 variant fails a case with k above 2048 (the fast path's 2049th slot is never set).
+  const std::string r4 = temp_path("r4.case");
+  write(r4,
+        "property topk_decode.rows_admissible\nimpl topk_decode@ref\nbackend host\nlengths decode-2d\nk 2049\n"
+        "next_n 1\nrows 1\ncols 2100\nseq_lens 2100\nlogits_lead 0\nlogits_row_pad 0\nlogits_col_stride 1\n"
+        "out_row_pad 0\nout_rows_before 0\nout_rows_after 0\nindex_lead 0\npatterns distinct\nseed 0x1\nwarp 32\n"
+        "shuffled 0\n");
+  EXPECT_EQ(run_mlacheck("repro " + r4).status, 0);
+  const CliResult bad = run_mlacheck("repro " + r4 + " --impl topk_decode@R4");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("FAIL  fast k=2048 path"), std::string::npos) << bad.out;
+}
+
+TEST(MlacheckCli, ReproAllRunsAFoldersCases) {
+  const CliResult r = run_mlacheck(std::string("repro --all ") + MLACHECK_SOURCE_DIR "/corpus/regressions");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("hold, 0 fail, 0 malformed"), std::string::npos) << r.out;
+  const CliResult empty = run_mlacheck("repro --all " + ::testing::TempDir() + "no-such-folder");
+  EXPECT_EQ(empty.status, 2);
+  EXPECT_EQ(lines(empty.out), 1) << empty.out;
+}
+
+TEST(MlacheckCli, BadFuzzUsageIsOneLine) {
+  for (const char* args : {"fuzz", "fuzz --target nope", "fuzz --target topk_decode --time 0",
+                           "fuzz --target topk_decode --backend tpu", "fuzz --target topk_decode --frobnicate 1",
+                           "fuzz --target topk_decode --harness-dir /nonexistent", "decode --target topk_decode",
+                           "encode only-one-arg"}) {
+    const CliResult r = run_mlacheck(args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+    EXPECT_EQ(lines(r.out), 1) << args << ": " << r.out;
+  }
+}

@@ -1,0 +1,394 @@
+#!/usr/bin/env bash
+# Continuous fuzzing for long jobs on GPU (or CPU) machines: workers that rotate over the fuzz
+# targets, each period a supervised `mlacheck fuzz` campaign, sharing one minimal corpus per target
+# and one deduplicated crash folder.
+#
+#   scripts/fuzz_continuous.sh [--backend host|cuda] [--targets "a b c"|all] [--hours H] [--period S]
+#                              [--jobs-per-worker N] [--workers N] [--out DIR] [--build DIR]
+#   scripts/fuzz_continuous.sh --selftest        (the crash deduplication, on made-up case files)
+#
+# Workers: with --backend cuda one per visible GPU (the ids in CUDA_VISIBLE_DEVICES, else
+# `nvidia-smi -L`), each pinned to it (CUDA_VISIBLE_DEVICES=<id>), with nproc / GPUs (at most 8)
+# libFuzzer jobs each by default; with --backend host one per nproc / jobs (1 job each by default).
+# --workers overrides the count (GPUs are then shared round robin).
+# Each worker loops until --hours (default 12) are up or SIGINT/SIGTERM, in periods of --period
+# seconds (default 600):
+#   1. the next target, round robin (worker w starts at target w, so workers spread out);
+#   2. its campaign folder DIR/workers/<w>/<T> gets the shared corpus DIR/corpus/<T> copied into
+#      its corpus/ (everyone's finds: `mlacheck fuzz --seeds` reads case files, not raw inputs),
+#      then `mlacheck fuzz --target T --backend B --time PERIOD --jobs N --out <that folder>
+#      --seeds <repo>/corpus/T --seeds <repo>/corpus/regressions` (libFuzzer fork mode; the case
+#      seeds are re-encoded every period);
+#   3. the worker's corpus is merged into DIR/corpus/<T> under flock, with the harness's -merge=1
+#      (shared corpus first, so only inputs adding coverage to it are added);
+#   4. its distinct crashes, cases/<property>-<key>.case (key: a hash of the verdict or of the
+#      sanitizer kind and top frames), are copied to DIR/crashes/ when no file of that name is there
+#      yet (same key, same bug), with one line per new one in DIR/crashes/INDEX:
+#      time <tab> worker <tab> target <tab> key <tab> verdict.
+# --build (default <repo>/build/asan) holds tools/mlacheck and fuzz/<T>_fuzzer, or only
+# fuzz/all_targets_fuzzer (then linked under each target's name in DIR/harness/).
+# Layout of --out DIR (default ./fuzz-continuous; reusing a folder resumes from its corpus):
+#   corpus/<T>/   the shared corpus of each target        crashes/   distinct cases and INDEX
+#   workers/<w>/  each worker's campaign folders and worker.log   periods.log   one line per period
+# Prints a line per worker period, a status line every --period seconds, and a summary at the end.
+# Exit status: 0 no new crash, 1 new distinct crashes found, 2 bad usage or setup (one line).
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+me="fuzz_continuous"
+
+die() {
+  echo "$me: $*" >&2
+  exit 2
+}
+
+usage() {
+  sed -n '6,9p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+# --- crash deduplication (also used by --selftest) ---------------------------------------------
+
+# collect_crashes CASE_DIR WORKER TARGET: copies each case whose name is new to $out/crashes and
+# indexes it; prints how many were new.
+collect_crashes() {
+  local dir=$1 w=$2 t=$3
+  (
+    flock -x 8
+    new=0
+    for c in "$dir"/*.case; do
+      [ -f "$c" ] || continue
+      name=${c##*/}
+      [ -e "$out/crashes/$name" ] && continue
+      cp "$c" "$out/crashes/.$name.tmp" && mv "$out/crashes/.$name.tmp" "$out/crashes/$name" || continue
+      key=${name%.case}
+      key=${key##*-}
+      # The case's second comment line is the verdict (tools/fuzz_command.cpp writes it so).
+      verdict=$(sed -n '2s/^# //p' "$c")
+      printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$w" "$t" "$key" "$verdict" \
+        >>"$out/crashes/INDEX"
+      new=$((new + 1))
+    done
+    echo "$new"
+  ) 8>"$out/crashes/.lock"
+}
+
+distinct_crashes() {
+  find "$out/crashes" -maxdepth 1 -name '*.case' -type f 2>/dev/null | wc -l
+}
+
+selftest() {
+  local tmp fail=0
+  tmp=$(mktemp -d)
+  out=$tmp/out
+  mkdir -p "$out/crashes" "$tmp/w0/cases" "$tmp/w1/cases"
+  : >"$out/crashes/INDEX"
+  printf '# found by mlacheck fuzz --target topk_decode --backend host on X\n# topk_decode_matches_oracle: index 3 differs\n# raw input: x\nproperty topk_decode_matches_oracle\n' \
+    >"$tmp/w0/cases/topk_decode_matches_oracle-0123456789ab.case"
+  # The same bug found by another worker (same name, same key), and a second bug.
+  cp "$tmp/w0/cases/topk_decode_matches_oracle-0123456789ab.case" "$tmp/w1/cases/"
+  printf '# found by mlacheck fuzz --target pack_decode --backend host on X\n# ERROR: AddressSanitizer: heap-buffer-overflow at pack\n# raw input: y\nproperty pack_decode_roundtrip\n' \
+    >"$tmp/w1/cases/pack_decode-ba9876543210.case"
+  local n0 n1 n2
+  n0=$(collect_crashes "$tmp/w0/cases" 0 topk_decode)
+  n1=$(collect_crashes "$tmp/w1/cases" 1 topk_decode)
+  n2=$(collect_crashes "$tmp/w0/cases" 0 topk_decode)
+  check() { if eval "$1"; then echo "  ok: $2"; else echo "  FAIL: $2"; fail=1; fi; }
+  echo "$me selftest: two workers report the same case file, one reports a second bug"
+  check '[ "$n0" = 1 ] && [ "$n1" = 1 ] && [ "$n2" = 0 ]' "new per collection 1, 1, 0 (got $n0, $n1, $n2)"
+  check '[ "$(distinct_crashes)" = 2 ]' "2 distinct cases in crashes/ (got $(distinct_crashes))"
+  check '[ "$(wc -l <"$out/crashes/INDEX")" = 2 ]' "2 INDEX lines (got $(wc -l <"$out/crashes/INDEX"))"
+  check 'awk -F"\t" '"'"'$2==0 && $4=="0123456789ab" && $5=="topk_decode_matches_oracle: index 3 differs"'"'"' "$out/crashes/INDEX" | grep -q .' \
+    "the first finder (worker 0), key and verdict are indexed"
+  check 'grep -q "	1	topk_decode	ba9876543210	ERROR: AddressSanitizer" "$out/crashes/INDEX"' "worker 1's second bug is indexed"
+  check '! ls -A "$out/crashes" | grep -q "\.tmp$"' "no temporary files left"
+  sed 's/^/    INDEX: /' "$out/crashes/INDEX"
+  rm -rf "$tmp"
+  if [ $fail -eq 0 ]; then echo "$me selftest: passed"; else echo "$me selftest: FAILED"; fi
+  return $fail
+}
+
+# --- options ------------------------------------------------------------------------------------
+
+backend=host targets_arg=all hours=12 period=600 jobs="" workers="" out="" build=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --selftest) selftest; exit $? ;;
+    -h | --help) usage; exit 0 ;;
+    --backend | --targets | --hours | --period | --jobs-per-worker | --workers | --out | --build)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case $1 in
+        --backend) backend=$2 ;;
+        --targets) targets_arg=$2 ;;
+        --hours) hours=$2 ;;
+        --period) period=$2 ;;
+        --jobs-per-worker) jobs=$2 ;;
+        --workers) workers=$2 ;;
+        --out) out=$2 ;;
+        --build) build=$2 ;;
+      esac
+      shift 2 ;;
+    *) die "unknown option '$1' (usage: $(usage | head -1 | sed 's/^ *//'))" ;;
+  esac
+done
+
+case $backend in host | cuda) ;; *) die "--backend is '$backend', not host or cuda" ;; esac
+[[ $hours =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v h="$hours" 'BEGIN{exit !(h > 0)}' || die "--hours needs a positive number, got '$hours'"
+[[ $period =~ ^[0-9]+$ ]] && [ "$period" -ge 10 ] || die "--period needs whole seconds, at least 10, got '$period'"
+[ -z "$jobs" ] || { [[ $jobs =~ ^[0-9]+$ ]] && [ "$jobs" -ge 1 ]; } || die "--jobs-per-worker needs a positive integer, got '$jobs'"
+[ -z "$workers" ] || { [[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ]; } || die "--workers needs a positive integer, got '$workers'"
+
+# GPUs: the ids the job was given, else every one nvidia-smi sees.
+gpus=()
+if [ "$backend" = cuda ]; then
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    IFS=, read -r -a gpus <<<"$CUDA_VISIBLE_DEVICES"
+    [ "${gpus[0]:-}" != "-1" ] || gpus=()
+  elif command -v nvidia-smi >/dev/null; then
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    for ((i = 0; i < n; i++)); do gpus+=("$i"); done
+  fi
+  [ ${#gpus[@]} -gt 0 ] || die "--backend cuda but no GPU (CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES-}', nvidia-smi -L lists none)"
+fi
+
+build=${build:-$repo/build/asan}
+[ -d "$build" ] || die "no build folder '$build' (cmake --preset asan && cmake --build --preset asan, or pass --build)"
+build=$(cd "$build" && pwd)
+mlacheck=$build/tools/mlacheck
+[ -x "$mlacheck" ] || die "no mlacheck in $build/tools (ninja -C $build mlacheck)"
+
+mapfile -t known < <("$mlacheck" targets 2>/dev/null | awk '/^  [^ ]/ {print $1}')
+[ ${#known[@]} -gt 0 ] || die "'$mlacheck targets' lists no fuzz targets (an old build? ninja -C $build mlacheck)"
+if [ "$targets_arg" = all ]; then
+  targets=("${known[@]}")
+else
+  read -r -a targets <<<"$targets_arg"
+  [ ${#targets[@]} -gt 0 ] || die "--targets is empty"
+  for t in "${targets[@]}"; do
+    printf '%s\n' "${known[@]}" | grep -qx -- "$t" || die "unknown target '$t' (targets: ${known[*]})"
+  done
+fi
+# The harnesses: fuzz/<T>_fuzzer, else the all-targets harness (fuzz/all_targets_fuzzer, the one
+# binary a GPU machine may get) linked under each target's name; MLACHECK_TARGET names the target
+# too, since mlacheck fuzz runs the harness by its resolved path.
+harness_dir=$build/fuzz
+missing=()
+for t in "${targets[@]}"; do [ -x "$build/fuzz/${t}_fuzzer" ] || missing+=("$t"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ -x "$build/fuzz/all_targets_fuzzer" ] ||
+    die "no harness $build/fuzz/${missing[0]}_fuzzer (ninja -C $build ${missing[0]}_fuzzer)"
+  harness_dir=""
+fi
+
+cores=$(nproc)
+if [ -z "$jobs" ]; then
+  if [ "$backend" = cuda ]; then
+    jobs=$((cores / ${#gpus[@]}))
+    ((jobs > 8)) && jobs=8
+    ((jobs < 1)) && jobs=1
+  else
+    jobs=1
+  fi
+fi
+if [ -z "$workers" ]; then
+  if [ "$backend" = cuda ]; then workers=${#gpus[@]}; else workers=$((cores / jobs)); fi
+  ((workers < 1)) && workers=1
+fi
+
+# Harness environment for the merges (what mlacheck fuzz gives its harness runs).
+harness_env=(MLACHECK_BACKEND="$backend")
+[ "$backend" = cuda ] && harness_env+=(ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
+
+out=${out:-$PWD/fuzz-continuous}
+mkdir -p "$out/corpus" "$out/crashes" "$out/workers" || die "cannot create '$out'"
+out=$(cd "$out" && pwd)
+if [ -z "$harness_dir" ]; then
+  harness_dir=$out/harness
+  mkdir -p "$harness_dir"
+  for t in "${targets[@]}"; do
+    if [ -x "$build/fuzz/${t}_fuzzer" ]; then
+      ln -sfn "$build/fuzz/${t}_fuzzer" "$harness_dir/${t}_fuzzer"
+    else
+      ln -sfn "$build/fuzz/all_targets_fuzzer" "$harness_dir/${t}_fuzzer"
+    fi
+  done
+fi
+# The backend works with these harnesses: a harness that cannot set up prints "mlacheck fuzz: why"
+# and exits 2 (e.g. --backend cuda with a host-only build). libFuzzer runs one empty input too,
+# which may well fail a property: that is not a setup problem.
+pre_dir=$(mktemp -d)
+pre=$(cd "$pre_dir" && env "${harness_env[@]}" MLACHECK_TARGET="${targets[0]}" ${gpus[0]:+CUDA_VISIBLE_DEVICES=${gpus[0]}} \
+  timeout 300 "$harness_dir/${targets[0]}_fuzzer" -runs=0 -artifact_prefix="$pre_dir/" 2>&1 </dev/null)
+pre_rc=$?
+rm -rf "$pre_dir"
+line=$(grep -m1 '^mlacheck fuzz: ' <<<"$pre" | sed 's/^mlacheck fuzz: //')
+[ -z "$line" ] || die "${targets[0]}_fuzzer cannot run on $backend: $line"
+case $pre_rc in 0 | 1 | 77) ;; *) die "${targets[0]}_fuzzer does not start (exit $pre_rc): $(tail -1 <<<"$pre")" ;; esac
+touch "$out/crashes/INDEX" "$out/periods.log"
+rm -f "$out/.stop"
+
+start=$(date +%s)
+duration=$(awk -v h="$hours" 'BEGIN{printf "%d", h * 3600}')
+deadline=$((start + duration))
+min_period=10
+crashes_before=$(distinct_crashes)
+
+hms() { printf '%d:%02d:%02d' $(($1 / 3600)) $(($1 % 3600 / 60)) $(($1 % 60)); }
+stamp() { date +%H:%M:%S; }
+
+# --- a worker -----------------------------------------------------------------------------------
+
+worker() {
+  local w=$1 gpu=$2 k=0 fails=0 t tdir left secs rc seeds shared_before shared_after merged new line
+  local wdir=$out/workers/$w
+  local pin=()
+  [ -n "$gpu" ] && pin=(CUDA_VISIBLE_DEVICES="$gpu")
+  mkdir -p "$wdir"
+  while [ ! -e "$out/.stop" ]; do
+    left=$((deadline - $(date +%s)))
+    ((left >= min_period)) || break
+    t=${targets[$(((w + k) % ${#targets[@]}))]}
+    k=$((k + 1))
+    tdir=$wdir/$t
+    mkdir -p "$tdir/corpus" "$out/corpus/$t"
+    # Start from everyone's finds.
+    flock -s "$out/corpus/$t.lock" cp -Rn "$out/corpus/$t/." "$tdir/corpus/" 2>/dev/null
+    secs=$((left < period ? left : period))
+    seeds=()
+    for d in "$repo/corpus/$t" "$repo/corpus/regressions"; do [ -d "$d" ] && seeds+=(--seeds "$d"); done
+    {
+      echo "=== $(date -u +%FT%TZ) worker $w${gpu:+ gpu $gpu}: $t for $secs s"
+    } >>"$wdir/worker.log"
+    # Each run in its own session, so the supervisor can end it and every process it started.
+    env "${pin[@]}" MLACHECK_TARGET="$t" setsid "$mlacheck" fuzz --target "$t" --backend "$backend" --time "$secs" \
+      --jobs "$jobs" --out "$tdir" --harness-dir "$harness_dir" "${seeds[@]}" >"$tdir/period.out" 2>&1 </dev/null
+    rc=$?
+    cat "$tdir/period.out" >>"$wdir/worker.log"
+    [ -e "$out/.stop" ] && break
+    if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
+      fails=$((fails + 1))
+      line=$(grep -m1 'mlacheck: fuzz: ' "$tdir/period.out")
+      echo "[$(stamp)] w$w $t: mlacheck fuzz exit $rc: ${line:-see $wdir/worker.log}"
+      if ((fails >= 3)); then
+        echo "[$(stamp)] w$w: stops after 3 failed periods in a row"
+        break
+      fi
+      sleep 5
+      continue
+    fi
+    fails=0
+    # Merge into the shared corpus: only inputs that add coverage to it come in.
+    shared_before=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
+    (
+      flock -x 9
+      env "${harness_env[@]}" "${pin[@]}" MLACHECK_TARGET="$t" MLACHECK_CASE_DIR="$tdir/violations" setsid \
+        "$harness_dir/${t}_fuzzer" -merge=1 -max_len=8192 -timeout=60 -rss_limit_mb=8192 \
+        "$out/corpus/$t" "$tdir/corpus" >"$tdir/merge-shared.log" 2>&1 </dev/null
+    ) 9>"$out/corpus/$t.lock"
+    merged=$?
+    shared_after=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
+    [ $merged -eq 0 ] || shared_after="$shared_after (merge failed: $(tail -1 "$tdir/merge-shared.log"))"
+    new=$(collect_crashes "$tdir/cases" "$w" "$t")
+    line=$(grep -m1 "^fuzz $t: " "$tdir/period.out" | sed -E 's/^fuzz [^:]*: ([0-9]+) inputs run.* coverage ([0-9]+).*/\1 inputs, coverage \2/')
+    echo "$(date +%s) $w $t $rc $new" >>"$out/periods.log"
+    echo "[$(stamp)] w$w${gpu:+ (gpu $gpu)} $t ${secs}s: ${line:-no stats}; shared corpus $shared_before -> $shared_after; $new new distinct crash(es)"
+  done
+}
+
+# --- the supervisor -----------------------------------------------------------------------------
+
+status_line() {
+  local now done_per size_per
+  now=$(date +%s)
+  done_per=$(awk '{n[$3]++; t++} END {s=""; for (k in n) s=s (s==""?"":", ") k " " n[k]; printf "%d%s", t, (t ? " (" s ")" : "")}' "$out/periods.log")
+  size_per=""
+  for t in "${targets[@]}"; do
+    size_per+="${size_per:+, }$t $(find "$out/corpus/$t" -maxdepth 1 -type f 2>/dev/null | wc -l)"
+  done
+  echo "[$(stamp)] status $(hms $((now - start))) of $(hms "$duration"): periods $done_per | corpus $size_per | distinct crashes $(distinct_crashes)"
+}
+
+pids=()
+stop_workers() {
+  touch "$out/.stop"
+  # The sessions of everything the workers started (each mlacheck and merge run has its own).
+  local own sids s
+  own=$(ps -o sid= -p $$ | tr -d ' ')
+  sids=$(ps -e -o pid=,ppid=,sid= | awk -v roots="${pids[*]}" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) keep[r[i]] = 1 }
+    { parent[$1] = $2; sid[$1] = $3 }
+    END { do { more = 0; for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; more = 1 } } while (more)
+          for (p in keep) if (p in sid) print sid[p] }' | sort -u)
+  kill -TERM "${pids[@]}" 2>/dev/null
+  for sig in TERM KILL; do
+    for s in $sids; do
+      [ "$s" = "$own" ] && continue
+      ps -e -o pid=,sid= | awk -v s="$s" '$2 == s {print $1}' | xargs -r kill -"$sig" 2>/dev/null
+    done
+    [ $sig = TERM ] && sleep 2
+  done
+  wait "${pids[@]}" 2>/dev/null
+}
+
+stopping=""
+trap 'stopping=signal' INT TERM
+
+echo "$me: $workers worker(s) on $backend${gpus[0]:+ (GPUs ${gpus[*]})}, $jobs job(s) each, targets ${targets[*]}," \
+  "$period s periods for $(hms "$duration"); out $out"
+for ((w = 0; w < workers; w++)); do
+  gpu=""
+  [ ${#gpus[@]} -gt 0 ] && gpu=${gpus[$((w % ${#gpus[@]}))]}
+  worker "$w" "$gpu" &
+  pids+=($!)
+done
+
+next_status=$((start + period))
+grace=600
+while :; do
+  alive=0
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+  [ $alive -eq 1 ] || break
+  [ -n "$stopping" ] && break
+  now=$(date +%s)
+  if ((now > deadline + grace)); then
+    stopping="overran the time by ${grace} s"
+    break
+  fi
+  if ((now >= next_status)); then
+    status_line
+    next_status=$((next_status + period))
+  fi
+  sleep 1 &
+  wait $! 2>/dev/null
+done
+
+if [ -n "$stopping" ]; then
+  echo "[$(stamp)] stopping ($stopping): ending the workers"
+  stop_workers
+  # Crashes the interrupted periods already wrote.
+  for d in "$out"/workers/*/*/cases; do
+    [ -d "$d" ] || continue
+    w=${d%/*/cases}
+    w=${w##*/}
+    t=${d%/cases}
+    t=${t##*/}
+    collect_crashes "$d" "$w" "$t" >/dev/null
+  done
+else
+  wait "${pids[@]}" 2>/dev/null
+fi
+trap - INT TERM
+
+end=$(date +%s)
+crashes_after=$(distinct_crashes)
+new_crashes=$((crashes_after - crashes_before))
+echo
+echo "$me summary: $(hms $((end - start))) on $backend, $workers worker(s) x $jobs job(s), ${stopping:-time up}"
+status_line | sed 's/^\[[^]]*\] status /  /'
+for t in "${targets[@]}"; do
+  n=$(awk -v t="$t" '$3 == t' "$out/periods.log" | wc -l)
+  printf '  %-22s %3d period(s), shared corpus %d inputs\n' "$t" "$n" "$(find "$out/corpus/$t" -maxdepth 1 -type f 2>/dev/null | wc -l)"
+done
+echo "  distinct crashes: $crashes_after ($new_crashes new in this run); index $out/crashes/INDEX"
+awk -F'\t' '{printf "    %s  w%s  %s  %s  %s\n", $1, $2, $3, $4, $5}' "$out/crashes/INDEX"
+[ "$new_crashes" -gt 0 ] && exit 1
+exit 0
