@@ -42,6 +42,8 @@ bool valid_word(const std::string& w) {
   return true;
 }
 
+std::string real_word(double v);  // below: the shortest decimal that reads back as v
+
 // strtoll/strtoull over the whole word (decimal, or hex after 0x), or false.
 bool parse_signed(const std::string& w, int64_t& out) {
   errno = 0;
@@ -131,11 +133,7 @@ CaseText& CaseText::set(const std::string& key, uint64_t value) {
   std::snprintf(buf, sizeof buf, "0x%" PRIx64, value);
   return set_words(key, {buf});
 }
-CaseText& CaseText::set_real(const std::string& key, double value) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", value);
-  return set_words(key, {buf});
-}
+CaseText& CaseText::set_real(const std::string& key, double value) { return set_words(key, {real_word(value)}); }
 
 const std::vector<std::string>* CaseText::find(const std::string& key) const {
   for (const auto& e : entries_) {
@@ -246,9 +244,13 @@ int index_of(const std::string& key, const std::string& w, const std::vector<con
 }
 
 std::string integer_word(int64_t v) { return std::to_string(v); }
+// The shortest decimal that reads back as the same double (17 digits always do).
 std::string real_word(double v) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v || std::isnan(v)) break;
+  }
   return buf;
 }
 

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -58,6 +62,59 @@ TEST(FuzzInput, EveryTargetDecodesRoundTripsAndRefusesFew) {
                 first_refusal.empty() ? "" : "; first: ", first_refusal.c_str());
     EXPECT_LE(refused, kInputs / 2) << target.name << ": first refusal: " << first_refusal;
   }
+}
+
+// Every "key word" pair of a case, sorted.
+std::vector<std::string> words_by_key(const CaseText& c) {
+  std::vector<std::string> out;
+  std::istringstream in(c.format());
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ws(line);
+    std::string key, w;
+    ws >> key;
+    int i = 0;
+    while (ws >> w) out.push_back(key + "[" + std::to_string(i++) + "] " + w);
+    if (i == 0) out.push_back(key + " (empty)");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every case file in corpus/ (seeds and regressions) encodes to bytes that decode to the same case:
+// what `mlacheck fuzz` feeds the harnesses is what the files say.
+TEST(FuzzInput, EveryCorpusCaseEncodesToItself) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  for (const auto& dir : fs::directory_iterator(MLACHECK_SOURCE_DIR "/corpus")) {
+    if (!dir.is_directory()) continue;
+    const std::string name = dir.path().filename().string();
+    if (name == "case_text" || name == "view_reshape") continue;  // the parser's and the views' own inputs
+    for (const auto& f : fs::directory_iterator(dir.path())) {
+      if (f.path().extension() != ".case") continue;
+      std::ifstream in(f.path());
+      std::ostringstream text;
+      text << in.rdbuf();
+      const CaseText c = CaseText::parse(text.str());
+      const FuzzTarget& target = fuzz_target_of(property_registry().find(c.word("property")));
+      if (name != "regressions") EXPECT_EQ(target.name, name) << f.path() << " lies in another target's folder";
+      const FuzzCase as_text = decode_fuzz_input(target, text.str(), "", "");
+      const FuzzCase as_bytes = decode_fuzz_input(target, encode_fuzz_input(text.str()), "", "");
+      EXPECT_FALSE(as_bytes.from_text);
+      EXPECT_EQ(as_bytes.property, as_text.property) << f.path();
+      // Same keys and values (the decoded text lists them in the parse's order, and prints a real
+      // in its shortest form: 0.0721 for 0.072099999999999997).
+      std::vector<std::string> a = words_by_key(as_text.text), b = words_by_key(as_bytes.text);
+      ASSERT_EQ(a.size(), b.size()) << f.path();
+      for (size_t i = 0; i < a.size(); ++i) {
+        const bool same_real = std::strtod(a[i].c_str(), nullptr) == std::strtod(b[i].c_str(), nullptr) &&
+                               a[i].find_first_of("0123456789") != std::string::npos;
+        EXPECT_TRUE(a[i] == b[i] || same_real) << f.path() << ": " << a[i] << " vs " << b[i];
+      }
+      ++n;
+    }
+  }
+  EXPECT_GT(n, 100);
 }
 
 }  // namespace
