@@ -97,10 +97,10 @@ endfunction()
 set(MLACHECK_FUZZ_ENGINE "-fsanitize=fuzzer" CACHE STRING
     "Link flags or libraries giving the fuzz harnesses their engine and main (OSS-Fuzz: $LIB_FUZZING_ENGINE)")
 
-# mlacheck_add_fuzzer(name SOURCES ... DEPS ... CORPUS dir RUNS n): a libFuzzer harness, and a
-# ctest (label fuzz) that replays its corpus and then fuzzes for a fixed number of runs.
+# mlacheck_add_fuzzer(name SOURCES ... DEPS ... CORPUS dir RUNS n [TIME s]): a libFuzzer harness, and
+# a ctest (label fuzz) that replays its corpus and then fuzzes for n runs (or s seconds, if sooner).
 function(mlacheck_add_fuzzer name)
-  cmake_parse_arguments(A "" "CORPUS;RUNS" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(A "" "CORPUS;RUNS;TIME" "SOURCES;DEPS" ${ARGN})
   if(NOT MLACHECK_HAVE_FUZZ)
     return()
   endif()
@@ -122,12 +122,16 @@ function(mlacheck_add_fuzzer name)
   if(NOT A_RUNS)
     set(A_RUNS 20000)
   endif()
+  set(limit "-runs=${A_RUNS}")
+  if(A_TIME)
+    set(limit "${limit} -max_total_time=${A_TIME}")  # whichever comes first, after the corpus replay
+  endif()
   # Fuzz into a scratch folder so new inputs never land in the source tree; a crashing input is
   # kept under <build>/fuzz/<name>.artifacts/ to replay (pass it to the harness) or add to the corpus.
   set(work ${CMAKE_CURRENT_BINARY_DIR}/${name}.work)
   set(artifacts ${CMAKE_CURRENT_BINARY_DIR}/${name}.artifacts/)
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
-                   sh -c "rm -rf '${work}' && mkdir -p '${work}' && mkdir -p '${artifacts}' && '$<TARGET_FILE:${name}>' -seed=1 -runs=${A_RUNS} -max_len=512 -artifact_prefix='${artifacts}' '${work}' '${A_CORPUS}'")
+                   sh -c "rm -rf '${work}' && mkdir -p '${work}' && mkdir -p '${artifacts}' && '$<TARGET_FILE:${name}>' -seed=1 ${limit} -max_len=512 -artifact_prefix='${artifacts}' '${work}' '${A_CORPUS}'")
   set_tests_properties(${name} PROPERTIES LABELS fuzz)
 endfunction()

@@ -53,7 +53,7 @@ class BudgetDevice final : public kernels::Device {
 struct State {
   const FuzzTarget* target = nullptr;
   std::string impl, backend, case_dir;
-  int64_t budget = int64_t{256} << 20;
+  int64_t budget = int64_t{32} << 20;
   std::unique_ptr<kernels::Device> device;
   uint64_t runs = 0, refused = 0, skipped = 0;
 };
@@ -120,7 +120,7 @@ int harness_init(const char* target, const char* argv0) {
     s.backend = env("MLACHECK_BACKEND", "host");
     s.impl = env("MLACHECK_IMPL", s.target->op + "@ref");
     s.case_dir = env("MLACHECK_CASE_DIR", "");
-    const std::string mb = env("MLACHECK_FUZZ_MAX_MB", "256");
+    const std::string mb = env("MLACHECK_FUZZ_MAX_MB", "32");
     char* end = nullptr;
     const long long v = std::strtoll(mb.c_str(), &end, 10);
     MLA_REQUIRE(*end == '\0' && v > 0 && v <= (1 << 20), "MLACHECK_FUZZ_MAX_MB is '", mb,

@@ -6,7 +6,7 @@
 //   MLACHECK_BACKEND   host (default) or cuda: where the implementation runs
 //   MLACHECK_IMPL      op@name (default <op>@ref); ref-only properties are skipped for another
 //   MLACHECK_CASE_DIR  where a violated case is also written, as <property>-<hash>.case
-//   MLACHECK_FUZZ_MAX_MB  device memory one case may allocate (default 256); a larger case is
+//   MLACHECK_FUZZ_MAX_MB  device memory one case may allocate (default 32); a larger case is
 //                      skipped as too costly for fuzzing, not run
 // An input the case rules refuse, or one skipped, returns -1: libFuzzer keeps it out of the corpus.
 // At exit the harness prints one line: inputs run, refused, skipped.

@@ -63,7 +63,8 @@ fs::path find_harness(const Options& o) {
   std::string looked;
   for (const fs::path& d : dirs) {
     const fs::path p = d / name;
-    if (::access(p.c_str(), X_OK) == 0) return fs::weakly_canonical(p);
+    // Not canonical: the all-targets harness, linked as <target>_fuzzer, reads the target from its name.
+    if (::access(p.c_str(), X_OK) == 0) return fs::absolute(p).lexically_normal();
     looked += (looked.empty() ? "" : ", ") + d.lexically_normal().string();
   }
   throw Error("no harness " + name + " in " + looked +
@@ -432,11 +433,6 @@ Summary run_campaign(Options o, std::ostream& out) {
     });
     const std::string text = read_all(log);
     stats = parse_stats(text);
-    // The harness's own counts (its at-exit line; fork mode prints one per job: the last is shown).
-    std::string harness_line;
-    if (const size_t at = text.rfind("mlacheck fuzz " + o.target + ": "); at != std::string::npos) {
-      harness_line = text.substr(at, text.find('\n', at) - at);
-    }
     if (text.find("mlacheck fuzz: ") != std::string::npos && stats.execs == 0) {
       const size_t at = text.find("mlacheck fuzz: ");
       throw Error(text.substr(at + 15, text.find('\n', at) - at - 15));
@@ -506,13 +502,12 @@ Summary run_campaign(Options o, std::ostream& out) {
     }
     char line[300];
     std::snprintf(line, sizeof line,
-                  "fuzz %s: %lld inputs run, %lld exec/s at the end, coverage %lld (features %lld), corpus %zu -> %zu "
-                  "after merging %zu, %zu distinct crash(es)\n",
+                  "fuzz %s: %lld inputs run, %lld exec/s at the end, coverage %lld (features %lld), corpus %zu "
+                  "inputs (%zu before, %zu with this run's, merged), %zu distinct crash(es)\n",
                   o.target.c_str(), static_cast<long long>(stats.execs), static_cast<long long>(stats.exec_per_s),
-                  static_cast<long long>(stats.cov), static_cast<long long>(stats.ft), corpus_before, merged_n,
+                  static_cast<long long>(stats.cov), static_cast<long long>(stats.ft), merged_n, corpus_before,
                   corpus_after, distinct.size());
     out << line;
-    if (!harness_line.empty()) out << "  " << harness_line << '\n';
     summary.stats = stats;
     summary.corpus = merged_n > 0 ? merged_n : corpus_after;
     summary.crashes = found.size();
