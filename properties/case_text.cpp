@@ -529,6 +529,20 @@ std::vector<float> CaseText::read_floats(const std::string& key, size_t count, b
   return out;
 }
 
+size_t CaseText::list_length(const std::string& key, size_t lo, size_t hi) const {
+  if (drawing() && find(key) == nullptr) return static_cast<size_t>(code(0, static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
+  const size_t n = values(key).size();
+  MLA_REQUIRE(n >= lo && n <= hi, "case: '", key, "' has ", n, " values, needs ", lo, " to ", hi);
+  code(static_cast<int64_t>(n), static_cast<int64_t>(lo), static_cast<int64_t>(hi));  // the bytes of the draw
+  return n;
+}
+
+CaseText& CaseText::set_floats(const std::string& key, const std::vector<float>& values) {
+  std::vector<std::string> words;
+  for (float x : values) words.push_back(float_word(x));
+  return set_words(key, std::move(words));
+}
+
 std::vector<int> CaseText::permutation(const std::string& key, int64_t n) const {
   MLA_REQUIRE(n >= 0 && n <= (1 << 16), "case: '", key, "' asks for a permutation of ", n, " elements");
   draw_if_missing(key, [&](ByteReader& r) {

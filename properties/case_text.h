@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace mlacheck {
 
 class CaseText {
@@ -79,6 +81,8 @@ class CaseText {
     return set_words(key, std::move(words));
   }
   CaseText& set_words(const std::string& key, std::vector<std::string> words);
+  // Floats as floats_exactly reads them back: nan, inf, -inf or 9 significant digits.
+  CaseText& set_floats(const std::string& key, const std::vector<float>& values);
 
   // Whether the key is set. When drawing (and the key is not set), a drawn flag decides, once per
   // key, so an optional key is present in some inputs and absent in others.
@@ -108,6 +112,9 @@ class CaseText {
   // past the float range folds into it; each is rounded to a float.
   std::vector<float> floats(const std::string& key, size_t max_count) const;
   std::vector<float> floats_exactly(const std::string& key, size_t count) const;
+  // How many values the list under key holds, in [lo, hi]: drawn when drawing (for a reader of
+  // exactly that many to read next), otherwise the text's own count, refused outside [lo, hi].
+  size_t list_length(const std::string& key, size_t lo, size_t hi) const;
   // A permutation of 0..n-1 (drawn as a Lehmer code, so every input gives one).
   std::vector<int> permutation(const std::string& key, int64_t n) const;
   std::vector<int64_t> integers(const std::string& key, int64_t lo, int64_t hi, size_t max_count) const;
@@ -158,5 +165,21 @@ class CaseText {
   std::shared_ptr<Codec> codec_;
   mutable std::set<std::string> read_;
 };
+
+// Runs read(); a refusal for a value outside its range gets why (the rule the range stands for)
+// appended: "'num_blocks' is 9, outside [12, 64] (block_table reads page 11)". Other refusals (a
+// missing key, a list of the wrong length) pass unchanged.
+template <class F>
+auto with_reason(const std::string& why, F&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* range : {", outside [", "has an empty range", ", not one of ", ", not a multiple of "}) {
+      if (what.find(range) != std::string::npos) throw Error(what + " (" + why + ")");
+    }
+    throw;
+  }
+}
 
 }  // namespace mlacheck

@@ -86,16 +86,6 @@ void decode_step_to_text(const DecodeStepEngine& e, const DecodeStepCase& c, Cas
 
 namespace {
 
-// How many values the list under key holds, in [lo, hi], for a reader of exactly that many: drawn
-// when drawing; otherwise the text's own count (refused outside [lo, hi]), whose bytes an encoding
-// records where the draw would be. A list reader with a least count would say this directly.
-size_t list_count(const CaseText& t, const std::string& key, size_t lo, size_t hi) {
-  if (t.drawing()) return static_cast<size_t>(t.code(0, static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
-  const size_t n = t.words(key, hi).size();
-  MLA_REQUIRE(n >= lo, "case: '", key, "' has ", n, " values, needs ", lo, " to ", hi);
-  t.code(static_cast<int64_t>(n), static_cast<int64_t>(lo), static_cast<int64_t>(hi));
-  return n;
-}
 
 // The widest head a query row of H heads may have: one row of H x D must fit the paged logits
 // kernel's shared memory (kernels/mqa_logits.h), or the step refuses the engine.
@@ -128,7 +118,7 @@ std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText
   c.path = t.choice("path", {"auto", "general"}) == 0 ? kernels::MetadataPathChoice::kAuto
                                                        : kernels::MetadataPathChoice::kGeneral;
   // A batch has at least one request; one seq_len and one decode length each.
-  const size_t B = list_count(t, "seq_lens", 1, static_cast<size_t>(e.max_requests));
+  const size_t B = t.list_length("seq_lens", 1, static_cast<size_t>(e.max_requests));
   c.seq_lens = t.list_exactly<int32_t>("seq_lens", 0, e.max_len, B);
   // A request without tokens (a padding request) has length 0: one with a length has a token.
   std::vector<int64_t> lowest_d;

@@ -63,20 +63,6 @@ constexpr int64_t kMaxTable = 65535;                // values of one key in a ca
 constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage for its cache
 const double kScaleLo = std::ldexp(1.0, -120), kScaleHi = std::ldexp(1.0, 120);
 
-// Runs read; a value outside its range gets why (the rule the range stands for) appended to the
-// refusal (a missing key or a list of the wrong length does not).
-template <class F>
-auto because(const std::string& why, F&& read) {
-  try {
-    return read();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const char* range : {", outside [", "has an empty range", ", not one of ", ", not a multiple of "}) {
-      if (what.find(range) != std::string::npos) throw Error(what + " (" + why + ")");
-    }
-    throw;
-  }
-}
 
 bool in_scale_range(double v) { return std::isfinite(v) && v >= kScaleLo && v <= kScaleHi; }
 
@@ -85,15 +71,15 @@ bool in_scale_range(double v) { return std::isfinite(v) && v >= kScaleLo && v <=
 void mla_decode_scales_from_text(const CaseText& t, const std::string& p, double& base_scale, double& q_scale,
                                  double& k_scale) {
   const char* const each = "a scale is in [2^-120, 2^120]";
-  base_scale = because(each, [&] { return t.real(p + "base_scale", kScaleLo, kScaleHi); });
-  q_scale = because(each, [&] { return t.real(p + "q_scale", kScaleLo, kScaleHi); });
+  base_scale = with_reason(each, [&] { return t.real(p + "base_scale", kScaleLo, kScaleHi); });
+  q_scale = with_reason(each, [&] { return t.real(p + "q_scale", kScaleLo, kScaleHi); });
   // base x q x k in range: k in [lo / (base x q), hi / (base x q)], nudged so that the product as the
   // checks compute it ((base x q) x k) is inside too.
   const double bq = base_scale * q_scale;
   double lo = std::max(kScaleLo, kScaleLo / bq), hi = std::min(kScaleHi, kScaleHi / bq);
   while (lo < hi && bq * lo < kScaleLo) lo = std::nextafter(lo, kScaleHi);
   while (hi > lo && bq * hi > kScaleHi) hi = std::nextafter(hi, kScaleLo);
-  k_scale = because("a scale, and base_scale x q_scale x k_scale, is in [2^-120, 2^120]",
+  k_scale = with_reason("a scale, and base_scale x q_scale x k_scale, is in [2^-120, 2^120]",
                     [&] { return t.real(p + "k_scale", lo, hi); });
 }
 
@@ -104,9 +90,9 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
   c.B = t.integer(p + "batch", 1, std::min(limits.max_batch, kMaxRows / min_heads));
   c.q_len = t.integer(p + "q_len", 1, std::min(limits.max_q_len, kMaxRows / (min_heads * c.B)));
   if (limits.heads > 0) {
-    c.H = because("the configuration's heads", [&] { return t.integer(p + "heads", limits.heads, limits.heads); });
+    c.H = with_reason("the configuration's heads", [&] { return t.integer(p + "heads", limits.heads, limits.heads); });
   } else {
-    c.H = because("batch x q_len x heads is at most 65536 query rows", [&] {
+    c.H = with_reason("batch x q_len x heads is at most 65536 query rows", [&] {
       return t.integer(p + "heads", 1, std::min<int64_t>(128, kMaxRows / (c.B * c.q_len)));
     });
   }
@@ -116,12 +102,12 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
   // Every request's pages fit the table, whose batch x table_width values fit one line of a case.
   const int64_t max_width = kMaxTable / c.B;
   const int64_t max_len = std::min<int64_t>(1 << 20, c.page * max_width);
-  c.lens = because("at most 2^20, and at most the pages of a table of 65535 / batch columns", [&] {
+  c.lens = with_reason("at most 2^20, and at most the pages of a table of 65535 / batch columns", [&] {
     return t.list_exactly<int32_t>(p + "seq_lens", 0, max_len, static_cast<size_t>(c.B));
   });
   int64_t longest = 0;  // the request that needs the most pages
   for (int64_t b = 1; b < c.B; ++b) longest = c.needed(b) > c.needed(longest) ? b : longest;
-  c.W = because(p + "seq_lens value " + std::to_string(longest) + " (" +
+  c.W = with_reason(p + "seq_lens value " + std::to_string(longest) + " (" +
                     std::to_string(c.lens[static_cast<size_t>(longest)]) + ") needs " +
                     std::to_string(c.needed(longest)) + " pages; batch x table_width is at most 65535",
                 [&] { return t.integer(p + "table_width", c.needed(longest), max_width); });
@@ -152,7 +138,7 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
   while (m_lo > -100 && launch_ok(m_lo - 1)) --m_lo;
   while (m_hi < 100 && launch_ok(m_hi + 1)) ++m_hi;
   c.magnitude_log2 = static_cast<int>(
-      because("base_scale, q_scale, k_scale with magnitude_log2 must give launch scales in [2^-120, 2^120]",
+      with_reason("base_scale, q_scale, k_scale with magnitude_log2 must give launch scales in [2^-120, 2^120]",
               [&] { return t.integer(p + "magnitude_log2", m_lo, m_hi); }));
   for (const auto& [key, v] : {std::pair{"base_scale", c.base_scale}, {"q_scale", c.q_scale}, {"k_scale", c.k_scale}}) {
     MLA_REQUIRE(in_scale_range(v), "case: ", p, key, " is ", v, ", not in [2^-120, 2^120]");
@@ -190,7 +176,7 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
                                     : p + "block_table value " + std::to_string(top) + " (request " +
                                           std::to_string(top / c.W) + " column " + std::to_string(top % c.W) +
                                           ") reads page " + std::to_string(top_page) + "; ";
-  c.num_blocks = because(reads + "num_blocks x block stride is at most 256 MiB", [&] {
+  c.num_blocks = with_reason(reads + "num_blocks x block stride is at most 256 MiB", [&] {
     return t.integer(p + "num_blocks", std::max<int64_t>(1, top_page + 1), max_blocks);
   });
   for (int64_t b = 0; b < c.B; ++b) {

@@ -44,20 +44,6 @@ auto with_context(const std::string& where, F&& read) {
   }
 }
 
-// Runs read; a value outside its range gets why (the rule the range stands for) appended to the
-// refusal (a missing key or a list of the wrong length does not).
-template <class F>
-auto because(const std::string& why, F&& read) {
-  try {
-    return read();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const char* range : {", outside [", "has an empty range", ", not one of ", ", not a multiple of "}) {
-      if (what.find(range) != std::string::npos) throw Error(what + " (" + why + ")");
-    }
-    throw;
-  }
-}
 
 constexpr int64_t kDim = kernels::kMlaHeadDim;
 constexpr int64_t kMaxRows = 65536;                   // the dense rule: batch x q_len x heads query rows
@@ -122,15 +108,15 @@ MlaDecodeImplConfig mla_decode_impl_config_from_text(const CaseText& t) {
   c.max_q_len = t.integer("max_q_len", 1, kernels::kMlaMaxQueryLen);
   // A workspace of at most 256 MiB: heads and then max_splits leave room for each other.
   const char* const workspace = "max_batch x max_q_len x heads x max_splits gives a workspace of at most 256 MiB";
-  c.heads = because(workspace, [&] {
+  c.heads = with_reason(workspace, [&] {
     return t.integer("heads", 1, std::min<int64_t>(128, kWorkspaceRows / (c.max_batch * c.max_q_len)));
   });
-  c.max_splits = because(workspace, [&] {
+  c.max_splits = with_reason(workspace, [&] {
     return t.integer("max_splits", 1,
                      std::min<int64_t>(kernels::kMlaMaxSplits, kWorkspaceRows / (c.max_batch * c.max_q_len * c.heads)));
   });
   // A graph's block table row holds table_width values, one line of a case at most.
-  c.block_table_width = because("max_batch x table_width is at most 2^24, table_width at most 65535", [&] {
+  c.block_table_width = with_reason("max_batch x table_width is at most 2^24, table_width at most 65535", [&] {
     return t.integer("table_width", 1, std::min<int64_t>(kMaxTable, (int64_t{1} << 24) / c.max_batch));
   });
   c.page = t.integer("page", 1, 1024);
@@ -203,7 +189,7 @@ struct PageRead {
 // The graphs' cache: every page a step reads inside it, at most 256 MiB.
 void graph_num_blocks_from_text(const CaseText& t, MlaDecodeImplReplayCase& c, const PageRead& top) {
   const int64_t max_blocks = std::min<int64_t>(65536, kMaxCacheBytes / ((c.kv_fp8 ? 1 : 2) * c.config.page * kDim));
-  c.num_blocks = because(top.where + "a cache of page x 576 elements a block is at most 256 MiB", [&] {
+  c.num_blocks = with_reason(top.where + "a cache of page x 576 elements a block is at most 256 MiB", [&] {
     return t.integer("num_blocks", std::max<int64_t>(1, top.page + 1), max_blocks);
   });
 }
@@ -225,7 +211,7 @@ MlaDecodeImplReplayStep step_from_text(const CaseText& t, const std::string& p, 
                                        PageRead& top) {
   MlaDecodeImplReplayStep s;
   const int64_t W = c.config.block_table_width, page = c.config.page;
-  s.lens = because("a request's pages must fit the graph's table_width", [&] {
+  s.lens = with_reason("a request's pages must fit the graph's table_width", [&] {
     return t.list_exactly<int32_t>(p + "seq_lens", 0, std::min<int64_t>(1 << 20, W * page),
                                    static_cast<size_t>(c.padded_batch));
   });
@@ -267,8 +253,8 @@ void mla_decode_impl_replay_to_text(const MlaDecodeImplReplayCase& c, CaseText& 
 MlaDecodeImplReplayCase mla_decode_impl_replay_from_text(const CaseText& t) {
   MlaDecodeImplReplayCase c = graph_shape_from_text(t);
   c.padded_batch =
-      because(kGraphShapeRule, [&] { return t.integer("padded_batch", 1, graph_max_batch(c.config)); });
-  c.q_len = because(kGraphShapeRule, [&] { return t.integer("q_len", 1, graph_max_q_len(c.config, c.padded_batch)); });
+      with_reason(kGraphShapeRule, [&] { return t.integer("padded_batch", 1, graph_max_batch(c.config)); });
+  c.q_len = with_reason(kGraphShapeRule, [&] { return t.integer("q_len", 1, graph_max_q_len(c.config, c.padded_batch)); });
   scales_from_text(t, "", c);
   const int64_t n = t.integer("steps", 1, 8);
   PageRead top;
@@ -329,7 +315,7 @@ MlaDecodeImplSequenceCase mla_decode_impl_sequence_from_text(const CaseText& t) 
     MlaDecodeImplCommand m;
     // A replay only once something is captured.
     m.kind = static_cast<MlaDecodeImplCommand::Kind>(
-        captured.empty() ? because("no graph is captured yet to replay",
+        captured.empty() ? with_reason("no graph is captured yet to replay",
                                    [&] { return t.choice(p + "command", {"eager", "capture"}); })
                          : t.choice(p + "command", {"eager", "capture", "replay"}));
     if (m.kind == MlaDecodeImplCommand::kEager) {
@@ -341,9 +327,9 @@ MlaDecodeImplSequenceCase mla_decode_impl_sequence_from_text(const CaseText& t) 
     }
     if (m.kind == MlaDecodeImplCommand::kCapture) {
       m.padded_batch =
-          because(kGraphShapeRule, [&] { return t.integer(p + "padded_batch", 1, graph_max_batch(cfg)); });
+          with_reason(kGraphShapeRule, [&] { return t.integer(p + "padded_batch", 1, graph_max_batch(cfg)); });
       m.q_len =
-          because(kGraphShapeRule, [&] { return t.integer(p + "q_len", 1, graph_max_q_len(cfg, m.padded_batch)); });
+          with_reason(kGraphShapeRule, [&] { return t.integer(p + "q_len", 1, graph_max_q_len(cfg, m.padded_batch)); });
       MlaDecodeImplReplayCase scales = c.shape;
       scales_from_text(t, p, scales);
       m.base_scale = scales.base_scale, m.q_scale = scales.q_scale, m.k_scale = scales.k_scale;
@@ -365,7 +351,7 @@ MlaDecodeImplSequenceCase mla_decode_impl_sequence_from_text(const CaseText& t) 
       for (int64_t v : values) words.push_back(std::to_string(v));
       std::vector<const char*> allowed;
       for (const std::string& w : words) allowed.push_back(w.c_str());
-      return because("a replay replays a graph an earlier command captured",
+      return with_reason("a replay replays a graph an earlier command captured",
                      [&] { return values[static_cast<size_t>(t.choices_exactly(key, allowed, 1)[0])]; });
     };
     std::vector<int64_t> batches;

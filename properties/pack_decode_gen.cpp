@@ -29,16 +29,6 @@ DType read_row_dtype(const CaseText& t) {
   return kRowDTypes[t.choice("dtype", {"fp32", "bf16", "fp8_e4m3", "int32"})];
 }
 
-// How many values the list under key holds, in [lo, hi], for a reader of exactly that many: drawn
-// when drawing; otherwise the text's own count (refused outside [lo, hi]), whose bytes an encoding
-// records where the draw would be. A list reader with a least count would say this directly.
-size_t list_count(const CaseText& t, const std::string& key, size_t lo, size_t hi) {
-  if (t.drawing()) return static_cast<size_t>(t.code(0, static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
-  const size_t n = t.words(key, hi).size();
-  MLA_REQUIRE(n >= lo, "case: '", key, "' has ", n, " values, needs ", lo, " to ", hi);
-  t.code(static_cast<int64_t>(n), static_cast<int64_t>(lo), static_cast<int64_t>(hi));
-  return n;
-}
 
 }  // namespace
 
@@ -80,9 +70,9 @@ PackDecodeCase pack_decode_from_text(const CaseText& t) {
   PackDecodeCase c;
   c.next_n = t.integer("next_n", 1, 16);
   // A batch has at least one request.
-  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, c.next_n, list_count(t, "decode_lens", 1, 256));
+  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, c.next_n, t.list_length("decode_lens", 1, 256));
   // One or two sizes, at most 4096 elements in all.
-  const size_t dims = list_count(t, "row_shape", 1, 2);
+  const size_t dims = t.list_length("row_shape", 1, 2);
   c.row_shape = t.list_exactly<int64_t>("row_shape", 1, 4096, dims);
   MLA_REQUIRE(c.row_elements() <= 4096, "case: row_shape ", c.row_shape[0], " ", c.row_shape.back(), " has ",
               c.row_elements(), " elements, more than 4096");
@@ -113,7 +103,7 @@ void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out) {
 
 TopkToGlobalCase topk_to_global_from_text(const CaseText& t) {
   TopkToGlobalCase c;
-  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, 16, list_count(t, "decode_lens", 1, 256));
+  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, 16, t.list_length("decode_lens", 1, 256));
   const size_t B = c.decode_lens.size();
   // The local and global rows hold T x (k + local_row_pad + global_row_pad) elements, at most 2^24.
   constexpr int64_t kMaxElements = int64_t{1} << 24;

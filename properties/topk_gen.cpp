@@ -26,13 +26,6 @@ const char* const kPatternNames[] = {"distinct", "few-values", "shared-high-bits
                                      "extremes", "huge",         "tiny",           "zeros"};
 static_assert(sizeof(kPatternNames) / sizeof(kPatternNames[0]) == static_cast<size_t>(TopkPattern::kCount));
 
-std::string format_float(float x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));  // 9 digits read back the same float
-  return buf;
-}
 
 }  // namespace
 
@@ -156,11 +149,7 @@ void topk_to_text(const TopkCase& c, CaseText& out) {
   std::vector<std::string> names;
   for (TopkPattern p : c.patterns) names.push_back(topk_pattern_name(p));
   out.set_words("patterns", names);
-  for (size_t r = 0; r < c.explicit_rows.size(); ++r) {
-    std::vector<std::string> words;
-    for (float x : c.explicit_rows[r]) words.push_back(format_float(x));
-    out.set_words("values_" + std::to_string(r), std::move(words));
-  }
+  for (size_t r = 0; r < c.explicit_rows.size(); ++r) out.set_floats("values_" + std::to_string(r), c.explicit_rows[r]);
   out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
 }
 

@@ -97,7 +97,9 @@ TEST(FuzzInput, EveryCorpusCaseEncodesToItself) {
       text << in.rdbuf();
       const CaseText c = CaseText::parse(text.str());
       const FuzzTarget& target = fuzz_target_of(property_registry().find(c.word("property")));
-      if (name != "regressions") EXPECT_EQ(target.name, name) << f.path() << " lies in another target's folder";
+      if (name != "regressions") {
+        EXPECT_EQ(target.name, name) << f.path() << " lies in another target's folder";
+      }
       const FuzzCase as_text = decode_fuzz_input(target, text.str(), "", "");
       const FuzzCase as_bytes = decode_fuzz_input(target, encode_fuzz_input(text.str()), "", "");
       EXPECT_FALSE(as_bytes.from_text);
