@@ -148,7 +148,10 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
     MLA_REQUIRE(in_scale_range(v), "case: ", p, "base_scale, q_scale, k_scale with magnitude_log2 ", c.magnitude_log2,
                 " give a launch scale ", v, " outside [2^-120, 2^120]");
   }
-  c.num_splits = t.integer(p + "num_splits", 1, kernels::kMlaMaxSplits);
+  // The split workspace (rows x splits x 513 floats) stays within 256 MiB.
+  const int64_t split_cap = kMaxCacheBytes / 4 / kernels::mla_decode_workspace_floats(c.B, c.q_len, c.H, 1);
+  c.num_splits = with_reason("the split workspace, batch x q_len x heads x num_splits x 513 floats, is at most 256 MiB",
+                             [&] { return t.integer(p + "num_splits", 1, std::clamp<int64_t>(split_cap, 1, kernels::kMlaMaxSplits)); });
   c.workspace_extra = t.integer(p + "workspace_extra", 0, 1 << 20);
   c.pass_host_lens = t.flag(p + "host_seq_lens");
   c.poison = static_cast<uint8_t>(t.integer(p + "poison", 0, 255));

@@ -66,8 +66,9 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
       c = CaseText::parse(bytes);
       text = c.has("property");
     } catch (const Error&) {
-      // Not a case file: a raw fuzz input, unless it plainly tried to be a case file.
-      if (bytes.rfind("# mlacheck case", 0) == 0 || bytes.rfind("property ", 0) == 0) throw;
+      // Not a case file: a raw fuzz input, unless it plainly tried to be a case file and no target
+      // says to read it as raw bytes (a fuzzer's mutation of a case file starts like one).
+      if (o.target.empty() && (bytes.rfind("# mlacheck case", 0) == 0 || bytes.rfind("property ", 0) == 0)) throw;
     }
     if (!text) {
       const FuzzTarget& t = raw_input_target(file, o.target);
