@@ -1,6 +1,7 @@
 // The shared harness body (fuzz/harness.h).
 #include "fuzz/harness.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -54,8 +55,9 @@ struct State {
   const FuzzTarget* target = nullptr;
   std::string impl, backend, case_dir;
   int64_t budget = int64_t{32} << 20;
+  double max_seconds = 0.5;
   std::unique_ptr<kernels::Device> device;
-  uint64_t runs = 0, refused = 0, skipped = 0;
+  uint64_t runs = 0, refused = 0, skipped = 0, slow = 0;
 };
 State& state() {
   static State s;
@@ -98,9 +100,12 @@ uint64_t fnv1a(std::string_view s) {
 
 void print_stats() {
   const State& s = state();
-  std::fprintf(stderr, "mlacheck fuzz %s: %llu inputs run, %llu refused by the case rules, %llu skipped as too large\n",
+  std::fprintf(stderr,
+               "mlacheck fuzz %s: %llu inputs run, %llu refused by the case rules, %llu skipped as too large, "
+               "%llu run but kept out of the corpus as slow\n",
                s.target ? s.target->name.c_str() : "?", static_cast<unsigned long long>(s.runs),
-               static_cast<unsigned long long>(s.refused), static_cast<unsigned long long>(s.skipped));
+               static_cast<unsigned long long>(s.refused), static_cast<unsigned long long>(s.skipped),
+               static_cast<unsigned long long>(s.slow));
 }
 
 }  // namespace
@@ -126,6 +131,11 @@ int harness_init(const char* target, const char* argv0) {
     MLA_REQUIRE(*end == '\0' && v > 0 && v <= (1 << 20), "MLACHECK_FUZZ_MAX_MB is '", mb,
                 "', not a size in MiB (1 to 1048576)");
     s.budget = static_cast<int64_t>(v) << 20;
+    const std::string ms = env("MLACHECK_FUZZ_MAX_MS", "500");
+    const long long m = std::strtoll(ms.c_str(), &end, 10);
+    MLA_REQUIRE(*end == '\0' && m > 0 && m <= 3600000, "MLACHECK_FUZZ_MAX_MS is '", ms,
+                "', not a time in milliseconds (1 to 3600000)");
+    s.max_seconds = static_cast<double>(m) / 1000;
     const auto b = parse_backend(s.backend);
     MLA_REQUIRE(b.has_value(), "MLACHECK_BACKEND is '", s.backend, "', not one of host, cuda, hip");
     const std::string op = s.impl.substr(0, s.impl.find('@'));
@@ -161,6 +171,7 @@ int harness_run(const uint8_t* data, size_t size) {
   ++s.runs;
   BudgetDevice device(*s.device, s.budget);
   Verdict verdict;
+  const auto start = std::chrono::steady_clock::now();
   try {
     verdict = fc.property->run(device, s.impl, fc.text);
   } catch (const std::exception& e) {
@@ -174,6 +185,13 @@ int harness_run(const uint8_t* data, size_t size) {
     return -1;
   }
   if (verdict) violation(fc, *verdict);
+  // A case slower than MLACHECK_FUZZ_MAX_MS was checked, but is kept out of the corpus so that
+  // libFuzzer does not spend its time mutating it (a few large attention cases ran for seconds
+  // each and held a harness to a few inputs per second).
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > s.max_seconds) {
+    ++s.slow;
+    return -1;
+  }
   return 0;
 }
 

@@ -8,8 +8,10 @@
 //   MLACHECK_CASE_DIR  where a violated case is also written, as <property>-<hash>.case
 //   MLACHECK_FUZZ_MAX_MB  device memory one case may allocate (default 32); a larger case is
 //                      skipped as too costly for fuzzing, not run
-// An input the case rules refuse, or one skipped, returns -1: libFuzzer keeps it out of the corpus.
-// At exit the harness prints one line: inputs run, refused, skipped.
+//   MLACHECK_FUZZ_MAX_MS  a case that took longer (default 500) is still checked, but kept out of
+//                      the corpus, so libFuzzer does not spend its time mutating it
+// An input the case rules refuse, one skipped, or a slow one returns -1: libFuzzer keeps it out of
+// the corpus. At exit the harness prints one line: inputs run, refused, skipped, slow.
 #pragma once
 
 #include <cstddef>

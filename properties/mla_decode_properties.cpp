@@ -238,9 +238,13 @@ Verdict mla_decode_equals_oracle(Device& device, MlaDecodeFn* fn, const MlaDecod
 
 std::vector<int64_t> mla_decode_split_counts(Device& device, const MlaDecodeCase& c) {
   std::vector<int64_t> others;
+  // Counts whose split workspace would pass the 256 MiB the case's own count is held to are left
+  // out (64 splits of a large case once wanted gigabytes).
+  const int64_t max_workspace_bytes = int64_t{1} << 28;
   for (int64_t s : {kernels::mla_decode_num_splits(c.B, c.q_len, c.H, c.max_len(), device.multiprocessors()),
                     c.num_splits, int64_t{kernels::kMlaMaxSplits}}) {
-    if (s != 1 && std::find(others.begin(), others.end(), s) == others.end()) others.push_back(s);
+    const bool fits = 4 * kernels::mla_decode_workspace_floats(c.B, c.q_len, c.H, s) <= max_workspace_bytes;
+    if (s != 1 && fits && std::find(others.begin(), others.end(), s) == others.end()) others.push_back(s);
   }
   // One other count per case, picked by its seed: half the runs of trying all, and over many cases
   // each count is tried about as often.

@@ -1,6 +1,9 @@
 // The CUDA runtime wrappers: error classification, RAII handles, graph capture and the device probe.
 #include "core/backend/cuda_runtime.h"
 
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <utility>
 
 namespace mlacheck::cuda {
@@ -92,59 +95,182 @@ float Event::elapsed_ms(const Event& start, const Event& stop) {
   return ms;
 }
 
-// ---- DeviceAllocation ----
+// ---- DeviceAllocation, PinnedHostAllocation and their caches ----
+
+size_t allocation_size_class(size_t bytes) {
+  constexpr size_t kMin = 512, kPow2Max = size_t(64) << 20, kStep = size_t(2) << 20;
+  if (bytes <= kMin) return kMin;
+  if (bytes > kPow2Max) return (bytes + kStep - 1) / kStep * kStep;
+  size_t c = kMin;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+namespace {
+
+bool cache_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLACHECK_CUDA_CACHE");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+// Freed blocks by size class, up to a total; never destroyed (blocks may be live at exit, and the
+// CUDA context may be gone before static destructors run).
+class BlockCache {
+ public:
+  BlockCache(size_t limit, cudaError_t (*free_fn)(void*)) : limit_(limit), free_(free_fn) {}
+  void* take(size_t size_class) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(size_class);
+    if (it == blocks_.end()) {
+      ++misses_;
+      return nullptr;
+    }
+    void* p = it->second;
+    blocks_.erase(it);
+    cached_ -= size_class;
+    ++hits_;
+    return p;
+  }
+  // False when the cache is full: the caller frees the block.
+  bool put(void* p, size_t size_class) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_ + size_class > limit_) return false;
+    blocks_.emplace(size_class, p);
+    cached_ += size_class;
+    return true;
+  }
+  void release_all() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, p] : blocks_) (void)free_(p);
+    blocks_.clear();
+    cached_ = 0;
+  }
+  void stats(size_t& cached, size_t& hits, size_t& misses) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cached = cached_, hits = hits_, misses = misses_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, void*> blocks_;
+  size_t cached_ = 0, hits_ = 0, misses_ = 0;
+  const size_t limit_;
+  cudaError_t (*const free_)(void*);
+};
+
+BlockCache& device_cache() {
+  static BlockCache* c = new BlockCache(size_t(2) << 30, &cudaFree);
+  return *c;
+}
+BlockCache& pinned_cache() {
+  static BlockCache* c = new BlockCache(size_t(512) << 20, &cudaFreeHost);
+  return *c;
+}
+
+// A block of at least `bytes` from `cache`, else from `alloc` (retried once with the caches
+// emptied); its size class in `capacity`. Throws through check() with `what` on failure.
+template <class Alloc>
+void* acquire(BlockCache& cache, size_t bytes, size_t& capacity, Alloc alloc, const char* what) {
+  const bool cached = cache_enabled();
+  capacity = cached ? allocation_size_class(bytes) : bytes;
+  if (cached) {
+    if (void* p = cache.take(capacity)) return p;
+  }
+  void* p = nullptr;
+  cudaError_t e = alloc(&p, capacity);
+  if (e == cudaErrorMemoryAllocation && cached) {
+    (void)cudaGetLastError();
+    release_cached_allocations();
+    e = alloc(&p, capacity);
+  }
+  if (e != cudaSuccess) {
+    capacity = 0;
+    check(e, (std::string(what) + " of " + std::to_string(bytes) + " bytes").c_str());
+  }
+  return p;
+}
+
+// Gives a block back: to the cache once the device is idle (as cudaFree would wait), else frees it.
+// After a sticky fault the synchronize fails and the block is dropped; nothing more can be done.
+void release(BlockCache& cache, void* p, size_t capacity, cudaError_t (*free_fn)(void*)) noexcept {
+  if (!p) return;
+  if (cache_enabled() && cudaDeviceSynchronize() == cudaSuccess && cache.put(p, capacity)) return;
+  (void)free_fn(p);
+}
+
+}  // namespace
+
+AllocationCacheStats allocation_cache_stats() {
+  AllocationCacheStats s;
+  device_cache().stats(s.device_cached_bytes, s.device_hits, s.device_misses);
+  pinned_cache().stats(s.pinned_cached_bytes, s.pinned_hits, s.pinned_misses);
+  return s;
+}
+
+void release_cached_allocations() noexcept {
+  device_cache().release_all();
+  pinned_cache().release_all();
+}
 
 DeviceAllocation::DeviceAllocation(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  const cudaError_t e = cudaMalloc(&ptr_, bytes);
-  if (e != cudaSuccess) {
-    ptr_ = nullptr;
+  try {
+    ptr_ = acquire(device_cache(), bytes, capacity_, [](void** p, size_t n) { return cudaMalloc(p, n); },
+                   "cudaMalloc");
+  } catch (...) {
     bytes_ = 0;
-    check(e, (std::string("cudaMalloc of ") + std::to_string(bytes) + " bytes").c_str());
+    throw;
   }
 }
 DeviceAllocation::~DeviceAllocation() { reset(); }
 DeviceAllocation::DeviceAllocation(DeviceAllocation&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)) {}
 DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& o) noexcept {
   if (this != &o) {
     reset();
     ptr_ = std::exchange(o.ptr_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
   }
   return *this;
 }
 void DeviceAllocation::reset() noexcept {
-  // cudaFree fails after a sticky fault; nothing more can be done about the memory then.
-  if (ptr_) (void)cudaFree(ptr_);
+  release(device_cache(), ptr_, capacity_, &cudaFree);
   ptr_ = nullptr;
-  bytes_ = 0;
+  bytes_ = capacity_ = 0;
 }
 
 PinnedHostAllocation::PinnedHostAllocation(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  const cudaError_t e = cudaMallocHost(&ptr_, bytes);
-  if (e != cudaSuccess) {
-    ptr_ = nullptr;
+  try {
+    ptr_ = acquire(pinned_cache(), bytes, capacity_, [](void** p, size_t n) { return cudaMallocHost(p, n); },
+                   "cudaMallocHost");
+  } catch (...) {
     bytes_ = 0;
-    check(e, (std::string("cudaMallocHost of ") + std::to_string(bytes) + " bytes").c_str());
+    throw;
   }
 }
 PinnedHostAllocation::~PinnedHostAllocation() { reset(); }
 PinnedHostAllocation::PinnedHostAllocation(PinnedHostAllocation&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)) {}
 PinnedHostAllocation& PinnedHostAllocation::operator=(PinnedHostAllocation&& o) noexcept {
   if (this != &o) {
     reset();
     ptr_ = std::exchange(o.ptr_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
   }
   return *this;
 }
 void PinnedHostAllocation::reset() noexcept {
-  if (ptr_) (void)cudaFreeHost(ptr_);
+  release(pinned_cache(), ptr_, capacity_, &cudaFreeHost);
   ptr_ = nullptr;
-  bytes_ = 0;
+  bytes_ = capacity_ = 0;
 }
 
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes) {

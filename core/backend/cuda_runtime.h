@@ -103,7 +103,12 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
-// Bytes from cudaMalloc, freed on destruction; move-only. Zero bytes holds no allocation.
+// Bytes from cudaMalloc, given back on destruction; move-only. Zero bytes holds no allocation.
+// Freed blocks are kept in a process-wide cache by size class and handed out again (a guarded
+// buffer takes four allocations, and cudaMalloc/cudaFree of them dominated a small fuzz case);
+// giving one back synchronizes the device first, as cudaFree does, so reuse never races with work
+// still in flight. MLACHECK_CUDA_CACHE=0 turns the cache off (every block from cudaMalloc, back to
+// cudaFree), e.g. under compute-sanitizer, whose use-after-free reports a cache would hide.
 class DeviceAllocation {
  public:
   DeviceAllocation() = default;
@@ -123,10 +128,12 @@ class DeviceAllocation {
   void reset() noexcept;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  size_t capacity_ = 0;  // the size class it came from
 };
 
-// Page-locked host bytes from cudaMallocHost, freed on destruction; move-only. Copies between them
-// and the device run at full link speed and without a staging copy.
+// Page-locked host bytes from cudaMallocHost, given back on destruction (to a cache like
+// DeviceAllocation's); move-only. Copies between them and the device run at full link speed and
+// without a staging copy.
 class PinnedHostAllocation {
  public:
   PinnedHostAllocation() = default;
@@ -144,7 +151,19 @@ class PinnedHostAllocation {
   void reset() noexcept;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  size_t capacity_ = 0;
 };
+
+// What the allocation caches hold and have served (for tests and benchmarks).
+struct AllocationCacheStats {
+  size_t device_cached_bytes = 0, device_hits = 0, device_misses = 0;
+  size_t pinned_cached_bytes = 0, pinned_hits = 0, pinned_misses = 0;
+};
+AllocationCacheStats allocation_cache_stats();
+// Frees every cached block (device and pinned); a failed cudaMalloc does this and retries.
+void release_cached_allocations() noexcept;
+// The size class of a request: the next power of two from 512 bytes up to 64 MiB, then 2 MiB steps.
+size_t allocation_size_class(size_t bytes);
 
 // Synchronous copies and fill (legacy default stream): each returns once the bytes are in place,
 // so work launched afterwards on any stream sees them (a bare cudaMemcpy from pageable memory may

@@ -51,10 +51,14 @@ void StackPool::take(std::size_t n, std::size_t bytes, std::vector<Stack>& out) 
   while (out.size() < n) out.push_back(map(bytes));
 }
 
-void StackPool::give_back(const std::vector<Stack>& stacks, std::size_t bytes) {
+void StackPool::give_back(const std::vector<Stack>& stacks, std::size_t bytes, bool unwound_normally) {
 #if defined(MLA_ASAN)
   // The next fiber on a stack must not inherit the red zones of this one's frames.
-  for (const Stack& s : stacks) ASAN_UNPOISON_MEMORY_REGION(s.bottom(), s.bytes);
+  if (!unwound_normally) {
+    for (const Stack& s : stacks) ASAN_UNPOISON_MEMORY_REGION(s.bottom(), s.bytes);
+  }
+#else
+  (void)unwound_normally;
 #endif
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Stack>& free = free_[bytes];

@@ -358,7 +358,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   for (GpuThread& t : b.threads) {
     if (t.self) run_until_wait(t);
   }
-  StackPool::instance().give_back(stacks, stack_bytes);
+  StackPool::instance().give_back(stacks, stack_bytes, /*unwound_normally=*/!b.fault);
   return b.fault;
 }
 

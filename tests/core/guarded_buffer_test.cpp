@@ -126,6 +126,35 @@ TEST(GuardedBuffer, InputsWrittenBeforeArmMustStayUnchanged) {
   EXPECT_EQ(r.first.offset, 62);  // the first differing byte of element 15
 }
 
+// Byte views that start and end inside one 8-byte word: the check compares words, and a changed
+// byte beside an output byte of the same word must still be counted, and only it.
+TEST(GuardedBuffer, StrayBytesInsideAWordWithOutputBytesAreEachCounted) {
+  GuardedBuffer buf("bytes", 64);
+  buf.declare_output("a", View::contiguous(DType::kU8, {3}, 9));   // bytes 9..11
+  buf.declare_output("b", View::padded_rows(DType::kU8, {2, 1}, 3, 13));  // bytes 13 and 16
+  buf.arm();
+  for (int64_t b : {9, 10, 11, 13, 16}) buf.data()[b] ^= 0x5A;
+  EXPECT_TRUE(buf.check().ok()) << buf.check().describe();
+  for (int64_t b : {8, 12, 14, 15}) buf.data()[b] ^= 0x5A;
+  const GuardReport r = buf.check();
+  EXPECT_EQ(r.stray_bytes, 4);
+  EXPECT_EQ(r.first.offset, 8);
+  EXPECT_EQ(r.last_offset, 15);
+  EXPECT_EQ(r.first.region, StrayRegion::kBetweenViews);
+}
+
+// A view over bytes already declared is refused, naming the first shared byte.
+TEST(GuardedBuffer, OverlappingOutputsAreRefusedAtTheFirstSharedByte) {
+  GuardedBuffer buf("bytes", 64);
+  buf.declare_output("a", View::contiguous(DType::kU8, {6}, 3));  // bytes 3..8
+  try {
+    buf.declare_output("b", View::contiguous(DType::kI32, {2}, 0));  // bytes 0..7
+    FAIL() << "the overlap was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at byte 3"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GuardedBuffer, RejectsMisuse) {
   GuardedBuffer buf("x", 64);
   EXPECT_THROW(buf.check(), Error);  // not armed

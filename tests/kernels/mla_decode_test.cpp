@@ -229,6 +229,23 @@ TEST(MlaDecode, SplitCountsAgreeOnALongRequest) {
   EXPECT_NE(std::find(seen.begin(), seen.end(), int64_t{7}), seen.end());
 }
 
+// A count whose split workspace would pass 256 MiB is not run: 64 splits of 16 requests x 8 query
+// rows x 128 heads want 64 x 16384 rows x 513 floats, 2.2 GB (one split, 34 MB).
+TEST(MlaDecode, SplitCountsLeaveOutWorkspacesOver256MiB) {
+  const auto device = make_device(Backend::kHost);
+  DecodeCase c;
+  c.B = 16, c.q_len = 8, c.H = 128, c.page = 64, c.lens.assign(16, 64), c.W = 1, c.num_blocks = 16;
+  c.num_splits = 1;
+  const int64_t rows_bytes = 4 * mla_decode_workspace_floats(c.B, c.q_len, c.H, 1);
+  ASSERT_GT(rows_bytes * kMlaMaxSplits, int64_t{1} << 28);
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    c.seed = seed;
+    for (int64_t s : mla_decode_split_counts(*device, c)) {
+      EXPECT_LE(4 * mla_decode_workspace_floats(c.B, c.q_len, c.H, s), int64_t{1} << 28) << s << " splits";
+    }
+  }
+}
+
 TEST(MlaDecode, IsRegistered) {
   EXPECT_EQ(registry().find<MlaDecodeFn>(kImpl), &mla_decode);
   for (const char* p : {"mla_decode.equals_oracle", "mla_decode.split_count_invariant",

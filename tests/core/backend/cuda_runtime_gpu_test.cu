@@ -199,6 +199,44 @@ int main() {
     report(refused && context_still_works(), "a 1 PiB cudaMalloc is a LaunchError and the context lives on");
   }
 
+  // 4b. The allocation cache: a freed block of the same size class is handed out again, holding
+  // the requested size; a kernel still running on a non-blocking stream when its output's owner is
+  // destroyed finishes before the block is reused (the release waits, as cudaFree does).
+  {
+    report(allocation_size_class(1) == 512 && allocation_size_class(513) == 1024 &&
+               allocation_size_class(size_t(64) << 20) == (size_t(64) << 20) &&
+               allocation_size_class((size_t(64) << 20) + 1) == (size_t(66) << 20),
+           "size classes: powers of two from 512 B to 64 MiB, then 2 MiB steps");
+    const AllocationCacheStats before = allocation_cache_stats();
+    void* first = nullptr;
+    {
+      DeviceAllocation a(3000);
+      first = a.get();
+    }
+    DeviceAllocation b(4000);  // same class (4 KiB)
+    const AllocationCacheStats after = allocation_cache_stats();
+    report(b.get() == first && b.bytes() == 4000 && after.device_hits == before.device_hits + 1,
+           "a freed 3000-byte block is reused for a 4000-byte request, which reports 4000 bytes");
+    const int n = 1 << 16;
+    bool clean = true;
+    for (int round = 0; round < 4; ++round) {
+      Stream s;
+      {
+        DeviceAllocation out(n * sizeof(int));
+        spin<<<1, 1, 0, s.get()>>>(2000000ull);  // 2 ms, then the fill below on the same stream
+        fill_int<<<(n + 255) / 256, 256, 0, s.get()>>>(out.as<int>(), 7, n);
+        check_launch("fill_int");
+      }  // released while the stream still runs
+      DeviceAllocation reused(n * sizeof(int));
+      memset_device(reused.get(), 0, n * sizeof(int));
+      std::vector<int> h(n, -1);
+      copy_to_host(h.data(), reused.get(), n * sizeof(int));
+      for (int v : h) clean &= v == 0;
+      s.synchronize();
+    }
+    report(clean, "a block released while a kernel still writes it is reused only after the kernel is done");
+  }
+
   // 5. Streams and events: time a kernel that spins for 2 ms.
   {
     Stream s;
