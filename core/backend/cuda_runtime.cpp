@@ -2,6 +2,7 @@
 #include "core/backend/cuda_runtime.h"
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -123,11 +124,13 @@ class BlockCache {
   BlockCache(size_t limit, cudaError_t (*free_fn)(void*)) : limit_(limit), free_(free_fn) {}
   void* take(size_t size_class) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = blocks_.find(size_class);
-    if (it == blocks_.end()) {
+    // The block freed last (multimap keeps equal keys in insertion order): likeliest still cached.
+    const auto range = blocks_.equal_range(size_class);
+    if (range.first == range.second) {
       ++misses_;
       return nullptr;
     }
+    const auto it = std::prev(range.second);
     void* p = it->second;
     blocks_.erase(it);
     cached_ -= size_class;
@@ -194,10 +197,11 @@ void* acquire(BlockCache& cache, size_t bytes, size_t& capacity, Alloc alloc, co
 }
 
 // Gives a block back: to the cache once the device is idle (as cudaFree would wait), else frees it.
-// After a sticky fault the synchronize fails and the block is dropped; nothing more can be done.
+// The synchronize may return an earlier launch's error, as cudaFree may; after a sticky fault the
+// block is dropped (the context is lost; nothing more can be done with it).
 void release(BlockCache& cache, void* p, size_t capacity, cudaError_t (*free_fn)(void*)) noexcept {
   if (!p) return;
-  if (cache_enabled() && cudaDeviceSynchronize() == cudaSuccess && cache.put(p, capacity)) return;
+  if (cache_enabled() && !is_sticky(cudaDeviceSynchronize()) && cache.put(p, capacity)) return;
   (void)free_fn(p);
 }
 
