@@ -17,6 +17,7 @@
 #include "properties/property_registry.h"
 #include "properties/fuzz_input.h"
 #include "tools/fuzz_command.h"
+#include "tools/mutants_command.h"
 #include "tools/repro.h"
 #include "tools/selfcheck.h"
 
@@ -45,6 +46,13 @@ commands:
                             T's case files: progress every 5 s, crashes deduplicated by verdict
                             or stack, minimized and written as cases, corpus merged at the end.
                             exit 0 no crash, 1 crashes found, 2 bad usage or setup
+  mutants [--backend host|cuda] [--budget S] [--format table|json] [--only ID]... [--cases N]
+          [--seed N] [--corpus DIR]
+                            the kill matrix: each seeded-bug variant (<op>@<BUGS.md id>) against
+                            the property suite, the corpus regressions and random fuzzing, until
+                            the first kill or S seconds (60); the first check that killed it, its
+                            verdict, the time, and whether the check its BUGS.md row names kills it.
+                            exit 0 all killed, 1 one survived, 2 bad usage
   targets                   the fuzz targets (one harness each) and their properties
   decode --target T FILE [--impl OP@NAME] [--backend B]
                             print the case a raw fuzz input of T decodes to
@@ -191,6 +199,7 @@ int main(int argc, char** argv) {
     if (cmd == "selfcheck") return cmd_selfcheck(args);
     if (cmd == "repro") return mlacheck::run_repro_command(args, std::cout, std::cerr);
     if (cmd == "fuzz") return mlacheck::run_fuzz_command(args, std::cout, std::cerr);
+    if (cmd == "mutants") return mlacheck::run_mutants_command(args, std::cout, std::cerr);
     if (cmd == "targets") {
       if (!args.empty()) return usage_error("targets takes no arguments");
       return cmd_targets();

@@ -1,0 +1,76 @@
+// Tests of tools/mutants_command.h: every seeded-bug variant names a check of its op; the matrix
+// kills R4 and reports which check did; a variant that is in fact correct survives (exit 1); bad
+// usage is one line and exit 2.
+#include "tools/mutants_command.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.h"
+#include "kernels/topk_glue.h"
+#include "properties/property_registry.h"
+
+namespace mlacheck {
+namespace {
+
+struct Outcome {
+  int status;
+  std::string out, err;
+};
+Outcome run(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int status = run_mutants_command(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+TEST(Mutants, EveryVariantNamesAPropertyOfItsOp) {
+  const std::vector<std::string> variants = seeded_variants();
+  ASSERT_FALSE(variants.empty());
+  for (const std::string& v : variants) {
+    const PropertyEntry& p = property_registry().find(named_check_of(v));
+    EXPECT_EQ(p.op, v.substr(0, v.find('@'))) << v << " names " << p.name;
+    EXPECT_FALSE(p.ref_only) << v << " names a ref-only property, which never runs on a variant";
+  }
+}
+
+TEST(Mutants, R4IsKilledAndTheMatrixSaysByWhat) {
+  const Outcome r = run({"--only", "R4", "--budget", "30", "--format", "json"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("\"variant\": \"topk_decode@R4\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"killed\": true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"check\": \"topk_decode.rows_admissible\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fast k=2048 path"), std::string::npos) << r.out;
+}
+
+// The matrix must be able to say SURVIVED: the correct top-k registered under a bug's name.
+TEST(Mutants, ACorrectImplementationUnderABugNameSurvives) {
+  static const bool registered = [] {
+    kernels::registry().add({"topk_decode", "Z9", "test only: the correct top-k under a bug id"},
+                            &kernels::topk_per_row_decode);
+    return true;
+  }();
+  (void)registered;
+  const Outcome r = run({"--only", "Z9", "--budget", "3", "--cases", "2"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("topk_decode@Z9  SURVIVED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 of 1 killed"), std::string::npos) << r.out;
+}
+
+TEST(Mutants, BadUsageIsOneLineAndExitTwo) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--budget", "soon"}, {"--format", "xml"}, {"--only", "Q7"}, {"--frobnicate", "1"},
+        {"--budget"}, {"--backend", "tpu"}, {"--corpus", "/nonexistent"}}) {
+    const Outcome r = run(args);
+    EXPECT_EQ(r.status, 2) << args[0];
+    EXPECT_EQ(r.out, "") << args[0];
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("mlacheck: mutants: ", 0), 0u) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace mlacheck
