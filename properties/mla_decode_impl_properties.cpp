@@ -70,6 +70,8 @@ Verdict mla_decode_impl_eager_call(Device& device, MlaDecodeImpl& impl, const Ml
   MlaDecodeBuffers st(c);
   const oracle::MlaDecodeResult want = oracle::mla_decode(st.oracle_inputs(c));
   GuardedMemory& workspace = impl.workspace_memory();
+  const GuardedMemory* const workspace_object = &workspace;
+  const uint8_t* const workspace_data = workspace.data();
   workspace.clear_outputs();
   workspace.declare_output("workspace", View::contiguous(DType::kU8, {workspace.size()}));
   simt::host::ScopedOptions scope(host_options(c));
@@ -78,6 +80,10 @@ Verdict mla_decode_impl_eager_call(Device& device, MlaDecodeImpl& impl, const Ml
         impl.forward(call_of(st, c));
       })) {
     return v;
+  }
+  // Before the old workspace is touched again: an impl that replaced it may have freed it.
+  if (&impl.workspace_memory() != workspace_object || impl.workspace_memory().data() != workspace_data) {
+    return "the call replaced the impl's workspace (a graph captured before it keeps the old address)";
   }
   if (const GuardReport g = workspace.check(); !g.ok()) return "guard of the impl's workspace: " + g.describe();
   return compare_mla_decode(st.o.host_tensor(), st.lse.host_tensor(), want, c.magnitude_log2);

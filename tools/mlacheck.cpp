@@ -47,11 +47,12 @@ commands:
                             or stack, minimized and written as cases, corpus merged at the end.
                             exit 0 no crash, 1 crashes found, 2 bad usage or setup
   mutants [--backend host|cuda] [--budget S] [--format table|json] [--only ID]... [--cases N]
-          [--seed N] [--corpus DIR]
+          [--seed N] [--corpus DIR] [--save DIR]
                             the kill matrix: each seeded-bug variant (<op>@<BUGS.md id>) against
                             the property suite, the corpus regressions and random fuzzing, until
                             the first kill or S seconds (60); the first check that killed it, its
-                            verdict, the time, and whether the check its BUGS.md row names kills it.
+                            verdict, the time, and whether the check its BUGS.md row names kills it;
+                            --save DIR writes each killing case there, for repro.
                             exit 0 all killed, 1 one survived, 2 bad usage
   targets                   the fuzz targets (one harness each) and their properties
   decode --target T FILE [--impl OP@NAME] [--backend B]

@@ -38,7 +38,12 @@ using Clock = std::chrono::steady_clock;
 // The check each row of BUGS.md names ("what must catch it"), as the property that carries it.
 const std::map<std::string, std::string>& named_checks() {
   static const std::map<std::string, std::string> m = {
+      {"indexer_decode_step@R1", "indexer_decode_step.equals_oracle"},  // guard of the top-k rows
+      {"indexer_decode_step@R2", "indexer_decode_step.equals_oracle"},
       {"topk_decode@R4", "topk_decode.rows_admissible"},
+      {"mla_decode_impl@T2", "mla_decode_impl.engine_sequence"},        // address stability
+      {"mla_decode_impl@K1", "mla_decode_impl.calls_equal_oracle"},     // scales change between calls
+      {"mla_decode_impl@K3", "mla_decode_impl.calls_equal_oracle"},     // the workspace never moves
   };
   return m;
 }
@@ -56,12 +61,14 @@ struct Options {
   int cases = 20;
   uint64_t seed = 1;
   std::string corpus;
+  std::string save_dir;  // --save: each kill's case as <op>-<id>.case
 };
 
 // A kill: where (stage), by what (a property, or "crash"), the verdict line, when.
 struct Kill {
   std::string stage, check, verdict;
   double seconds = 0;
+  std::string case_text;  // the case that killed it (what `mlacheck repro` reruns)
 };
 
 struct Row {
@@ -71,6 +78,9 @@ struct Row {
   int cases_run = 0;
   std::string named_result = "not run";  // "killed", "survived", "first kill", "not run"
   std::string named_verdict;
+  // Cases that failed on the variant and on <op>@ref too: the suite's own false positives.
+  int false_positives = 0;
+  std::string false_positive, false_positive_case;
 };
 
 std::string corpus_root(const Options& o) {
@@ -181,12 +191,13 @@ class VariantRun {
     return case_files(fs::path(corpus_root(o_)) / target_.name, [&](const PropertyEntry& e) { return &e == &p; });
   }
 
-  void note(const std::string& what) const {
-    std::ofstream(progress_, std::ios::trunc) << what;
+  // Where the child is, for a crash report: one line, then the case text.
+  void note(const std::string& what, const CaseText& c) const {
+    std::ofstream(progress_, std::ios::trunc) << what << '\n' << c.format();
   }
 
   std::optional<Kill> run_one(const CaseText& c, const std::string& stage, const std::string& what, Row& row) {
-    note(stage + ": " + what);
+    note(stage + ": " + what, c);
     ReproResult r;
     try {
       r = run_case_text(c, o_.backend, variant_);
@@ -195,8 +206,22 @@ class VariantRun {
     }
     ++row.cases_run;
     if (!r.verdict) return std::nullopt;
-    return Kill{stage, r.property, *r.verdict,
-                std::chrono::duration<double>(Clock::now() - start_).count()};
+    // A kill counts only if the correct implementation passes the same case; otherwise the suite
+    // itself is wrong there (a false positive, reported apart, with its case).
+    const ReproResult ref = run_case_text(c, o_.backend, op_ + "@ref");
+    if (ref.verdict) {
+      if (row.false_positives++ == 0) {
+        CaseText shown = c;
+        shown.set("impl", op_ + "@ref").set("backend", o_.backend);
+        row.false_positive = r.property + ": " + *ref.verdict;
+        row.false_positive_case = shown.format();
+      }
+      return std::nullopt;
+    }
+    CaseText shown = c;
+    shown.set("impl", variant_).set("backend", o_.backend);
+    return Kill{stage, r.property, *r.verdict, std::chrono::duration<double>(Clock::now() - start_).count(),
+                shown.format()};
   }
 
   std::optional<Kill> run_files(const std::vector<std::pair<fs::path, CaseText>>& files, const std::string& stage,
@@ -251,13 +276,16 @@ class VariantRun {
 };
 
 // Row <-> one line through the isolation pipe (fields separated by 0x1f).
-constexpr char kSep = '\x1f';
+constexpr char kSep = '\x1f', kNewline = '\x1e';
 std::string serialize(const Row& r) {
   std::string s = "mutants-row";
   for (const std::string& f : {std::string(r.killed ? "1" : "0"), r.first.stage, r.first.check, r.first.verdict,
                                std::to_string(r.first.seconds), std::to_string(r.cases_run), r.named_result,
-                               r.named_verdict}) {
-    s += kSep + f;
+                               r.named_verdict, r.first.case_text, std::to_string(r.false_positives),
+                               r.false_positive, r.false_positive_case}) {
+    std::string field = f;
+    std::replace(field.begin(), field.end(), '\n', kNewline);  // the pipe carries one line
+    s += kSep + field;
   }
   return s;
 }
@@ -268,16 +296,18 @@ bool deserialize(const std::string& s, Row& r) {
     if (c == kSep) {
       f.push_back(cur), cur.clear();
     } else {
-      cur += c;
+      cur += c == kNewline ? '\n' : c;
     }
   }
   f.push_back(cur);
-  if (f.size() != 9 || f[0] != "mutants-row") return false;
+  if (f.size() != 13 || f[0] != "mutants-row") return false;
   r.killed = f[1] == "1";
   r.first.stage = f[2], r.first.check = f[3], r.first.verdict = f[4];
   r.first.seconds = std::atof(f[5].c_str());
   r.cases_run = std::atoi(f[6].c_str());
-  r.named_result = f[7], r.named_verdict = f[8];
+  r.named_result = f[7], r.named_verdict = f[8], r.first.case_text = f[9];
+  r.false_positives = std::atoi(f[10].c_str());
+  r.false_positive = f[11], r.false_positive_case = f[12];
   return true;
 }
 
@@ -319,8 +349,10 @@ Row run_variant(const Options& o, const std::string& variant) {
     throw Error(variant + ": " + out.message.substr(7));  // the matrix's own setup failed, no kill
   }
   // The child crashed, hit a sticky fault, timed out or threw: a kill by that, where it was.
-  std::string where = read_file(progress);
+  const std::string progress_text = read_file(progress);
   ::unlink(progress);
+  const std::string where = progress_text.substr(0, progress_text.find('\n'));
+  if (where.size() < progress_text.size()) row.first.case_text = progress_text.substr(where.size() + 1);
   row.killed = out.kind != IsolatedOutcome::kPassed;
   row.first.stage = where.substr(0, where.find(':'));
   row.first.check = isolated_outcome_name(out.kind);
@@ -392,6 +424,13 @@ void print_table(const Options& o, const std::vector<Row>& rows, std::ostream& o
   for (const Row& r : rows) {
     if (r.named_result == "killed") out << "  " << r.variant << " named check " << r.named << ": " << r.named_verdict << '\n';
   }
+  for (const Row& r : rows) {
+    if (r.false_positives > 0) {
+      out << "suite false positive: " << r.false_positives << " case(s) run for " << r.variant
+          << " failed on " << r.op << "@ref too (not counted as kills); first: " << r.false_positive
+          << (o.save_dir.empty() ? "" : " (saved with --save)") << '\n';
+    }
+  }
 }
 
 void print_json(const Options& o, const std::vector<Row>& rows, std::ostream& out) {
@@ -404,7 +443,9 @@ void print_json(const Options& o, const std::vector<Row>& rows, std::ostream& ou
         << ", \"check\": " << json_string(r.first.check) << ", \"verdict\": " << json_string(r.first.verdict)
         << ", \"seconds\": " << fixed(r.first.seconds, 3) << ", \"cases_run\": " << r.cases_run
         << ", \"named_check\": " << json_string(r.named) << ", \"named_result\": " << json_string(r.named_result)
-        << ", \"named_verdict\": " << json_string(r.named_verdict) << "}" << (i + 1 < rows.size() ? "," : "") << '\n';
+        << ", \"named_verdict\": " << json_string(r.named_verdict) << ", \"case\": " << json_string(r.first.case_text)
+        << ", \"false_positives\": " << r.false_positives << ", \"false_positive\": " << json_string(r.false_positive)
+        << ", \"false_positive_case\": " << json_string(r.false_positive_case) << "}" << (i + 1 < rows.size() ? "," : "") << '\n';
   }
   out << "]}\n";
 }
@@ -436,7 +477,7 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       if (i + 1 >= args.size()) return bad(a == "--backend" || a == "--budget" || a == "--format" || a == "--only" ||
-                                                   a == "--cases" || a == "--seed" || a == "--corpus"
+                                                   a == "--cases" || a == "--seed" || a == "--corpus" || a == "--save"
                                                ? a + " needs a value"
                                                : "unknown argument '" + a + "'");
       const std::string& v = args[++i];
@@ -459,6 +500,8 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
         if (*end || v.empty()) return bad("--seed '" + v + "' is not a number");
       } else if (a == "--corpus") {
         o.corpus = v;
+      } else if (a == "--save") {
+        o.save_dir = v;
       } else {
         return bad("unknown argument '" + a + "'");
       }
@@ -487,10 +530,24 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
       if (!found) return bad("--only '" + want + "' is no seeded-bug variant (mlacheck list shows them)");
     }
     if (variants.empty()) return bad("no seeded-bug variants are registered");
+    if (!o.save_dir.empty()) {
+      std::error_code ec;
+      fs::create_directories(o.save_dir, ec);
+      MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
+    }
     std::vector<Row> rows;
     for (const std::string& v : variants) {
       if (o.format == "table") err << "mutants: " << v << " ...\n";
       rows.push_back(run_variant(o, v));
+      const Row& r = rows.back();
+      std::string name = v;
+      std::replace(name.begin(), name.end(), '@', '-');
+      if (!o.save_dir.empty() && r.killed && !r.first.case_text.empty()) {
+        std::ofstream(fs::path(o.save_dir) / (name + ".case")) << r.first.case_text;
+      }
+      if (!o.save_dir.empty() && !r.false_positive_case.empty()) {
+        std::ofstream(fs::path(o.save_dir) / (name + "-false-positive-on-ref.case")) << r.false_positive_case;
+      }
     }
     if (o.format == "json") {
       print_json(o, rows, out);

@@ -1,5 +1,6 @@
 // `mlacheck mutants [--backend host|cuda] [--budget SECONDS] [--format table|json] [--only ID]...
-// [--cases N] [--seed N] [--corpus DIR]`: the kill matrix. For each seeded-bug variant
+// [--cases N] [--seed N] [--corpus DIR] [--save DIR]`: the kill matrix (--save writes each kill's
+// case as DIR/<op>-<id>.case, for `mlacheck repro`). For each seeded-bug variant
 // (kernels/mutants/, registered as <op>@<BUGS.md id>) it runs, until the first kill or the budget:
 //   1. the property suite: each of the op's properties on its generator cases (the seed cases of
 //      corpus/<target>/) and then on --cases random cases (decoded from seeded random bytes through

@@ -1,0 +1,101 @@
+// MLA decode impl seeded bugs (kernels/mutants/mutants.h): the production impl (kernels/
+// mla_decode_impl.h) with one wrong decision about its scales or its workspace, each overriding
+// only the call where that decision is made.
+#include <array>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kernels/mla_decode.h"
+#include "kernels/mla_decode_impl.h"
+#include "kernels/mutants/mutants.h"
+
+namespace mlacheck::kernels {
+
+namespace {
+
+// K1 (vLLM #41778): the softmax and output scales are taken from the first call (in vLLM a
+// profiling run with scale 1.0) and kept: later calls and captures launch with them.
+class ScalesCachedOnFirstCall final : public MlaDecodeImpl {
+ public:
+  using MlaDecodeImpl::MlaDecodeImpl;
+  void forward(const MlaDecodeCall& call) override {
+    MlaDecodeCall c = call;
+    use_cached(c.base_scale, c.q_scale, c.k_scale);
+    MlaDecodeImpl::forward(c);
+  }
+  std::unique_ptr<DeviceGraph> capture(int64_t padded_batch, int64_t q_len, const DeviceTensor& kv_cache,
+                                       double base_scale, double q_scale, double k_scale) override {
+    use_cached(base_scale, q_scale, k_scale);
+    return MlaDecodeImpl::capture(padded_batch, q_len, kv_cache, base_scale, q_scale, k_scale);
+  }
+
+ private:
+  void use_cached(double& base, double& q, double& k) {
+    if (!cached_) cached_ = std::array<double, 3>{base, q, k};
+    base = (*cached_)[0], q = (*cached_)[1], k = (*cached_)[2];
+  }
+  std::optional<std::array<double, 3>> cached_;
+};
+
+// The workspace's size, as the constructor allocates it.
+int64_t full_workspace_bytes(const MlaDecodeImplConfig& c) {
+  return 4 * mla_decode_workspace_floats(c.max_batch, c.max_q_len, c.heads, c.max_splits);
+}
+
+// T2 (vLLM #42885): the split workspace is allocated afresh for every eager call, so a graph
+// captured earlier keeps the address of a workspace that a later call freed.
+class WorkspacePerCall final : public MlaDecodeImpl {
+ public:
+  using MlaDecodeImpl::MlaDecodeImpl;
+  void forward(const MlaDecodeCall& call) override {
+    workspace_ = device_.allocate("mla workspace", full_workspace_bytes(config_));
+    MlaDecodeImpl::forward(call);
+  }
+};
+
+// K3 (vLLM #41778): the workspace is sized for the q_len of the first call's shape (one token)
+// instead of the configured maximum, and grown by a new allocation when a call needs more; the old
+// one is kept, never released, and every graph captured before holds a stale address.
+class WorkspaceGrownOnDemand final : public MlaDecodeImpl {
+ public:
+  WorkspaceGrownOnDemand(Device& device, const MlaDecodeImplConfig& c) : MlaDecodeImpl(device, c) {
+    workspace_ = device_.allocate("mla workspace",
+                                  4 * mla_decode_workspace_floats(c.max_batch, 1, c.heads, c.max_splits));
+  }
+  void forward(const MlaDecodeCall& call) override {
+    const View& q = call.q.view;
+    if (q.rank() == 4) {
+      const int64_t need = 4 * mla_decode_workspace_floats(q.size(0), q.size(1), config_.heads, config_.max_splits);
+      if (need > workspace_->size()) {
+        retired_.push_back(std::move(workspace_));
+        workspace_ = device_.allocate("mla workspace", need);
+      }
+    }
+    MlaDecodeImpl::forward(call);
+  }
+
+ private:
+  std::vector<std::unique_ptr<GuardedMemory>> retired_;
+};
+
+template <class Impl>
+std::unique_ptr<MlaDecodeImpl> make(Device& device, const MlaDecodeImplConfig& config) {
+  return std::make_unique<Impl>(device, config);
+}
+
+}  // namespace
+
+void register_mla_decode_impl_mutants(Registry& reg) {
+  reg.add({"mla_decode_impl", "K1",
+           "seeded bug K1 (vLLM #41778): softmax and output scales kept from the first call, never recomputed"},
+          &make<ScalesCachedOnFirstCall>);
+  reg.add({"mla_decode_impl", "T2",
+           "seeded bug T2 (vLLM #42885): split workspace allocated per eager call; a captured graph keeps a freed one"},
+          &make<WorkspacePerCall>);
+  reg.add({"mla_decode_impl", "K3",
+           "seeded bug K3 (vLLM #41778): workspace sized for q_len 1 and grown per call, the old one kept"},
+          &make<WorkspaceGrownOnDemand>);
+}
+
+}  // namespace mlacheck::kernels
