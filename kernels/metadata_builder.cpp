@@ -21,15 +21,9 @@ void require_vector(const DeviceTensor& t, int64_t n, const char* name) {
   MLA_REQUIRE(n == 0 || t.base != nullptr, "metadata builder: ", name, " has no memory behind it");
 }
 
-// What build() learns from checking a batch.
-struct Step {
-  int32_t B = 0;
-  int64_t num_tokens = 0;
-  int64_t rows = 0;           // flattened views' rows
-  int32_t min_len = 0, max_len = 0;
-};
+}  // namespace
 
-Step check_batch(const MetadataBatch& batch, const MetadataLimits& limits) {
+MetadataStepShape check_metadata_batch(const MetadataBatch& batch, const MetadataLimits& limits) {
   const View& s = batch.seq_lens.view;
   MLA_REQUIRE(s.rank() == 1, "metadata builder: seq_lens must be int32 [B], got ", s.to_string());
   const int64_t B = s.size(0);
@@ -50,7 +44,7 @@ Step check_batch(const MetadataBatch& batch, const MetadataLimits& limits) {
               " columns, more than the configured width ", limits.block_table_width);
   MLA_REQUIRE(t.numel() == 0 || batch.block_table.base != nullptr, "metadata builder: block_table has no memory behind it");
 
-  Step step;
+  MetadataStepShape step;
   step.B = static_cast<int32_t>(B);
   MLA_REQUIRE(static_cast<int64_t>(batch.host_decode_lens.size()) == B, "metadata builder: ",
               batch.host_decode_lens.size(), " host decode_lens for ", B, " requests");
@@ -91,6 +85,8 @@ Step check_batch(const MetadataBatch& batch, const MetadataLimits& limits) {
               "metadata builder: unknown path choice ", int(batch.path));
   return step;
 }
+
+namespace {
 
 // The flat buffers as kernel outputs: whole rows of the configured width.
 FlatMetadataOutputs flat_outputs(GuardedMemory& seq_lens, GuardedMemory& decode_lens, GuardedMemory& block_table,
@@ -135,7 +131,7 @@ MetadataBuilder::MetadataBuilder(Device& device, const MetadataLimits& limits) :
 MetadataBuilder::~MetadataBuilder() = default;
 
 MetadataResult MetadataBuilder::build(const MetadataBatch& batch) {
-  const Step step = check_batch(batch, limits_);
+  const MetadataStepShape step = check_metadata_batch(batch, limits_);
   MetadataResult result;
   result.layout = batch.layout;
   result.num_decode_tokens = step.num_tokens;

@@ -79,6 +79,17 @@ struct MetadataResult {
   DeviceTensor context_lens;
 };
 
+// What build() learns from checking a batch.
+struct MetadataStepShape {
+  int32_t B = 0;
+  int64_t num_tokens = 0;
+  int64_t rows = 0;  // flattened views' rows
+  int32_t min_len = 0, max_len = 0;
+};
+// Checks a batch against the contract and the limits (what build() does first); throws
+// mlacheck::Error with one line when it breaks them.
+MetadataStepShape check_metadata_batch(const MetadataBatch& batch, const MetadataLimits& limits);
+
 class MetadataBuilder {
  public:
   // Allocates every output buffer at its maximum size and zeroes it (on the device's stream).
@@ -86,12 +97,12 @@ class MetadataBuilder {
   MetadataBuilder(Device& device, const MetadataLimits& limits);
   MetadataBuilder(const MetadataBuilder&) = delete;
   MetadataBuilder& operator=(const MetadataBuilder&) = delete;
-  ~MetadataBuilder();
+  virtual ~MetadataBuilder();
 
   // Checks the batch (a one-line mlacheck::Error before any launch when it breaks the contract or
   // the limits), launches the step's kernels on the device's stream and returns the views. Does not
-  // synchronize.
-  MetadataResult build(const MetadataBatch& batch);
+  // synchronize. (Virtual for the seeded-bug variants of kernels/mutants/.)
+  virtual MetadataResult build(const MetadataBatch& batch);
 
   const MetadataLimits& limits() const { return limits_; }
 
@@ -107,7 +118,7 @@ class MetadataBuilder {
   int64_t flat_dirty_rows() const { return flat_dirty_rows_; }
   int64_t native_dirty_elements() const { return native_dirty_elements_; }
 
- private:
+ protected:
   Device& device_;
   MetadataLimits limits_;
   std::unique_ptr<GuardedMemory> seq_lens_;

@@ -38,6 +38,12 @@ using Clock = std::chrono::steady_clock;
 // The check each row of BUGS.md names ("what must catch it"), as the property that carries it.
 const std::map<std::string, std::string>& named_checks() {
   static const std::map<std::string, std::string> m = {
+      {"decode_metadata@U1", "decode_metadata.equals_oracle"},              // non-uniform batch
+      {"decode_metadata@U2", "decode_metadata.equals_oracle"},              // rows == tokens
+      {"decode_metadata@U5", "decode_metadata.steps_equal_oracle"},         // shrinking batches
+      {"decode_metadata@C1", "decode_metadata.equals_oracle"},              // strides of the view
+      {"decode_metadata@C2", "decode_metadata.steps_equal_oracle"},         // address stability
+      {"decode_metadata@C3", "decode_metadata.equals_oracle"},              // shape against next_n'
       {"indexer_decode_step@R1", "indexer_decode_step.equals_oracle"},  // guard of the top-k rows
       {"indexer_decode_step@R2", "indexer_decode_step.equals_oracle"},
       {"topk_decode@R4", "topk_decode.rows_admissible"},
@@ -350,7 +356,6 @@ Row run_variant(const Options& o, const std::string& variant) {
   }
   // The child crashed, hit a sticky fault, timed out or threw: a kill by that, where it was.
   const std::string progress_text = read_file(progress);
-  ::unlink(progress);
   const std::string where = progress_text.substr(0, progress_text.find('\n'));
   if (where.size() < progress_text.size()) row.first.case_text = progress_text.substr(where.size() + 1);
   row.killed = out.kind != IsolatedOutcome::kPassed;
@@ -358,7 +363,21 @@ Row run_variant(const Options& o, const std::string& variant) {
   row.first.check = isolated_outcome_name(out.kind);
   row.first.verdict = out.message + (where.empty() ? "" : " (during " + where + ")");
   row.first.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  row.named_result = "not run";
+  // The named check on its own, in a child of its own: does it kill the variant before any crash?
+  const IsolatedOutcome named_run = run_isolated(
+      [&]() -> std::string {
+        Row r = row;
+        VariantRun(o, variant, progress).named_check(r);
+        return serialize(r);
+      },
+      opts);
+  ::unlink(progress);
+  Row with_named = row;
+  if (named_run.kind == IsolatedOutcome::kViolation && deserialize(named_run.message, with_named)) {
+    row.named_result = with_named.named_result, row.named_verdict = with_named.named_verdict;
+  } else {
+    row.named_result = std::string("crashed too: ") + isolated_outcome_name(named_run.kind);
+  }
   return row;
 }
 

@@ -4,9 +4,30 @@
 // the production code, which has no mutant switches.
 #pragma once
 
+#include "kernels/metadata_builder.h"
 #include "kernels/registry.h"
 
 namespace mlacheck::kernels {
+
+// MetadataBuilder::build written out again with each decision a BUGS.md row gets wrong in its own
+// virtual function, returning the production answer; the metadata variants override one each.
+// (The copy itself runs the property suite in tests/kernels/decode_metadata_test.cpp.)
+class MetadataBuilderCopy : public MetadataBuilder {
+ public:
+  using MetadataBuilder::MetadataBuilder;
+  MetadataResult build(const MetadataBatch& batch) override;
+
+ protected:
+  virtual MetadataStepShape checked_step(const MetadataBatch& batch);                           // U2
+  virtual bool uniform_path(const MetadataStepShape& step, const MetadataBatch& batch) const;   // U1
+  virtual int64_t flat_reset_end(const MetadataStepShape& step) const;                          // U5
+  virtual int32_t native_row_stride(const MetadataStepShape& step) const;                       // C1, C3
+  virtual View native_view(const MetadataStepShape& step) const;                                // C1, C3
+  virtual GuardedMemory& native_buffer();                                                  // C2
+};
+
+// U1, U2, U5, C1, C2, C3 (decode metadata builder, vLLM #39458, #42135).
+void register_decode_metadata_mutants(Registry& reg);
 
 // R4 (top-k dispatch, vLLM #42072): the k = 2048 fast path taken for any k >= 2048.
 void register_topk_mutants(Registry& reg);
@@ -19,6 +40,7 @@ void register_mla_decode_impl_mutants(Registry& reg);
 
 // Every variant above.
 inline void register_mutants(Registry& reg) {
+  register_decode_metadata_mutants(reg);
   register_topk_mutants(reg);
   register_indexer_decode_step_mutants(reg);
   register_mla_decode_impl_mutants(reg);

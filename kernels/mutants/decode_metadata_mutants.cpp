@@ -1,0 +1,202 @@
+// Decode metadata seeded bugs (kernels/mutants/mutants.h). MetadataBuilderCopy is
+// MetadataBuilder::build (kernels/metadata_builder.cpp) written out again, with each decision the
+// BUGS.md rows get wrong made in its own virtual function that returns the production answer; each
+// variant overrides exactly one of them. tests/kernels/decode_metadata_test.cpp runs the suite on
+// the copy itself, so a kill is the overridden decision's doing, not the copy's.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "kernels/decode_metadata.h"
+#include "kernels/metadata_builder.h"
+#include "kernels/mutants/mutants.h"
+
+namespace mlacheck::kernels {
+
+MetadataResult MetadataBuilderCopy::build(const MetadataBatch& batch) {
+  const MetadataStepShape step = checked_step(batch);
+  MetadataResult result;
+  result.layout = batch.layout;
+  result.num_decode_tokens = step.num_tokens;
+  result.next_n_live = step.max_len;
+  const int32_t* seq_lens = batch.seq_lens.data<int32_t>();
+  const int32_t* decode_lens = batch.decode_lens.data<int32_t>();
+
+  if (batch.layout == MetadataLayout::kNative) {
+    GuardedMemory& buffer = native_buffer();
+    NativeContextLensParams p;
+    p.seq_lens = seq_lens;
+    p.decode_lens = decode_lens;
+    p.num_requests = step.B;
+    p.row_stride = native_row_stride(step);
+    p.context_lens = reinterpret_cast<int32_t*>(buffer.data());
+    const int64_t live = int64_t(step.B) * p.row_stride;
+    p.reset_end = std::max(live, native_dirty_elements_);
+    native_dirty_elements_ = p.reset_end;
+    MLA_DISPATCH(device_, native_context_lens, p);
+    native_dirty_elements_ = live;
+    result.path = MetadataPath::kNative;
+    result.rows = step.B;
+    result.context_lens = {buffer.data(), native_view(step)};
+    result.block_table = batch.block_table;
+    return result;
+  }
+
+  FlatMetadataOutputs out;
+  out.seq_lens = reinterpret_cast<int32_t*>(seq_lens_->data());
+  out.decode_lens = reinterpret_cast<int32_t*>(decode_lens_->data());
+  out.block_table = reinterpret_cast<int32_t*>(block_table_->data());
+  out.block_table_row_stride = limits_.block_table_width;
+  out.width = static_cast<int32_t>(limits_.block_table_width);
+
+  ExpandMetadataParams p;
+  p.seq_lens = seq_lens;
+  p.decode_lens = decode_lens;
+  p.query_start_loc = batch.query_start_loc.data<int32_t>();
+  p.block_table = batch.block_table.data<int32_t>();
+  p.block_table_row_stride = batch.block_table.view.stride(0);
+  p.block_table_width = static_cast<int32_t>(batch.block_table.view.size(1));
+  p.num_requests = step.B;
+  p.num_tokens = static_cast<int32_t>(step.num_tokens);
+  p.out = out;
+  const bool uniform = uniform_path(step, batch);
+  ResetFlatTailParams reset;
+  reset.out = out;
+  reset.begin = p.num_tokens;
+  reset.end = static_cast<int32_t>(flat_reset_end(step));
+  const int64_t dirty_before = flat_dirty_rows_;
+  flat_dirty_rows_ = std::max<int64_t>(reset.end, dirty_before);  // stays conservative if a launch throws
+  if (uniform) {
+    p.uniform_decode_len = step.max_len;
+    MLA_DISPATCH(device_, expand_metadata_uniform, p);
+  } else {
+    MLA_DISPATCH(device_, expand_metadata_general, p);
+  }
+  MLA_DISPATCH(device_, reset_flat_metadata_tail, reset);
+  flat_dirty_rows_ = dirty_before > reset.end ? dirty_before : step.num_tokens;  // rows a reset left
+
+  result.path = uniform ? MetadataPath::kUniform : MetadataPath::kGeneral;
+  result.rows = step.rows;
+  result.seq_lens = {seq_lens_->data(), View::contiguous(DType::kI32, {step.rows})};
+  result.decode_lens = {decode_lens_->data(), View::contiguous(DType::kI32, {step.rows})};
+  result.block_table = {block_table_->data(),
+                        View(DType::kI32, {step.rows, batch.block_table.view.size(1)}, {limits_.block_table_width, 1})};
+  return result;
+}
+
+MetadataStepShape MetadataBuilderCopy::checked_step(const MetadataBatch& batch) {
+  return check_metadata_batch(batch, limits_);
+}
+bool MetadataBuilderCopy::uniform_path(const MetadataStepShape& s, const MetadataBatch& batch) const {
+  return batch.path == MetadataPathChoice::kAuto && s.B > 0 && s.min_len == s.max_len && s.min_len > 0;
+}
+int64_t MetadataBuilderCopy::flat_reset_end(const MetadataStepShape& s) const {
+  return std::max(s.num_tokens, flat_dirty_rows_);
+}
+int32_t MetadataBuilderCopy::native_row_stride(const MetadataStepShape& s) const { return s.max_len; }
+View MetadataBuilderCopy::native_view(const MetadataStepShape& s) const {
+  return View::contiguous(DType::kI32, {s.B, s.max_len});
+}
+GuardedMemory& MetadataBuilderCopy::native_buffer() { return *context_lens_; }
+
+namespace {
+
+// U1 (vLLM #39458): the uniform fused kernel is taken whenever the longest decode length is above
+// 1, without checking that every request has it: short requests' tokens get another request's
+// context and block-table row.
+class UniformPathWhenMaxAboveOne final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  bool uniform_path(const MetadataStepShape& s, const MetadataBatch& batch) const override {
+    return batch.path == MetadataPathChoice::kAuto && s.max_len > 1;
+  }
+};
+
+// U2 (vLLM #39458 as merged): num_decode_tokens is overwritten with B * max_len instead of being
+// required to equal the sum of the decode lengths (they differ for non-uniform or padded batches).
+class TokenCountFromBatchTimesMax final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  MetadataStepShape checked_step(const MetadataBatch& batch) override {
+    MetadataBatch unchecked = batch;
+    unchecked.num_decode_tokens = -1;
+    MetadataStepShape s = check_metadata_batch(unchecked, limits_);
+    s.num_tokens = int64_t(s.B) * s.max_len;
+    s.rows = std::max(s.rows, s.num_tokens);
+    return s;
+  }
+};
+
+// U5: the flat buffers' rows past this step's tokens are not reset, so a smaller step after a
+// larger one hands the larger step's rows on as if they were graph padding.
+class FlatTailNotReset final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  int64_t flat_reset_end(const MetadataStepShape& s) const override { return s.num_tokens; }
+};
+
+// C1 (vLLM #42135): native context_lens written in rows of the configured next_n and handed out as
+// the [B, next_n'] slice of them: not contiguous when next_n' < next_n and B >= 2, while the
+// consumer steps rows by next_n'.
+class NativeRowsOfNextNSliced final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  int32_t native_row_stride(const MetadataStepShape&) const override { return static_cast<int32_t>(limits_.next_n); }
+  View native_view(const MetadataStepShape& s) const override {
+    return View(DType::kI32, {s.B, s.max_len}, {limits_.next_n, 1});
+  }
+};
+
+// C2 (review of vLLM #42135): C1 "fixed" with a fresh contiguous buffer every native step, so the
+// address changes and a graph captured on an earlier step reads the old buffer.
+class FreshContextLensEachStep final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  GuardedMemory& native_buffer() override {
+    retired_.push_back(std::move(context_lens_));  // a captured graph still points into it
+    context_lens_ = device_.allocate("metadata context_lens", limits_.max_requests * limits_.next_n * 4);
+    native_dirty_elements_ = limits_.max_requests * limits_.next_n;  // fresh memory: reset it all
+    return *context_lens_;
+  }
+
+ private:
+  std::vector<std::unique_ptr<GuardedMemory>> retired_;
+};
+
+// C3: the native layout has next_n columns (the configured next_n) instead of next_n'.
+class NativeColumnsOfNextN final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  int32_t native_row_stride(const MetadataStepShape&) const override { return static_cast<int32_t>(limits_.next_n); }
+  View native_view(const MetadataStepShape& s) const override {
+    return View::contiguous(DType::kI32, {s.B, limits_.next_n});
+  }
+};
+
+template <class Builder>
+std::unique_ptr<MetadataBuilder> make(Device& device, const MetadataLimits& limits) {
+  return std::make_unique<Builder>(device, limits);
+}
+
+}  // namespace
+
+void register_decode_metadata_mutants(Registry& reg) {
+  reg.add({"decode_metadata", "U1",
+           "seeded bug U1 (vLLM #39458): uniform fast path whenever max decode length > 1, min == max unchecked"},
+          &make<UniformPathWhenMaxAboveOne>);
+  reg.add({"decode_metadata", "U2",
+           "seeded bug U2 (vLLM #39458 as merged): num_decode_tokens overwritten with B * max_len"},
+          &make<TokenCountFromBatchTimesMax>);
+  reg.add({"decode_metadata", "U5", "seeded bug U5: flat rows past this step's tokens not reset after a larger step"},
+          &make<FlatTailNotReset>);
+  reg.add({"decode_metadata", "C1",
+           "seeded bug C1 (vLLM #42135): native context_lens in rows of next_n, sliced to [B, next_n'] (strided)"},
+          &make<NativeRowsOfNextNSliced>);
+  reg.add({"decode_metadata", "C2",
+           "seeded bug C2 (review of vLLM #42135): a fresh context_lens buffer every native step"},
+          &make<FreshContextLensEachStep>);
+  reg.add({"decode_metadata", "C3", "seeded bug C3: native context_lens with next_n columns, not next_n'"},
+          &make<NativeColumnsOfNextN>);
+}
+
+}  // namespace mlacheck::kernels
