@@ -40,7 +40,9 @@ const std::map<std::string, std::string>& named_checks() {
   static const std::map<std::string, std::string> m = {
       {"decode_metadata@U1", "decode_metadata.equals_oracle"},              // non-uniform batch
       {"decode_metadata@U2", "decode_metadata.equals_oracle"},              // rows == tokens
+      {"decode_metadata@U3", "decode_metadata.equals_oracle"},              // lengths in [0, L]
       {"decode_metadata@U5", "decode_metadata.steps_equal_oracle"},         // shrinking batches
+      {"decode_metadata@U6", "decode_metadata.fast_path_equals_general_path"},  // path equivalence
       {"decode_metadata@C1", "decode_metadata.equals_oracle"},              // strides of the view
       {"decode_metadata@C2", "decode_metadata.steps_equal_oracle"},         // address stability
       {"decode_metadata@C3", "decode_metadata.equals_oracle"},              // shape against next_n'

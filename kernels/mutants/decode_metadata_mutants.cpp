@@ -9,6 +9,7 @@
 
 #include "kernels/decode_metadata.h"
 #include "kernels/metadata_builder.h"
+#include "kernels/mutants/decode_metadata_mutant_kernels.h"
 #include "kernels/mutants/mutants.h"
 
 namespace mlacheck::kernels {
@@ -66,12 +67,8 @@ MetadataResult MetadataBuilderCopy::build(const MetadataBatch& batch) {
   reset.end = static_cast<int32_t>(flat_reset_end(step));
   const int64_t dirty_before = flat_dirty_rows_;
   flat_dirty_rows_ = std::max<int64_t>(reset.end, dirty_before);  // stays conservative if a launch throws
-  if (uniform) {
-    p.uniform_decode_len = step.max_len;
-    MLA_DISPATCH(device_, expand_metadata_uniform, p);
-  } else {
-    MLA_DISPATCH(device_, expand_metadata_general, p);
-  }
+  if (uniform) p.uniform_decode_len = step.max_len;
+  expand(uniform, p);
   MLA_DISPATCH(device_, reset_flat_metadata_tail, reset);
   flat_dirty_rows_ = dirty_before > reset.end ? dirty_before : step.num_tokens;  // rows a reset left
 
@@ -98,6 +95,13 @@ View MetadataBuilderCopy::native_view(const MetadataStepShape& s) const {
   return View::contiguous(DType::kI32, {s.B, s.max_len});
 }
 GuardedMemory& MetadataBuilderCopy::native_buffer() { return *context_lens_; }
+void MetadataBuilderCopy::expand(bool uniform, const ExpandMetadataParams& p) {
+  if (uniform) {
+    MLA_DISPATCH(device_, expand_metadata_uniform, p);
+  } else {
+    MLA_DISPATCH(device_, expand_metadata_general, p);
+  }
+}
 
 namespace {
 
@@ -173,6 +177,33 @@ class NativeColumnsOfNextN final : public MetadataBuilderCopy {
   }
 };
 
+// U3 (vLLM #51538): the expansion kernels do not clamp the context length at 0, so a padding
+// request (L = 0), or a request shorter than its decode tokens, gets a negative length.
+class ContextLengthNotClamped final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  void expand(bool uniform, const ExpandMetadataParams& p) override {
+    if (uniform) {
+      MLA_DISPATCH(device_, expand_metadata_uniform_u3, p);
+    } else {
+      MLA_DISPATCH(device_, expand_metadata_general_u3, p);
+    }
+  }
+};
+
+// U6: the uniform fused kernel's context length is one more than the general path's.
+class UniformPathOffByOne final : public MetadataBuilderCopy {
+ public:
+  using MetadataBuilderCopy::MetadataBuilderCopy;
+  void expand(bool uniform, const ExpandMetadataParams& p) override {
+    if (uniform) {
+      MLA_DISPATCH(device_, expand_metadata_uniform_u6, p);
+    } else {
+      MetadataBuilderCopy::expand(uniform, p);
+    }
+  }
+};
+
 template <class Builder>
 std::unique_ptr<MetadataBuilder> make(Device& device, const MetadataLimits& limits) {
   return std::make_unique<Builder>(device, limits);
@@ -187,6 +218,11 @@ void register_decode_metadata_mutants(Registry& reg) {
   reg.add({"decode_metadata", "U2",
            "seeded bug U2 (vLLM #39458 as merged): num_decode_tokens overwritten with B * max_len"},
           &make<TokenCountFromBatchTimesMax>);
+  reg.add({"decode_metadata", "U3",
+           "seeded bug U3 (vLLM #51538): context length not clamped at 0 (a padding request gets L - d + t + 1 < 0)"},
+          &make<ContextLengthNotClamped>);
+  reg.add({"decode_metadata", "U6", "seeded bug U6: the uniform fast path's context length one past the general path's"},
+          &make<UniformPathOffByOne>);
   reg.add({"decode_metadata", "U5", "seeded bug U5: flat rows past this step's tokens not reset after a larger step"},
           &make<FlatTailNotReset>);
   reg.add({"decode_metadata", "C1",

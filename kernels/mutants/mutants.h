@@ -4,6 +4,7 @@
 // the production code, which has no mutant switches.
 #pragma once
 
+#include "kernels/decode_metadata.h"
 #include "kernels/metadata_builder.h"
 #include "kernels/registry.h"
 
@@ -24,9 +25,10 @@ class MetadataBuilderCopy : public MetadataBuilder {
   virtual int32_t native_row_stride(const MetadataStepShape& step) const;                       // C1, C3
   virtual View native_view(const MetadataStepShape& step) const;                                // C1, C3
   virtual GuardedMemory& native_buffer();                                                  // C2
+  virtual void expand(bool uniform, const ExpandMetadataParams& p);                        // U3, U6
 };
 
-// U1, U2, U5, C1, C2, C3 (decode metadata builder, vLLM #39458, #42135).
+// U1, U2, U3, U5, U6, C1, C2, C3 (decode metadata builder and kernels, vLLM #39458, #42135, #51538).
 void register_decode_metadata_mutants(Registry& reg);
 
 // R4 (top-k dispatch, vLLM #42072): the k = 2048 fast path taken for any k >= 2048.
