@@ -39,7 +39,7 @@ void require_disjoint(const DeviceTensor& out, const char* out_name, const Devic
 
 }  // namespace
 
-void mla_decode(Device& device, const MlaDecodeArgs& a) {
+MlaDecodeParams mla_decode_params(const MlaDecodeArgs& a) {
   const View& q = a.q.view;
   MLA_REQUIRE(is_mla_dtype(q.dtype()) && q.rank() == 4 && q.size(3) == kMlaHeadDim && q.is_contiguous(), kOp,
               ": q must be contiguous bf16 or fp8_e4m3 [B, q_len, H, 576], got ", q.to_string());
@@ -145,6 +145,11 @@ void mla_decode(Device& device, const MlaDecodeArgs& a) {
   p.workspace = a.workspace.data<float>();
   p.o = a.o.data<uint16_t>();
   p.lse = a.lse.data<float>();
+  return p;
+}
+
+void mla_decode(Device& device, const MlaDecodeArgs& a) {
+  const MlaDecodeParams p = mla_decode_params(a);
   MLA_DISPATCH(device, launch_mla_decode_split, p);
   MLA_DISPATCH(device, launch_mla_decode_merge, p);
 }

@@ -28,6 +28,8 @@ struct MlaDecodeArgs {
   const std::vector<int32_t>* host_seq_lens = nullptr;
 };
 void mla_decode(Device& device, const MlaDecodeArgs& args);
+// The checks of mla_decode (the same one-line errors) and the kernels' parameters, without a launch.
+MlaDecodeParams mla_decode_params(const MlaDecodeArgs& args);
 
 // How many splits a batch should use: enough (split, b, head group) programs to fill sm_count SMs
 // about twice over, no split shorter than 256 keys, at most kMlaMaxSplits.

@@ -36,6 +36,8 @@ void register_topk_mutants(Registry& reg);
 // R1, R2 (top-k decode glue of the indexer step, vLLM #42072): rows written past the view; packed
 // rows regrouped with the configured next_n.
 void register_indexer_decode_step_mutants(Registry& reg);
+// T5 (dense MLA decode, vLLM #51065): rows without keys merged as 0/0.
+void register_mla_decode_mutants(Registry& reg);
 // K1, T2, K3 (MLA decode impl, vLLM #41778, #42885): scales cached from the first call; workspace
 // allocated per call; workspace sized for q_len 1 and grown.
 void register_mla_decode_impl_mutants(Registry& reg);
@@ -45,6 +47,7 @@ inline void register_mutants(Registry& reg) {
   register_decode_metadata_mutants(reg);
   register_topk_mutants(reg);
   register_indexer_decode_step_mutants(reg);
+  register_mla_decode_mutants(reg);
   register_mla_decode_impl_mutants(reg);
 }
 

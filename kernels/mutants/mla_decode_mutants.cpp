@@ -1,0 +1,24 @@
+// Dense MLA decode seeded bugs (kernels/mutants/mutants.h): the production entry point
+// (kernels/mla_decode_glue.h) with one of its two kernels replaced by a wrong one.
+#include "kernels/mla_decode_glue.h"
+#include "kernels/mutants/mla_decode_mutant_kernels.h"
+#include "kernels/mutants/mutants.h"
+
+namespace mlacheck::kernels {
+
+namespace {
+
+// T5 (vLLM #51065): the merge divides 0 by 0 for rows without keys (seq_len 0, padding rows).
+void mla_decode_t5(Device& device, const MlaDecodeArgs& args) {
+  const MlaDecodeParams p = mla_decode_params(args);
+  MLA_DISPATCH(device, launch_mla_decode_split, p);
+  MLA_DISPATCH(device, launch_mla_decode_merge_t5, p);
+}
+
+}  // namespace
+
+void register_mla_decode_mutants(Registry& reg) {
+  reg.add({"mla_decode", "T5", "seeded bug T5 (vLLM #51065): seq_len 0 rows merged as 0/0 = NaN"}, &mla_decode_t5);
+}
+
+}  // namespace mlacheck::kernels
