@@ -57,7 +57,9 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
               "mla decode: block_table must be int32 [", B, ", W] with unit column stride, got ", table.to_string());
 
   const OracleTensor q_values = load(in.q);  // [B, q_len, H, 576] row-major: token (b, t) is H rows of 576
-  MlaDecodeResult out{OracleTensor({B, q_len, H, kLatent}), OracleTensor({B, q_len, H})};
+  MlaDecodeResult out{OracleTensor({B, q_len, H, kLatent}), OracleTensor({B, q_len, H}), OracleTensor({B, q_len, H})};
+  const double softmax_scale = in.base_scale * in.q_scale * in.k_scale;
+  constexpr double kU = 0x1p-24, kGamma = (kDim + 2) * kU / (1 - (kDim + 2) * kU);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t seq_len = in.seq_lens.at<int32_t>({b});
     MLA_REQUIRE(seq_len >= 0, "mla decode: seq_lens ", lens.to_string(), " entry ", b, " is ", seq_len);
@@ -71,7 +73,11 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       }
       // Only keys [0, len) take part, so a later key (even NaN) never reaches this token.
       Eigen::Map<const Matrix> Q(q_values.values.data() + row * kDim, H, kDim);
-      Matrix P = (in.base_scale * in.q_scale * in.k_scale) * (Q * K.topRows(len).transpose());  // scores [H, len]
+      Matrix P = softmax_scale * (Q * K.topRows(len).transpose());  // scores [H, len]
+      const Matrix magnitudes = Q.cwiseAbs() * K.topRows(len).cwiseAbs().transpose();  // sum_d |q_d K_d|
+      Eigen::Map<Eigen::VectorXd>(out.lse_slack.values.data() + row, H) =
+          std::abs(softmax_scale) * kGamma * magnitudes.rowwise().maxCoeff() +
+          4 * kU * P.cwiseAbs().rowwise().maxCoeff();
       const Eigen::VectorXd m = P.rowwise().maxCoeff();  // subtracted first so exp never overflows
       P = (P.colwise() - m).array().exp().matrix();
       const Eigen::VectorXd l = P.rowwise().sum();

@@ -23,6 +23,11 @@ struct MlaDecodeInputs {
 struct MlaDecodeResult {
   OracleTensor o;    // [B, q_len, H, 512]
   OracleTensor lse;  // [B, q_len, H]
+  // [B, q_len, H]: how far an fp32 kernel's lse may move from the scores' own rounding alone. lse
+  // is 1-Lipschitz in the largest score error, and a score's fp32 dot product over 576 terms errs
+  // by at most gamma_578 * sum_d |q_d K_d| (gamma_n = n u / (1 - n u), u = 2^-24), times the scale,
+  // plus 4 u |score| for the scale's own rounding and its product. 0 for rows without keys.
+  OracleTensor lse_slack;
 };
 
 // Query token t of request b attends to keys [0, len) with len = max(0, seq_lens[b] - q_len + t + 1);

@@ -216,8 +216,24 @@ Verdict compare_mla_decode(const HostTensor& o, const HostTensor& lse, const ora
     const CompareReport ro = compare_close(got.tensor(), scaled.tensor(), tol);
     if (!ro.ok) return "mla_decode o x 2^" + std::to_string(-magnitude_log2) + ": " + ro.describe();
   }
-  const CompareReport rl = compare_close(lse, want.lse.tensor(), tolerance_for("mla_decode", "lse"));
-  if (!rl.ok) return "mla_decode lse: " + rl.describe();
+  // lse: each element may first move by its row's slack (the scores' own fp32 rounding, which the
+  // table's tolerance does not cover at large softmax scales); what is left must pass the table.
+  oracle::OracleTensor got_lse = oracle::load(lse);
+  bool moved = false;
+  for (size_t i = 0; i < got_lse.values.size(); ++i) {
+    double& g = got_lse.values[i];
+    const double w = want.lse.values[i], slack = want.lse_slack.values[i];
+    if (!std::isfinite(g) || !std::isfinite(w) || !(slack > 0)) continue;
+    const double d = g - w;
+    const double left = std::max(0.0, std::abs(d) - slack);
+    moved = moved || left != std::abs(d);
+    g = w + std::copysign(left, d);
+  }
+  const CompareReport rl = compare_close(got_lse.tensor(), want.lse.tensor(), tolerance_for("mla_decode", "lse"));
+  if (!rl.ok) {
+    return "mla_decode lse: " + rl.describe() +
+           (moved ? " (after each element moved toward the oracle by its row's score-rounding slack)" : "");
+  }
   return std::nullopt;
 }
 
