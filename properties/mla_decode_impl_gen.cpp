@@ -161,6 +161,26 @@ MlaDecodeImplCallsCase mla_decode_impl_calls_from_text(const CaseText& t) {
   return c;
 }
 
+void mla_decode_impl_nonuniform_to_text(const MlaDecodeImplNonUniformCase& c, CaseText& out) {
+  mla_decode_impl_config_to_text(c.config, out);
+  out.set_list("query_lens", c.query_lens);
+  out.set_list("seq_lens", c.seq_lens);
+}
+
+MlaDecodeImplNonUniformCase mla_decode_impl_nonuniform_from_text(const CaseText& t) {
+  MlaDecodeImplNonUniformCase c;
+  c.config = mla_decode_impl_config_from_text(t);
+  MLA_REQUIRE(c.config.max_q_len >= 2 && c.config.max_batch >= 2, "case: max_q_len ", c.config.max_q_len,
+              " and max_batch ", c.config.max_batch, ": two requests with different query lengths need both >= 2");
+  const size_t B = t.list_length("query_lens", 2, static_cast<size_t>(std::min<int64_t>(64, c.config.max_batch)));
+  c.query_lens = t.list_exactly<int32_t>("query_lens", 1, c.config.max_q_len, B);
+  // The last length differs from the first, whatever the others are.
+  MLA_REQUIRE(c.query_lens.front() != c.query_lens.back(), "case: query_lens ", c.query_lens.front(), " ... ",
+              c.query_lens.back(), " must differ at the first and last request");
+  c.seq_lens = t.list_exactly<int32_t>("seq_lens", 0, std::min<int64_t>(c.config.block_table_width * c.config.page, 1 << 20), B);
+  return c;
+}
+
 namespace {
 
 // The graphs' shared keys (every graph of the case has the same cache and schedule).

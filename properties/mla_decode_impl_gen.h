@@ -27,6 +27,15 @@ struct MlaDecodeImplCallsCase {
   friend void showValue(const MlaDecodeImplCallsCase& c, std::ostream& os);
 };
 
+// One eager call whose requests do not all have the same query length (vLLM #41778, BUGS.md K2):
+// q holds their T tokens as [T, 1, H, 576], block_table and seq_lens the B requests' rows (inside
+// buffers of T rows, as an engine's are), host_query_lens the lengths. The impl must refuse it.
+struct MlaDecodeImplNonUniformCase {
+  kernels::MlaDecodeImplConfig config;
+  std::vector<int32_t> query_lens;  // B >= 2 lengths in [1, max_q_len], not all equal
+  std::vector<int32_t> seq_lens;    // B lengths in [0, table_width x page]
+};
+
 // One graph: captured for padded_batch x q_len over a cache of num_blocks pages (the configuration's
 // page and table width) with fixed scales, then replayed after each step is written into the impl's
 // graph buffers and the cache. Step 0 is what the buffers hold at capture (short sequences).
@@ -89,6 +98,8 @@ void mla_decode_impl_calls_to_text(const MlaDecodeImplCallsCase& c, CaseText& ou
 // The inverse: 1..16 calls, each valid as a dense case (mla_decode_from_text with the prefix), with
 // the configuration's heads, a batch and q_len inside the configuration.
 MlaDecodeImplCallsCase mla_decode_impl_calls_from_text(const CaseText& t);
+void mla_decode_impl_nonuniform_to_text(const MlaDecodeImplNonUniformCase& c, CaseText& out);
+MlaDecodeImplNonUniformCase mla_decode_impl_nonuniform_from_text(const CaseText& t);
 
 // The replay case: the configuration, the graph's keys, `steps N`, then s<i>.seq_lens, s<i>.block_table,
 // s<i>.seed, s<i>.zero_rows.

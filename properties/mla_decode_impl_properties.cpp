@@ -236,6 +236,67 @@ Verdict mla_decode_impl_engine_sequence(Device& device, MlaDecodeImplFactory* fa
   return std::nullopt;
 }
 
+// ---- non-uniform query lengths -------------------------------------------------------------------
+
+Verdict mla_decode_impl_nonuniform_refused(Device& device, MlaDecodeImplFactory* factory,
+                                           const MlaDecodeImplNonUniformCase& c) {
+  const std::unique_ptr<MlaDecodeImpl> impl = factory(device, c.config);
+  const int64_t B = static_cast<int64_t>(c.query_lens.size()), H = c.config.heads, W = c.config.block_table_width;
+  int64_t T = 0;
+  for (int32_t n : c.query_lens) T += n;
+  const int64_t q_bytes = T * H * kernels::kMlaHeadDim * static_cast<int64_t>(dtype_size(c.config.q_dtype));
+  // Every buffer guarded and armed with no output: a refusal writes nothing. block_table and seq_lens
+  // have rows for T requests, of which the call's views name the first B (an engine's max rows).
+  std::vector<std::unique_ptr<GuardedMemory>> memory;
+  auto buffer = [&](const char* name, int64_t bytes) -> GuardedMemory& {
+    memory.push_back(device.allocate(name, bytes));
+    return *memory.back();
+  };
+  GuardedMemory& q = buffer("q", q_bytes);
+  GuardedMemory& kv = buffer("kv_cache", 2 * c.config.page * kernels::kMlaHeadDim);
+  GuardedMemory& table = buffer("block_table", 4 * T * W);
+  GuardedMemory& lens = buffer("seq_lens", 4 * T);
+  GuardedMemory& o = buffer("o", 2 * T * H * kernels::kMlaValueDim);
+  GuardedMemory& lse = buffer("lse", 4 * T * H);
+  const std::vector<uint8_t> zeros(static_cast<size_t>(std::max(q_bytes, 2 * c.config.page * kernels::kMlaHeadDim)), 0);
+  q.write(0, zeros.data(), q_bytes);
+  kv.write(0, zeros.data(), 2 * c.config.page * kernels::kMlaHeadDim);
+  const std::vector<int32_t> table_rows(static_cast<size_t>(B * W), 0);
+  table.write(0, table_rows.data(), 4 * B * W);
+  lens.write(0, c.seq_lens.data(), 4 * B);
+  for (auto& m : memory) m->arm();
+
+  kernels::MlaDecodeCall call;
+  call.q = {q.data(), View::contiguous(c.config.q_dtype, {T, 1, H, kernels::kMlaHeadDim})};
+  call.kv_cache = {kv.data(), View::contiguous(DType::kBF16, {1, c.config.page, kernels::kMlaHeadDim})};
+  call.block_table = {table.data(), View::contiguous(DType::kI32, {B, W})};
+  call.seq_lens = {lens.data(), View::contiguous(DType::kI32, {B})};
+  call.host_query_lens = c.query_lens;
+  call.host_seq_lens = c.seq_lens;
+  call.o = {o.data(), View::contiguous(DType::kBF16, {T, 1, H, kernels::kMlaValueDim})};
+  call.lse = {lse.data(), View::contiguous(DType::kF32, {T, 1, H})};
+  bool refused = false;
+  try {
+    impl->forward(call);
+    device.synchronize();
+  } catch (const Error&) {
+    refused = true;
+  }
+  std::string wrote;
+  for (auto& m : memory) {
+    if (const GuardReport g = m->check(); !g.ok() && wrote.empty()) wrote = "guard of " + m->name() + ": " + g.describe();
+  }
+  if (!refused) {
+    std::string list;
+    for (size_t i = 0; i < c.query_lens.size() && i < 8; ++i) list += (i ? " " : "") + std::to_string(c.query_lens[i]);
+    return "forward accepted query lengths [" + list + (c.query_lens.size() > 8 ? " ..." : "") + "] of " +
+           std::to_string(B) + " requests with q [" + std::to_string(T) + ", 1, " + std::to_string(H) +
+           ", 576] (a token per row) instead of refusing them" + (wrote.empty() ? "" : "; " + wrote);
+  }
+  if (!wrote.empty()) return "refused, but wrote first: " + wrote;
+  return std::nullopt;
+}
+
 void register_mla_decode_impl_properties(PropertyRegistry& r) {
   const auto find = [](const std::string& impl) { return kernels::registry().find<MlaDecodeImplFactory>(impl); };
   r.add(make_property<MlaDecodeImplCallsCase>(
@@ -250,6 +311,13 @@ void register_mla_decode_impl_properties(PropertyRegistry& r) {
       mla_decode_impl_replay_from_text,
       [find](Device& device, const std::string& impl, const MlaDecodeImplReplayCase& c) {
         return mla_decode_impl_replay_equals_eager(device, find(impl), c);
+      }));
+  r.add(make_property<MlaDecodeImplNonUniformCase>(
+      "mla_decode_impl.nonuniform_query_lengths_refused", "mla_decode_impl",
+      "a call whose requests' query lengths differ is refused before any launch, and nothing is written",
+      mla_decode_impl_nonuniform_from_text,
+      [find](Device& device, const std::string& impl, const MlaDecodeImplNonUniformCase& c) {
+        return mla_decode_impl_nonuniform_refused(device, find(impl), c);
       }));
   r.add(make_property<MlaDecodeImplSequenceCase>(
       "mla_decode_impl.engine_sequence", "mla_decode_impl",

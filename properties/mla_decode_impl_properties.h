@@ -60,6 +60,11 @@ Verdict mla_decode_impl_engine_sequence(kernels::Device& device, MlaDecodeImplFa
 
 // Registers mla_decode_impl.calls_equal_oracle, mla_decode_impl.replay_equals_eager and
 // mla_decode_impl.engine_sequence.
+// K2 (vLLM #41778): a call whose requests' query lengths differ is refused with an mlacheck::Error
+// before any launch, and no buffer is written.
+Verdict mla_decode_impl_nonuniform_refused(kernels::Device& device, MlaDecodeImplFactory* factory,
+                                           const MlaDecodeImplNonUniformCase& c);
+
 void register_mla_decode_impl_properties(PropertyRegistry& r);
 
 }  // namespace mlacheck

@@ -109,6 +109,36 @@ class KeyRangeFromCaptureTime final : public MlaDecodeImpl {
   }
 };
 
+// K2 (vLLM #41778): non-uniform query lengths "handled" by viewing q as one token per row: q's T
+// token rows become T requests of q_len 1, while block_table and seq_lens still hold the B
+// requests' rows, so the kernel reads T rows of them (rows past B are whatever the buffers hold).
+class QueryUnsqueezedPerToken final : public MlaDecodeImpl {
+ public:
+  using MlaDecodeImpl::MlaDecodeImpl;
+  void forward(const MlaDecodeCall& call) override {
+    const View& q = call.q.view;
+    const bool uniform = call.host_query_lens.empty() || q.rank() != 4 ||
+                         std::all_of(call.host_query_lens.begin(), call.host_query_lens.end(),
+                                     [&](int32_t n) { return n == q.size(1); });
+    if (uniform || static_cast<int64_t>(call.host_query_lens.size()) == q.size(0)) {
+      MlaDecodeImpl::forward(call);
+      return;
+    }
+    MlaDecodeCall c = call;
+    const int64_t T = q.size(0) * q.size(1);
+    c.q = {call.q.base, View::contiguous(q.dtype(), {T, 1, q.size(2), q.size(3)})};
+    const View& t = call.block_table.view;
+    c.block_table = {call.block_table.base, View(t.dtype(), {T, t.size(1)}, {t.stride(0), 1}, t.byte_offset())};
+    c.seq_lens = {call.seq_lens.base, View::contiguous(DType::kI32, {T}, call.seq_lens.view.byte_offset())};
+    c.host_query_lens.clear();  // the unsqueezed batch looks uniform
+    c.host_seq_lens.clear();    // B of them would not match T rows
+    c.o = {call.o.base, View::contiguous(call.o.view.dtype(), {T, 1, call.o.view.size(2), call.o.view.size(3)},
+                                         call.o.view.byte_offset())};
+    c.lse = {call.lse.base, View::contiguous(DType::kF32, {T, 1, call.lse.view.size(2)}, call.lse.view.byte_offset())};
+    MlaDecodeImpl::forward(c);
+  }
+};
+
 template <class Impl>
 std::unique_ptr<MlaDecodeImpl> make(Device& device, const MlaDecodeImplConfig& config) {
   return std::make_unique<Impl>(device, config);
@@ -120,6 +150,10 @@ void register_mla_decode_impl_mutants(Registry& reg) {
   reg.add({"mla_decode_impl", "K1",
            "seeded bug K1 (vLLM #41778): softmax and output scales kept from the first call, never recomputed"},
           &make<ScalesCachedOnFirstCall>);
+  reg.add({"mla_decode_impl", "K2",
+           "seeded bug K2 (vLLM #41778): non-uniform query lengths run as one token per row; block_table and seq_lens "
+           "keep B rows"},
+          &make<QueryUnsqueezedPerToken>);
   reg.add({"mla_decode_impl", "T1",
            "seeded bug T1 (vLLM #42885): a graph's key range fixed by the capture-time max_seq_len; replay drops keys"},
           &make<KeyRangeFromCaptureTime>);

@@ -38,9 +38,9 @@ void register_topk_mutants(Registry& reg);
 void register_indexer_decode_step_mutants(Registry& reg);
 // T5 (dense MLA decode, vLLM #51065): rows without keys merged as 0/0.
 void register_mla_decode_mutants(Registry& reg);
-// K1, T1, T2, K3 (MLA decode impl, vLLM #41778, #42885): scales cached from the first call; a
-// graph's key range fixed at capture; workspace allocated per call; workspace sized for q_len 1 and
-// grown.
+// K1, K2, T1, T2, K3 (MLA decode impl, vLLM #41778, #42885): scales cached from the first call;
+// non-uniform query lengths run a token per row; a graph's key range fixed at capture; workspace
+// allocated per call; workspace sized for q_len 1 and grown.
 void register_mla_decode_impl_mutants(Registry& reg);
 
 // Every variant above.

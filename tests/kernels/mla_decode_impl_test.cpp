@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "kernels/registry.h"
+#include "properties/mla_decode_impl_gen.h"
 #include "properties/mla_decode_impl_properties.h"
 #include "properties/mla_decode_properties.h"
 #include "properties/property_registry.h"
@@ -203,6 +204,27 @@ TEST(MlaDecodeImpl, TheConfiguredWorstCaseFitsTheWorkspace) {
             std::min<int64_t>(8, kernels::mla_decode_num_splits(B, q_len, H, W * page, 16)));
   EXPECT_EQ(failure(mla_decode_impl_eager_call(*device, impl, hand_call(B, q_len, H, page, W, {80, 79, 3}, true, 5))),
             "");
+}
+
+// The registered property of the same contract: @ref refuses and writes nothing; the K2 variant
+// (q viewed as one token per row) launches and is caught, with the lengths in the verdict; a case
+// whose first and last lengths are equal is refused as a case.
+TEST(MlaDecodeImpl, NonUniformQueryLengthsPropertyCatchesAnImplThatLaunches) {
+  const auto device = make_device(Backend::kHost);
+  MlaDecodeImplNonUniformCase c;
+  c.config.max_batch = 8, c.config.max_q_len = 3, c.config.heads = 2, c.config.block_table_width = 2;
+  c.config.page = 4, c.config.max_splits = 2;
+  c.query_lens = {2, 1, 3}, c.seq_lens = {5, 3, 8};
+  const auto find = [](const char* impl) { return kernels::registry().find<MlaDecodeImplFactory>(impl); };
+  EXPECT_EQ(mla_decode_impl_nonuniform_refused(*device, find("mla_decode_impl@ref"), c).value_or(""), "");
+  const Verdict v = mla_decode_impl_nonuniform_refused(*device, find("mla_decode_impl@K2"), c);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("forward accepted query lengths [2 1 3] of 3 requests with q [6, 1, 2, 576]"), std::string::npos)
+      << *v;
+  CaseText t = case_header("mla_decode_impl.nonuniform_query_lengths_refused", "mla_decode_impl@ref");
+  c.query_lens = {2, 1, 2};
+  mla_decode_impl_nonuniform_to_text(c, t);
+  EXPECT_THROW(mla_decode_impl_nonuniform_from_text(CaseText::parse(t.format())), Error);
 }
 
 TEST(MlaDecodeImpl, NonUniformQueryLengthsAreRefusedBeforeAnyLaunch) {
