@@ -2,7 +2,8 @@
 # The main job: set up, build (sanitizer preset: clang, ASan+UBSan, libFuzzer), then a short run of
 # the self-checks, the property suite (MLACHECK_MAIN_CASES cases per property, default 100; the test
 # command runs 250 under the sanitizers and 1000 in Release), every fuzz harness's ctest, and a short
-# fuzzing campaign on every op's harness (MLACHECK_MAIN_FUZZ_SECONDS each, default 10), with summaries.
+# fuzzing campaign on every op's harness (MLACHECK_MAIN_FUZZ_SECONDS each, default 10) and the kill
+# matrix of the seeded-bug variants, with summaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -24,6 +25,9 @@ echo "fuzzing campaign: every op's harness on the host backend for ${fuzz_second
 rm -rf "$build/main-fuzz"
 "$build/tools/mlacheck" fuzz --target all --time "$fuzz_seconds" --jobs "$jobs" --minimize 10 --out "$build/main-fuzz" \
   | grep -Ev '^\s+\[' || status=1
+echo
+echo "kill matrix: every seeded-bug variant of BUGS.md on the host backend (mlacheck mutants):"
+"$build/tools/mlacheck" mutants --backend host --budget 60 2>/dev/null | cut -c1-160 || status=1
 echo
 if [ $status -eq 0 ]; then echo "main job: all checks passed"; else echo "main job: FAILED (see above)"; fi
 exit $status

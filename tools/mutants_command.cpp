@@ -140,10 +140,10 @@ class VariantRun {
       : o_(o), variant_(variant), op_(variant.substr(0, variant.find('@'))), progress_(progress_file),
         target_(find_target(op_)), start_(Clock::now()) {}
 
-  // Stages 1-3 until the first kill or the budget; the property suite may take up to half of it.
+  // Stages 1-3 until the first kill or the budget; the property suite may take up to a third of it.
   void first_kill(Row& row) {
     const Clock::time_point deadline = start_ + seconds(o_.budget);
-    const Clock::time_point suite_deadline = start_ + seconds(o_.budget / 2);
+    const Clock::time_point suite_deadline = start_ + seconds(o_.budget / 3);
     std::optional<Kill> k;
     for (const PropertyEntry* p : properties()) {
       if ((k = run_files(seeds_of(*p), "properties", suite_deadline, row))) break;

@@ -2,8 +2,8 @@
 // [--cases N] [--seed N] [--corpus DIR] [--save DIR]`: the kill matrix (--save writes each kill's
 // case as DIR/<op>-<id>.case, for `mlacheck repro`). For each seeded-bug variant
 // (kernels/mutants/, registered as <op>@<BUGS.md id>) it runs, until the first kill or the budget:
-//   1. the property suite: each of the op's properties on its generator cases (the seed cases of
-//      corpus/<target>/) and then on --cases random cases (decoded from seeded random bytes through
+//   1. the property suite (up to a third of the budget): each of the op's properties on its
+//      generator cases (the seed cases of corpus/<target>/) and then on --cases random cases (decoded from seeded random bytes through
 //      the property's own case readers, properties/fuzz_input.h);
 //   2. the corpus regressions of the op (corpus/regressions/);
 //   3. random fuzzing of the op's target for the rest of the budget.
