@@ -204,35 +204,31 @@ class UniformPathOffByOne final : public MetadataBuilderCopy {
   }
 };
 
-template <class Builder>
-std::unique_ptr<MetadataBuilder> make(Device& device, const MetadataLimits& limits) {
-  return std::make_unique<Builder>(device, limits);
-}
 
 }  // namespace
 
 void register_decode_metadata_mutants(Registry& reg) {
   reg.add({"decode_metadata", "U1",
            "seeded bug U1 (vLLM #39458): uniform fast path whenever max decode length > 1, min == max unchecked"},
-          &make<UniformPathWhenMaxAboveOne>);
+          &make_variant<UniformPathWhenMaxAboveOne, MetadataBuilder, MetadataLimits>);
   reg.add({"decode_metadata", "U2",
            "seeded bug U2 (vLLM #39458 as merged): num_decode_tokens overwritten with B * max_len"},
-          &make<TokenCountFromBatchTimesMax>);
+          &make_variant<TokenCountFromBatchTimesMax, MetadataBuilder, MetadataLimits>);
   reg.add({"decode_metadata", "U3",
            "seeded bug U3 (vLLM #51538): context length not clamped at 0 (a padding request gets L - d + t + 1 < 0)"},
-          &make<ContextLengthNotClamped>);
+          &make_variant<ContextLengthNotClamped, MetadataBuilder, MetadataLimits>);
   reg.add({"decode_metadata", "U6", "seeded bug U6: the uniform fast path's context length one past the general path's"},
-          &make<UniformPathOffByOne>);
+          &make_variant<UniformPathOffByOne, MetadataBuilder, MetadataLimits>);
   reg.add({"decode_metadata", "U5", "seeded bug U5: flat rows past this step's tokens not reset after a larger step"},
-          &make<FlatTailNotReset>);
+          &make_variant<FlatTailNotReset, MetadataBuilder, MetadataLimits>);
   reg.add({"decode_metadata", "C1",
            "seeded bug C1 (vLLM #42135): native context_lens in rows of next_n, sliced to [B, next_n'] (strided)"},
-          &make<NativeRowsOfNextNSliced>);
+          &make_variant<NativeRowsOfNextNSliced, MetadataBuilder, MetadataLimits>);
   reg.add({"decode_metadata", "C2",
            "seeded bug C2 (review of vLLM #42135): a fresh context_lens buffer every native step"},
-          &make<FreshContextLensEachStep>);
+          &make_variant<FreshContextLensEachStep, MetadataBuilder, MetadataLimits>);
   reg.add({"decode_metadata", "C3", "seeded bug C3: native context_lens with next_n columns, not next_n'"},
-          &make<NativeColumnsOfNextN>);
+          &make_variant<NativeColumnsOfNextN, MetadataBuilder, MetadataLimits>);
 }
 
 }  // namespace mlacheck::kernels

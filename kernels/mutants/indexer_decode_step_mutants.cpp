@@ -57,20 +57,16 @@ class UnpackWithConfiguredNextN final : public IndexerDecodeStep {
   }
 };
 
-template <class Step>
-std::unique_ptr<IndexerDecodeStep> make(Device& device, const IndexerDecodeStepLimits& limits) {
-  return std::make_unique<Step>(device, limits);
-}
 
 }  // namespace
 
 void register_indexer_decode_step_mutants(Registry& reg) {
   reg.add({"indexer_decode_step", "R1",
            "seeded bug R1 (vLLM #42072): top-k of all num_padded_tokens rows written into a view of num_decode_tokens"},
-          &make<TopkRowsPastTheView>);
+          &make_variant<TopkRowsPastTheView, IndexerDecodeStep, IndexerDecodeStepLimits>);
   reg.add({"indexer_decode_step", "R2",
            "seeded bug R2 (vLLM #42072): packed top-k regrouped as [B, next_n, k], not [B, next_n', k]"},
-          &make<UnpackWithConfiguredNextN>);
+          &make_variant<UnpackWithConfiguredNextN, IndexerDecodeStep, IndexerDecodeStepLimits>);
 }
 
 }  // namespace mlacheck::kernels

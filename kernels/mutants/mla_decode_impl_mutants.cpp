@@ -139,30 +139,26 @@ class QueryUnsqueezedPerToken final : public MlaDecodeImpl {
   }
 };
 
-template <class Impl>
-std::unique_ptr<MlaDecodeImpl> make(Device& device, const MlaDecodeImplConfig& config) {
-  return std::make_unique<Impl>(device, config);
-}
 
 }  // namespace
 
 void register_mla_decode_impl_mutants(Registry& reg) {
   reg.add({"mla_decode_impl", "K1",
            "seeded bug K1 (vLLM #41778): softmax and output scales kept from the first call, never recomputed"},
-          &make<ScalesCachedOnFirstCall>);
+          &make_variant<ScalesCachedOnFirstCall, MlaDecodeImpl, MlaDecodeImplConfig>);
   reg.add({"mla_decode_impl", "K2",
            "seeded bug K2 (vLLM #41778): non-uniform query lengths run as one token per row; block_table and seq_lens "
            "keep B rows"},
-          &make<QueryUnsqueezedPerToken>);
+          &make_variant<QueryUnsqueezedPerToken, MlaDecodeImpl, MlaDecodeImplConfig>);
   reg.add({"mla_decode_impl", "T1",
            "seeded bug T1 (vLLM #42885): a graph's key range fixed by the capture-time max_seq_len; replay drops keys"},
-          &make<KeyRangeFromCaptureTime>);
+          &make_variant<KeyRangeFromCaptureTime, MlaDecodeImpl, MlaDecodeImplConfig>);
   reg.add({"mla_decode_impl", "T2",
            "seeded bug T2 (vLLM #42885): split workspace allocated per eager call; a captured graph keeps a freed one"},
-          &make<WorkspacePerCall>);
+          &make_variant<WorkspacePerCall, MlaDecodeImpl, MlaDecodeImplConfig>);
   reg.add({"mla_decode_impl", "K3",
            "seeded bug K3 (vLLM #41778): workspace sized for q_len 1 and grown per call, the old one kept"},
-          &make<WorkspaceGrownOnDemand>);
+          &make_variant<WorkspaceGrownOnDemand, MlaDecodeImpl, MlaDecodeImplConfig>);
 }
 
 }  // namespace mlacheck::kernels

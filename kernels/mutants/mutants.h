@@ -4,11 +4,21 @@
 // the production code, which has no mutant switches.
 #pragma once
 
+#include <memory>
+
 #include "kernels/decode_metadata.h"
+#include "kernels/device.h"
 #include "kernels/metadata_builder.h"
 #include "kernels/registry.h"
 
 namespace mlacheck::kernels {
+
+// The registry entry of a variant of a stateful object (builder, decode step, impl): makes a
+// Variant where the registry's factory for Base is asked for one.
+template <class Variant, class Base, class Limits>
+std::unique_ptr<Base> make_variant(Device& device, const Limits& limits) {
+  return std::make_unique<Variant>(device, limits);
+}
 
 // MetadataBuilder::build written out again with each decision a BUGS.md row gets wrong in its own
 // virtual function, returning the production answer; the metadata variants override one each.
