@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tolerances.h"
 #include "kernels/registry.h"
 #include "properties/mla_decode_properties.h"
 #include "properties/property_registry.h"
@@ -207,6 +208,33 @@ TEST(MlaDecode, ProductionSizeEqualsTheOracle) {
 
 // One long request: the heuristic splits it on the host too (16 nominal SMs), so 1, the
 // heuristic's count, 7 and 64 splits all run and agree.
+// The lse comparison allows each row its scores' fp32 rounding (oracle lse_slack) and no more: on
+// a DeepSeek-scaled case the slack is small, an lse moved by half of it passes, and one moved by
+// the slack plus ten times the table's tolerance fails.
+TEST(MlaDecode, LseMayMoveByItsRowsSlackAndNoMore) {
+  const auto device = make_device(Backend::kHost);
+  DecodeCase c;
+  c.B = 1, c.q_len = 1, c.H = 4, c.page = 16, c.lens = {40}, c.W = 3, c.num_blocks = 3, c.table = {2, 0, 1};
+  c.base_scale = kDeepSeekScale, c.seed = 11;
+  Outcome r = run_case(*device, c);
+  ASSERT_EQ(r.failure, "");
+  const double slack = r.want.lse_slack.values[2];
+  EXPECT_GT(slack, 0.0);
+  EXPECT_LT(slack, 1e-3) << "a DeepSeek-scaled row's score rounding is small";
+  const Tolerance& tol = tolerance_for("mla_decode", "lse");
+  auto with_lse_moved = [&](double by) {
+    std::vector<float> lse = r.lse;
+    lse[2] = static_cast<float>(r.want.lse.values[2] + by);
+    HostTensor o{r.o.data(), View::contiguous(DType::kBF16, {1, 1, 4, 512})};
+    HostTensor l{lse.data(), View::contiguous(DType::kF32, {1, 1, 4})};
+    return compare_mla_decode(o, l, r.want, 0);
+  };
+  EXPECT_EQ(with_lse_moved(slack / 2).value_or(""), "");
+  const Verdict v = with_lse_moved(slack + 10 * (tol.atol + tol.rtol * std::abs(r.want.lse.values[2])));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("mla_decode lse"), std::string::npos) << *v;
+}
+
 TEST(MlaDecode, SplitCountsAgreeOnALongRequest) {
   const auto device = make_device(Backend::kHost);
   DecodeCase c;
