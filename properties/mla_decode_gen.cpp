@@ -62,6 +62,13 @@ constexpr int64_t kMaxRows = 65536;                 // query rows: batch x q_len
 constexpr int64_t kMaxTable = 65535;                // values of one key in a case file: batch x table_width
 constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage for its cache
 const double kScaleLo = std::ldexp(1.0, -120), kScaleHi = std::ldexp(1.0, 120);
+// What a case draws: each scale and their product (the softmax scale) in [2^-40, 2^40], so that
+// scores (up to 576 x 448^2 ~ 2^27 times it) stay finite in fp32. Wider draws made the fuzzers
+// report fp32 overflows of a correct kernel as violations.
+const double kCaseScaleLo = std::ldexp(1.0, -40), kCaseScaleHi = std::ldexp(1.0, 40);
+// k_scale x 2^magnitude_log2, the output's scale, inside [2^-110, 2^110]: o then stays below
+// 2^110 x 448 < 2^119, finite in bf16 (a case with o past bf16's range has no finite answer).
+const double kOutScaleLo = std::ldexp(1.0, -110), kOutScaleHi = std::ldexp(1.0, 110);
 
 
 bool in_scale_range(double v) { return std::isfinite(v) && v >= kScaleLo && v <= kScaleHi; }
@@ -70,16 +77,16 @@ bool in_scale_range(double v) { return std::isfinite(v) && v >= kScaleLo && v <=
 
 void mla_decode_scales_from_text(const CaseText& t, const std::string& p, double& base_scale, double& q_scale,
                                  double& k_scale) {
-  const char* const each = "a scale is in [2^-120, 2^120]";
-  base_scale = with_reason(each, [&] { return t.real(p + "base_scale", kScaleLo, kScaleHi); });
-  q_scale = with_reason(each, [&] { return t.real(p + "q_scale", kScaleLo, kScaleHi); });
+  const char* const each = "a scale is in [2^-40, 2^40]";
+  base_scale = with_reason(each, [&] { return t.real(p + "base_scale", kCaseScaleLo, kCaseScaleHi); });
+  q_scale = with_reason(each, [&] { return t.real(p + "q_scale", kCaseScaleLo, kCaseScaleHi); });
   // base x q x k in range: k in [lo / (base x q), hi / (base x q)], nudged so that the product as the
   // checks compute it ((base x q) x k) is inside too.
   const double bq = base_scale * q_scale;
-  double lo = std::max(kScaleLo, kScaleLo / bq), hi = std::min(kScaleHi, kScaleHi / bq);
-  while (lo < hi && bq * lo < kScaleLo) lo = std::nextafter(lo, kScaleHi);
-  while (hi > lo && bq * hi > kScaleHi) hi = std::nextafter(hi, kScaleLo);
-  k_scale = with_reason("a scale, and base_scale x q_scale x k_scale, is in [2^-120, 2^120]",
+  double lo = std::max(kCaseScaleLo, kCaseScaleLo / bq), hi = std::min(kCaseScaleHi, kCaseScaleHi / bq);
+  while (lo < hi && bq * lo < kCaseScaleLo) lo = std::nextafter(lo, kCaseScaleHi);
+  while (hi > lo && bq * hi > kCaseScaleHi) hi = std::nextafter(hi, kCaseScaleLo);
+  k_scale = with_reason("a scale, and base_scale x q_scale x k_scale, is in [2^-40, 2^40]",
                     [&] { return t.real(p + "k_scale", lo, hi); });
 }
 
@@ -132,13 +139,16 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
   const auto launch_ok = [&](int64_t m) {  // as launch_q_scale() and launch_k_scale() compute them
     const double q = c.q_fp8 ? std::ldexp(c.q_scale, static_cast<int>(-m)) : c.q_scale;
     const double k = c.kv_fp8 ? std::ldexp(c.k_scale, static_cast<int>(m)) : c.k_scale;
-    return in_scale_range(q) && in_scale_range(k) && in_scale_range(c.base_scale * q * k);
+    const double out = std::ldexp(c.k_scale, static_cast<int>(m));
+    return in_scale_range(q) && in_scale_range(k) && in_scale_range(c.base_scale * q * k) && out >= kOutScaleLo &&
+           out <= kOutScaleHi;
   };
   int64_t m_lo = 0, m_hi = 0;
   while (m_lo > -100 && launch_ok(m_lo - 1)) --m_lo;
   while (m_hi < 100 && launch_ok(m_hi + 1)) ++m_hi;
   c.magnitude_log2 = static_cast<int>(
-      with_reason("base_scale, q_scale, k_scale with magnitude_log2 must give launch scales in [2^-120, 2^120]",
+      with_reason("base_scale, q_scale, k_scale with magnitude_log2 must give launch scales in [2^-120, 2^120] "
+                  "and an output scale k_scale x 2^magnitude_log2 in [2^-110, 2^110]",
               [&] { return t.integer(p + "magnitude_log2", m_lo, m_hi); }));
   for (const auto& [key, v] : {std::pair{"base_scale", c.base_scale}, {"q_scale", c.q_scale}, {"k_scale", c.k_scale}}) {
     MLA_REQUIRE(in_scale_range(v), "case: ", p, key, " is ", v, ", not in [2^-120, 2^120]");
