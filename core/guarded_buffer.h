@@ -102,7 +102,6 @@ class GuardedMemory {
   void require_inside(int64_t offset, int64_t bytes, const char* what) const;
   // The report for a stray byte at offset (from data()): its region and nearest output view.
   StrayWrite describe_stray(int64_t offset, uint8_t expected, uint8_t actual) const;
-  bool in_output(int64_t offset) const { return (output_mask_[offset >> 3] >> (offset & 7)) & 1; }
   // One bit per data byte inside an output element, lowest offset in bit 0 of byte 0.
   const std::vector<uint8_t>& output_mask() const { return output_mask_; }
 
