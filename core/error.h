@@ -23,12 +23,20 @@ std::string concat(Parts&&... parts) {
   (os << ... << std::forward<Parts>(parts));
   return os.str();
 }
+// The throw of MLA_REQUIRE, out of line: the message is built in this frame, not the caller's, so
+// a hot function that checks something (simt's thread index, a shared-memory declaration) keeps a
+// small frame, which AddressSanitizer would otherwise poison and unpoison on every call. The parts
+// are taken by value (string literals as pointers, numbers in registers).
+template <class... Parts>
+[[noreturn]] __attribute__((noinline, cold)) void fail(Parts... parts) {
+  throw Error(concat(parts...));
+}
 }  // namespace detail
 
 // Throws mlacheck::Error with the concatenated parts unless cond holds.
-#define MLA_REQUIRE(cond, ...)                                        \
-  do {                                                                \
-    if (!(cond)) throw ::mlacheck::Error(::mlacheck::detail::concat(__VA_ARGS__)); \
+#define MLA_REQUIRE(cond, ...)                                             \
+  do {                                                                     \
+    if (__builtin_expect(!(cond), 0)) ::mlacheck::detail::fail(__VA_ARGS__); \
   } while (0)
 
 }  // namespace mlacheck

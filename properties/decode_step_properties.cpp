@@ -21,14 +21,13 @@
 #include "oracle/quantize.h"
 #include "oracle/topk.h"
 #include "properties/staged_buffer.h"
+#include "properties/random_values.h"
 
 namespace mlacheck {
 
 using namespace kernels;
 
 namespace {
-
-float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 
 constexpr uint8_t kPoison = 0x7F;  // fp8 NaN: a key read where none was stored shows in the logits
 

@@ -16,6 +16,7 @@
 #include "core/tolerances.h"
 #include "kernels/registry.h"
 #include "oracle/quantize.h"
+#include "properties/random_values.h"
 
 namespace mlacheck {
 
@@ -26,7 +27,6 @@ namespace {
 // The logits buffer around its view: a pattern no kernel would write (fp32 -4.6e-15).
 constexpr uint8_t kLogitsFill = 0xA7;
 
-float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 
 oracle::LogitsMode oracle_mode(LogitsMode m) {
   return m == LogitsMode::kClean ? oracle::LogitsMode::kClean : oracle::LogitsMode::kUnclean;

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "oracle/sparse_mla.h"
+#include "properties/random_values.h"
 
 namespace mlacheck {
 
@@ -28,8 +29,6 @@ constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage
 constexpr double kMaxSoftmaxScale = 0.25;
 // The most values a case file's line holds (CaseText::parse: a key and at most 2^16 - 1 values).
 constexpr int64_t kMaxListValues = (int64_t{1} << 16) - 1;
-
-float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 
 }  // namespace
 
@@ -79,7 +78,7 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
         int32_t& e = c.indices[static_cast<size_t>((b * c.S + s) * c.topk + i)];
         if (i >= c.row_length(b) && rng() % 2 == 0) {
           e = rng() % 2 == 0 ? pick(live, c.num_blocks - live) : pick(0, live);  // not counted: may be poison
-        } else if (none_valid || std::uniform_real_distribution<double>(0, 1)(rng) < invalid_p) {
+        } else if (none_valid || canonical_double(rng) < invalid_p) {
           e = invalid[rng() % invalid.size()];
         } else if (!named.empty() && rng() % 4 == 0) {
           e = named[rng() % named.size()];  // a duplicate counts twice

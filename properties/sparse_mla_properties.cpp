@@ -19,6 +19,7 @@
 #include "oracle/oracle_tensor.h"
 #include "oracle/sparse_mla.h"
 #include "properties/staged_buffer.h"
+#include "properties/random_values.h"
 
 namespace mlacheck {
 
@@ -32,8 +33,6 @@ constexpr int64_t kTile = kernels::kSparseMlaScaleTile, kRope = kernels::kSparse
 constexpr int64_t kToken = kernels::kSparseMlaTokenBytes;
 // The output buffers around their views: a pattern no kernel would write.
 constexpr uint8_t kOutFill = 0xA7;
-
-float uniform(std::mt19937_64& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 
 // Fills every 4-byte word of a buffer (view and padding) with value.
 void fill_words(Buffer& buf, int32_t value) {

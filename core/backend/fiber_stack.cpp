@@ -51,15 +51,18 @@ void StackPool::take(std::size_t n, std::size_t bytes, std::vector<Stack>& out) 
   while (out.size() < n) out.push_back(map(bytes));
 }
 
-void StackPool::give_back(const std::vector<Stack>& stacks, std::size_t bytes, bool unwound_normally) {
+void StackPool::clear_shadow(const Stack* stacks, std::size_t n) {
 #if defined(MLA_ASAN)
-  // The next fiber on a stack must not inherit the red zones of this one's frames.
-  if (!unwound_normally) {
-    for (const Stack& s : stacks) ASAN_UNPOISON_MEMORY_REGION(s.bottom(), s.bytes);
-  }
+  for (std::size_t i = 0; i < n; ++i) ASAN_UNPOISON_MEMORY_REGION(stacks[i].bottom(), stacks[i].bytes);
 #else
-  (void)unwound_normally;
+  (void)stacks, (void)n;
 #endif
+}
+
+void StackPool::give_back(const std::vector<Stack>& stacks, std::size_t bytes, bool unwound_normally) {
+  if (stacks.empty()) return;
+  // The next fiber on a stack must not inherit the red zones of this one's frames.
+  if (!unwound_normally) clear_shadow(stacks.data(), stacks.size());
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Stack>& free = free_[bytes];
   free.insert(free.end(), stacks.begin(), stacks.end());

@@ -33,6 +33,8 @@ class StackPool {
   // shadow is cleared here, so the next fiber does not inherit stale red zones. Clearing a whole
   // 256 KiB stack per GPU thread cost a quarter of a small fuzz case's time.
   void give_back(const std::vector<Stack>& stacks, std::size_t bytes, bool unwound_normally);
+  // Clears the ASan shadow of n stacks whose fibers were abandoned (a no-op without ASan).
+  static void clear_shadow(const Stack* stacks, std::size_t n);
 
  private:
   static Stack map(std::size_t bytes);

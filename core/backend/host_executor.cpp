@@ -64,7 +64,7 @@ struct GpuThread {
 };
 
 struct SharedDecl {
-  std::string name;
+  const char* name;  // the declaration's string literal (every thread passes the same pointer)
   std::size_t offset, bytes;
 };
 
@@ -81,7 +81,7 @@ struct BlockRun {
   std::vector<uint8_t>* static_arena = nullptr;
   std::vector<SharedDecl> shared_decls;
   std::size_t static_used = 0;
-  std::unique_ptr<uint8_t[]> dynamic;
+  uint8_t* dynamic = nullptr;
   std::size_t dynamic_bytes = 0;
   bool abandoning = false;
   std::exception_ptr fault;
@@ -182,88 +182,128 @@ void start_fiber(GpuThread& t) {
                        });
 }
 
+// What is wrong with warp w's collective, whose lanes are not all there or not all in the same
+// collective (the slow path of resolve: only a faulting block gets here).
+std::string collective_problem(const BlockRun& b, int w) {
+  const int n = static_cast<int>(b.threads.size());
+  const int first = w * b.warp_size, end = std::min(n, first + b.warp_size);
+  std::vector<unsigned> at, absent;
+  for (int i = first; i < end; ++i) (b.threads[i].state == State::kAtCollective ? at : absent).push_back(i);
+  const GpuThread& lead = b.threads[at[0]];
+  std::ostringstream why;
+  why << where_block(b) << " warp " << w << ": ";
+  if (!absent.empty()) {
+    // Lanes that returned or wait at a barrier will never join: on a GPU this hangs or reads
+    // garbage.
+    why << collective_name(lead.kind) << " at " << site(lead.file, lead.line)
+        << " with inactive lanes: " << thread_list(at) << " are there, ";
+    std::vector<unsigned> returned, at_barrier;
+    for (unsigned i : absent) (b.threads[i].state == State::kDone ? returned : at_barrier).push_back(i);
+    if (!returned.empty()) why << thread_list(returned) << " returned";
+    if (!at_barrier.empty()) {
+      const GpuThread& t = b.threads[at_barrier[0]];
+      why << (returned.empty() ? "" : ", ") << thread_list(at_barrier) << " wait at the barrier at "
+          << site(t.file, t.line);
+    }
+    return why.str();
+  }
+  for (unsigned i : at) {
+    const GpuThread& t = b.threads[i];
+    if (t.kind != lead.kind) {
+      why << "lanes in different collectives: thread " << lead.linear << " in " << collective_name(lead.kind)
+          << " at " << site(lead.file, lead.line) << ", thread " << t.linear << " in "
+          << collective_name(t.kind) << " at " << site(t.file, t.line);
+      return why.str();
+    }
+  }
+  return why.str() + "inconsistent collective";  // not reached: resolve found a problem
+}
+
 // Everyone waits: completes the warp collectives whose warps are all there, else the barrier.
-// Returns "" on progress, else what is wrong.
+// Returns "" on progress, else what is wrong. The common case (every lane of a warp in the same
+// collective) allocates nothing.
 std::string resolve(BlockRun& b) {
   bool progress = false;
   const int n = static_cast<int>(b.threads.size());
   for (int w = 0; w < b.warps; ++w) {
     const int first = w * b.warp_size, end = std::min(n, first + b.warp_size);
-    std::vector<unsigned> at, absent;
-    for (int i = first; i < end; ++i) (b.threads[i].state == State::kAtCollective ? at : absent).push_back(i);
-    if (at.empty()) continue;
-    const GpuThread& lead = b.threads[at[0]];
-    std::ostringstream why;
-    why << where_block(b) << " warp " << w << ": ";
-    if (!absent.empty()) {
-      // Lanes that returned or wait at a barrier will never join: on a GPU this hangs or reads
-      // garbage.
-      why << collective_name(lead.kind) << " at " << site(lead.file, lead.line)
-          << " with inactive lanes: " << thread_list(at) << " are there, ";
-      std::vector<unsigned> returned, at_barrier;
-      for (unsigned i : absent) (b.threads[i].state == State::kDone ? returned : at_barrier).push_back(i);
-      if (!returned.empty()) why << thread_list(returned) << " returned";
-      if (!at_barrier.empty()) {
-        const GpuThread& t = b.threads[at_barrier[0]];
-        why << (returned.empty() ? "" : ", ") << thread_list(at_barrier) << " wait at the barrier at "
-            << site(t.file, t.line);
-      }
-      return why.str();
-    }
-    for (unsigned i : at) {
+    int at = 0, lead = -1;
+    bool same = true;
+    for (int i = first; i < end; ++i) {
       const GpuThread& t = b.threads[i];
-      if (t.kind != lead.kind) {
-        why << "lanes in different collectives: thread " << lead.linear << " in " << collective_name(lead.kind)
-            << " at " << site(lead.file, lead.line) << ", thread " << t.linear << " in "
-            << collective_name(t.kind) << " at " << site(t.file, t.line);
-        return why.str();
+      if (t.state != State::kAtCollective) continue;
+      if (lead < 0) {
+        lead = i;
+      } else if (t.kind != b.threads[lead].kind) {
+        same = false;
       }
+      ++at;
     }
-    uint64_t ballot = 0;
-    for (unsigned i : at) {
-      if (b.threads[i].value != 0) ballot |= uint64_t(1) << (i - first);
-    }
-    for (unsigned i : at) {
-      GpuThread& t = b.threads[i];
-      if (t.kind == Collective::kShuffle) {
+    if (at == 0) continue;
+    if (at != end - first || !same) return collective_problem(b, w);
+    const Collective kind = b.threads[lead].kind;
+    if (kind == Collective::kShuffle) {
+      for (int i = first; i < end; ++i) {
+        GpuThread& t = b.threads[i];
         const int src = first + t.src_lane;
         if (t.src_lane < 0 || src >= end) {
-          why << "thread " << t.linear << " shuffles from lane " << t.src_lane << " at " << site(t.file, t.line)
-              << ", which does not exist (the warp has " << end - first << " lanes in a block of " << n
-              << " threads)";
+          std::ostringstream why;
+          why << where_block(b) << " warp " << w << ": thread " << t.linear << " shuffles from lane " << t.src_lane
+              << " at " << site(t.file, t.line) << ", which does not exist (the warp has " << end - first
+              << " lanes in a block of " << n << " threads)";
           return why.str();
         }
         t.result = b.threads[src].value;
-      } else {
-        t.result = t.kind == Collective::kBallot ? ballot : 0;
       }
+    } else if (kind == Collective::kBallot) {
+      uint64_t ballot = 0;
+      for (int i = first; i < end; ++i) {
+        if (b.threads[i].value != 0) ballot |= uint64_t(1) << (i - first);
+      }
+      for (int i = first; i < end; ++i) b.threads[i].result = ballot;
+    } else {
+      for (int i = first; i < end; ++i) b.threads[i].result = 0;
     }
-    for (unsigned i : at) b.threads[i].state = State::kRunnable;
+    for (int i = first; i < end; ++i) b.threads[i].state = State::kRunnable;
     progress = true;
   }
   if (progress) return "";
 
-  std::vector<unsigned> waiting, returned;
-  for (const GpuThread& t : b.threads) (t.state == State::kAtBarrier ? waiting : returned).push_back(t.linear);
-  const GpuThread& lead = b.threads[waiting.at(0)];
+  // Every thread waits at a barrier or has returned.
+  const GpuThread* lead = nullptr;
+  bool returned = false, different = false;
+  for (const GpuThread& t : b.threads) {
+    if (t.state != State::kAtBarrier) {
+      returned = true;
+    } else if (lead == nullptr) {
+      lead = &t;
+    } else if (t.line != lead->line || (t.file != lead->file && std::strcmp(t.file, lead->file) != 0)) {
+      different = true;
+    }
+  }
+  if (!returned && !different) {
+    for (GpuThread& t : b.threads) t.state = State::kRunnable;
+    return "";
+  }
+  std::vector<unsigned> waiting, done;
+  for (const GpuThread& t : b.threads) (t.state == State::kAtBarrier ? waiting : done).push_back(t.linear);
   std::ostringstream why;
   why << where_block(b) << ": ";
-  if (!returned.empty()) {
-    why << "barrier at " << site(lead.file, lead.line) << " not reached by every thread: " << thread_list(waiting)
-        << " wait there, " << thread_list(returned) << " returned (first: thread "
-        << dim3_string(b.threads[returned[0]].ctx.thread_idx) << ")";
+  if (returned) {
+    why << "barrier at " << site(lead->file, lead->line) << " not reached by every thread: " << thread_list(waiting)
+        << " wait there, " << thread_list(done) << " returned (first: thread "
+        << dim3_string(b.threads[done[0]].ctx.thread_idx) << ")";
     return why.str();
   }
   for (unsigned i : waiting) {
     const GpuThread& t = b.threads[i];
-    if (t.line != lead.line || std::strcmp(t.file, lead.file) != 0) {
-      why << "threads wait at different barriers: thread " << lead.linear << " at " << site(lead.file, lead.line)
+    if (t.line != lead->line || std::strcmp(t.file, lead->file) != 0) {
+      why << "threads wait at different barriers: thread " << lead->linear << " at " << site(lead->file, lead->line)
           << ", thread " << t.linear << " at " << site(t.file, t.line);
       return why.str();
     }
   }
-  for (GpuThread& t : b.threads) t.state = State::kRunnable;
-  return "";
+  return why.str() + "inconsistent barrier";  // not reached
 }
 
 uint64_t mix(uint64_t x) {
@@ -273,10 +313,36 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Runs one block to completion; returns its fault, if any.
+// What one host thread reuses from block to block: allocating these per block (a 227 KiB arena
+// mapped and zeroed per launch, the dynamic bytes per block) was a large part of a small case.
+struct WorkerScratch {
+  std::vector<GpuThread> threads;     // lent to each BlockRun (150 KiB for 1024 threads)
+  std::vector<uint8_t> static_arena;  // static shared arrays; each declaration fills its own bytes
+  std::vector<Stack> stacks;          // taken from the pool as blocks need more, kept until exit
+  std::size_t stack_bytes = 0;        // of each of them
+  std::vector<unsigned> order;
+  std::vector<int> warp_order;
+
+  // At least n stacks of `bytes` each in stacks[0, n).
+  void reserve_stacks(std::size_t n, std::size_t bytes) {
+    if (bytes != stack_bytes) {
+      StackPool::instance().give_back(stacks, stack_bytes, /*unwound_normally=*/true);
+      stacks.clear();
+      stack_bytes = bytes;
+    }
+    if (stacks.size() >= n) return;
+    std::vector<Stack> more;
+    StackPool::instance().take(n - stacks.size(), bytes, more);
+    stacks.insert(stacks.end(), more.begin(), more.end());
+  }
+  ~WorkerScratch() { StackPool::instance().give_back(stacks, stack_bytes, /*unwound_normally=*/true); }
+};
+
+// Runs one block to completion; returns its fault, if any. dynamic is the launch's dynamic shared
+// memory (an allocation of exactly its declared bytes, so ASan sees a raw pointer run past it).
 std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3 block, std::size_t dynamic_bytes,
-                             const Options& options, const std::function<void()>& body,
-                             std::vector<uint8_t>& static_arena) {
+                             uint8_t* dynamic, const Options& options, const std::function<void()>& body,
+                             WorkerScratch& scratch) {
   BlockRun b;
   b.kernel = kernel;
   b.block_idx = block_idx;
@@ -285,22 +351,22 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   b.options = &options;
   b.body = &body;
   b.warp_size = options.warp_size;
-  b.static_arena = &static_arena;
+  b.static_arena = &scratch.static_arena;
   b.dynamic_bytes = dynamic_bytes;
-  if (dynamic_bytes > 0) {
-    // Uninitialised shared memory reads as NaN (0xFF bytes), as stale data would on a GPU.
-    b.dynamic.reset(new uint8_t[dynamic_bytes]);
-    std::memset(b.dynamic.get(), 0xFF, dynamic_bytes);
-  }
+  b.dynamic = dynamic;
+  // Uninitialised shared memory reads as NaN (0xFF bytes), as stale data would on a GPU.
+  if (dynamic_bytes > 0) std::memset(dynamic, 0xFF, dynamic_bytes);
   const unsigned n = block.x * block.y * block.z;
   b.warps = static_cast<int>((n + b.warp_size - 1) / b.warp_size);
   const uint64_t block_linear = block_idx.x + uint64_t(grid.x) * (block_idx.y + uint64_t(grid.y) * block_idx.z);
   b.rng.seed(mix(options.seed ^ mix(block_linear)));
 
   const std::size_t stack_bytes = options.stack_bytes ? options.stack_bytes : detail::default_stack_bytes();
+  b.threads.swap(scratch.threads);  // given back below, so its memory is reused by the next block
+  b.threads.clear();
   b.threads.resize(n);
-  std::vector<Stack> stacks;
-  StackPool::instance().take(n, stack_bytes, stacks);
+  scratch.reserve_stacks(n, stack_bytes);
+  const std::vector<Stack>& stacks = scratch.stacks;
   for (unsigned i = 0; i < n; ++i) {
     GpuThread& t = b.threads[i];
     t.linear = i;
@@ -317,8 +383,9 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   }
 
   const bool shuffled = options.schedule == Schedule::kShuffled;
-  std::vector<unsigned> order;
-  std::vector<int> warp_order(b.warps);
+  std::vector<unsigned>& order = scratch.order;
+  std::vector<int>& warp_order = scratch.warp_order;
+  warp_order.resize(static_cast<std::size_t>(b.warps));
   for (;;) {
     order.clear();
     if (shuffled) {
@@ -358,7 +425,9 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   for (GpuThread& t : b.threads) {
     if (t.self) run_until_wait(t);
   }
-  StackPool::instance().give_back(stacks, stack_bytes, /*unwound_normally=*/!b.fault);
+  // After a fault the abandoned frames' red zones are still poisoned: clear them for the next block.
+  if (b.fault) StackPool::clear_shadow(stacks.data(), n);
+  b.threads.swap(scratch.threads);
   return b.fault;
 }
 
@@ -417,10 +486,12 @@ void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_
   uint64_t fault_position = UINT64_MAX;
   std::exception_ptr fault;
   auto work = [&] {
-    std::vector<uint8_t> static_arena(options.max_shared_bytes);
+    thread_local WorkerScratch scratch;
+    if (scratch.static_arena.size() < options.max_shared_bytes) scratch.static_arena.resize(options.max_shared_bytes);
+    const std::unique_ptr<uint8_t[]> dynamic(dynamic_shared_bytes > 0 ? new uint8_t[dynamic_shared_bytes] : nullptr);
     for (uint64_t pos; !stop.load(std::memory_order_relaxed) && (pos = next.fetch_add(1)) < blocks;) {
-      std::exception_ptr f =
-          run_block(kernel_name, block_of(order[pos]), grid, block, dynamic_shared_bytes, options, body, static_arena);
+      std::exception_ptr f = run_block(kernel_name, block_of(order[pos]), grid, block, dynamic_shared_bytes,
+                                       dynamic.get(), options, body, scratch);
       if (f) {
         std::lock_guard<std::mutex> lock(fault_mutex);
         if (pos < fault_position) fault_position = pos, fault = f;
@@ -480,28 +551,39 @@ uint64_t warp_collective(Collective kind, uint64_t value, int src_lane, const ch
   return t.result;
 }
 
+namespace {
+
+// The faults of static_shared_bytes, out of line so that its frame stays small (see MLA_REQUIRE).
+[[noreturn]] __attribute__((noinline)) void shared_decl_diverged(const GpuThread& t, const SharedDecl& d,
+                                                                 std::size_t bytes, const char* name) {
+  throw KernelFault(where_thread(t) + ": declares shared array '" + name + "' (" + std::to_string(bytes) +
+                    " bytes) where another thread declared '" + std::string(d.name) + "' (" +
+                    std::to_string(d.bytes) + " bytes); shared declarations must not diverge");
+}
+[[noreturn]] __attribute__((noinline)) void shared_too_large(const GpuThread& t, std::size_t offset, std::size_t bytes,
+                                                             const char* name) {
+  const BlockRun& b = *t.block;
+  throw KernelFault(where_thread(t) + ": shared array '" + name + "' (" + std::to_string(bytes) +
+                    " bytes) takes the block's static shared memory to " + std::to_string(offset + bytes) +
+                    " bytes, with " + std::to_string(b.dynamic_bytes) + " dynamic; a block may have " +
+                    std::to_string(b.options->max_shared_bytes));
+}
+
+}  // namespace
+
 void* static_shared_bytes(std::size_t bytes, std::size_t align, const char* name) {
   this_thread();
   GpuThread& t = *tls_thread;
   BlockRun& b = *t.block;
   const std::size_t index = t.next_shared_decl++;
-  if (index < b.shared_decls.size()) {
+  if (index < b.shared_decls.size()) {  // every thread but the first to declare it
     const SharedDecl& d = b.shared_decls[index];
-    if (d.bytes != bytes || d.name != name) {
-      throw KernelFault(where_thread(t) + ": declares shared array '" + name + "' (" + std::to_string(bytes) +
-                        " bytes) where another thread declared '" + d.name + "' (" + std::to_string(d.bytes) +
-                        " bytes); shared declarations must not diverge");
-    }
+    if (d.bytes != bytes || (d.name != name && std::strcmp(d.name, name) != 0)) shared_decl_diverged(t, d, bytes, name);
     return b.static_arena->data() + d.offset;
   }
   align = std::max<std::size_t>(align, 16);
   const std::size_t offset = (b.static_used + align - 1) / align * align;
-  if (offset + bytes + b.dynamic_bytes > b.options->max_shared_bytes) {
-    throw KernelFault(where_thread(t) + ": shared array '" + name + "' (" + std::to_string(bytes) +
-                      " bytes) takes the block's static shared memory to " + std::to_string(offset + bytes) +
-                      " bytes, with " + std::to_string(b.dynamic_bytes) + " dynamic; a block may have " +
-                      std::to_string(b.options->max_shared_bytes));
-  }
+  if (offset + bytes + b.dynamic_bytes > b.options->max_shared_bytes) shared_too_large(t, offset, bytes, name);
   b.static_used = offset + bytes;
   b.shared_decls.push_back({name, offset, bytes});
   std::memset(b.static_arena->data() + offset, 0xFF, bytes);  // uninitialised reads give NaN
@@ -510,7 +592,7 @@ void* static_shared_bytes(std::size_t bytes, std::size_t align, const char* name
 
 void* dynamic_shared_base() {
   this_thread();
-  return tls_thread->block->dynamic.get();
+  return tls_thread->block->dynamic;
 }
 
 std::size_t dynamic_shared_bytes() {
@@ -522,7 +604,7 @@ void shared_out_of_bounds(const char* name, std::size_t index, std::size_t count
   this_thread();
   const GpuThread& t = *tls_thread;
   const bool is_static = std::any_of(t.block->shared_decls.begin(), t.block->shared_decls.end(),
-                                     [&](const SharedDecl& d) { return d.name == name; });
+                                     [&](const SharedDecl& d) { return std::strcmp(d.name, name) == 0; });
   std::ostringstream os;
   os << where_thread(t) << ": ";
   if (is_static) {
