@@ -4,10 +4,29 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
+
+#include <sys/mman.h>
 
 #include "core/error.h"
 #include "core/poison.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MLA_GUARD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MLA_GUARD_ASAN 1
+#endif
+#endif
+#if defined(MLA_GUARD_ASAN)
+#include <sanitizer/asan_interface.h>
+#define MLA_ASAN_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, static_cast<size_t>(n))
+#define MLA_ASAN_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, static_cast<size_t>(n))
+#else
+#define MLA_ASAN_POISON(p, n) ((void)(p), (void)(n))
+#define MLA_ASAN_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 namespace mlacheck {
 
@@ -180,14 +199,96 @@ void fill_pattern(uint8_t* dst, int64_t first, int64_t n, uint8_t (*pattern)(int
   }
 }
 
+// Blocks of 64 KiB and more are mapped in power-of-two size classes and, once freed, wait here,
+// last freed first out, for the next allocation of their class: the allocator (AddressSanitizer's
+// above all) maps a fresh large block for each, and faulting in its pages was a third of a small
+// MLA case's time. They are mapped, not allocated, so LeakSanitizer does not scan the waiting
+// blocks at exit or at libFuzzer's leak checks. At most 256 MiB wait; under ASan a waiting block is
+// poisoned, so a kernel that touches a freed buffer is still reported.
+class BlockCache {
+ public:
+  static constexpr int kSmallestLog2 = 16, kClasses = 32;  // 64 KiB to 128 TiB
+  static constexpr int64_t kSmallest = int64_t{1} << kSmallestLog2;
+  static constexpr int64_t kMaxCached = int64_t{1} << 28;
+  static constexpr int kPerClass = 32;
+
+  static BlockCache& instance() {
+    static BlockCache cache;  // trivially destructible: buffers may be freed at exit
+    return cache;
+  }
+  static int size_class(int64_t bytes) {
+    int c = 0;
+    while ((kSmallest << c) < bytes) ++c;
+    return c;
+  }
+  static int64_t class_bytes(int c) { return kSmallest << c; }
+  // A block of class c, or null when none can be mapped. Nothing here allocates from the heap:
+  // libFuzzer reruns an input under LeakSanitizer whenever it mallocs more than it frees.
+  uint8_t* take(int c) {
+    const int64_t bytes = class_bytes(c);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (count_[c] > 0) {
+        uint8_t* p = free_[c][--count_[c]];
+        cached_ -= bytes;
+        MLA_ASAN_UNPOISON(p, bytes);
+        return p;
+      }
+    }
+    void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  void give(uint8_t* p, int c) {
+    const int64_t bytes = class_bytes(c);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_ + bytes <= kMaxCached && count_[c] < kPerClass) {
+        MLA_ASAN_POISON(p, bytes);
+        free_[c][count_[c]++] = p;
+        cached_ += bytes;
+        return;
+      }
+    }
+    munmap(p, static_cast<size_t>(bytes));
+  }
+
+ private:
+  std::mutex mutex_;
+  uint8_t* free_[kClasses][kPerClass] = {};
+  int count_[kClasses] = {};
+  int64_t cached_ = 0;
+};
+
 }  // namespace
 
-void GuardedBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
+GuardedBuffer::Block GuardedBuffer::allocate_block(int64_t bytes) {
+  if (bytes < BlockCache::kSmallest) {
+    bytes = std::max<int64_t>(256, (bytes + 255) / 256 * 256);
+    return Block(static_cast<uint8_t*>(std::aligned_alloc(256, static_cast<size_t>(bytes))), Free(0));
+  }
+  const int c = BlockCache::size_class(bytes);
+  MLA_REQUIRE(c < BlockCache::kClasses, "guarded buffer: ", bytes, " bytes is more than a buffer may have");
+  uint8_t* p = BlockCache::instance().take(c);
+  // The class's bytes past the request stay out of bounds for ASan, as an allocator's red zone would.
+  const int64_t used = (bytes + 7) / 8 * 8, mapped = BlockCache::class_bytes(c);
+  if (p != nullptr && used < mapped) MLA_ASAN_POISON(p + used, mapped - used);
+  return Block(p, Free(c + 1));
+}
+
+// cached_class: 1 + the size class of a mapped block; 0 for a block from aligned_alloc.
+void GuardedBuffer::Free::operator()(uint8_t* p) const {
+  if (p == nullptr) return;
+  if (cached_class > 0) {
+    BlockCache::instance().give(p, cached_class - 1);
+  } else {
+    std::free(p);
+  }
+}
 
 GuardedBuffer::GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
     : GuardedMemory(std::move(name), bytes, red_zone) {
-  const int64_t total = ((size() + 2 * red_zone) + 255) / 256 * 256;
-  storage_.reset(static_cast<uint8_t*>(std::aligned_alloc(256, static_cast<size_t>(total))));
+  const int64_t total = size() + 2 * red_zone;
+  storage_ = allocate_block(total);
   MLA_REQUIRE(storage_ != nullptr, "guarded buffer '", this->name(), "': cannot allocate ", total, " bytes");
   fill_red_zones();
   fill_pattern(data(), 0, size(), poison_byte);
@@ -223,7 +324,11 @@ void GuardedBuffer::arm() {
   for (const NamedView& o : outputs()) poison_output(HostTensor(data(), o.view));
   fill_red_zones();
   const int64_t total = size() + 2 * red_zone();
-  snapshot_.assign(storage_.get(), storage_.get() + total);
+  if (snapshot_ == nullptr) {
+    snapshot_ = allocate_block(total);
+    MLA_REQUIRE(snapshot_ != nullptr, "guarded buffer '", name(), "': cannot allocate ", total, " bytes");
+  }
+  std::memcpy(snapshot_.get(), storage_.get(), static_cast<size_t>(total));
   armed_ = true;
 }
 
@@ -231,7 +336,7 @@ GuardReport GuardedBuffer::check() const {
   MLA_REQUIRE(armed_, "guarded buffer '", name(), "': check() before arm() (or outputs changed since)");
   GuardReport report;
   const uint8_t* now = storage_.get();
-  const uint8_t* was = snapshot_.data();
+  const uint8_t* was = snapshot_.get();
   const int64_t total = size() + 2 * red_zone();
   // Unchanged stretches are skipped with memcmp; in a changed one, 8 bytes at a time are compared
   // against one byte of the output mask (the red zone is a multiple of 8, so data offsets of a

@@ -138,11 +138,18 @@ class GuardedBuffer final : public GuardedMemory {
  private:
   void fill_red_zones();
 
+  // Blocks come from, and go back to, a process-wide cache by size class (guarded_buffer.cpp), so a
+  // fuzzer's case after case does not map, fault in and unmap fresh pages for every buffer.
   struct Free {
+    Free() : cached_class(0) {}
+    explicit Free(int c) : cached_class(c) {}
+    int cached_class;
     void operator()(uint8_t* p) const;
   };
-  std::unique_ptr<uint8_t[], Free> storage_;  // red zone | data | red zone
-  std::vector<uint8_t> snapshot_;             // of storage_, taken by arm()
+  using Block = std::unique_ptr<uint8_t[], Free>;
+  static Block allocate_block(int64_t bytes);
+  Block storage_;   // red zone | data | red zone
+  Block snapshot_;  // of storage_, taken by arm()
 };
 
 }  // namespace mlacheck

@@ -1,6 +1,7 @@
 // Output poison, input poisoning helpers and the all-zero check.
 #include "core/poison.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -32,9 +33,18 @@ void poison_bytes(DType t, uint8_t out[8]) {
 void poison_output(const HostTensor& t) {
   uint8_t p[8];
   poison_bytes(t.view.dtype(), p);
-  const size_t es = dtype_size(t.view.dtype());
+  const int64_t es = static_cast<int64_t>(dtype_size(t.view.dtype()));
   uint8_t* base = t.bytes();
-  t.view.for_each_byte_offset([&](int64_t off) { std::memcpy(base + off, p, es); });
+  // Each run of adjacent elements: one element, then doubling copies of what is written.
+  t.view.for_each_run([&](int64_t first, int64_t bytes) {
+    uint8_t* at = base + first;
+    std::memcpy(at, p, static_cast<size_t>(es));
+    for (int64_t done = es; done < bytes;) {
+      const int64_t chunk = std::min(done, bytes - done);
+      std::memcpy(at + done, at, static_cast<size_t>(chunk));
+      done += chunk;
+    }
+  });
 }
 
 bool is_output_poison(DType t, const void* p) {

@@ -108,6 +108,21 @@ class View {
     }
   }
 
+  // Calls f(first_byte, bytes) for runs of adjacent elements covering every element once, in
+  // row-major order: the whole view when it is contiguous, else each innermost row when its
+  // elements are adjacent (stride 1), else each element. For bulk fills and copies.
+  template <class F>
+  void for_each_run(F&& f) const {
+    if (numel() == 0) return;
+    const int64_t es = element_size();
+    if (is_contiguous()) return f(byte_offset_, numel() * es);
+    if (rank() > 0 && (strides_.back() == 1 || shape_.back() == 1)) {
+      const int64_t row = shape_.back() * es;
+      return select_rows_([&](int64_t start) { f(start, row); });
+    }
+    for_each_byte_offset([&](int64_t off) { f(off, es); });
+  }
+
   // The coordinates of the element that holds, or is nearest below, the given buffer byte, found by
   // dividing the distance from the view's start by its strides, outermost first. They are not
   // clamped to the shape: row 8 of an 8-row view is the row just past it, column 130 of a 128-column
@@ -123,6 +138,21 @@ class View {
 
  private:
   int checked_dim(int dim, const char* op) const;
+  // Calls f(byte offset of element 0 of the innermost dimension) for every innermost row.
+  template <class F>
+  void select_rows_(F&& f) const {
+    const int64_t es = element_size();
+    const int outer = rank() - 1;
+    std::vector<int64_t> idx(static_cast<size_t>(outer), 0);
+    for (;;) {
+      int64_t row = byte_offset_;
+      for (int d = 0; d < outer; ++d) row += idx[d] * strides_[d] * es;
+      f(row);
+      int d = outer - 1;
+      while (d >= 0 && ++idx[d] == shape_[d]) idx[d--] = 0;
+      if (d < 0) return;
+    }
+  }
 
   DType dtype_ = DType::kU8;
   std::vector<int64_t> shape_;

@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "core/backend/backend.h"
+#include "core/backend/host_executor.h"
 #include "core/error.h"
 #include "kernels/device.h"
 #include "properties/fuzz_input.h"
@@ -55,6 +57,7 @@ struct State {
   const FuzzTarget* target = nullptr;
   std::string impl, backend, case_dir;
   int64_t budget = int64_t{32} << 20;
+  uint64_t max_steps = 0;  // host backend: GPU-thread steps a case may take (0: no cap)
   double max_seconds = 0.5;
   std::unique_ptr<kernels::Device> device;
   uint64_t runs = 0, refused = 0, skipped = 0, slow = 0;
@@ -136,6 +139,11 @@ int harness_init(const char* target, const char* argv0) {
     MLA_REQUIRE(*end == '\0' && m > 0 && m <= 3600000, "MLACHECK_FUZZ_MAX_MS is '", ms,
                 "', not a time in milliseconds (1 to 3600000)");
     s.max_seconds = static_cast<double>(m) / 1000;
+    const std::string steps = env("MLACHECK_FUZZ_MAX_STEPS", "2000000");
+    const long long st = std::strtoll(steps.c_str(), &end, 10);
+    MLA_REQUIRE(*end == '\0' && st >= 0, "MLACHECK_FUZZ_MAX_STEPS is '", steps,
+                "', not a count of GPU-thread steps (0: no cap)");
+    s.max_steps = static_cast<uint64_t>(st);
     const auto b = parse_backend(s.backend);
     MLA_REQUIRE(b.has_value(), "MLACHECK_BACKEND is '", s.backend, "', not one of host, cuda, hip");
     const std::string op = s.impl.substr(0, s.impl.find('@'));
@@ -170,16 +178,20 @@ int harness_run(const uint8_t* data, size_t size) {
   }
   ++s.runs;
   BudgetDevice device(*s.device, s.budget);
+  // On the host backend a case's kernels may take at most max_steps GPU-thread steps; the rare
+  // larger case is given up like one past the memory budget (the property suite covers those).
+  std::optional<simt::host::ScopedWorkBudget> work;
+  if (s.max_steps > 0) work.emplace(s.max_steps);
   Verdict verdict;
   const auto start = std::chrono::steady_clock::now();
   try {
     verdict = fc.property->run(device, s.impl, fc.text);
   } catch (const std::exception& e) {
     // A parsed case that throws is the implementation's fault (a host kernel fault, a device
-    // fault, a refused launch), unless it only outgrew the budget.
-    if (!device.exceeded()) violation(fc, std::string("error: ") + e.what());
+    // fault, a refused launch), unless it only outgrew a budget.
+    if (!device.exceeded() && !(work && work->exceeded())) violation(fc, std::string("error: ") + e.what());
   }
-  if (device.exceeded()) {
+  if (device.exceeded() || (work && work->exceeded())) {
     --s.runs;
     ++s.skipped;
     return -1;

@@ -16,6 +16,13 @@
 #include "core/backend/fiber_stack.h"
 
 namespace mlacheck::simt::host {
+
+struct ScopedWorkBudget::State {
+  uint64_t max_steps = 0;
+  std::atomic<uint64_t> steps{0};  // workers of one launch add to it at once
+  std::atomic<bool> exceeded{false};
+};
+
 namespace {
 
 namespace bctx = boost::context;
@@ -90,6 +97,7 @@ struct BlockRun {
 };
 
 thread_local GpuThread* tls_thread = nullptr;
+thread_local ScopedWorkBudget::State* tls_budget = nullptr;
 
 std::string dim3_string(Dim3 d) {
   std::ostringstream os;
@@ -342,7 +350,7 @@ struct WorkerScratch {
 // memory (an allocation of exactly its declared bytes, so ASan sees a raw pointer run past it).
 std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3 block, std::size_t dynamic_bytes,
                              uint8_t* dynamic, const Options& options, const std::function<void()>& body,
-                             WorkerScratch& scratch) {
+                             WorkerScratch& scratch, ScopedWorkBudget::State* budget) {
   BlockRun b;
   b.kernel = kernel;
   b.block_idx = block_idx;
@@ -407,6 +415,12 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
       for (unsigned i : order) {
         run_until_wait(b.threads[i]);
         if (b.fault) break;
+        if (budget != nullptr && budget->steps.fetch_add(1, std::memory_order_relaxed) >= budget->max_steps) {
+          budget->exceeded = true;
+          b.fault = std::make_exception_ptr(WorkBudgetExceeded(
+              where_block(b) + ": the work budget of " + std::to_string(budget->max_steps) + " thread steps is spent"));
+          break;
+        }
       }
       if (b.fault) break;
       continue;
@@ -453,6 +467,14 @@ void validate(const char* kernel, Dim3 grid, Dim3 block, std::size_t dynamic_byt
 
 const Options& current_options() { return tls_options; }
 
+ScopedWorkBudget::ScopedWorkBudget(uint64_t max_steps) : state_(std::make_unique<State>()), outer_(tls_budget) {
+  state_->max_steps = max_steps;
+  tls_budget = state_.get();
+}
+ScopedWorkBudget::~ScopedWorkBudget() { tls_budget = outer_; }
+uint64_t ScopedWorkBudget::steps() const { return state_->steps.load(); }
+bool ScopedWorkBudget::exceeded() const { return state_->exceeded.load(); }
+
 ScopedOptions::ScopedOptions(const Options& o) : saved_(tls_options) { tls_options = o; }
 ScopedOptions::~ScopedOptions() { tls_options = saved_; }
 
@@ -468,6 +490,16 @@ void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_
   }
 
   const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  ScopedWorkBudget::State* const budget = tls_budget;
+  if (budget != nullptr) {  // every thread takes at least one step
+    const uint64_t least = blocks * block.x * block.y * block.z;
+    if (budget->steps.load() + least > budget->max_steps) {
+      budget->exceeded = true;
+      throw WorkBudgetExceeded(std::string("kernel '") + kernel_name + "': " + std::to_string(least) +
+                               " threads would pass the work budget of " + std::to_string(budget->max_steps) +
+                               " thread steps");
+    }
+  }
   std::vector<uint64_t> order(blocks);
   for (uint64_t i = 0; i < blocks; ++i) order[i] = i;
   if (options.schedule == Schedule::kShuffled) {
@@ -491,7 +523,7 @@ void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_
     const std::unique_ptr<uint8_t[]> dynamic(dynamic_shared_bytes > 0 ? new uint8_t[dynamic_shared_bytes] : nullptr);
     for (uint64_t pos; !stop.load(std::memory_order_relaxed) && (pos = next.fetch_add(1)) < blocks;) {
       std::exception_ptr f = run_block(kernel_name, block_of(order[pos]), grid, block, dynamic_shared_bytes,
-                                       dynamic.get(), options, body, scratch);
+                                       dynamic.get(), options, body, scratch, budget);
       if (f) {
         std::lock_guard<std::mutex> lock(fault_mutex);
         if (pos < fault_position) fault_position = pos, fault = f;

@@ -64,6 +64,31 @@ class KernelFault : public Error {
   explicit KernelFault(const std::string& what) : Error(what) {}
 };
 
+// A cap on the work of the launches on this host thread, counted in steps: one GPU thread run until
+// it returns or reaches a barrier or a warp collective. Fuzzing sets one so that the few large cases
+// its mutations reach are given up quickly instead of taking most of its time: a launch that would
+// pass it throws WorkBudgetExceeded (before it starts, when its threads alone are too many; else at
+// the step that passes it, abandoning the block). Budgets nest; the innermost one counts.
+class WorkBudgetExceeded : public Error {
+ public:
+  explicit WorkBudgetExceeded(const std::string& what) : Error(what) {}
+};
+class ScopedWorkBudget {
+ public:
+  explicit ScopedWorkBudget(uint64_t max_steps);
+  ~ScopedWorkBudget();
+  ScopedWorkBudget(const ScopedWorkBudget&) = delete;
+  ScopedWorkBudget& operator=(const ScopedWorkBudget&) = delete;
+  uint64_t steps() const;  // taken by launches in this scope so far
+  bool exceeded() const;   // a launch in this scope threw WorkBudgetExceeded
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+  State* outer_;
+};
+
 // Runs body once per thread of every block of the grid (see the top of this file). Throws
 // KernelFault, or Error for a configuration a GPU would refuse (more than 1024 threads per block,
 // a zero dimension, too much shared memory). On a capturing stream the launch is recorded instead.
