@@ -68,6 +68,7 @@ struct GpuThread {
   int src_lane = 0;
   std::size_t next_shared_decl = 0;
   void* fake_stack = nullptr;
+  bool started = false;  // has run (on a fiber of its own, or after another thread on that one's)
 };
 
 struct SharedDecl {
@@ -82,7 +83,17 @@ struct BlockRun {
   const std::function<void()>* body = nullptr;
   std::vector<GpuThread> threads;
   int warp_size = 32, warps = 0;
-  std::mt19937_64 rng;
+  std::mt19937_64* rng = nullptr;  // the shuffled schedule's (seeded per block)
+  // The scheduler's round: the runnable threads in the order they run, and the position in it. A
+  // thread that returns without waiting hands its fiber to the next thread of the round that has
+  // not started, so a kernel with no barrier runs a block on one fiber.
+  const std::vector<unsigned>* order = nullptr;
+  std::size_t cursor = 0;
+  const std::vector<Stack>* stacks = nullptr;
+  std::size_t fibers = 0;            // stacks in use
+  std::size_t unstarted = 0;         // threads that have not run yet
+  GpuThread* current = nullptr;      // the thread the running (or last run) fiber holds
+  ScopedWorkBudget::State* budget = nullptr;
   // Shared memory: static arrays in one arena, the dynamic bytes in their own allocation of exactly
   // the declared size (so ASan sees a raw pointer running past it).
   std::vector<uint8_t>* static_arena = nullptr;
@@ -145,13 +156,28 @@ const char* collective_name(Collective k) {
   return "?";
 }
 
-// Switches from the scheduler to t until t waits or returns.
+// Counts one step of the block's work budget; false (with the block's fault set) once it is spent.
+bool take_step(BlockRun& b) {
+  if (b.budget == nullptr || b.budget->steps.fetch_add(1, std::memory_order_relaxed) < b.budget->max_steps) return true;
+  b.budget->exceeded = true;
+  if (!b.fault) {
+    b.fault = std::make_exception_ptr(WorkBudgetExceeded(
+        where_block(b) + ": the work budget of " + std::to_string(b.budget->max_steps) + " thread steps is spent"));
+  }
+  return false;
+}
+
+// Switches from the scheduler to t's fiber until the thread it then holds (t, or a later thread t
+// handed it to) waits or returns.
 void run_until_wait(GpuThread& t) {
+  BlockRun& b = *t.block;
   tls_thread = &t;
+  b.current = &t;
   void* fake = nullptr;
   asan_start_switch(&fake, t.stack.bottom(), t.stack.bytes);
-  t.self = std::move(t.self).resume();
+  bctx::fiber back = std::move(t.self).resume();
   asan_finish_switch(fake, nullptr, nullptr);
+  b.current->self = std::move(back);  // empty when its thread returned
   tls_thread = nullptr;
 }
 
@@ -164,27 +190,63 @@ void wait_here(GpuThread& t) {
   if (b.abandoning) throw Abandon{};
 }
 
+// Runs t's share of the kernel (or unwinds it when the block is abandoned) on the current fiber.
+void run_thread(GpuThread& t) {
+  BlockRun& blk = *t.block;
+  try {
+    if (!blk.abandoning) (*blk.body)();  // never started: nothing to unwind
+  } catch (const Abandon&) {
+  } catch (const KernelFault&) {
+    if (!blk.fault) blk.fault = std::current_exception();
+  } catch (const std::exception& e) {
+    if (!blk.fault) blk.fault = std::make_exception_ptr(KernelFault(where_thread(t) + ": " + e.what()));
+  } catch (...) {
+    if (!blk.fault) blk.fault = std::make_exception_ptr(KernelFault(where_thread(t) + ": an unknown exception"));
+  }
+  t.state = State::kDone;
+}
+
+// The next thread of the round after the cursor that has not started, advancing the cursor to it.
+GpuThread* next_unstarted(BlockRun& b) {
+  if (b.unstarted == 0) return nullptr;  // the usual case after the first round
+  while (++b.cursor < b.order->size()) {
+    GpuThread& c = b.threads[(*b.order)[b.cursor]];
+    if (c.state == State::kRunnable && !c.started) return &c;
+  }
+  return nullptr;
+}
+
+// Starts a fiber on the block's next free stack for t, which has not run yet. When t returns
+// without waiting, the same fiber goes on with the round's next unstarted thread, and so on, until
+// one waits (the fiber is then that thread's) or none is left.
 void start_fiber(GpuThread& t) {
+  BlockRun& b = *t.block;
+  t.stack = (*b.stacks)[b.fibers++];
+  t.started = true;
+  --b.unstarted;
   bctx::stack_context sctx;
   sctx.sp = t.stack.top();
   sctx.size = t.stack.bytes;
-  GpuThread* tp = &t;
+  GpuThread* first = &t;
   t.self = bctx::fiber(std::allocator_arg, bctx::preallocated(sctx.sp, sctx.size, sctx), PooledStackAllocator{},
-                       [tp](bctx::fiber&& back) -> bctx::fiber {
-                         BlockRun& blk = *tp->block;
+                       [first](bctx::fiber&& back) -> bctx::fiber {
+                         BlockRun& blk = *first->block;
                          asan_finish_switch(nullptr, &blk.scheduler_stack_bottom, &blk.scheduler_stack_size);
+                         GpuThread* tp = first;
                          tp->back = std::move(back);
-                         try {
-                           if (!blk.abandoning) (*blk.body)();  // never started: nothing to unwind
-                         } catch (const Abandon&) {
-                         } catch (const KernelFault&) {
-                           if (!blk.fault) blk.fault = std::current_exception();
-                         } catch (const std::exception& e) {
-                           if (!blk.fault) blk.fault = std::make_exception_ptr(KernelFault(where_thread(*tp) + ": " + e.what()));
-                         } catch (...) {
-                           if (!blk.fault) blk.fault = std::make_exception_ptr(KernelFault(where_thread(*tp) + ": an unknown exception"));
+                         for (;;) {
+                           run_thread(*tp);
+                           if (blk.fault || blk.abandoning) break;
+                           GpuThread* next = next_unstarted(blk);
+                           if (next == nullptr || !take_step(blk)) break;
+                           next->started = true;
+                           --blk.unstarted;
+                           next->stack = tp->stack;
+                           next->back = std::move(tp->back);
+                           tp = next;
+                           tls_thread = tp;
+                           blk.current = tp;
                          }
-                         tp->state = State::kDone;
                          asan_start_switch(nullptr, blk.scheduler_stack_bottom, blk.scheduler_stack_size);
                          return std::move(tp->back);
                        });
@@ -330,6 +392,7 @@ struct WorkerScratch {
   std::size_t stack_bytes = 0;        // of each of them
   std::vector<unsigned> order;
   std::vector<int> warp_order;
+  std::mt19937_64 rng;
 
   // At least n stacks of `bytes` each in stacks[0, n).
   void reserve_stacks(std::size_t n, std::size_t bytes) {
@@ -367,14 +430,20 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   const unsigned n = block.x * block.y * block.z;
   b.warps = static_cast<int>((n + b.warp_size - 1) / b.warp_size);
   const uint64_t block_linear = block_idx.x + uint64_t(grid.x) * (block_idx.y + uint64_t(grid.y) * block_idx.z);
-  b.rng.seed(mix(options.seed ^ mix(block_linear)));
+  const bool shuffled = options.schedule == Schedule::kShuffled;
+  if (shuffled) {
+    scratch.rng.seed(mix(options.seed ^ mix(block_linear)));
+    b.rng = &scratch.rng;
+  }
+  b.budget = budget;
 
   const std::size_t stack_bytes = options.stack_bytes ? options.stack_bytes : detail::default_stack_bytes();
   b.threads.swap(scratch.threads);  // given back below, so its memory is reused by the next block
   b.threads.clear();
   b.threads.resize(n);
-  scratch.reserve_stacks(n, stack_bytes);
-  const std::vector<Stack>& stacks = scratch.stacks;
+  scratch.reserve_stacks(n, stack_bytes);  // enough for every thread to wait at once
+  b.stacks = &scratch.stacks;
+  b.unstarted = n;
   for (unsigned i = 0; i < n; ++i) {
     GpuThread& t = b.threads[i];
     t.linear = i;
@@ -386,25 +455,23 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
     t.warp = static_cast<int>(i) / b.warp_size;
     t.lane = static_cast<int>(i) % b.warp_size;
     t.block = &b;
-    t.stack = stacks[i];
-    start_fiber(t);
   }
 
-  const bool shuffled = options.schedule == Schedule::kShuffled;
   std::vector<unsigned>& order = scratch.order;
+  b.order = &order;
   std::vector<int>& warp_order = scratch.warp_order;
   warp_order.resize(static_cast<std::size_t>(b.warps));
   for (;;) {
     order.clear();
     if (shuffled) {
       for (int w = 0; w < b.warps; ++w) warp_order[w] = w;
-      std::shuffle(warp_order.begin(), warp_order.end(), b.rng);
+      std::shuffle(warp_order.begin(), warp_order.end(), *b.rng);
       for (int w : warp_order) {
         const std::size_t from = order.size();
         for (unsigned i = w * b.warp_size; i < std::min<unsigned>(n, (w + 1) * b.warp_size); ++i) {
           if (b.threads[i].state == State::kRunnable) order.push_back(i);
         }
-        std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(from), order.end(), b.rng);
+        std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(from), order.end(), *b.rng);
       }
     } else {
       for (unsigned i = 0; i < n; ++i) {
@@ -412,15 +479,14 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
       }
     }
     if (!order.empty()) {
-      for (unsigned i : order) {
-        run_until_wait(b.threads[i]);
-        if (b.fault) break;
-        if (budget != nullptr && budget->steps.fetch_add(1, std::memory_order_relaxed) >= budget->max_steps) {
-          budget->exceeded = true;
-          b.fault = std::make_exception_ptr(WorkBudgetExceeded(
-              where_block(b) + ": the work budget of " + std::to_string(budget->max_steps) + " thread steps is spent"));
-          break;
-        }
+      // A thread's fiber may run later threads of the round that have not started (start_fiber):
+      // they are past the cursor when it comes back, and no longer runnable.
+      for (b.cursor = 0; b.cursor < order.size() && !b.fault; ++b.cursor) {
+        GpuThread& t = b.threads[order[b.cursor]];
+        if (t.state != State::kRunnable) continue;
+        if (!take_step(b)) break;
+        if (!t.started) start_fiber(t);
+        run_until_wait(t);
       }
       if (b.fault) break;
       continue;
@@ -440,7 +506,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
     if (t.self) run_until_wait(t);
   }
   // After a fault the abandoned frames' red zones are still poisoned: clear them for the next block.
-  if (b.fault) StackPool::clear_shadow(stacks.data(), n);
+  if (b.fault) StackPool::clear_shadow(scratch.stacks.data(), b.fibers);
   b.threads.swap(scratch.threads);
   return b.fault;
 }
