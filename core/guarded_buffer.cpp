@@ -236,7 +236,10 @@ class BlockCache {
       }
     }
     void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+    if (p == MAP_FAILED) return nullptr;
+    // The range may have been unmapped by ASan's allocator with its shadow still poisoned.
+    MLA_ASAN_UNPOISON(p, bytes);
+    return static_cast<uint8_t*>(p);
   }
   void give(uint8_t* p, int c) {
     const int64_t bytes = class_bytes(c);
@@ -249,6 +252,7 @@ class BlockCache {
         return;
       }
     }
+    MLA_ASAN_UNPOISON(p, bytes);  // the range may be mapped again, by anyone
     munmap(p, static_cast<size_t>(bytes));
   }
 

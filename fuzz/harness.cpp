@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "kernels/device.h"
 #include "properties/fuzz_input.h"
+#include "properties/staged_buffer.h"
 
 #ifdef MLACHECK_HAVE_CUDA
 // CUDA maps memory where ASan's shadow gap would be; the CUDA runtime's allocations are not leaks.
@@ -182,6 +183,8 @@ int harness_run(const uint8_t* data, size_t size) {
   // larger case is given up like one past the memory budget (the property suite covers those).
   std::optional<simt::host::ScopedWorkBudget> work;
   if (s.max_steps > 0) work.emplace(s.max_steps);
+  kernels::ScopedStagingBudget staging(s.budget);  // the device's budget, checked before the data is made
+  const auto over_budget = [&] { return device.exceeded() || staging.exceeded() || (work && work->exceeded()); };
   Verdict verdict;
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -189,9 +192,9 @@ int harness_run(const uint8_t* data, size_t size) {
   } catch (const std::exception& e) {
     // A parsed case that throws is the implementation's fault (a host kernel fault, a device
     // fault, a refused launch), unless it only outgrew a budget.
-    if (!device.exceeded() && !(work && work->exceeded())) violation(fc, std::string("error: ") + e.what());
+    if (!over_budget()) violation(fc, std::string("error: ") + e.what());
   }
-  if (device.exceeded() || (work && work->exceeded())) {
+  if (over_budget()) {
     --s.runs;
     ++s.skipped;
     return -1;

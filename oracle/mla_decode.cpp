@@ -57,7 +57,8 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
               "mla decode: block_table must be int32 [", B, ", W] with unit column stride, got ", table.to_string());
 
   const OracleTensor q_values = load(in.q);  // [B, q_len, H, 576] row-major: token (b, t) is H rows of 576
-  MlaDecodeResult out{OracleTensor({B, q_len, H, kLatent}), OracleTensor({B, q_len, H}), OracleTensor({B, q_len, H})};
+  MlaDecodeResult out{OracleTensor({B, q_len, H, kLatent}), OracleTensor({B, q_len, H}), OracleTensor({B, q_len, H}),
+                      OracleTensor({B, q_len, H, kLatent})};
   const double softmax_scale = in.base_scale * in.q_scale * in.k_scale;
   constexpr double kU = 0x1p-24, kGamma = (kDim + 2) * kU / (1 - (kDim + 2) * kU);
   for (int64_t b = 0; b < B; ++b) {
@@ -75,9 +76,9 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       Eigen::Map<const Matrix> Q(q_values.values.data() + row * kDim, H, kDim);
       Matrix P = softmax_scale * (Q * K.topRows(len).transpose());  // scores [H, len]
       const Matrix magnitudes = Q.cwiseAbs() * K.topRows(len).cwiseAbs().transpose();  // sum_d |q_d K_d|
-      Eigen::Map<Eigen::VectorXd>(out.lse_slack.values.data() + row, H) =
-          std::abs(softmax_scale) * kGamma * magnitudes.rowwise().maxCoeff() +
-          4 * kU * P.cwiseAbs().rowwise().maxCoeff();
+      Eigen::Map<Eigen::VectorXd> lse_slack(out.lse_slack.values.data() + row, H);
+      lse_slack = std::abs(softmax_scale) * kGamma * magnitudes.rowwise().maxCoeff() +
+                  4 * kU * P.cwiseAbs().rowwise().maxCoeff();
       const Eigen::VectorXd m = P.rowwise().maxCoeff();  // subtracted first so exp never overflows
       P = (P.colwise() - m).array().exp().matrix();
       const Eigen::VectorXd l = P.rowwise().sum();
@@ -85,6 +86,14 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       lse = m.array() + l.array().log();
       Eigen::Map<Matrix>(out.o.values.data() + row * kLatent, H, kLatent).noalias() =
           in.k_scale * (P * K.topLeftCorner(len, kLatent));
+      // o's slack (see mla_decode.h): each head's factor times k_scale * P |V|.
+      const double terms = static_cast<double>(len + 72) * kU;
+      const double gamma_sum = terms / (1 - terms);
+      const Eigen::ArrayXd grow = (2 * (lse_slack.array() + 4 * kU)).exp();
+      const Eigen::ArrayXd factor = (grow - 1 + gamma_sum * grow) * (1 + 0x1p-8) * std::abs(in.k_scale);
+      Eigen::Map<Matrix> o_slack(out.o_slack.values.data() + row * kLatent, H, kLatent);
+      o_slack.noalias() = P * K.topLeftCorner(len, kLatent).cwiseAbs();
+      o_slack.array().colwise() *= factor;
     }
   }
   return out;

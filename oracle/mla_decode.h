@@ -28,6 +28,15 @@ struct MlaDecodeResult {
   // by at most gamma_578 * sum_d |q_d K_d| (gamma_n = n u / (1 - n u), u = 2^-24), times the scale,
   // plus 4 u |score| for the scale's own rounding and its product. 0 for rows without keys.
   OracleTensor lse_slack;
+  // [B, q_len, H, 512]: how far an fp32 kernel's o may move from rounding alone, beyond the output's
+  // own bf16 rounding. With d the row's lse_slack + 4u (expf and the max subtraction), every
+  // probability may move by a factor within [e^-2d, e^2d], and the fp32 sums over the keys and at
+  // most 64 splits add gamma_(len + 72) of what they sum; both are relative to
+  // A = k_scale * sum_s p_s |K_s[c]|, the column's sum of magnitudes:
+  //   o_slack = (e^2d - 1 + gamma_(len + 72) e^2d) (1 + 2^-8) A.
+  // It is what lets o cancel to near zero (terms of magnitude A summing to much less) or take a
+  // large scale without a false report. 0 for rows without keys.
+  OracleTensor o_slack;
 };
 
 // Query token t of request b attends to keys [0, len) with len = max(0, seq_lens[b] - q_len + t + 1);

@@ -109,8 +109,8 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
   c.page = t.integer(p + "page", 1, 1024);
   // Every request's pages fit the table, whose batch x table_width values fit one line of a case.
   const int64_t max_width = kMaxTable / c.B;
-  const int64_t max_len = std::min<int64_t>(1 << 20, c.page * max_width);
-  c.lens = with_reason("at most 2^20, and at most the pages of a table of 65535 / batch columns", [&] {
+  const int64_t max_len = std::min<int64_t>(kMlaMaxCaseKeys, c.page * max_width);
+  c.lens = with_reason("at most 65536 keys, and at most the pages of a table of 65535 / batch columns", [&] {
     return t.list_exactly<int32_t>(p + "seq_lens", 0, max_len, static_cast<size_t>(c.B));
   });
   int64_t longest = 0;  // the request that needs the most pages

@@ -18,6 +18,11 @@
 
 namespace mlacheck {
 
+// The most keys one request of a case may have: the oracle holds a request's keys in double, so
+// 2^16 of them take 288 MiB (2^20, the earlier limit, took 4.8 GB and ran fuzzers out of memory).
+// Every split path, tile and page boundary is reached far below it.
+constexpr int64_t kMlaMaxCaseKeys = int64_t{1} << 16;
+
 // One launch of dense MLA decode: shapes, the layout of every view, the block table and lengths,
 // the scales, the split count and what fills the buffers (the seed; magnitudes and zero rows).
 struct MlaDecodeCase {

@@ -177,7 +177,8 @@ MlaDecodeImplNonUniformCase mla_decode_impl_nonuniform_from_text(const CaseText&
   // The last length differs from the first, whatever the others are.
   MLA_REQUIRE(c.query_lens.front() != c.query_lens.back(), "case: query_lens ", c.query_lens.front(), " ... ",
               c.query_lens.back(), " must differ at the first and last request");
-  c.seq_lens = t.list_exactly<int32_t>("seq_lens", 0, std::min<int64_t>(c.config.block_table_width * c.config.page, 1 << 20), B);
+  c.seq_lens = t.list_exactly<int32_t>("seq_lens", 0,
+                                       std::min<int64_t>(c.config.block_table_width * c.config.page, kMlaMaxCaseKeys), B);
   return c;
 }
 
@@ -231,8 +232,8 @@ MlaDecodeImplReplayStep step_from_text(const CaseText& t, const std::string& p, 
                                        PageRead& top) {
   MlaDecodeImplReplayStep s;
   const int64_t W = c.config.block_table_width, page = c.config.page;
-  s.lens = with_reason("a request's pages must fit the graph's table_width", [&] {
-    return t.list_exactly<int32_t>(p + "seq_lens", 0, std::min<int64_t>(1 << 20, W * page),
+  s.lens = with_reason("a request's pages must fit the graph's table_width, and it has at most 65536 keys", [&] {
+    return t.list_exactly<int32_t>(p + "seq_lens", 0, std::min<int64_t>(kMlaMaxCaseKeys, W * page),
                                    static_cast<size_t>(c.padded_batch));
   });
   std::vector<int64_t> lows(static_cast<size_t>(c.padded_batch * W), INT32_MIN);

@@ -52,9 +52,10 @@ struct MlaDecodeOutcome {
 MlaDecodeOutcome run_mla_decode(kernels::Device& device, MlaDecodeFn* fn, const MlaDecodeCase& c,
                                 const std::function<void(MlaDecodeBuffers&)>& tamper = {});
 
-// o and lse against the oracle's (core/tolerances.h). o is compared x 2^-magnitude_log2 (the case's,
-// exact): the table's atol is meant for outputs of magnitude ~1, and fp32 cancellation leaves errors
-// relative to a row's magnitude, so a case that moved o to 2^+-100 is compared where the table holds.
+// o and lse against the oracle's (core/tolerances.h), each element first moved toward the oracle by
+// its fp32 rounding slack (oracle::MlaDecodeResult::o_slack, lse_slack). o is then compared
+// x 2^-magnitude_log2 (the case's, exact): the table's atol is meant for outputs of magnitude ~1, so
+// a case that moved o to 2^+-100 is compared where the table holds.
 Verdict compare_mla_decode(const HostTensor& o, const HostTensor& lse, const oracle::MlaDecodeResult& want,
                            int magnitude_log2 = 0);
 

@@ -9,11 +9,47 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/guarded_buffer.h"
 #include "core/tensor.h"
 #include "kernels/device.h"
 
 namespace mlacheck::kernels {
+
+// A cap on the bytes Buffers may stage on this host thread, for fuzzing: a case's data is made on
+// the host before any of it reaches a device, so a device's allocation budget alone comes too late
+// (a fuzzed case spent a second filling 40 MB of q before its upload was refused). Past it, the
+// Buffer constructor throws StagingBudgetExceeded. Budgets nest; the innermost one counts.
+class StagingBudgetExceeded : public Error {
+ public:
+  explicit StagingBudgetExceeded(const std::string& what) : Error(what) {}
+};
+class ScopedStagingBudget {
+ public:
+  explicit ScopedStagingBudget(int64_t max_bytes) : max_(max_bytes), outer_(current()) { current() = this; }
+  ~ScopedStagingBudget() { current() = outer_; }
+  ScopedStagingBudget(const ScopedStagingBudget&) = delete;
+  ScopedStagingBudget& operator=(const ScopedStagingBudget&) = delete;
+  bool exceeded() const { return exceeded_; }
+  // Counts bytes against the innermost budget of this thread, if any.
+  static void charge(const std::string& what, int64_t bytes) {
+    ScopedStagingBudget* b = current();
+    if (b == nullptr) return;
+    b->used_ += bytes;
+    if (b->used_ <= b->max_) return;
+    b->exceeded_ = true;
+    throw StagingBudgetExceeded("staging '" + what + "' takes a case past " + std::to_string(b->max_ >> 20) + " MiB");
+  }
+
+ private:
+  static ScopedStagingBudget*& current() {
+    static thread_local ScopedStagingBudget* innermost = nullptr;
+    return innermost;
+  }
+  int64_t max_, used_ = 0;
+  bool exceeded_ = false;
+  ScopedStagingBudget* outer_;
+};
 
 struct Buffer {
   std::string name;
@@ -24,7 +60,9 @@ struct Buffer {
   Buffer() = default;
   // Room for v at its byte offset and `tail` bytes after it, every byte `fill` until written.
   Buffer(std::string n, const View& v, int64_t tail, uint8_t fill) : name(std::move(n)), view(v) {
-    host.assign(static_cast<size_t>(std::max(v.byte_span().end, v.byte_offset()) + tail), fill);
+    const int64_t bytes = std::max(v.byte_span().end, v.byte_offset()) + tail;
+    ScopedStagingBudget::charge(name, bytes);
+    host.assign(static_cast<size_t>(bytes), fill);
   }
   template <class T>
   void put(const std::vector<int64_t>& coords, T value) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/tolerances.h"
 #include "kernels/registry.h"
 #include "properties/mla_decode_properties.h"
@@ -233,6 +234,42 @@ TEST(MlaDecode, LseMayMoveByItsRowsSlackAndNoMore) {
   const Verdict v = with_lse_moved(slack + 10 * (tol.atol + tol.rtol * std::abs(r.want.lse.values[2])));
   ASSERT_TRUE(v.has_value());
   EXPECT_NE(v->find("mla_decode lse"), std::string::npos) << *v;
+}
+
+// o may move by its elements' fp32 rounding slack (oracle o_slack) and no more. The case is what a
+// fuzzer found: three fp8 keys whose values (magnitude <= 1) cancel to ~1e-7 per column, at
+// k_scale 2^20, so o is ~0.1 while its terms are ~2^20 / 3; the kernel's fp32 sum then errs by up
+// to 6% of o, past the table's tolerance, and that is rounding, not a bug. o moved by half the
+// slack passes; by the slack plus ten times the table's tolerance it fails; and the slack is a
+// small part of the terms' magnitude (it would hide a dropped key).
+TEST(MlaDecode, OMayMoveByItsSlackAndNoMore) {
+  const auto device = make_device(Backend::kHost);
+  DecodeCase c;
+  c.B = 1, c.q_len = 1, c.H = 1, c.page = 61, c.lens = {3}, c.W = 1, c.num_blocks = 1, c.table = {0};
+  c.kv_fp8 = true, c.base_scale = std::ldexp(1.0, -20), c.q_scale = std::ldexp(1.0, -20);
+  c.k_scale = std::ldexp(1.0, 20), c.seed = 0;
+  Outcome r = run_case(*device, c);
+  ASSERT_EQ(r.failure, "") << "the correct kernel fails on its own rounding";
+  // The column with the most slack relative to its value: where the terms cancel most.
+  size_t e = 0;
+  for (size_t i = 0; i < r.want.o.values.size(); ++i) {
+    if (r.want.o_slack.values[i] > r.want.o_slack.values[e]) e = i;
+  }
+  const double slack = r.want.o_slack.values[e], want = r.want.o.values[e];
+  EXPECT_GT(slack, 0.1) << "k_scale 2^20 makes the rounding of terms of ~2^18 large";
+  EXPECT_LT(slack, 1e-4 * c.k_scale) << "the slack is a small fraction of the terms' magnitude";
+  const Tolerance& tol = tolerance_for("mla_decode", "o");
+  auto with_o_moved = [&](double by) {
+    std::vector<uint16_t> o = r.o;
+    o[e] = float_to_bf16(static_cast<float>(want + by));
+    HostTensor ot{o.data(), View::contiguous(DType::kBF16, {1, 1, 1, 512})};
+    HostTensor l{r.lse.data(), View::contiguous(DType::kF32, {1, 1, 1})};
+    return compare_mla_decode(ot, l, r.want, 0);
+  };
+  EXPECT_EQ(with_o_moved(slack / 2).value_or(""), "");
+  const Verdict v = with_o_moved(slack + 10 * (tol.atol + tol.rtol * (std::abs(want) + slack)));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("mla_decode o"), std::string::npos) << *v;
 }
 
 TEST(MlaDecode, SplitCountsAgreeOnALongRequest) {
