@@ -101,9 +101,9 @@ for f in "${fuzzers[@]}"; do
     (cd "$seeds/$t" && zip -q -X -j "$OUT/${f}_seed_corpus.zip" ./*)
   fi
   # The op harnesses decode up to a few KiB into a case and run it on the host backend (CPU fibers,
-  # guarded buffers; a case may allocate at most 256 MiB of device memory, MLACHECK_FUZZ_MAX_MB, and
-  # the seeds peak at ~150 MB under ASan): `mlacheck fuzz` uses the same max_len and timeout (a
-  # production-size case takes seconds on the host backend). The text and view parsers are fast.
+  # guarded buffers; a case may stage at most 8 MiB, MLACHECK_FUZZ_MAX_MB, and take at most 200000
+  # GPU-thread steps, MLACHECK_FUZZ_MAX_STEPS; larger ones are skipped): `mlacheck fuzz` uses the
+  # same max_len and timeout. The text and view parsers are fast.
   if [ -n "${is_op_target[$t]:-}" ]; then
     printf '[libfuzzer]\nmax_len = 8192\ntimeout = 60\nrss_limit_mb = 2560\n' >"$OUT/$f.options"
   else

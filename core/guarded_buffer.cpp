@@ -336,6 +336,31 @@ void GuardedBuffer::arm() {
   armed_ = true;
 }
 
+namespace {
+
+// Whether n bytes at a and b are equal, 8 at a time. Not memcmp: under ASan and libFuzzer that is
+// intercepted (both ranges checked for poison, and the comparison recorded for the fuzzer), which
+// made the guard check a tenth of a small top-k case's time. The bytes are the buffer's own, so
+// ASan's checks are left out here too.
+#if defined(__clang__) || defined(__GNUC__)
+__attribute__((no_sanitize("address")))
+#endif
+bool same_bytes(const uint8_t* a, const uint8_t* b, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  for (; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 GuardReport GuardedBuffer::check() const {
   MLA_REQUIRE(armed_, "guarded buffer '", name(), "': check() before arm() (or outputs changed since)");
   GuardReport report;
@@ -354,7 +379,7 @@ GuardReport GuardedBuffer::check() const {
   int64_t i = 0;
   while (i < total) {
     const int64_t end = std::min<int64_t>(i + 4096, total);
-    if (std::memcmp(now + i, was + i, static_cast<size_t>(end - i)) == 0) {
+    if (same_bytes(now + i, was + i, end - i)) {
       i = end;
       continue;
     }
@@ -366,6 +391,7 @@ GuardReport GuardedBuffer::check() const {
       if (a == b) continue;
       const int64_t off = i - red_zone();
       const uint8_t allowed = off >= 0 && off < size() ? mask[off >> 3] : 0;
+      if (allowed == 0xFF) continue;  // eight output bytes: the usual changed word
       for (int64_t j = 0; j < n; ++j) {
         if (now[i + j] != was[i + j] && !((allowed >> j) & 1)) stray(i + j);
       }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "core/error.h"
@@ -23,7 +24,9 @@ struct HostTensor {
   static HostTensor bind(void* buffer_start, int64_t buffer_bytes, const View& v);
 
   uint8_t* bytes() const { return static_cast<uint8_t*>(base); }
+  // Coordinates as a vector or a braced list ({r, c}: no allocation).
   void* element(const std::vector<int64_t>& coords) const { return bytes() + view.byte_offset_of(coords); }
+  void* element(std::initializer_list<int64_t> coords) const { return bytes() + view.byte_offset_of(coords); }
 
   double load(const std::vector<int64_t>& coords) const;
   void store(const std::vector<int64_t>& coords, double value) const;
@@ -31,9 +34,18 @@ struct HostTensor {
   // Typed access; T must be the view's storage type (float for fp32, int32_t for int32, ...).
   template <class T>
   T& at(const std::vector<int64_t>& coords) const {
-    MLA_REQUIRE(dtype_of<T>::value == view.dtype(), "typed access as ", dtype_name(dtype_of<T>::value),
-                " to a ", view.to_string(), " view");
+    check_typed(dtype_of<T>::value);
     return *static_cast<T*>(element(coords));
+  }
+  template <class T>
+  T& at(std::initializer_list<int64_t> coords) const {
+    check_typed(dtype_of<T>::value);
+    return *static_cast<T*>(element(coords));
+  }
+
+ private:
+  void check_typed(DType t) const {
+    MLA_REQUIRE(t == view.dtype(), "typed access as ", dtype_name(t), " to a ", view.to_string(), " view");
   }
 };
 

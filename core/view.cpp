@@ -83,13 +83,13 @@ ByteSpan View::byte_span() const {
   return {byte_offset_, byte_offset_ + (last + 1) * element_size()};
 }
 
-int64_t View::byte_offset_of(const std::vector<int64_t>& coords) const {
-  MLA_REQUIRE(static_cast<int>(coords.size()) == rank(), "element access: ", coords.size(),
-              " coordinates ", shape_string(coords), " for a rank-", rank(), " view ", to_string());
+int64_t View::byte_offset_of(const int64_t* coords, std::size_t n) const {
+  MLA_REQUIRE(static_cast<int>(n) == rank(), "element access: ", n, " coordinates ",
+              shape_string(std::vector<int64_t>(coords, coords + n)), " for a rank-", rank(), " view ", to_string());
   int64_t elem = 0;
   for (int d = 0; d < rank(); ++d) {
     MLA_REQUIRE(coords[d] >= 0 && coords[d] < shape_[d], "element access: coordinate ",
-                shape_string(coords), " out of range in dim ", d, " of ", to_string());
+                shape_string(std::vector<int64_t>(coords, coords + n)), " out of range in dim ", d, " of ", to_string());
     elem += coords[d] * strides_[d];
   }
   return byte_offset_ + elem * element_size();

@@ -6,6 +6,7 @@
 // cannot produce a valid view throw mlacheck::Error naming the shapes, strides and what was expected.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -53,10 +54,13 @@ class View {
   // empty for a view with no elements.
   ByteSpan byte_span() const;
   // Byte offset (from the buffer start) of the element at coords; coords must be in range.
-  int64_t byte_offset_of(const std::vector<int64_t>& coords) const;
-  int64_t byte_offset_of(std::initializer_list<int64_t> coords) const {
-    return byte_offset_of(std::vector<int64_t>(coords));
+  int64_t byte_offset_of(const std::vector<int64_t>& coords) const {
+    return byte_offset_of(coords.data(), coords.size());
   }
+  int64_t byte_offset_of(std::initializer_list<int64_t> coords) const {
+    return byte_offset_of(coords.begin(), coords.size());
+  }
+  int64_t byte_offset_of(const int64_t* coords, std::size_t n) const;
 
   // Elements [start, stop) with the given step along dim; negative start/stop count from the end
   // and out-of-range bounds are an error (not clamped: a silently shortened view hides bugs).

@@ -57,7 +57,7 @@ class BudgetDevice final : public kernels::Device {
 struct State {
   const FuzzTarget* target = nullptr;
   std::string impl, backend, case_dir;
-  int64_t budget = int64_t{32} << 20;
+  int64_t budget = int64_t{8} << 20;
   uint64_t max_steps = 0;  // host backend: GPU-thread steps a case may take (0: no cap)
   double max_seconds = 0.5;
   std::unique_ptr<kernels::Device> device;
@@ -129,7 +129,7 @@ int harness_init(const char* target, const char* argv0) {
     s.backend = env("MLACHECK_BACKEND", "host");
     s.impl = env("MLACHECK_IMPL", s.target->op + "@ref");
     s.case_dir = env("MLACHECK_CASE_DIR", "");
-    const std::string mb = env("MLACHECK_FUZZ_MAX_MB", "32");
+    const std::string mb = env("MLACHECK_FUZZ_MAX_MB", "8");
     char* end = nullptr;
     const long long v = std::strtoll(mb.c_str(), &end, 10);
     MLA_REQUIRE(*end == '\0' && v > 0 && v <= (1 << 20), "MLACHECK_FUZZ_MAX_MB is '", mb,
@@ -140,7 +140,7 @@ int harness_init(const char* target, const char* argv0) {
     MLA_REQUIRE(*end == '\0' && m > 0 && m <= 3600000, "MLACHECK_FUZZ_MAX_MS is '", ms,
                 "', not a time in milliseconds (1 to 3600000)");
     s.max_seconds = static_cast<double>(m) / 1000;
-    const std::string steps = env("MLACHECK_FUZZ_MAX_STEPS", "2000000");
+    const std::string steps = env("MLACHECK_FUZZ_MAX_STEPS", "200000");
     const long long st = std::strtoll(steps.c_str(), &end, 10);
     MLA_REQUIRE(*end == '\0' && st >= 0, "MLACHECK_FUZZ_MAX_STEPS is '", steps,
                 "', not a count of GPU-thread steps (0: no cap)");

@@ -75,9 +75,8 @@ DecodeStepBuffers make_decode_step_buffers(const DecodeStepEngine& e, const Deco
       s.table.put<int32_t>({b, w}, page);
     }
   }
-  s.q.view.for_each_byte_offset([&](int64_t at) { s.q.host[static_cast<size_t>(at)] = float_to_fp8_e4m3(uniform(rng, -2, 2)); });
-  s.weights.view.for_each_index(
-      [&](const std::vector<int64_t>& at) { s.weights.put(at, weight_scale * uniform(rng, -1, 1)); });
+  fill_uniform_fp8(s.q.host.data(), s.q.view, rng);
+  fill_uniform_f32(s.weights.host.data(), s.weights.view, rng, -1, 1, weight_scale);
   // Keys for the tokens a request reads; every other byte of the cache stays poison.
   const oracle::PagedIndexerCache cache{s.kv.host_tensor(), bs, D};
   std::vector<float> x(static_cast<size_t>(bs * D));

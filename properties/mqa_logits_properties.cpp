@@ -159,10 +159,9 @@ PagedStaged stage_paged(const PagedLogitsCase& c, float weight_scale) {
   const int64_t rows = c.rows(), H = c.H, D = c.D, bs = c.block_size;
   PagedStaged s;
   s.q = Buffer("q", View::contiguous(DType::kFP8E4M3, {c.B, c.next_n, H, D}, int64_t(rng() % 64)), 64, c.poison);
-  s.q.view.for_each_byte_offset(
-      [&](int64_t at) { s.q.host[static_cast<size_t>(at)] = float_to_fp8_e4m3(uniform(rng, -2, 2)); });
+  fill_uniform_fp8(s.q.host.data(), s.q.view, rng);
   s.w = Buffer("weights", View::contiguous(DType::kF32, {rows, H}, 4 * int64_t(rng() % 16)), 64, c.poison);
-  s.w.view.for_each_index([&](const std::vector<int64_t>& at) { s.w.put(at, weight_scale * uniform(rng, -1, 1)); });
+  fill_uniform_f32(s.w.host.data(), s.w.view, rng, -1, 1, weight_scale);
   s.lens = Buffer(
       "context_lens",
       c.lens_2d ? View::contiguous(DType::kI32, {c.B, c.next_n}, 4) : View(DType::kI32, {c.B}, {c.lens_stride}, 4), 64,
@@ -304,10 +303,9 @@ PrefillStaged stage_prefill(const PrefillLogitsCase& c, float weight_scale) {
   const int64_t M = c.M, N = c.N, H = c.H, D = c.D;
   PrefillStaged s;
   s.q = Buffer("q", View::contiguous(DType::kFP8E4M3, {M, H, D}, int64_t(rng() % 64)), 64, c.poison);
-  s.q.view.for_each_byte_offset(
-      [&](int64_t at) { s.q.host[static_cast<size_t>(at)] = float_to_fp8_e4m3(uniform(rng, -2, 2)); });
+  fill_uniform_fp8(s.q.host.data(), s.q.view, rng);
   s.w = Buffer("weights", View::contiguous(DType::kF32, {M, H}, 4 * int64_t(rng() % 16)), 64, c.poison);
-  s.w.view.for_each_index([&](const std::vector<int64_t>& at) { s.w.put(at, weight_scale * uniform(rng, -1, 1)); });
+  fill_uniform_f32(s.w.host.data(), s.w.view, rng, -1, 1, weight_scale);
   s.k = Buffer("k", View(DType::kFP8E4M3, {N, D}, {c.k_stride, 1}, c.k_offset), 64, c.poison);
   s.scale = Buffer("k_scale", View(DType::kF32, {N}, {c.scale_stride}, 12), 64, c.poison);
   const oracle::Fp8Rows keys = make_keys(rng, N, D, c.ue8m0, c.keys, c.key_exponent);

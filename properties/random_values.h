@@ -1,11 +1,15 @@
-// Uniform random numbers for the data a case stages: the values libstdc++'s
-// std::uniform_real_distribution<float> / <double> draws from a std::mt19937_64, bit for bit, but
-// without the logl that its generate_canonical evaluates on every draw (three quarters of a small
-// logits case's time went there). So case files keep the data they had, on any standard library.
+// Uniform random numbers for the data a case stages. uniform() and the canonical draws are the
+// values libstdc++'s std::uniform_real_distribution<float> / <double> draws from a std::mt19937_64,
+// bit for bit, but without the logl that its generate_canonical evaluates on every draw (three
+// quarters of a small logits case's time went there), so case data does not depend on the standard
+// library; the bulk fills below are faster still.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <random>
+
+#include "core/view.h"
 
 namespace mlacheck {
 
@@ -21,5 +25,15 @@ inline double canonical_double(std::mt19937_64& rng) {
 
 // std::uniform_real_distribution<float>(lo, hi)(rng).
 inline float uniform(std::mt19937_64& rng, float lo, float hi) { return canonical_float(rng) * (hi - lo) + lo; }
+
+// Fills every element of the fp8 e4m3 view v over base with the code of a value uniform in
+// [-2, 2): a 16-bit grid of that interval encoded once into a table, four codes per 64-bit draw. A
+// case's q was the one staging cost that did not shrink with its work (millions of values for a
+// batch whose keys are few), and a draw, a float and an encode per value made it most of a small
+// logits case's time.
+void fill_uniform_fp8(uint8_t* base, const View& v, std::mt19937_64& rng);
+// Fills every element of the fp32 view v over base with scale x uniform(rng, lo, hi), in row-major
+// order (the same values as drawing them one by one).
+void fill_uniform_f32(uint8_t* base, const View& v, std::mt19937_64& rng, float lo, float hi, float scale);
 
 }  // namespace mlacheck

@@ -68,6 +68,10 @@ struct Buffer {
   void put(const std::vector<int64_t>& coords, T value) {
     std::memcpy(host.data() + view.byte_offset_of(coords), &value, sizeof(T));
   }
+  template <class T>
+  void put(std::initializer_list<int64_t> coords, T value) {
+    std::memcpy(host.data() + view.byte_offset_of(coords), &value, sizeof(T));
+  }
   HostTensor host_tensor() { return HostTensor(host.data(), view); }
   DeviceTensor device_tensor() const { return {memory->data(), view}; }
   void upload(Device& device) {
