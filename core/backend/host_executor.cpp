@@ -93,15 +93,16 @@ struct BlockRun {
   std::vector<GpuThread> threads;
   int warp_size = 32, warps = 0;
   std::mt19937_64* rng = nullptr;  // the shuffled schedule's (seeded per block)
-  // The scheduler's round: the runnable threads in the order they run, and the position in it. A
-  // thread that returns without waiting hands its fiber to the next thread of the round that has
-  // not started, so a kernel with no barrier runs a block on one fiber.
+  // The scheduler's round: the runnable threads in the order they run, and the position in it.
+  // Threads pass control to each other down the round (next_in_round): a thread that waits switches
+  // to the next runnable thread's fiber, and only the last of the round switches back to the
+  // scheduler; a thread that returns without waiting hands its own fiber to the next thread that
+  // has not started, so a kernel with no barrier runs a block on one fiber.
   const std::vector<unsigned>* order = nullptr;
   std::size_t cursor = 0;
   const std::vector<Stack>* stacks = nullptr;
   std::size_t fibers = 0;            // stacks in use
-  std::size_t unstarted = 0;         // threads that have not run yet
-  GpuThread* current = nullptr;      // the thread the running (or last run) fiber holds
+  GpuThread* from = nullptr;         // who switched last: a thread, or null for the scheduler
   ScopedWorkBudget::State* budget = nullptr;
   // Shared memory: static arrays in one arena, the dynamic bytes in their own allocation of exactly
   // the declared size (so ASan sees a raw pointer running past it).
@@ -176,27 +177,66 @@ MLA_EXECUTOR_HOT bool take_step(BlockRun& b) {
   return false;
 }
 
-// Switches from the scheduler to t's fiber until the thread it then holds (t, or a later thread t
-// handed it to) waits or returns.
-void run_until_wait(GpuThread& t) {
-  BlockRun& b = *t.block;
-  tls_thread = &t;
-  b.current = &t;
-  void* fake = nullptr;
-  asan_start_switch(&fake, t.stack.bottom(), t.stack.bytes);
-  bctx::fiber back = std::move(t.self).resume();
-  asan_finish_switch(fake, nullptr, nullptr);
-  b.current->self = std::move(back);  // empty when its thread returned
-  tls_thread = nullptr;
+// The next runnable thread of the round after the cursor (advancing the cursor to it and taking its
+// step), or null when the round is over, the block faulted or is being abandoned, or the budget is
+// spent (which faults the block).
+MLA_EXECUTOR_HOT GpuThread* next_in_round(BlockRun& b) {
+  if (b.fault || b.abandoning) return nullptr;
+  while (++b.cursor < b.order->size()) {
+    GpuThread& c = b.threads[(*b.order)[b.cursor]];
+    if (c.state != State::kRunnable) continue;
+    return take_step(b) ? &c : nullptr;
+  }
+  return nullptr;
 }
 
-// Switches from the running thread back to the scheduler; returns when the scheduler resumes it.
+void start_fiber(GpuThread& t);
+
+// What a fiber does when it is resumed: the continuation it gets belongs to whoever switched (a
+// thread, now waiting or finished, or the scheduler, whose continuation the running thread keeps).
+void arrive(GpuThread& t, bctx::fiber&& from) {
+  BlockRun& b = *t.block;
+  if (b.from != nullptr) {
+    b.from->self = std::move(from);
+  } else {
+    t.back = std::move(from);
+  }
+  tls_thread = &t;
+}
+
+// Switches from the running thread t, which waits, to the next thread of the round (the scheduler
+// when there is none); returns when t is resumed.
 void wait_here(GpuThread& t) {
   BlockRun& b = *t.block;
-  asan_start_switch(&t.fake_stack, b.scheduler_stack_bottom, b.scheduler_stack_size);
-  t.back = std::move(t.back).resume();
-  asan_finish_switch(t.fake_stack, &b.scheduler_stack_bottom, &b.scheduler_stack_size);
+  GpuThread* next = next_in_round(b);
+  bctx::fiber from;
+  b.from = &t;
+  if (next != nullptr) {
+    if (!next->started) start_fiber(*next);
+    next->back = std::move(t.back);
+    asan_start_switch(&t.fake_stack, next->stack.bottom(), next->stack.bytes);
+    from = std::move(next->self).resume();
+  } else {
+    asan_start_switch(&t.fake_stack, b.scheduler_stack_bottom, b.scheduler_stack_size);
+    from = std::move(t.back).resume();
+  }
+  asan_finish_switch(t.fake_stack, nullptr, nullptr);
+  arrive(t, std::move(from));
   if (b.abandoning) throw Abandon{};
+}
+
+// From the scheduler: runs the round from thread t (or unwinds t, when abandoning) until control
+// comes back; then stores the continuation of the thread that switched back.
+void resume_from_scheduler(GpuThread& t) {
+  BlockRun& b = *t.block;
+  if (!t.started) start_fiber(t);
+  b.from = nullptr;
+  void* fake = nullptr;
+  asan_start_switch(&fake, t.stack.bottom(), t.stack.bytes);
+  bctx::fiber from = std::move(t.self).resume();
+  asan_finish_switch(fake, nullptr, nullptr);
+  b.from->self = std::move(from);  // empty when that thread returned
+  tls_thread = nullptr;
 }
 
 // Runs t's share of the kernel (or unwinds it when the block is abandoned) on the current fiber.
@@ -215,49 +255,49 @@ void run_thread(GpuThread& t) {
   t.state = State::kDone;
 }
 
-// The next thread of the round after the cursor that has not started, advancing the cursor to it.
-MLA_EXECUTOR_HOT GpuThread* next_unstarted(BlockRun& b) {
-  if (b.unstarted == 0) return nullptr;  // the usual case after the first round
-  while (++b.cursor < b.order->size()) {
-    GpuThread& c = b.threads[(*b.order)[b.cursor]];
-    if (c.state == State::kRunnable && !c.started) return &c;
-  }
-  return nullptr;
-}
-
-// Starts a fiber on the block's next free stack for t, which has not run yet. When t returns
-// without waiting, the same fiber goes on with the round's next unstarted thread, and so on, until
-// one waits (the fiber is then that thread's) or none is left.
+// Makes t's fiber on the block's next free stack (t has not run yet). The fiber runs t; when t
+// returns without waiting and the round's next thread has not started either, the fiber runs that
+// one too, and so on; then it ends by switching to the next thread of the round, or the scheduler.
 void start_fiber(GpuThread& t) {
   BlockRun& b = *t.block;
   t.stack = (*b.stacks)[b.fibers++];
   t.started = true;
-  --b.unstarted;
   bctx::stack_context sctx;
   sctx.sp = t.stack.top();
   sctx.size = t.stack.bytes;
   GpuThread* first = &t;
   t.self = bctx::fiber(std::allocator_arg, bctx::preallocated(sctx.sp, sctx.size, sctx), PooledStackAllocator{},
-                       [first](bctx::fiber&& back) -> bctx::fiber {
+                       [first](bctx::fiber&& from) -> bctx::fiber {
                          BlockRun& blk = *first->block;
-                         asan_finish_switch(nullptr, &blk.scheduler_stack_bottom, &blk.scheduler_stack_size);
+                         // The first fiber of a block is started by the scheduler: its stack is the
+                         // one every thread returns to.
+                         const bool by_scheduler = blk.from == nullptr;
+                         const void* old_bottom = nullptr;
+                         std::size_t old_size = 0;
+                         asan_finish_switch(nullptr, &old_bottom, &old_size);
+                         if (by_scheduler) blk.scheduler_stack_bottom = old_bottom, blk.scheduler_stack_size = old_size;
                          GpuThread* tp = first;
-                         tp->back = std::move(back);
+                         arrive(*tp, std::move(from));
                          for (;;) {
                            run_thread(*tp);
-                           if (blk.fault || blk.abandoning) break;
-                           GpuThread* next = next_unstarted(blk);
-                           if (next == nullptr || !take_step(blk)) break;
-                           next->started = true;
-                           --blk.unstarted;
-                           next->stack = tp->stack;
-                           next->back = std::move(tp->back);
-                           tp = next;
-                           tls_thread = tp;
-                           blk.current = tp;
+                           GpuThread* next = next_in_round(blk);
+                           if (next != nullptr && !next->started) {  // on this fiber
+                             next->started = true;
+                             next->stack = tp->stack;
+                             next->back = std::move(tp->back);
+                             tp = next;
+                             tls_thread = tp;
+                             continue;
+                           }
+                           blk.from = tp;  // returned: its continuation is the empty one
+                           if (next != nullptr) {
+                             next->back = std::move(tp->back);
+                             asan_start_switch(nullptr, next->stack.bottom(), next->stack.bytes);
+                             return std::move(next->self);
+                           }
+                           asan_start_switch(nullptr, blk.scheduler_stack_bottom, blk.scheduler_stack_size);
+                           return std::move(tp->back);
                          }
-                         asan_start_switch(nullptr, blk.scheduler_stack_bottom, blk.scheduler_stack_size);
-                         return std::move(tp->back);
                        });
 }
 
@@ -452,7 +492,6 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   b.threads.resize(n);
   scratch.reserve_stacks(n, stack_bytes);  // enough for every thread to wait at once
   b.stacks = &scratch.stacks;
-  b.unstarted = n;
   for (unsigned i = 0; i < n; ++i) {
     GpuThread& t = b.threads[i];
     t.linear = i;
@@ -488,15 +527,10 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
       }
     }
     if (!order.empty()) {
-      // A thread's fiber may run later threads of the round that have not started (start_fiber):
-      // they are past the cursor when it comes back, and no longer runnable.
-      for (b.cursor = 0; b.cursor < order.size() && !b.fault; ++b.cursor) {
-        GpuThread& t = b.threads[order[b.cursor]];
-        if (t.state != State::kRunnable) continue;
-        if (!take_step(b)) break;
-        if (!t.started) start_fiber(t);
-        run_until_wait(t);
-      }
+      // The round's threads switch to each other (next_in_round); control comes back here once
+      // the last of them waits or returns, or the block faulted.
+      b.cursor = static_cast<std::size_t>(-1);
+      if (GpuThread* first = next_in_round(b)) resume_from_scheduler(*first);
       if (b.fault) break;
       continue;
     }
@@ -512,7 +546,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   // Unwind every thread still waiting, so its stack can be reused.
   b.abandoning = true;
   for (GpuThread& t : b.threads) {
-    if (t.self) run_until_wait(t);
+    if (t.self) resume_from_scheduler(t);
   }
   // After a fault the abandoned frames' red zones are still poisoned: clear them for the next block.
   if (b.fault) StackPool::clear_shadow(scratch.stacks.data(), b.fibers);
