@@ -17,11 +17,6 @@
 #include "properties/fuzz_input.h"
 #include "properties/staged_buffer.h"
 
-#ifdef MLACHECK_HAVE_CUDA
-// CUDA maps memory where ASan's shadow gap would be; the CUDA runtime's allocations are not leaks.
-extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0:detect_leaks=0"; }
-#endif
-
 namespace mlacheck::fuzz {
 
 namespace {
