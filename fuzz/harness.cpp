@@ -14,6 +14,7 @@
 #include "core/backend/host_executor.h"
 #include "core/error.h"
 #include "kernels/device.h"
+#include "kernels/plugin.h"
 #include "properties/fuzz_input.h"
 #include "properties/staged_buffer.h"
 
@@ -121,6 +122,8 @@ int harness_init(const char* target, const char* argv0) {
       name.resize(name.size() - 7);
     }
     s.target = &find_fuzz_target(name);
+    // A plugin's implementations (kernels/plugin.h), before MLACHECK_IMPL is looked up.
+    for (const std::string& path : kernels::plugin_paths_from_environment()) kernels::load_plugin_isolated(path);
     s.backend = env("MLACHECK_BACKEND", "host");
     s.impl = env("MLACHECK_IMPL", s.target->op + "@ref");
     s.case_dir = env("MLACHECK_CASE_DIR", "");

@@ -5,6 +5,7 @@
 // libFuzzer owns the command line, so a harness is configured by its environment:
 //   MLACHECK_BACKEND   host (default) or cuda: where the implementation runs
 //   MLACHECK_IMPL      op@name (default <op>@ref); ref-only properties are skipped for another
+//   MLACHECK_PLUGIN    plugins to load first (kernels/plugin.h), paths separated by ':'
 //   MLACHECK_CASE_DIR  where a violated case is also written, as <property>-<hash>.case
 //   MLACHECK_FUZZ_MAX_MB  device memory one case may allocate, and host bytes it may stage before
 //                      that (default 8 each); a larger case is skipped as too costly for

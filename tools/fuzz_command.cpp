@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "kernels/plugin.h"
 #include "properties/fuzz_input.h"
 
 namespace fs = std::filesystem;
@@ -30,7 +31,7 @@ namespace {
 
 struct Options {
   std::string target, backend = "host", impl, out_dir, harness_dir;
-  std::vector<std::string> seed_dirs;
+  std::vector<std::string> seed_dirs, plugins;  // plugins: absolute paths, for the harness too
   bool seeds_given = false;
   int64_t time_s = 60, jobs = 1, runs = -1, seed = 0, minimize_s = 20, timeout_s = 60;
 };
@@ -283,7 +284,7 @@ bool parse_count(const std::string& v, int64_t& out) {
 constexpr const char* kHelp =
     "usage: mlacheck fuzz --target T [--backend host|cuda] [--impl OP@NAME] [--time SECONDS | --runs N]\n"
     "                     [--jobs N] [--out DIR] [--seeds DIR]... [--seed N] [--minimize SECONDS]\n"
-    "                     [--timeout SECONDS] [--harness-dir DIR]";
+    "                     [--timeout SECONDS] [--harness-dir DIR] [--plugin PATH]...";
 
 
 struct Summary {
@@ -318,6 +319,7 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
     else if (a == "--out") o.out_dir = v;
     else if (a == "--harness-dir") o.harness_dir = v;
     else if (a == "--seeds") o.seed_dirs.push_back(v), o.seeds_given = true;
+    else if (a == "--plugin") o.plugins.push_back(v);
     else if (a == "--time") ok = parse_count(v, o.time_s) && o.time_s > 0;
     else if (a == "--runs") ok = parse_count(v, o.runs);
     else if (a == "--jobs") ok = parse_count(v, o.jobs) && o.jobs > 0;
@@ -335,6 +337,12 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
   }
   try {
     MLA_REQUIRE(!o.target.empty(), "fuzz: --target T is required (mlacheck targets lists them; all runs each in turn)");
+    // Loaded here (a plugin that cannot be loaded is one line, before any harness starts) and, by
+    // MLACHECK_PLUGIN, in every harness process.
+    for (std::string& path : o.plugins) {
+      kernels::load_plugin_isolated(path);
+      path = fs::absolute(path).string();
+    }
     std::vector<std::string> targets;
     if (o.target == "all") {
       for (const FuzzTarget& t : fuzz_targets()) targets.push_back(t.name);
@@ -390,6 +398,11 @@ Summary run_campaign(Options o, std::ostream& out) {
 
     std::vector<std::string> env = {"MLACHECK_BACKEND=" + o.backend, "MLACHECK_IMPL=" + o.impl,
                                     "MLACHECK_CASE_DIR=" + (dir / "violations").string()};
+    if (!o.plugins.empty()) {
+      std::string list;
+      for (const std::string& path : o.plugins) list += (list.empty() ? "" : ":") + path;
+      env.push_back("MLACHECK_PLUGIN=" + list);
+    }
     if (o.backend == "cuda") {
       const char* a = std::getenv("ASAN_OPTIONS");
       env.push_back(std::string("ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0") + (a && *a ? ":" + std::string(a) : ""));

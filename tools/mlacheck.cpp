@@ -16,6 +16,8 @@
 #include "kernels/registry.h"
 #include "properties/property_registry.h"
 #include "properties/fuzz_input.h"
+#include "kernels/plugin.h"
+#include "tools/check_command.h"
 #include "tools/fuzz_command.h"
 #include "tools/mutants_command.h"
 #include "tools/repro.h"
@@ -28,12 +30,20 @@ constexpr const char* kUsage = R"(mlacheck: correctness checks and fuzzing for s
 usage: mlacheck <command> [options]
 
 commands:
-  list                      the backends and whether each is usable here, the ops of SPEC.md,
+  list [--plugin PATH]...   the backends and whether each is usable here, the ops of SPEC.md,
                             their outputs' comparison rules, and registered implementations
   selfcheck [--seed N] [--samples N]
                             check the toolkit's own foundations (codecs, views, guarded buffers,
                             comparison) on this machine, each against a planted fault; prints a table
-  repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T]
+  check [--impl OP@NAME]... [--plugin PATH]... [--backend host|cuda] [--budget S] [--cases N]
+        [--seed N] [--corpus DIR] [--save DIR] [--format table|json]
+                            run implementations (the --impl ones, else every one the plugins
+                            register, else every <op>@ref) through their op's whole suite: the
+                            properties on seed and random cases, the corpus regressions, then
+                            random fuzzing for S seconds (30) each, in a child process; PASS, or
+                            FAIL with the first failing check, its verdict and the case.
+                            exit 0 all pass, 1 one failed, 2 bad usage or setup
+  repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T] [--plugin PATH]...
                             rerun one case file (what a failing property or fuzzer prints) or a
                             raw fuzz input (decoded by target T's harness; T is read from the path
                             when it names one): its property on its implementation and backend
@@ -42,12 +52,13 @@ commands:
   repro --all DIR [...]     every .case file in DIR, one line each
   fuzz --target T [--backend host|cuda] [--impl OP@NAME] [--time S | --runs N] [--jobs N]
        [--out DIR] [--seeds DIR]... [--seed N] [--minimize S] [--timeout S] [--harness-dir DIR]
+       [--plugin PATH]...
                             a libFuzzer campaign on T's harness (fork mode, N jobs) seeded with
                             T's case files: progress every 5 s, crashes deduplicated by verdict
                             or stack, minimized and written as cases, corpus merged at the end.
                             exit 0 no crash, 1 crashes found, 2 bad usage or setup
   mutants [--backend host|cuda] [--budget S] [--format table|json] [--only ID]... [--cases N]
-          [--seed N] [--corpus DIR] [--save DIR]
+          [--seed N] [--corpus DIR] [--save DIR] [--plugin PATH]...
                             the kill matrix: each seeded-bug variant (<op>@<BUGS.md id>) against
                             the property suite, the corpus regressions and random fuzzing, until
                             the first kill or S seconds (60); the first check that killed it, its
@@ -59,6 +70,11 @@ commands:
                             print the case a raw fuzz input of T decodes to
   encode CASE OUT           write the raw fuzz input that decodes to CASE (a case file) to OUT
   help, --help              this text
+
+--plugin PATH loads a shared library of your own kernels (include/mlacheck/plugin.h) into the
+registry first, so OP@NAME may name its implementations; a case on them runs in a child process.
+--only of mutants takes a plugin's implementation too (a plugin's OP@<capital and digits> ones are
+variants by default).
 
 exit status: 0 ok, 1 a check failed, 2 bad usage or input
 )";
@@ -194,13 +210,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "list") {
-      if (!args.empty()) return usage_error("list takes no arguments");
+      for (size_t i = 0; i < args.size(); i += 2) {
+        if (args[i] != "--plugin" || i + 1 >= args.size()) return usage_error("list takes only --plugin PATH");
+        mlacheck::kernels::load_plugin_isolated(args[i + 1]);
+      }
       return cmd_list();
     }
     if (cmd == "selfcheck") return cmd_selfcheck(args);
     if (cmd == "repro") return mlacheck::run_repro_command(args, std::cout, std::cerr);
     if (cmd == "fuzz") return mlacheck::run_fuzz_command(args, std::cout, std::cerr);
     if (cmd == "mutants") return mlacheck::run_mutants_command(args, std::cout, std::cerr);
+    if (cmd == "check") return mlacheck::run_check_command(args, std::cout, std::cerr);
     if (cmd == "targets") {
       if (!args.empty()) return usage_error("targets takes no arguments");
       return cmd_targets();

@@ -1,5 +1,6 @@
-// The repro command (tools/repro.h). A cuda case runs in a child process (core/backend/isolate.h):
-// a sticky fault or a crash there becomes a verdict, and the parent never touches CUDA.
+// The repro command (tools/repro.h). A cuda case, and any case run on a plugin's implementation,
+// runs in a child process (core/backend/isolate.h): a sticky fault or a crash there becomes a
+// verdict, and the parent never touches CUDA.
 #include "tools/repro.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "core/backend/backend.h"
 #include "core/backend/isolate.h"
 #include "core/error.h"
+#include "kernels/plugin.h"
 #include "properties/case_text.h"
 #include "properties/fuzz_input.h"
 #include "properties/property_registry.h"
@@ -38,6 +40,7 @@ namespace {
 
 struct ReproOptions {
   std::string backend, impl, target;
+  bool plugins = false;  // plugins are loaded: every case runs in a child
 };
 
 // The fuzz target a raw input belongs to: --target, or a folder or file name of its path that
@@ -83,12 +86,13 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     const auto b = parse_backend(use_backend);
     MLA_REQUIRE(b.has_value(), "backend '", use_backend, "' is not one of host, cuda, hip");
     const std::string header = "repro " + file + ": " + property + " on " + use_impl + " (" + use_backend + ")\n";
-    if (*b == Backend::kHost) {
+    if (*b == Backend::kHost && !o.plugins) {
       const ReproResult r = run_case_text(c, use_backend, use_impl);
       out << header << (r.verdict ? "FAIL  " + *r.verdict : std::string("PASS  the property holds")) << '\n';
       return r.verdict ? 1 : 0;
     }
-    // Any other backend: in a child, so a sticky fault or a crash cannot take the command down.
+    // Any other backend, or a plugin's code: in a child, so a sticky fault or a crash cannot take
+    // the command down.
     IsolationOptions opts;
     opts.timeout_seconds = 600;
 #ifdef MLACHECK_HAVE_CUDA
@@ -122,16 +126,21 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
 
 int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ReproOptions o;
-  std::vector<std::string> files;
+  std::vector<std::string> files, plugins;
   std::string all_dir;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--backend" || args[i] == "--impl" || args[i] == "--target" || args[i] == "--all") {
+    if (args[i] == "--backend" || args[i] == "--impl" || args[i] == "--target" || args[i] == "--all" ||
+        args[i] == "--plugin") {
       if (i + 1 >= args.size()) {
         err << "mlacheck: repro: " << args[i] << " needs a value (see mlacheck --help)\n";
         return 2;
       }
-      (args[i] == "--backend" ? o.backend : args[i] == "--impl" ? o.impl : args[i] == "--target" ? o.target : all_dir) =
-          args[i + 1];
+      if (args[i] == "--plugin") {
+        plugins.push_back(args[i + 1]);
+      } else {
+        (args[i] == "--backend" ? o.backend : args[i] == "--impl" ? o.impl : args[i] == "--target" ? o.target : all_dir) =
+            args[i + 1];
+      }
       ++i;
     } else if (!args[i].empty() && args[i][0] == '-') {
       err << "mlacheck: repro: unknown option '" << args[i] << "' (see mlacheck --help)\n";
@@ -167,6 +176,13 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
     err << "mlacheck: repro: no case file given (see mlacheck --help)\n";
     return 2;
   }
+  try {
+    for (const std::string& path : plugins) kernels::load_plugin_isolated(path);
+  } catch (const Error& e) {
+    err << "mlacheck: repro: " << e.what() << '\n';
+    return 2;
+  }
+  o.plugins = !plugins.empty();
   int failed = 0, malformed = 0;
   for (const std::string& f : files) {
     const int rc = repro_one(f, o, out, err);

@@ -1,6 +1,7 @@
-// `mlacheck repro FILE|--all DIR [--backend B] [--impl I] [--target T]`: reruns a case file, or a raw
-// fuzz input (decoded through its target's harness decoder, properties/fuzz_input.h), and prints
-// its verdict.
+// `mlacheck repro FILE|--all DIR [--backend B] [--impl I] [--target T] [--plugin PATH]...`: reruns a
+// case file, or a raw fuzz input (decoded through its target's harness decoder,
+// properties/fuzz_input.h), and prints its verdict. --plugin loads a plugin's implementations
+// first (kernels/plugin.h); every case then runs in a child process.
 #pragma once
 
 #include <iosfwd>

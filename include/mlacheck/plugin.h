@@ -1,0 +1,273 @@
+/* mlacheck's plugin interface: how a shared library of your own kernels is driven by mlacheck.
+ *
+ * A plugin is a shared library that includes only this header and defines one symbol with
+ * MLACHECK_DEFINE_PLUGIN: a version field and a registration function. mlacheck (`--plugin PATH`
+ * on check, fuzz, repro and mutants; MLACHECK_PLUGIN for a fuzz harness) opens the library, refuses
+ * it unless its version is this header's, and calls the registration function, which registers
+ * implementations by op and name:
+ *
+ *   #include "mlacheck/plugin.h"
+ *
+ *   static int my_topk(const mlacheck_device* device, const mlacheck_topk_decode_args* a,
+ *                      char* error, size_t error_size) {
+ *     if (device->backend != MLACHECK_BACKEND_HOST) return mlacheck_error(error, error_size, "host only");
+ *     ... read a->logits, a->seq_lens; write a->out ...
+ *     return 0;
+ *   }
+ *   static int register_impls(const mlacheck_plugin_api* api) {
+ *     return MLACHECK_ADD_TOPK_DECODE(api, "mine", "my radix top-k", my_topk);
+ *   }
+ *   MLACHECK_DEFINE_PLUGIN("my_kernels", register_impls)
+ *
+ * after which `mlacheck check --plugin ./libmy_kernels.so --impl topk_decode@mine` runs every
+ * top-k property on it. What each op computes, and the shapes and dtypes of its arguments, is
+ * SPEC.md's contract; the argument structs below say which section.
+ *
+ * Calls: mlacheck calls an implementation with a device and the op's arguments; it returns 0 when
+ * it has launched (cuda: enqueued on device->stream; mlacheck synchronizes) or run (host) the op,
+ * or a non-zero value after writing one line into error saying why it refused (mlacheck reports
+ * that as the implementation refusing a valid case). Every pointer mlacheck passes stays valid
+ * only for the call. Implementations are called from one thread at a time.
+ *
+ * Memory: on the host backend every data pointer is host memory; on the cuda backend a device
+ * pointer. Either way it points into a guarded buffer: poison around and between the views, red
+ * zones past the allocation, all checked after the call, so a write outside an output view is
+ * reported with the view, row and column it hit.
+ *
+ * Versions: any change to this header's types bumps MLACHECK_PLUGIN_ABI_VERSION; a plugin built
+ * against another version is refused with a message naming both.
+ */
+#ifndef MLACHECK_PLUGIN_H_
+#define MLACHECK_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLACHECK_PLUGIN_ABI_VERSION 1u
+#define MLACHECK_MAX_RANK 8
+
+/* Element types (SPEC.md "Conventions"). */
+typedef enum mlacheck_dtype {
+  MLACHECK_F64 = 0,
+  MLACHECK_F32 = 1,
+  MLACHECK_BF16 = 2,
+  MLACHECK_F16 = 3,
+  MLACHECK_FP8_E4M3 = 4, /* OCP e4m3fn */
+  MLACHECK_FP8_E5M2 = 5,
+  MLACHECK_UE8M0 = 6,    /* power-of-two scale exponents */
+  MLACHECK_I64 = 7,
+  MLACHECK_I32 = 8,
+  MLACHECK_U8 = 9        /* raw bytes: KV caches with mixed fields */
+} mlacheck_dtype;
+
+/* A view: data points at element [0, ..., 0]; strides are in elements and may be padded, zero or
+ * larger than the shape (a view inside a larger buffer). An absent optional tensor has data NULL
+ * and rank 0. */
+typedef struct mlacheck_tensor {
+  void* data;
+  int32_t dtype; /* mlacheck_dtype */
+  int32_t rank;
+  int64_t shape[MLACHECK_MAX_RANK];
+  int64_t strides[MLACHECK_MAX_RANK];
+} mlacheck_tensor;
+
+typedef enum mlacheck_backend {
+  MLACHECK_BACKEND_HOST = 0, /* host memory, run on the calling thread */
+  MLACHECK_BACKEND_CUDA = 1, /* device memory, launch on stream */
+  MLACHECK_BACKEND_HIP = 2
+} mlacheck_backend;
+
+typedef struct mlacheck_device {
+  int32_t backend; /* mlacheck_backend */
+  int32_t device_index;
+  void* stream;    /* cudaStream_t / hipStream_t; NULL on the host */
+} mlacheck_device;
+
+/* ---- the ops -------------------------------------------------------------------------------- */
+
+/* SPEC.md 3, decode: logits fp32 [rows, cols] (column stride may exceed 1); row r = b * next_n + j
+ * has length seq_lens[b, j] (int32 [B, next_n]) or max(0, seq_lens[b] - next_n + j + 1) (int32 [B]);
+ * out int32 [rows, k] gets each row's top k column indices, -1 after the row's length. workspace is
+ * mlacheck's own top-k scratch (uint8; may be empty): use it or not. */
+typedef struct mlacheck_topk_decode_args {
+  mlacheck_tensor logits;
+  int64_t next_n;
+  mlacheck_tensor seq_lens;
+  int64_t k;
+  mlacheck_tensor out;
+  mlacheck_tensor workspace;
+} mlacheck_topk_decode_args;
+
+/* SPEC.md 3, prefill: row r spans columns [ks[r], ke[r]) of logits; indices are relative to ks[r]. */
+typedef struct mlacheck_topk_prefill_args {
+  mlacheck_tensor logits;
+  mlacheck_tensor ks, ke; /* int32 [rows] */
+  int64_t k;
+  mlacheck_tensor out;
+  mlacheck_tensor workspace;
+} mlacheck_topk_prefill_args;
+
+/* SPEC.md 2.1: q fp8 [B, next_n, H, D]; kv_blocks uint8 [num_blocks, block_stride] (per block:
+ * block_size tokens x D fp8 key bytes, then block_size fp32 scales); weights fp32 [B * next_n, H];
+ * context_lens int32 [B] or [B, next_n]; block_table int32 [B, W]; logits fp32
+ * [B * next_n, max_context_len]. clean: columns past a row's length get -inf (else they are free).
+ * host_context_lens: the lengths on the host (row-major), or NULL. */
+typedef struct mlacheck_paged_mqa_logits_args {
+  mlacheck_tensor q, kv_blocks, weights, context_lens, block_table, logits;
+  int64_t block_size, max_context_len;
+  int32_t clean;
+  const int32_t* host_context_lens;
+  int64_t host_context_lens_count;
+} mlacheck_paged_mqa_logits_args;
+
+/* SPEC.md 2.2: q fp8 [M, H, D], k fp8 [N, D], k_scale fp32 [N], weights fp32 [M, H], ks/ke int32
+ * [M], logits fp32 [M, N]; host_ks / host_ke: the ranges on the host, or NULL. */
+typedef struct mlacheck_mqa_logits_args {
+  mlacheck_tensor q, k, k_scale, weights, ks, ke, logits;
+  int32_t clean;
+  const int32_t* host_ks;
+  const int32_t* host_ke;
+  int64_t host_rows;
+} mlacheck_mqa_logits_args;
+
+/* SPEC.md 6 step 2 and its inverse: query_start_loc int32 [B + 1]; tokens [T, ...] <-> packed
+ * [B, next_n', ...] left-aligned (pack writes every slot, padding slots zero; unpack writes exactly
+ * the T token rows). */
+typedef struct mlacheck_pack_decode_args {
+  mlacheck_tensor query_start_loc, tokens, packed;
+} mlacheck_pack_decode_args;
+
+/* SPEC.md 6 step 6: local int32 [T, k] request-local indices (or -1) -> global int32 [T, k] slots
+ * block_table[b, i / page] * page + i % page; global may be local itself. */
+typedef struct mlacheck_topk_to_global_args {
+  mlacheck_tensor query_start_loc, local, block_table, global;
+  int64_t page;
+} mlacheck_topk_to_global_args;
+
+/* SPEC.md 4: q bf16 [b, s_q, h, 576]; kv_cache uint8 [num_blocks, page, 656] (fp8_ds_mla tokens);
+ * indices int32 [b, s_q, topk]; topk_length int32 [b] and attn_sink fp32 [h] optional; out bf16
+ * [b, s_q, h, 512]; lse fp32 [b, h, s_q]. */
+typedef struct mlacheck_sparse_mla_decode_args {
+  mlacheck_tensor q, kv_cache, indices, topk_length, attn_sink, out, lse;
+  double softmax_scale;
+} mlacheck_sparse_mla_decode_args;
+
+/* SPEC.md 5: q bf16 or fp8 [B, q_len, H, 576]; kv_cache bf16 or fp8 [num_blocks, page, 576];
+ * block_table int32 [B, W]; seq_lens int32 [B]; softmax scale base_scale * q_scale * k_scale,
+ * output scale k_scale; workspace fp32 (mlacheck's split scratch for num_splits: use it or not);
+ * o bf16 [B, q_len, H, 512]; lse fp32 [B, q_len, H]; host_seq_lens: the lengths on the host, or
+ * NULL. */
+typedef struct mlacheck_mla_decode_args {
+  mlacheck_tensor q, kv_cache, block_table, seq_lens, workspace, o, lse;
+  double base_scale, q_scale, k_scale;
+  int64_t num_splits;
+  const int32_t* host_seq_lens;
+  int64_t host_seq_lens_count;
+} mlacheck_mla_decode_args;
+
+/* An implementation's function erased for registration: it is the op's typed function below, cast
+ * to this type (the MLACHECK_ADD_* macros do it), and mlacheck calls it through the op's type. */
+typedef int (*mlacheck_impl_fn)(const mlacheck_device* device, const void* args, char* error, size_t error_size);
+
+/* The typed forms (MLACHECK_ADD_* checks an implementation against them at compile time). */
+typedef int (*mlacheck_topk_decode_fn)(const mlacheck_device*, const mlacheck_topk_decode_args*, char*, size_t);
+typedef int (*mlacheck_topk_prefill_fn)(const mlacheck_device*, const mlacheck_topk_prefill_args*, char*, size_t);
+typedef int (*mlacheck_paged_mqa_logits_fn)(const mlacheck_device*, const mlacheck_paged_mqa_logits_args*, char*,
+                                            size_t);
+typedef int (*mlacheck_mqa_logits_fn)(const mlacheck_device*, const mlacheck_mqa_logits_args*, char*, size_t);
+typedef int (*mlacheck_pack_decode_fn)(const mlacheck_device*, const mlacheck_pack_decode_args*, char*, size_t);
+typedef int (*mlacheck_topk_to_global_fn)(const mlacheck_device*, const mlacheck_topk_to_global_args*, char*, size_t);
+typedef int (*mlacheck_sparse_mla_decode_fn)(const mlacheck_device*, const mlacheck_sparse_mla_decode_args*, char*,
+                                             size_t);
+typedef int (*mlacheck_mla_decode_fn)(const mlacheck_device*, const mlacheck_mla_decode_args*, char*, size_t);
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+/* What mlacheck hands the registration function. add registers fn as op@name (op: "topk_decode",
+ * "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
+ * "topk_to_global", "sparse_mla_decode", "mla_decode"; name: letters, digits and '_'), with a
+ * one-line summary; it returns 0, or non-zero after writing why into error (an unknown op, a name
+ * taken). */
+typedef struct mlacheck_plugin_api {
+  uint32_t abi_version; /* mlacheck's MLACHECK_PLUGIN_ABI_VERSION */
+  void* context;
+  int (*add)(void* context, const char* op, const char* name, const char* summary, mlacheck_impl_fn fn, char* error,
+             size_t error_size);
+} mlacheck_plugin_api;
+
+/* The one symbol a plugin defines (with MLACHECK_DEFINE_PLUGIN): its version and registration. */
+typedef struct mlacheck_plugin_info {
+  uint32_t abi_version; /* the MLACHECK_PLUGIN_ABI_VERSION the plugin was built against */
+  const char* name;
+  int (*register_impls)(const mlacheck_plugin_api* api); /* 0, or non-zero to refuse loading */
+} mlacheck_plugin_info;
+
+#define MLACHECK_PLUGIN_SYMBOL "mlacheck_plugin"
+
+#if defined(_WIN32)
+#define MLACHECK_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define MLACHECK_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+#define MLACHECK_PLUGIN_EXTERN_C extern "C"
+#else
+#define MLACHECK_PLUGIN_EXTERN_C
+#endif
+
+#define MLACHECK_DEFINE_PLUGIN(plugin_name, register_fn)                    \
+  MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = { \
+      MLACHECK_PLUGIN_ABI_VERSION, plugin_name, register_fn};
+
+/* Registration with the implementation's type checked against the op's (each passes fn through a
+ * parameter of the op's function type, so a wrong signature does not compile in C++ and warns in
+ * C). mlacheck remembers why an add failed and reports it when the plugin is loaded. */
+#define MLACHECK_TYPED_(op_id)                                                                      \
+  static inline mlacheck_impl_fn mlacheck_erase_##op_id(mlacheck_##op_id##_fn f) { return (mlacheck_impl_fn)f; }
+MLACHECK_TYPED_(topk_decode)
+MLACHECK_TYPED_(topk_prefill)
+MLACHECK_TYPED_(paged_mqa_logits)
+MLACHECK_TYPED_(mqa_logits)
+MLACHECK_TYPED_(pack_decode)
+MLACHECK_TYPED_(topk_to_global)
+MLACHECK_TYPED_(sparse_mla_decode)
+MLACHECK_TYPED_(mla_decode)
+#undef MLACHECK_TYPED_
+#define MLACHECK_ADD_(api, op, name, summary, erased) \
+  ((api)->add((api)->context, op, name, summary, erased, NULL, 0))
+#define MLACHECK_ADD_TOPK_DECODE(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "topk_decode", name, summary, mlacheck_erase_topk_decode(fn))
+#define MLACHECK_ADD_TOPK_PREFILL(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "topk_prefill", name, summary, mlacheck_erase_topk_prefill(fn))
+#define MLACHECK_ADD_PAGED_MQA_LOGITS(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "paged_mqa_logits", name, summary, mlacheck_erase_paged_mqa_logits(fn))
+#define MLACHECK_ADD_MQA_LOGITS(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "mqa_logits", name, summary, mlacheck_erase_mqa_logits(fn))
+#define MLACHECK_ADD_PACK_DECODE(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "pack_decode", name, summary, mlacheck_erase_pack_decode(fn))
+#define MLACHECK_ADD_UNPACK_DECODE(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "unpack_decode", name, summary, mlacheck_erase_pack_decode(fn))
+#define MLACHECK_ADD_TOPK_TO_GLOBAL(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "topk_to_global", name, summary, mlacheck_erase_topk_to_global(fn))
+#define MLACHECK_ADD_SPARSE_MLA_DECODE(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "sparse_mla_decode", name, summary, mlacheck_erase_sparse_mla_decode(fn))
+#define MLACHECK_ADD_MLA_DECODE(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "mla_decode", name, summary, mlacheck_erase_mla_decode(fn))
+
+/* Writes one line into error (when there is room) and returns 1: `return mlacheck_error(...)`. */
+static inline int mlacheck_error(char* error, size_t error_size, const char* message) {
+  if (error != NULL && error_size > 0) snprintf(error, error_size, "%s", message);
+  return 1;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLACHECK_PLUGIN_H_ */

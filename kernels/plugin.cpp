@@ -1,0 +1,314 @@
+// Plugin loading and the calls into plugins (kernels/plugin.h).
+#include "kernels/plugin.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "core/backend/isolate.h"
+#include "core/error.h"
+#include "kernels/mla_decode_glue.h"
+#include "kernels/mqa_logits_glue.h"
+#include "kernels/pack_decode_glue.h"
+#include "kernels/registry.h"
+#include "kernels/sparse_mla_glue.h"
+#include "kernels/topk_glue.h"
+#include "mlacheck/plugin.h"
+
+namespace mlacheck::kernels {
+namespace {
+
+// ---- what a call hands the plugin -------------------------------------------------------------
+
+int32_t c_dtype(DType t) {
+  switch (t) {
+    case DType::kF64: return MLACHECK_F64;
+    case DType::kF32: return MLACHECK_F32;
+    case DType::kBF16: return MLACHECK_BF16;
+    case DType::kF16: return MLACHECK_F16;
+    case DType::kFP8E4M3: return MLACHECK_FP8_E4M3;
+    case DType::kFP8E5M2: return MLACHECK_FP8_E5M2;
+    case DType::kUE8M0: return MLACHECK_UE8M0;
+    case DType::kI64: return MLACHECK_I64;
+    case DType::kI32: return MLACHECK_I32;
+    case DType::kU8: return MLACHECK_U8;
+  }
+  return -1;
+}
+
+// An absent tensor (no memory behind it) is data NULL, rank 0.
+mlacheck_tensor c_tensor(const DeviceTensor& t) {
+  mlacheck_tensor c{};
+  c.dtype = c_dtype(t.view.dtype());
+  if (t.base == nullptr) return c;
+  c.data = static_cast<uint8_t*>(t.base) + t.view.byte_offset();
+  c.rank = t.view.rank();
+  for (int d = 0; d < c.rank; ++d) c.shape[d] = t.view.size(d), c.strides[d] = t.view.stride(d);
+  return c;
+}
+
+mlacheck_device c_device(Device& device) {
+  mlacheck_device d{};
+  switch (device.backend()) {
+    case Backend::kHost: d.backend = MLACHECK_BACKEND_HOST; break;
+    case Backend::kCuda: d.backend = MLACHECK_BACKEND_CUDA, d.stream = device.stream(); break;
+    case Backend::kHip: d.backend = MLACHECK_BACKEND_HIP, d.stream = device.stream(); break;
+  }
+  return d;
+}
+
+struct PluginImpl {
+  std::string qualified, plugin;
+  mlacheck_impl_fn fn = nullptr;
+};
+
+// The implementations of one op, by slot: slot I is called through the function slot<I>.
+using Slots = std::array<const PluginImpl*, kMaxPluginImplementationsPerOp>;
+std::map<std::string, Slots>& slots() {
+  static auto* s = new std::map<std::string, Slots>;  // never destroyed: like the registry, lives to exit
+  return *s;
+}
+
+// Calls slot's implementation of op through the op's own function type (it was registered as that
+// type, erased to mlacheck_impl_fn; calling it as the erased type would be undefined).
+template <class TypedFn, class Args>
+void call(const std::string& op, size_t slot, Device& device, const Args& args) {
+  const PluginImpl& impl = *slots().at(op)[slot];
+  const mlacheck_device d = c_device(device);
+  char error[1024] = "";
+  const int rc = reinterpret_cast<TypedFn>(impl.fn)(&d, &args, error, sizeof error);
+  error[sizeof error - 1] = '\0';
+  if (rc != 0) {
+    throw Error(impl.qualified + " (plugin " + impl.plugin + ") refused the call (returned " + std::to_string(rc) +
+                "): " + (error[0] ? std::string(error) : "it gave no reason"));
+  }
+}
+
+// ---- one entry point per op and slot, with the op's C++ type ---------------------------------
+
+template <size_t I>
+TopkPath topk_decode_slot(Device& device, const DeviceTensor& logits, int64_t next_n, const DeviceTensor& seq_lens,
+                          int64_t k, const DeviceTensor& out, const DeviceTensor& workspace, const DeviceTensor&) {
+  const mlacheck_topk_decode_args a{c_tensor(logits), next_n, c_tensor(seq_lens), k, c_tensor(out), c_tensor(workspace)};
+  call<mlacheck_topk_decode_fn>("topk_decode", I, device, a);
+  return TopkPath::kGeneral;
+}
+template <size_t I>
+TopkPath topk_prefill_slot(Device& device, const DeviceTensor& logits, const DeviceTensor& ks, const DeviceTensor& ke,
+                           int64_t k, const DeviceTensor& out, const DeviceTensor& workspace, const DeviceTensor&) {
+  const mlacheck_topk_prefill_args a{c_tensor(logits), c_tensor(ks), c_tensor(ke), k, c_tensor(out), c_tensor(workspace)};
+  call<mlacheck_topk_prefill_fn>("topk_prefill", I, device, a);
+  return TopkPath::kGeneral;
+}
+template <size_t I>
+void paged_mqa_logits_slot(Device& device, const PagedMqaLogitsArgs& p) {
+  mlacheck_paged_mqa_logits_args a{};
+  a.q = c_tensor(p.q), a.kv_blocks = c_tensor(p.kv_blocks), a.weights = c_tensor(p.weights);
+  a.context_lens = c_tensor(p.context_lens), a.block_table = c_tensor(p.block_table), a.logits = c_tensor(p.logits);
+  a.block_size = p.block_size, a.max_context_len = p.max_context_len, a.clean = p.mode == LogitsMode::kClean;
+  if (p.host_context_lens != nullptr) {
+    a.host_context_lens = p.host_context_lens->data();
+    a.host_context_lens_count = static_cast<int64_t>(p.host_context_lens->size());
+  }
+  call<mlacheck_paged_mqa_logits_fn>("paged_mqa_logits", I, device, a);
+}
+template <size_t I>
+void mqa_logits_slot(Device& device, const MqaLogitsArgs& p) {
+  mlacheck_mqa_logits_args a{};
+  a.q = c_tensor(p.q), a.k = c_tensor(p.k), a.k_scale = c_tensor(p.k_scale), a.weights = c_tensor(p.weights);
+  a.ks = c_tensor(p.ks), a.ke = c_tensor(p.ke), a.logits = c_tensor(p.logits), a.clean = p.mode == LogitsMode::kClean;
+  if (p.host_ks != nullptr && p.host_ke != nullptr) {
+    a.host_ks = p.host_ks->data(), a.host_ke = p.host_ke->data();
+    a.host_rows = static_cast<int64_t>(p.host_ks->size());
+  }
+  call<mlacheck_mqa_logits_fn>("mqa_logits", I, device, a);
+}
+template <size_t I>
+void pack_decode_slot(Device& device, const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed) {
+  const mlacheck_pack_decode_args a{c_tensor(qsl), c_tensor(tokens), c_tensor(packed)};
+  call<mlacheck_pack_decode_fn>("pack_decode", I, device, a);
+}
+template <size_t I>
+void unpack_decode_slot(Device& device, const DeviceTensor& qsl, const DeviceTensor& packed, const DeviceTensor& tokens) {
+  const mlacheck_pack_decode_args a{c_tensor(qsl), c_tensor(tokens), c_tensor(packed)};
+  call<mlacheck_pack_decode_fn>("unpack_decode", I, device, a);
+}
+template <size_t I>
+void topk_to_global_slot(Device& device, const DeviceTensor& qsl, const DeviceTensor& local, const DeviceTensor& table,
+                         int64_t page, const DeviceTensor& global) {
+  const mlacheck_topk_to_global_args a{c_tensor(qsl), c_tensor(local), c_tensor(table), c_tensor(global), page};
+  call<mlacheck_topk_to_global_fn>("topk_to_global", I, device, a);
+}
+template <size_t I>
+void sparse_mla_decode_slot(Device& device, const SparseMlaArgs& p) {
+  const mlacheck_sparse_mla_decode_args a{c_tensor(p.q),         c_tensor(p.kv_cache),  c_tensor(p.indices),
+                                          c_tensor(p.topk_length), c_tensor(p.attn_sink), c_tensor(p.out),
+                                          c_tensor(p.lse),       p.softmax_scale};
+  call<mlacheck_sparse_mla_decode_fn>("sparse_mla_decode", I, device, a);
+}
+template <size_t I>
+void mla_decode_slot(Device& device, const MlaDecodeArgs& p) {
+  mlacheck_mla_decode_args a{};
+  a.q = c_tensor(p.q), a.kv_cache = c_tensor(p.kv_cache), a.block_table = c_tensor(p.block_table);
+  a.seq_lens = c_tensor(p.seq_lens), a.workspace = c_tensor(p.workspace), a.o = c_tensor(p.o), a.lse = c_tensor(p.lse);
+  a.base_scale = p.base_scale, a.q_scale = p.q_scale, a.k_scale = p.k_scale, a.num_splits = p.num_splits;
+  if (p.host_seq_lens != nullptr) {
+    a.host_seq_lens = p.host_seq_lens->data();
+    a.host_seq_lens_count = static_cast<int64_t>(p.host_seq_lens->size());
+  }
+  call<mlacheck_mla_decode_fn>("mla_decode", I, device, a);
+}
+
+// Registers slot I of an op with the registry under the op's entry-point type.
+using Adder = void (*)(size_t slot, const ImplementationInfo& info);
+#define MLA_SLOT_TABLE(op_id, FnType)                                                          \
+  template <size_t... I>                                                                       \
+  constexpr std::array<FnType*, sizeof...(I)> op_id##_table(std::index_sequence<I...>) {       \
+    return {&op_id##_slot<I>...};                                                              \
+  }                                                                                            \
+  void add_##op_id(size_t slot, const ImplementationInfo& info) {                              \
+    static constexpr auto fns = op_id##_table(std::make_index_sequence<kMaxPluginImplementationsPerOp>()); \
+    registry().add(info, fns[slot]);                                                           \
+  }
+MLA_SLOT_TABLE(topk_decode, decltype(topk_per_row_decode))
+MLA_SLOT_TABLE(topk_prefill, decltype(topk_per_row_prefill))
+MLA_SLOT_TABLE(paged_mqa_logits, decltype(paged_mqa_logits))
+MLA_SLOT_TABLE(mqa_logits, decltype(mqa_logits))
+MLA_SLOT_TABLE(pack_decode, decltype(pack_decode))
+MLA_SLOT_TABLE(unpack_decode, decltype(unpack_decode))
+MLA_SLOT_TABLE(topk_to_global, decltype(topk_to_global))
+MLA_SLOT_TABLE(sparse_mla_decode, decltype(sparse_mla_decode))
+MLA_SLOT_TABLE(mla_decode, decltype(mla_decode))
+#undef MLA_SLOT_TABLE
+
+const std::map<std::string, Adder>& adders() {
+  static const std::map<std::string, Adder> m = {
+      {"topk_decode", &add_topk_decode},       {"topk_prefill", &add_topk_prefill},
+      {"paged_mqa_logits", &add_paged_mqa_logits}, {"mqa_logits", &add_mqa_logits},
+      {"pack_decode", &add_pack_decode},       {"unpack_decode", &add_unpack_decode},
+      {"topk_to_global", &add_topk_to_global}, {"sparse_mla_decode", &add_sparse_mla_decode},
+      {"mla_decode", &add_mla_decode},
+  };
+  return m;
+}
+
+// ---- registration -----------------------------------------------------------------------------
+
+struct Registration {
+  std::string path, plugin;
+  LoadedPlugin* loaded = nullptr;
+  std::string first_error;  // why an add failed, kept even when the plugin ignores the return
+};
+
+std::string op_list() {
+  std::string s;
+  for (const auto& [op, adder] : adders()) s += (s.empty() ? "" : ", ") + op;
+  return s;
+}
+
+int refuse(Registration& r, char* error, size_t error_size, const std::string& why) {
+  if (r.first_error.empty()) r.first_error = why;
+  if (error != nullptr && error_size > 0) std::snprintf(error, error_size, "%s", why.c_str());
+  return 1;
+}
+
+int add_impl(void* context, const char* op, const char* name, const char* summary, mlacheck_impl_fn fn, char* error,
+             size_t error_size) {
+  Registration& r = *static_cast<Registration*>(context);
+  const std::string o = op ? op : "", n = name ? name : "";
+  const auto adder = adders().find(o);
+  if (adder == adders().end()) {
+    return refuse(r, error, error_size, "add: unknown op '" + o + "' (plugins implement " + op_list() + ")");
+  }
+  const bool good_name = !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+  if (!good_name) return refuse(r, error, error_size, "add: name '" + n + "' of " + o + " is not 1 to 64 letters, digits and _");
+  if (fn == nullptr) return refuse(r, error, error_size, "add: " + o + "@" + n + " has no function");
+  const std::string qualified = o + "@" + n;
+  if (registry().contains(qualified)) return refuse(r, error, error_size, "add: " + qualified + " is taken");
+  Slots& s = slots()[o];
+  size_t slot = 0;
+  while (slot < s.size() && s[slot] != nullptr) ++slot;
+  if (slot == s.size()) {
+    return refuse(r, error, error_size,
+                  "add: " + qualified + ": plugins already registered " +
+                      std::to_string(kMaxPluginImplementationsPerOp) + " implementations of " + o);
+  }
+  // Never freed: the registry and the slot tables point at it for the life of the process.
+  const PluginImpl* impl = new PluginImpl{qualified, r.plugin, fn};
+  s[slot] = impl;
+  adder->second(slot, {o, n, "plugin " + r.plugin + ": " + (summary && *summary ? summary : "(no summary)")});
+  r.loaded->implementations.push_back(qualified);
+  return 0;
+}
+
+}  // namespace
+
+LoadedPlugin load_plugin(const std::string& path) {
+  const std::string what = "plugin " + path;
+  // RTLD_NOW: a plugin missing a symbol fails here, with the loader's message, not mid-check.
+  void* handle = ::dlopen(path.find('/') == std::string::npos ? ("./" + path).c_str() : path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  MLA_REQUIRE(handle != nullptr, what, ": cannot be loaded: ", ::dlerror());
+  const auto* info = static_cast<const mlacheck_plugin_info*>(::dlsym(handle, MLACHECK_PLUGIN_SYMBOL));
+  MLA_REQUIRE(info != nullptr, what, ": defines no '", MLACHECK_PLUGIN_SYMBOL,
+              "' symbol (a plugin defines it with MLACHECK_DEFINE_PLUGIN from include/mlacheck/plugin.h)");
+  MLA_REQUIRE(info->abi_version == MLACHECK_PLUGIN_ABI_VERSION, what, " was built against plugin ABI version ",
+              info->abi_version, ", and this mlacheck speaks version ", MLACHECK_PLUGIN_ABI_VERSION,
+              ": rebuild it against this mlacheck's include/mlacheck/plugin.h");
+  MLA_REQUIRE(info->register_impls != nullptr, what, ": its mlacheck_plugin has no registration function");
+  LoadedPlugin loaded;
+  loaded.path = path;
+  loaded.name = info->name != nullptr ? info->name : path;
+  Registration r{path, loaded.name, &loaded, ""};
+  const mlacheck_plugin_api api{MLACHECK_PLUGIN_ABI_VERSION, &r, &add_impl};
+  const int rc = info->register_impls(&api);
+  MLA_REQUIRE(r.first_error.empty(), what, " (", loaded.name, "): ", r.first_error);
+  MLA_REQUIRE(rc == 0, what, " (", loaded.name, "): its registration function refused to load (returned ", rc, ")");
+  MLA_REQUIRE(!loaded.implementations.empty(), what, " (", loaded.name, ") registered no implementation");
+  return loaded;  // the handle stays open: the registry calls into the library
+}
+
+LoadedPlugin load_plugin_isolated(const std::string& path) {
+  IsolationOptions opts;
+  opts.timeout_seconds = 60;
+  const IsolatedOutcome probe = run_isolated(
+      [&]() -> std::string {
+        load_plugin(path);
+        return "";
+      },
+      opts);
+  if (probe.kind == IsolatedOutcome::kViolation) {
+    // An Error from load_plugin: its line, without the child's "error: " prefix.
+    throw Error(probe.message.rfind("error: ", 0) == 0 ? probe.message.substr(7) : probe.message);
+  }
+  MLA_REQUIRE(probe.passed(), "plugin ", path, ": loading it ", isolated_outcome_name(probe.kind), " (",
+              probe.message, "); it was not loaded");
+  return load_plugin(path);
+}
+
+std::vector<std::string> plugin_paths_from_environment() {
+  std::vector<std::string> out;
+  const char* env = std::getenv("MLACHECK_PLUGIN");
+  if (env == nullptr) return out;
+  std::string cur;
+  for (const char* p = env;; ++p) {
+    if (*p == ':' || *p == '\0') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (*p == '\0') break;
+    } else {
+      cur += *p;
+    }
+  }
+  return out;
+}
+
+}  // namespace mlacheck::kernels

@@ -1,0 +1,60 @@
+/* Plugins that misbehave, one per FIXTURE_* define (tests/kernels/CMakeLists.txt builds each): what
+ * mlacheck must turn into a clear error or a verdict, never a crash of its own. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlacheck/plugin.h"
+
+/* Each fixture registers its own name, so that tests can load several into one process. */
+#if defined(FIXTURE_IMPL_ERROR)
+#define FIXTURE_NAME "fixture_error"
+#elif defined(FIXTURE_IMPL_CRASH)
+#define FIXTURE_NAME "fixture_crash"
+#else
+#define FIXTURE_NAME "fixture"
+#endif
+
+/* An implementation of top-k decode that writes each row as if its length were 0. */
+static int fill_minus_one(const mlacheck_device* device, const mlacheck_topk_decode_args* a, char* error,
+                          size_t error_size) {
+  if (device->backend != MLACHECK_BACKEND_HOST) return mlacheck_error(error, error_size, "fixture: host only");
+#if defined(FIXTURE_IMPL_ERROR)
+  (void)a;
+  return mlacheck_error(error, error_size, "fixture: this implementation refuses every call");
+#elif defined(FIXTURE_IMPL_CRASH)
+  (void)a;
+  volatile int* wild = (volatile int*)16;
+  *wild = 1; /* a crash, as a wild pointer in a kernel would */
+  return 0;
+#else
+  for (int64_t r = 0; r < a->out.shape[0]; ++r) {
+    int32_t* row = (int32_t*)a->out.data + r * a->out.strides[0];
+    for (int64_t i = 0; i < a->k; ++i) row[i] = -1;
+  }
+  return 0;
+#endif
+}
+
+static int register_impls(const mlacheck_plugin_api* api) {
+#if defined(FIXTURE_REGISTER_CRASH)
+  (void)api;
+  abort();
+#elif defined(FIXTURE_UNKNOWN_OP)
+  return api->add(api->context, "no_such_op", "fixture", "an op mlacheck does not have", (mlacheck_impl_fn)fill_minus_one,
+                  NULL, 0);
+#elif defined(FIXTURE_REFUSES)
+  (void)api;
+  return 3;
+#else
+  return MLACHECK_ADD_TOPK_DECODE(api, FIXTURE_NAME, "a fixture of tests/kernels/plugin_test.cpp", fill_minus_one);
+#endif
+}
+
+#if defined(FIXTURE_NO_SYMBOL)
+int not_a_plugin(void) { return register_impls(NULL); }
+#elif defined(FIXTURE_WRONG_VERSION)
+MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {MLACHECK_PLUGIN_ABI_VERSION + 98,
+                                                                                    "wrong version", register_impls};
+#else
+MLACHECK_DEFINE_PLUGIN("fixture", register_impls)
+#endif

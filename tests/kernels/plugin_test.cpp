@@ -1,0 +1,152 @@
+// Tests of kernels/plugin.h: the example plugin's implementations join the registry and hold under
+// the properties; its buggy twin is caught; and a plugin that is not one, has another ABI version,
+// registers what it cannot, refuses to load, crashes while registering, or whose implementation
+// refuses or crashes gives one clear error or a verdict, never a crash of the caller.
+#include "kernels/plugin.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "core/backend/isolate.h"
+#include "core/error.h"
+#include "kernels/registry.h"
+#include "kernels/topk_glue.h"
+#include "mlacheck/plugin.h"
+#include "properties/case_text.h"
+#include "properties/property_registry.h"
+
+namespace mlacheck::kernels {
+namespace {
+
+// Each library loads once per process (the registry keeps its names), whatever order tests run in.
+const LoadedPlugin& load_once(const std::string& path) {
+  static std::map<std::string, LoadedPlugin> loaded;
+  const auto it = loaded.find(path);
+  if (it != loaded.end()) return it->second;
+  return loaded.emplace(path, load_plugin(path)).first->second;
+}
+
+// The message of the Error fn throws ("" if none).
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A top-k decode case: 1-D lengths (so row r has L - next_n + j + 1 candidates), 3 requests of 2
+// rows, k 4, rows of 6 columns.
+CaseText topk_case(const std::string& impl) {
+  return CaseText::parse("property topk_decode.rows_admissible\nimpl " + impl +
+                         "\nbackend host\nlengths decode-1d\nk 4\nnext_n 2\nrows 6\ncols 6\nseq_lens 6 3 1\n"
+                         "logits_lead 0\nlogits_row_pad 0\nlogits_col_stride 1\nout_row_pad 0\nout_rows_before 0\n"
+                         "out_rows_after 0\nindex_lead 0\npatterns distinct distinct distinct distinct distinct "
+                         "distinct\nseed 0x5\nwarp 32\nshuffled 0\n");
+}
+
+TEST(Plugin, TheExampleRegistersItsImplementationsUnderTheirOps) {
+  const LoadedPlugin& p = load_once(EXAMPLE_PLUGIN);
+  EXPECT_EQ(p.name, "mlacheck example plugin");
+  EXPECT_EQ(p.implementations, (std::vector<std::string>{"topk_decode@example", "paged_mqa_logits@example"}));
+  // Typed like the built-in entry points, so every property can take them.
+  EXPECT_NE(registry().find<decltype(topk_per_row_decode)>("topk_decode@example"), nullptr);
+  EXPECT_THROW(registry().find<decltype(topk_per_row_prefill)>("topk_decode@example"), Error);
+  bool listed = false;
+  for (const ImplementationInfo& i : registry().list()) {
+    if (i.qualified() == "topk_decode@example") listed = i.summary.find("plugin mlacheck example plugin") == 0;
+  }
+  EXPECT_TRUE(listed) << "mlacheck list names the plugin beside each implementation";
+}
+
+TEST(Plugin, TheExampleHoldsAndItsBuggyTwinIsCaught) {
+  load_once(EXAMPLE_PLUGIN);
+  load_once(EXAMPLE_PLUGIN_BUGGY);
+  const ReproResult good = run_case_text(topk_case("topk_decode@example"));
+  EXPECT_FALSE(good.verdict.has_value()) << *good.verdict;
+  const ReproResult bad = run_case_text(topk_case("topk_decode@example_buggy"));
+  ASSERT_TRUE(bad.verdict.has_value()) << "the twin drops each row's newest candidate";
+  EXPECT_NE(bad.verdict->find("rows invalid"), std::string::npos) << *bad.verdict;
+  // The same case passes on the reference: the failure is the twin's.
+  EXPECT_FALSE(run_case_text(topk_case("topk_decode@ref")).verdict.has_value());
+}
+
+TEST(Plugin, WhatIsNotAPluginIsRefusedInOneLine) {
+  const std::string missing = error_of([] { load_plugin("/nonexistent/libnothing.so"); });
+  EXPECT_NE(missing.find("plugin /nonexistent/libnothing.so: cannot be loaded"), std::string::npos) << missing;
+  const std::string text_file = ::testing::TempDir() + "not_a_library.so";
+  std::ofstream(text_file) << "this is not a shared library\n";
+  EXPECT_NE(error_of([&] { load_plugin(text_file); }).find("cannot be loaded"), std::string::npos);
+  const std::string no_symbol = error_of([] { load_plugin(FIXTURE_NO_SYMBOL); });
+  EXPECT_NE(no_symbol.find("defines no 'mlacheck_plugin' symbol"), std::string::npos) << no_symbol;
+  EXPECT_EQ(no_symbol.find('\n'), std::string::npos);
+}
+
+TEST(Plugin, AnotherAbiVersionIsRefusedNamingBoth) {
+  const std::string e = error_of([] { load_plugin(FIXTURE_WRONG_VERSION); });
+  EXPECT_NE(e.find("was built against plugin ABI version " + std::to_string(MLACHECK_PLUGIN_ABI_VERSION + 98)),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("this mlacheck speaks version " + std::to_string(MLACHECK_PLUGIN_ABI_VERSION)), std::string::npos)
+      << e;
+}
+
+TEST(Plugin, ARegistrationThatFailsIsRefusedWithItsReason) {
+  const std::string unknown = error_of([] { load_plugin(FIXTURE_UNKNOWN_OP); });
+  EXPECT_NE(unknown.find("unknown op 'no_such_op'"), std::string::npos) << unknown;
+  const std::string refuses = error_of([] { load_plugin(FIXTURE_REFUSES); });
+  EXPECT_NE(refuses.find("refused to load (returned 3)"), std::string::npos) << refuses;
+  // A name can be registered once.
+  load_once(FIXTURE_GOOD);
+  const std::string twice = error_of([] { load_plugin(FIXTURE_GOOD); });
+  EXPECT_NE(twice.find("topk_decode@fixture is taken"), std::string::npos) << twice;
+}
+
+TEST(Plugin, ACrashWhileRegisteringIsAnErrorNotACrash) {
+  const std::string e = error_of([] { load_plugin_isolated(FIXTURE_REGISTER_CRASH); });
+  EXPECT_NE(e.find("loading it crashed"), std::string::npos) << e;
+  EXPECT_FALSE(registry().contains("topk_decode@fixture_crash"));
+}
+
+TEST(Plugin, AnImplementationThatRefusesIsAVerdictWithItsMessage) {
+  load_once(FIXTURE_IMPL_ERROR);
+  const ReproResult refused = run_case_text(topk_case("topk_decode@fixture_error"));
+  ASSERT_TRUE(refused.verdict.has_value());
+  EXPECT_EQ(*refused.verdict, "the implementation threw: topk_decode@fixture_error (plugin fixture) refused the call "
+                              "(returned 1): fixture: this implementation refuses every call");
+}
+
+TEST(Plugin, AnImplementationThatCrashesIsACrashOfTheChildThatRunsIt) {
+  IsolationOptions opts;
+  const IsolatedOutcome crashed = run_isolated(
+      [] {
+        load_once(FIXTURE_IMPL_CRASH);
+        return run_case_text(topk_case("topk_decode@fixture_crash")).verdict.value_or("");
+      },
+      opts);
+  EXPECT_EQ(crashed.kind, IsolatedOutcome::kCrashed) << crashed.message;
+}
+
+TEST(Plugin, AWrongImplementationIsCaughtByTheProperties) {
+  // The good fixture returns -1 everywhere: the rows of length > 0 are wrong.
+  load_once(FIXTURE_GOOD);
+  const ReproResult r = run_case_text(topk_case("topk_decode@fixture"));
+  ASSERT_TRUE(r.verdict.has_value());
+  EXPECT_NE(r.verdict->find("position 0 holds -1"), std::string::npos) << *r.verdict;
+}
+
+TEST(Plugin, PathsComeFromTheEnvironmentSeparatedByColons) {
+  ::setenv("MLACHECK_PLUGIN", "/a/libx.so::/b/liby.so:", 1);
+  EXPECT_EQ(plugin_paths_from_environment(), (std::vector<std::string>{"/a/libx.so", "/b/liby.so"}));
+  ::unsetenv("MLACHECK_PLUGIN");
+  EXPECT_TRUE(plugin_paths_from_environment().empty());
+}
+
+}  // namespace
+}  // namespace mlacheck::kernels

@@ -1,0 +1,113 @@
+// Tests of the commands' --plugin (kernels/plugin.h, tools/check_command.h): the example plugin
+// passes `mlacheck check`, its buggy twin fails it with a readable verdict and a case that `repro`
+// reruns, `mutants` kills the twin, `fuzz` finds it, and a plugin that cannot be loaded, has another
+// ABI version or crashes while registering is one line and exit 2, never a crashed mlacheck.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+struct CliResult {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+CliResult run_mlacheck(const std::string& args) {
+  const std::string cmd = std::string(MLACHECK_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CliResult r{-1, ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;  // a signal (a crash) is -1
+  return r;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+const std::string kGood = EXAMPLE_PLUGIN, kBuggy = EXAMPLE_PLUGIN_BUGGY;
+
+TEST(PluginCli, TheExamplePassesTheWholeSuite) {
+  const CliResult r = run_mlacheck("check --plugin " + kGood + " --budget 4");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@example       PASS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("paged_mqa_logits@example  PASS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 of 2 passed"), std::string::npos) << r.out;
+}
+
+TEST(PluginCli, TheBuggyTwinFailsWithAVerdictAndACaseThatReproFails) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_check";
+  const CliResult r =
+      run_mlacheck("check --plugin " + kBuggy + " --impl topk_decode@example_buggy --budget 20 --save " + dir);
+  ASSERT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@example_buggy  FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rows invalid"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rerun it with `mlacheck repro FILE --plugin"), std::string::npos) << r.out;
+  const std::string saved = dir + "/topk_decode-example_buggy.case";
+  const CliResult again = run_mlacheck("repro " + saved + " --plugin " + kBuggy);
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_NE(again.out.find("FAIL"), std::string::npos) << again.out;
+  // The same case on the correct example, and on the reference, holds.
+  EXPECT_EQ(run_mlacheck("repro " + saved + " --plugin " + kGood + " --impl topk_decode@example").status, 0);
+  EXPECT_EQ(run_mlacheck("repro " + saved + " --impl topk_decode@ref").status, 0);
+  // Without the plugin the implementation is unknown: bad input, one line.
+  const CliResult unknown = run_mlacheck("repro " + saved);
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_EQ(lines(unknown.out), 1) << unknown.out;
+}
+
+TEST(PluginCli, MutantsKillsThePluginsVariant) {
+  const CliResult r = run_mlacheck("mutants --plugin " + kBuggy + " --only topk_decode@example_buggy --budget 20");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@example_buggy  killed"), std::string::npos) << r.out;
+}
+
+TEST(PluginCli, APluginThatCannotBeLoadedIsOneLineAndExit2) {
+  for (const std::string& cmd : {std::string("check --budget 1 --plugin "), std::string("list --plugin "),
+                                 std::string("repro " MLACHECK_SOURCE_DIR "/corpus/topk_decode/rows_admissible-0.case --plugin "),
+                                 std::string("mutants --budget 1 --plugin ")}) {
+    for (const std::string& plugin : {std::string(FIXTURE_WRONG_VERSION), std::string(FIXTURE_REGISTER_CRASH),
+                                      std::string(FIXTURE_NO_SYMBOL), std::string("/nonexistent/lib.so")}) {
+      const CliResult r = run_mlacheck(cmd + plugin);
+      EXPECT_EQ(r.status, 2) << cmd << plugin << "\n" << r.out;
+      EXPECT_EQ(lines(r.out), 1) << cmd << plugin << "\n" << r.out;
+    }
+  }
+  const CliResult version = run_mlacheck("check --plugin " FIXTURE_WRONG_VERSION);
+  EXPECT_NE(version.out.find("was built against plugin ABI version"), std::string::npos) << version.out;
+  const CliResult crash = run_mlacheck("check --plugin " FIXTURE_REGISTER_CRASH);
+  EXPECT_NE(crash.out.find("loading it crashed"), std::string::npos) << crash.out;
+}
+
+TEST(PluginCli, AnImplementationThatCrashesIsAFailNotACrash) {
+  const CliResult r = run_mlacheck("check --plugin " FIXTURE_IMPL_CRASH " --budget 5");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@fixture_crash"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("crashed"), std::string::npos) << r.out;
+  const CliResult refused = run_mlacheck("check --plugin " FIXTURE_IMPL_ERROR " --budget 5");
+  EXPECT_EQ(refused.status, 1) << refused.out;
+  EXPECT_NE(refused.out.find("this implementation refuses every call"), std::string::npos) << refused.out;
+}
+
+TEST(PluginCli, FuzzFindsTheBuggyTwin) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_fuzz";
+  const CliResult r = run_mlacheck("fuzz --target topk_decode --plugin " + kBuggy +
+                                   " --impl topk_decode@example_buggy --time 6 --minimize 2 --out " + dir);
+  if (r.out.find("no harness") != std::string::npos) GTEST_SKIP() << "no libFuzzer harnesses in this build";
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("topk_decode.rows_admissible"), std::string::npos) << r.out;
+}
+
+}  // namespace

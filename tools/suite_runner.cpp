@@ -1,0 +1,329 @@
+// The suite runner (tools/suite_runner.h): one implementation against the property suite, the
+// corpus regressions and random fuzzing of its op, in a child process.
+#include "tools/suite_runner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/backend/isolate.h"
+#include "core/error.h"
+#include "kernels/registry.h"
+#include "properties/case_bytes.h"
+#include "properties/fuzz_input.h"
+#include "properties/property_registry.h"
+#ifdef MLACHECK_HAVE_CUDA
+#include "core/backend/cuda_runtime.h"
+#endif
+
+namespace mlacheck {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string read_file(const fs::path& p);
+
+}  // namespace
+
+std::string corpus_root(const std::string& corpus) {
+  if (!corpus.empty()) return corpus;
+  const char* env = std::getenv("MLACHECK_CORPUS_DIR");
+  if (env && *env) return env;
+#ifdef MLACHECK_SOURCE_DIR
+  return std::string(MLACHECK_SOURCE_DIR) + "/corpus";
+#else
+  return "corpus";
+#endif
+}
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The .case files of dir whose property passes keep, sorted by name.
+std::vector<std::pair<fs::path, CaseText>> case_files(const fs::path& dir,
+                                                       const std::function<bool(const PropertyEntry&)>& keep) {
+  std::vector<std::pair<fs::path, CaseText>> out;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file() && e.path().extension() == ".case") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    try {
+      CaseText c = CaseText::parse(read_file(f));
+      if (keep(property_registry().find(c.word("property")))) out.emplace_back(f, std::move(c));
+    } catch (const Error&) {
+      // A malformed file is the corpus tests' business (corpus/CMakeLists.txt), not a kill.
+    }
+  }
+  return out;
+}
+
+// The run of one implementation, inside the child.
+class SuiteRun {
+ public:
+  SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file)
+      : o_(o), impl_(impl), op_(impl.substr(0, impl.find('@'))), progress_(progress_file),
+        target_(find_target(op_)), start_(Clock::now()) {}
+
+  // Stages 1-3 until the first failure or the budget; the property suite may take up to a third of it.
+  void first_failure(SuiteResult& row) {
+    const Clock::time_point deadline = start_ + seconds(o_.budget);
+    const Clock::time_point suite_deadline = start_ + seconds(o_.budget / 3);
+    std::optional<SuiteFinding> k;
+    for (const PropertyEntry* p : properties()) {
+      if ((k = run_files(seeds_of(*p), "properties", suite_deadline, row))) break;
+    }
+    for (int r = 0; !k && r < o_.cases; ++r) {
+      for (const PropertyEntry* p : properties()) {
+        if ((k = run_random(p, r, "properties", suite_deadline, row))) break;
+      }
+    }
+    if (!k) k = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
+                                     [&](const PropertyEntry& p) { return p.op == op_; }),
+                          "regressions", deadline, row);
+    for (int r = 0; !k && Clock::now() < deadline; ++r) k = run_random(nullptr, r, "fuzz", deadline, row);
+    if (k) row.failed = true, row.first = *k;
+  }
+
+  // The named check alone (when the first failure was another), with its own budget.
+  void named_check(SuiteResult& row) {
+    if (row.named == "(none)") {
+      row.named_result = "not named";
+      return;
+    }
+    if (!row.failed || row.first.check == row.named) {
+      row.named_result = row.failed ? "first kill" : "survived";
+      return;
+    }
+    const PropertyEntry& p = property_registry().find(row.named);
+    const Clock::time_point deadline = Clock::now() + seconds(o_.budget);
+    std::optional<SuiteFinding> k = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
+                                                 [&](const PropertyEntry& e) { return &e == &p; }),
+                                      "regressions", deadline, row);
+    if (!k) k = run_files(seeds_of(p), "properties", deadline, row);
+    for (int r = 0; !k && Clock::now() < deadline; ++r) k = run_random(&p, r, "properties", deadline, row);
+    row.named_result = k ? "killed" : "survived";
+    if (k) row.named_verdict = k->stage + ": " + k->verdict;
+  }
+
+ private:
+  static Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+  static const FuzzTarget& find_target(const std::string& op) {
+    for (const FuzzTarget& t : fuzz_targets()) {
+      if (t.op == op) return t;
+    }
+    throw Error("no fuzz target applies the properties of op '" + op + "'");
+  }
+  std::vector<const PropertyEntry*> properties() const {
+    std::vector<const PropertyEntry*> out;
+    for (const PropertyEntry* p : fuzz_target_properties(target_)) {
+      if (!p->ref_only) out.push_back(p);
+    }
+    return out;
+  }
+  std::vector<std::pair<fs::path, CaseText>> seeds_of(const PropertyEntry& p) const {
+    return case_files(fs::path(corpus_root(o_.corpus)) / target_.name, [&](const PropertyEntry& e) { return &e == &p; });
+  }
+
+  // Where the child is, for a crash report: one line, then the case text.
+  void note(const std::string& what, const CaseText& c) const {
+    std::ofstream(progress_, std::ios::trunc) << what << '\n' << c.format();
+  }
+
+  std::optional<SuiteFinding> run_one(const CaseText& c, const std::string& stage, const std::string& what, SuiteResult& row) {
+    note(stage + ": " + what, c);
+    // An Error here is the matrix's own trouble (a malformed corpus case, a backend not usable in
+    // this process), never a finding and never to be skipped: it ends the command with its line.
+    const ReproResult r = run_case_text(c, o_.backend, impl_);
+    ++row.cases_run;
+    if (!r.verdict) return std::nullopt;
+    // A failure counts only if the correct implementation passes the same case; otherwise the suite
+    // itself is wrong there (a false positive, reported apart, with its case).
+    const ReproResult ref = run_case_text(c, o_.backend, op_ + "@ref");
+    if (ref.verdict) {
+      if (row.false_positives++ == 0) {
+        CaseText shown = c;
+        shown.set("impl", op_ + "@ref").set("backend", o_.backend);
+        row.false_positive = r.property + ": " + *ref.verdict;
+        row.false_positive_case = shown.format();
+      }
+      return std::nullopt;
+    }
+    CaseText shown = c;
+    shown.set("impl", impl_).set("backend", o_.backend);
+    return SuiteFinding{stage, r.property, *r.verdict, std::chrono::duration<double>(Clock::now() - start_).count(),
+                shown.format()};
+  }
+
+  std::optional<SuiteFinding> run_files(const std::vector<std::pair<fs::path, CaseText>>& files, const std::string& stage,
+                                Clock::time_point deadline, SuiteResult& row) {
+    for (const auto& [path, text] : files) {
+      if (Clock::now() >= deadline) return std::nullopt;
+      if (auto k = run_one(text, stage, path.filename().string(), row)) {
+        k->verdict += " (" + path.filename().string() + ")";
+        return k;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Random case r of property p (nullptr: any property of the target, as the fuzzer's first byte
+  // picks one), from bytes seeded by the implementation, the property and r.
+  std::optional<SuiteFinding> run_random(const PropertyEntry* p, int r, const std::string& stage, Clock::time_point deadline,
+                                 SuiteResult& row) {
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::seed_seq seq{o_.seed, std::hash<std::string>{}(impl_), std::hash<std::string>{}(p ? p->name : stage),
+                      static_cast<uint64_t>(r)};
+    std::mt19937_64 rng(seq);
+    std::string bytes;
+    if (p) {
+      const std::vector<const PropertyEntry*> all = fuzz_target_properties(target_);
+      const int64_t index = std::find(all.begin(), all.end(), p) - all.begin();
+      ByteWriter w;
+      w.in_range(index, 0, static_cast<int64_t>(all.size()) - 1);
+      bytes = w.bytes();
+    }
+    // Mostly small bytes, so mostly small cases (a byte's value is how far into its range a value
+    // lies, properties/case_bytes.h), and now and then any byte, for the large values.
+    const size_t n = 8 + rng() % 248;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t roll = rng() % 16;
+      bytes.push_back(static_cast<char>(roll < 12 ? rng() % 16 : roll < 15 ? rng() % 224 : rng() % 256));
+    }
+    FuzzCase fc;
+    try {
+      fc = decode_fuzz_input(target_, bytes, impl_, o_.backend);
+    } catch (const Error&) {
+      return std::nullopt;  // refused by the case rules
+    }
+    if (fc.property->ref_only) return std::nullopt;
+    return run_one(fc.text, stage, fc.property->name + " random case " + std::to_string(r), row);
+  }
+
+  const SuiteOptions& o_;
+  std::string impl_, op_, progress_;
+  const FuzzTarget& target_;
+  Clock::time_point start_;
+};
+
+// A result <-> one line through the isolation pipe (fields separated by 0x1f).
+constexpr char kSep = '\x1f', kNewline = '\x1e';
+std::string serialize(const SuiteResult& r) {
+  std::string s = "suite-result";
+  for (const std::string& f : {std::string(r.failed ? "1" : "0"), r.first.stage, r.first.check, r.first.verdict,
+                               std::to_string(r.first.seconds), std::to_string(r.cases_run), r.named_result,
+                               r.named_verdict, r.first.case_text, std::to_string(r.false_positives),
+                               r.false_positive, r.false_positive_case}) {
+    std::string field = f;
+    std::replace(field.begin(), field.end(), '\n', kNewline);  // the pipe carries one line
+    s += kSep + field;
+  }
+  return s;
+}
+bool deserialize(const std::string& s, SuiteResult& r) {
+  std::vector<std::string> f;
+  std::string cur;
+  for (char c : s) {
+    if (c == kSep) {
+      f.push_back(cur), cur.clear();
+    } else {
+      cur += c == kNewline ? '\n' : c;
+    }
+  }
+  f.push_back(cur);
+  if (f.size() != 13 || f[0] != "suite-result") return false;
+  r.failed = f[1] == "1";
+  r.first.stage = f[2], r.first.check = f[3], r.first.verdict = f[4];
+  r.first.seconds = std::atof(f[5].c_str());
+  r.cases_run = std::atoi(f[6].c_str());
+  r.named_result = f[7], r.named_verdict = f[8], r.first.case_text = f[9];
+  r.false_positives = std::atoi(f[10].c_str());
+  r.false_positive = f[11], r.false_positive_case = f[12];
+  return true;
+}
+
+}  // namespace
+
+SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std::string& named) {
+  SuiteResult row;
+  row.impl = impl;
+  row.op = impl.substr(0, impl.find('@'));
+  row.named = named.empty() ? "(none)" : named;
+  for (const kernels::ImplementationInfo& i : kernels::registry().list()) {
+    if (i.qualified() == impl) row.summary = i.summary;
+  }
+  char progress[] = "/tmp/mlacheck-suite-XXXXXX";
+  const int fd = ::mkstemp(progress);
+  MLA_REQUIRE(fd >= 0, "cannot make a temporary file in /tmp");
+  ::close(fd);
+  IsolationOptions opts;
+  opts.timeout_seconds = 2 * o.budget + 120;
+#ifdef MLACHECK_HAVE_CUDA
+  opts.is_sticky = cuda::is_sticky_fault;
+#endif
+  const Clock::time_point start = Clock::now();
+  const IsolatedOutcome out = run_isolated(
+      [&]() -> std::string {
+        SuiteResult r = row;
+        SuiteRun run(o, impl, progress);
+        run.first_failure(r);
+        run.named_check(r);
+        return serialize(r);
+      },
+      opts);
+  SuiteResult parsed = row;
+  if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) {
+    ::unlink(progress);
+    return parsed;
+  }
+  if (out.kind == IsolatedOutcome::kViolation && out.message.rfind("error: ", 0) == 0) {
+    ::unlink(progress);
+    throw Error(impl + ": " + out.message.substr(7));  // the run's own setup failed: no finding
+  }
+  // The child crashed, hit a sticky fault, timed out or threw: a failure by that, where it was.
+  const std::string progress_text = read_file(progress);
+  const std::string where = progress_text.substr(0, progress_text.find('\n'));
+  if (where.size() < progress_text.size()) row.first.case_text = progress_text.substr(where.size() + 1);
+  row.failed = out.kind != IsolatedOutcome::kPassed;
+  row.first.stage = where.substr(0, where.find(':'));
+  row.first.check = isolated_outcome_name(out.kind);
+  row.first.verdict = out.message + (where.empty() ? "" : " (during " + where + ")");
+  row.first.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  // The named check on its own, in a child of its own: does it fail the implementation before any crash?
+  const IsolatedOutcome named_run = run_isolated(
+      [&]() -> std::string {
+        SuiteResult r = row;
+        SuiteRun(o, impl, progress).named_check(r);
+        return serialize(r);
+      },
+      opts);
+  ::unlink(progress);
+  SuiteResult with_named = row;
+  if (named_run.kind == IsolatedOutcome::kViolation && deserialize(named_run.message, with_named)) {
+    row.named_result = with_named.named_result, row.named_verdict = with_named.named_verdict;
+  } else {
+    row.named_result = std::string("crashed too: ") + isolated_outcome_name(named_run.kind);
+  }
+  return row;
+}
+
+}  // namespace mlacheck

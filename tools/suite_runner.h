@@ -1,0 +1,56 @@
+// The suite runner behind `mlacheck mutants` and `mlacheck check`: one implementation ("op@name")
+// against its op's property suite, in a child process (core/backend/isolate.h), until the first
+// failure or the budget:
+//   1. the property suite (up to a third of the budget): each of the op's properties on its seed
+//      cases (corpus/<target>/), then on `cases` random cases each (decoded from seeded random
+//      bytes through the property's own case readers, properties/fuzz_input.h);
+//   2. the corpus regressions of the op (corpus/regressions/);
+//   3. random fuzzing of the op's target for the rest of the budget.
+// A failure counts only if <op>@ref passes the same case; otherwise it is the suite's own false
+// positive, counted apart with its case. A crash, a hang or a sticky GPU fault of the child is a
+// failure by that, naming the case it ran. When a named property is given and the first failure was
+// another, the named property is then run alone (regressions, seeds, random cases).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mlacheck {
+
+struct SuiteOptions {
+  std::string backend = "host";
+  double budget = 60;  // seconds
+  int cases = 20;      // random cases per property in stage 1
+  uint64_t seed = 1;   // of the random cases
+  std::string corpus;  // "": $MLACHECK_CORPUS_DIR, else the source tree's corpus/
+};
+
+// What failed: the stage ("properties", "regressions", "fuzz"), the check (a property, or how the
+// child ended), its verdict line, when, and the case (a case file, for `mlacheck repro`).
+struct SuiteFinding {
+  std::string stage, check, verdict;
+  double seconds = 0;
+  std::string case_text;
+};
+
+struct SuiteResult {
+  std::string impl, op, summary;
+  std::string named = "(none)";  // the property run alone after another first failure
+  bool failed = false;
+  SuiteFinding first;
+  int cases_run = 0;
+  std::string named_result = "not run";  // "first kill", "killed", "survived", "not named", ...
+  std::string named_verdict;
+  // Cases that failed on the implementation and on <op>@ref too: the suite's own false positives.
+  int false_positives = 0;
+  std::string false_positive, false_positive_case;
+};
+
+// Runs impl through the suite (see the top of this file). Throws mlacheck::Error with one line when
+// the run's own setup fails in the child (a malformed corpus case, a backend not usable there).
+SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std::string& named = "(none)");
+
+// The corpus folder: corpus if not empty, else $MLACHECK_CORPUS_DIR, else the source tree's.
+std::string corpus_root(const std::string& corpus);
+
+}  // namespace mlacheck
