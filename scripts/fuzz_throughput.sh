@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fuzz throughput: each harness of a build from an empty corpus for a fixed time, one process,
-# then one line per target: inputs run, libFuzzer's average exec/s, coverage, and the harness's own
-# count of refused, skipped (too large) and slow inputs. The README's throughput table comes from it.
+# then one line per target: inputs run, libFuzzer's average exec/s (every input, those the case
+# rules refuse and those past the budgets included), cases checked per second (the inputs that
+# decoded to a case within the budgets and had their property checked), coverage, and the
+# harness's own count of refused, skipped (past a budget) and slow inputs. The README's throughput
+# table comes from it.
 #
 #   scripts/fuzz_throughput.sh [--build DIR] [--seconds S] [--backend host|cuda] [--targets "a b"]
 #
@@ -29,7 +32,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-printf '%-20s %9s %8s %6s  %s\n' target inputs exec/s cov "refused / skipped / slow"
+printf '%-20s %9s %8s %9s %6s  %s\n' target inputs exec/s checked/s cov "refused / skipped / slow"
 for t in $targets; do
   harness="$build/fuzz/${t}_fuzzer"
   [ -x "$harness" ] || { echo "fuzz_throughput: no harness $harness" >&2; exit 2; }
@@ -41,10 +44,12 @@ for t in $targets; do
   eps=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$work/$t.log")
   cov=$(grep -oE '^#[0-9]+.*cov: [0-9]+' "$work/$t.log" | tail -1 | grep -oE '[0-9]+$')
   own=$(sed -nE "s/^mlacheck fuzz $t: [0-9]+ inputs run, ([0-9]+) refused.*, ([0-9]+) skipped.*, ([0-9]+) run but.*/\1 \/ \2 \/ \3/p" "$work/$t.log")
+  checked=$(sed -nE "s/^mlacheck fuzz $t: ([0-9]+) inputs run,.*/\1/p" "$work/$t.log")
+  checked_per_s=$([ -n "$checked" ] && echo $((checked / seconds)))
   if [ $rc -ne 0 ]; then
     status=1
     own="exit $rc: $(grep -m1 -E '==mlacheck== verdict|ERROR:|mlacheck fuzz:' "$work/$t.log")"
   fi
-  printf '%-20s %9s %8s %6s  %s\n' "$t" "${runs:-?}" "${eps:-?}" "${cov:-?}" "$own"
+  printf '%-20s %9s %8s %9s %6s  %s\n' "$t" "${runs:-?}" "${eps:-?}" "${checked_per_s:-?}" "${cov:-?}" "$own"
 done
 exit $status
