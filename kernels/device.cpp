@@ -1,6 +1,11 @@
 // The host and cuda devices behind kernels/device.h.
 #include "kernels/device.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "core/backend/host_executor.h"
 #include "core/error.h"
 
@@ -13,7 +18,36 @@ namespace mlacheck::kernels {
 
 DeviceGraph::~DeviceGraph() = default;
 
+bool guards_enabled() {
+  const char* v = std::getenv("MLACHECK_GUARDS");
+  return v == nullptr || std::string(v) != "0";
+}
+
 namespace {
+
+// Memory without guards (MLACHECK_GUARDS=0): an allocation of exactly the bytes asked for, no red
+// zones, outputs not poisoned, and a check that sees nothing. The production memory layout: what
+// an engine's preallocated buffers are, for a plain run, a timing, or a run under compute-sanitizer.
+class PlainHostMemory final : public GuardedMemory {
+ public:
+  PlainHostMemory(std::string name, int64_t bytes)
+      : GuardedMemory(std::move(name), bytes, kDefaultRedZone), bytes_(static_cast<size_t>(bytes > 0 ? bytes : 1)) {}
+  uint8_t* data() override { return bytes_.data(); }
+  bool on_device() const override { return false; }
+  void write(int64_t offset, const void* src, int64_t bytes) override {
+    require_inside(offset, bytes, "write");
+    if (bytes > 0) std::memcpy(bytes_.data() + offset, src, static_cast<size_t>(bytes));
+  }
+  void read(int64_t offset, void* dst, int64_t bytes) const override {
+    require_inside(offset, bytes, "read");
+    if (bytes > 0) std::memcpy(dst, bytes_.data() + offset, static_cast<size_t>(bytes));
+  }
+  void arm() override { armed_ = true; }
+  GuardReport check() const override { return {}; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
 
 class HostGraph final : public DeviceGraph {
  public:
@@ -29,6 +63,7 @@ class HostDevice final : public Device {
  public:
   Backend backend() const override { return Backend::kHost; }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
+    if (!guards_) return std::make_unique<PlainHostMemory>(name, bytes);
     return std::make_unique<GuardedBuffer>(name, bytes);
   }
   // Launches on a stream that is not capturing run at once.
@@ -48,6 +83,7 @@ class HostDevice final : public Device {
 
  private:
   mutable simt::host::Stream stream_;
+  bool guards_ = guards_enabled();
 };
 
 #if defined(MLACHECK_HAVE_CUDA)
@@ -55,6 +91,7 @@ class CudaDevice final : public Device {
  public:
   Backend backend() const override { return Backend::kCuda; }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
+    if (!guards_) return std::make_unique<PlainDeviceMemory>(name, bytes);
     return std::make_unique<DeviceGuardedBuffer>(name, bytes);
   }
   void* stream() const override { return stream_.get(); }
@@ -75,8 +112,39 @@ class CudaDevice final : public Device {
     cuda::Graph graph_;
     cuda::Stream& stream_;
   };
+  // Device memory without guards (see PlainHostMemory).
+  class PlainDeviceMemory final : public GuardedMemory {
+   public:
+    PlainDeviceMemory(std::string name, int64_t bytes)
+        : GuardedMemory(std::move(name), bytes, kDefaultRedZone), memory_(static_cast<size_t>(bytes > 0 ? bytes : 1)) {}
+    uint8_t* data() override { return memory_.as<uint8_t>(); }
+    bool on_device() const override { return true; }
+    void write(int64_t offset, const void* src, int64_t bytes) override {
+      require_inside(offset, bytes, "write");
+      if (bytes == 0) return;
+      cuda::check(cudaMemcpy(memory_.as<uint8_t>() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
+                  "plain device memory: write");
+      cuda::check(cudaStreamSynchronize(cudaStreamLegacy), "plain device memory: write");
+    }
+    void read(int64_t offset, void* dst, int64_t bytes) const override {
+      require_inside(offset, bytes, "read");
+      if (bytes == 0) return;
+      cuda::check(cudaMemcpy(dst, memory_.as<uint8_t>() + offset, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
+                  "plain device memory: read");
+    }
+    void arm() override { armed_ = true; }
+    GuardReport check() const override {
+      cuda::check(cudaDeviceSynchronize(), "plain device memory: check");  // a fault still surfaces here
+      return {};
+    }
+
+   private:
+    cuda::DeviceAllocation memory_;
+  };
+
   cuda::Stream stream_;
   int64_t sm_count_ = cuda::probe_device().sm_count;
+  bool guards_ = guards_enabled();
 };
 #endif
 

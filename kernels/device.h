@@ -61,8 +61,13 @@ class Device {
 };
 
 // The device of backend b. Throws mlacheck::Error with one line when it cannot run here ("cuda:
-// not usable: no GPU (cudaErrorNoDevice)", "hip: compile-checked only").
+// not usable: no GPU (cudaErrorNoDevice)", "hip: compile-checked only"). Its allocations are
+// guarded, unless MLACHECK_GUARDS=0 was set when it was made: then each is a plain allocation of
+// exactly the bytes asked for (no red zones, no output poison, a check that sees nothing), the
+// production memory layout for a plain run, a timing or a run under compute-sanitizer.
 std::unique_ptr<Device> make_device(Backend b);
+// Whether MLACHECK_GUARDS leaves guards on (anything but "0").
+bool guards_enabled();
 
 // Whether make_device(b) would succeed, and if not why (one line).
 bool device_usable(Backend b, std::string* why = nullptr);

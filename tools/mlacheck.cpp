@@ -17,6 +17,7 @@
 #include "properties/property_registry.h"
 #include "properties/fuzz_input.h"
 #include "kernels/plugin.h"
+#include "tools/bench_command.h"
 #include "tools/check_command.h"
 #include "tools/fuzz_command.h"
 #include "tools/mutants_command.h"
@@ -65,6 +66,10 @@ commands:
                             verdict, the time, and whether the check its BUGS.md row names kills it;
                             --save DIR writes each killing case there, for repro.
                             exit 0 all killed, 1 one survived, 2 bad usage
+  bench guards [--backend cuda|host] [--size production|small] [--repeats N] [--format table|json]
+                            what guarded memory costs a launch: each kernel at DeepSeek-V3.2 decode
+                            shapes timed plain (launch, synchronize) and guarded (arm, launch,
+                            synchronize, check), alternately on the same buffers; medians and ratios
   targets                   the fuzz targets (one harness each) and their properties
   decode --target T FILE [--impl OP@NAME] [--backend B]
                             print the case a raw fuzz input of T decodes to
@@ -221,6 +226,7 @@ int main(int argc, char** argv) {
     if (cmd == "fuzz") return mlacheck::run_fuzz_command(args, std::cout, std::cerr);
     if (cmd == "mutants") return mlacheck::run_mutants_command(args, std::cout, std::cerr);
     if (cmd == "check") return mlacheck::run_check_command(args, std::cout, std::cerr);
+    if (cmd == "bench") return mlacheck::run_bench_command(args, std::cout, std::cerr);
     if (cmd == "targets") {
       if (!args.empty()) return usage_error("targets takes no arguments");
       return cmd_targets();

@@ -12,6 +12,7 @@
 #include "core/backend/backend.h"
 #include "core/backend/isolate.h"
 #include "core/error.h"
+#include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "properties/case_text.h"
 #include "properties/fuzz_input.h"
@@ -85,7 +86,8 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     property_registry().find(property);  // an unknown property is bad input, before any run
     const auto b = parse_backend(use_backend);
     MLA_REQUIRE(b.has_value(), "backend '", use_backend, "' is not one of host, cuda, hip");
-    const std::string header = "repro " + file + ": " + property + " on " + use_impl + " (" + use_backend + ")\n";
+    const std::string header = "repro " + file + ": " + property + " on " + use_impl + " (" + use_backend +
+                               (kernels::guards_enabled() ? "" : ", guards off: MLACHECK_GUARDS=0") + ")\n";
     if (*b == Backend::kHost && !o.plugins) {
       const ReproResult r = run_case_text(c, use_backend, use_impl);
       out << header << (r.verdict ? "FAIL  " + *r.verdict : std::string("PASS  the property holds")) << '\n';

@@ -28,7 +28,8 @@ __global__ void topk_rows(const float* logits, int64_t row_stride, int64_t col_s
   const int64_t n = topk_row_length(lens, lens_stride, two_d, next_n, r);
   int32_t* dst = out + r * out_stride;
   if (n <= k) {
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) dst[i] = i < n ? static_cast<int32_t>(i) : -1;
+    const int64_t fill = topk_fill_count(k, out_stride);
+    for (int64_t i = threadIdx.x; i < fill; i += blockDim.x) dst[i] = i < n ? static_cast<int32_t>(i) : -1;
     return;
   }
   const float* row = logits + r * row_stride;

@@ -16,15 +16,23 @@ __host__ __device__
 #endif
 inline int64_t topk_row_length(const int32_t* seq_lens, int64_t stride, bool two_d, int64_t next_n, int64_t r) {
   if (two_d) return seq_lens[r];  // [B, next_n] C-contiguous: row r is element r
-  const int64_t L = seq_lens[(r / next_n) * stride];
-#if EXAMPLE_PLUGIN_BUG
-  // The deliberate bug of the buggy twin: the +1 of the causal length forgotten, so each row's
-  // newest token is never a candidate (its logit is computed, then ignored).
-  const int64_t n = L - next_n + r % next_n;
-#else
-  const int64_t n = L - next_n + r % next_n + 1;
-#endif
+  const int64_t n = seq_lens[(r / next_n) * stride] - next_n + r % next_n + 1;
   return n < 0 ? 0 : n;
+}
+
+// How many entries of a row that fits (n <= k) get written: k. The deliberate bug of the buggy
+// twin: the row stride instead, so a row's -1 fill runs on into the padding after its k entries
+// (a view inside a padded buffer, as vLLM's are): a write past the view that mlacheck's guards see.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int64_t topk_fill_count(int64_t k, int64_t row_stride) {
+#if EXAMPLE_PLUGIN_BUG
+  return row_stride;
+#else
+  (void)row_stride;
+  return k;
+#endif
 }
 
 // One e4m3fn byte, exactly (bias 7, subnormals, 0x7F / 0xFF NaN).

@@ -49,7 +49,8 @@ int topk_decode_host(const mlacheck_topk_decode_args& a, char* error, size_t err
     const int64_t n = topk_row_length(lens, a.seq_lens.strides[0], two_d, a.next_n, r);
     int32_t* dst = out + r * a.out.strides[0];
     if (n <= k) {
-      for (int64_t i = 0; i < k; ++i) dst[i] = i < n ? static_cast<int32_t>(i) : -1;
+      const int64_t fill = topk_fill_count(k, a.out.strides[0]);
+      for (int64_t i = 0; i < fill; ++i) dst[i] = i < n ? static_cast<int32_t>(i) : -1;
       continue;
     }
     row.resize(static_cast<size_t>(n));
@@ -130,7 +131,7 @@ int paged_mqa_logits(const mlacheck_device* device, const mlacheck_paged_mqa_log
 
 #if EXAMPLE_PLUGIN_BUG
 constexpr const char* kName = "example_buggy";  // both plugins can be loaded at once
-constexpr const char* kTopkSummary = "example's buggy twin: the 1-D row length one short";
+constexpr const char* kTopkSummary = "example's buggy twin: a short row's -1 fill runs on to the row stride";
 #else
 constexpr const char* kName = "example";
 constexpr const char* kTopkSummary = "example: nth_element per row on the host, a radix select per row on the GPU";

@@ -41,12 +41,12 @@ std::string error_of(Fn fn) {
   return "";
 }
 
-// A top-k decode case: 1-D lengths (so row r has L - next_n + j + 1 candidates), 3 requests of 2
-// rows, k 4, rows of 6 columns.
+// A top-k decode case: 1-D lengths (so row r has L - next_n + j + 1 candidates: 5 6 2 3 0 1), 3
+// requests of 2 rows, k 4, rows of 6 columns, the output rows padded by 3 entries.
 CaseText topk_case(const std::string& impl) {
   return CaseText::parse("property topk_decode.rows_admissible\nimpl " + impl +
                          "\nbackend host\nlengths decode-1d\nk 4\nnext_n 2\nrows 6\ncols 6\nseq_lens 6 3 1\n"
-                         "logits_lead 0\nlogits_row_pad 0\nlogits_col_stride 1\nout_row_pad 0\nout_rows_before 0\n"
+                         "logits_lead 0\nlogits_row_pad 0\nlogits_col_stride 1\nout_row_pad 3\nout_rows_before 0\n"
                          "out_rows_after 0\nindex_lead 0\npatterns distinct distinct distinct distinct distinct "
                          "distinct\nseed 0x5\nwarp 32\nshuffled 0\n");
 }
@@ -71,8 +71,9 @@ TEST(Plugin, TheExampleHoldsAndItsBuggyTwinIsCaught) {
   const ReproResult good = run_case_text(topk_case("topk_decode@example"));
   EXPECT_FALSE(good.verdict.has_value()) << *good.verdict;
   const ReproResult bad = run_case_text(topk_case("topk_decode@example_buggy"));
-  ASSERT_TRUE(bad.verdict.has_value()) << "the twin drops each row's newest candidate";
-  EXPECT_NE(bad.verdict->find("rows invalid"), std::string::npos) << *bad.verdict;
+  ASSERT_TRUE(bad.verdict.has_value()) << "the twin writes the short rows' fill into their padding";
+  EXPECT_NE(bad.verdict->find("guard of topk_indices_buffer"), std::string::npos) << *bad.verdict;
+  EXPECT_NE(bad.verdict->find("column 4 (past the row's 4 columns, in its padding)"), std::string::npos) << *bad.verdict;
   // The same case passes on the reference: the failure is the twin's.
   EXPECT_FALSE(run_case_text(topk_case("topk_decode@ref")).verdict.has_value());
 }

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -191,3 +192,36 @@ TEST(MlacheckCli, BadFuzzUsageIsOneLine) {
     EXPECT_EQ(lines(r.out), 1) << args << ": " << r.out;
   }
 }
+
+namespace {
+
+TEST(MlacheckCli, BenchGuardsTimesEachKernelPlainAndGuarded) {
+  const CliResult r = run_mlacheck("bench guards --backend host --size small --repeats 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* kernel : {"paged_mqa_logits", "topk_decode", "sparse_mla_decode", "mla_decode"}) {
+    EXPECT_NE(r.out.find(std::string("\n") + kernel + " "), std::string::npos) << kernel << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("median ratio guarded / plain: "), std::string::npos) << r.out;
+  // Production shapes are for a GPU; a bad flag or a missing benchmark is one line and exit 2.
+  for (const char* bad : {"bench guards --backend host", "bench", "bench guards --repeats 0", "bench guards --size huge"}) {
+    const CliResult b = run_mlacheck(bad);
+    EXPECT_EQ(b.status, 2) << bad << "\n" << b.out;
+    EXPECT_EQ(lines(b.out), 1) << bad << "\n" << b.out;
+  }
+}
+
+TEST(MlacheckCli, WithoutGuardsAStrayWriteIsNotSeen) {
+  // R1's regression writes past its view inside the allocation: the guards see it; the plain
+  // production layout (MLACHECK_GUARDS=0) does not, and says that guards are off.
+  const std::string c = std::string(MLACHECK_SOURCE_DIR) + "/corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case";
+  const CliResult guarded = run_mlacheck("repro " + c + " --impl indexer_decode_step@R1");
+  EXPECT_EQ(guarded.status, 1) << guarded.out;
+  EXPECT_NE(guarded.out.find("guard of topk_buffer"), std::string::npos) << guarded.out;
+  ::setenv("MLACHECK_GUARDS", "0", 1);
+  const CliResult plain = run_mlacheck("repro " + c + " --impl indexer_decode_step@R1");
+  ::unsetenv("MLACHECK_GUARDS");
+  EXPECT_NE(plain.out.find("guards off: MLACHECK_GUARDS=0"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("guard of topk_buffer"), std::string::npos) << plain.out;
+}
+
+}  // namespace

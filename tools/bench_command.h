@@ -1,0 +1,23 @@
+// `mlacheck bench guards [--backend cuda|host] [--size production|small] [--repeats N]
+// [--format table|json]`: what guarded memory costs a launch. For each kernel (paged indexer
+// logits, top-k decode, sparse MLA decode, dense MLA decode) at DeepSeek-V3.2 decode shapes, on
+// buffers staged once, it times in the same process, alternately and N times each:
+//   plain    the launch and a synchronize;
+//   guarded  arm() of every buffer (outputs poisoned, red zones restored, a snapshot), the launch,
+//            a synchronize and check() of every buffer (every byte outside the output views and in
+//            the red zones compared with the snapshot, on the device on cuda);
+//   checksum the same with the checksum fast path (a clean check reads each buffer once);
+// and prints the medians and the ratios guarded / plain and checksum / plain. --size small runs
+// shapes a host backend finishes in seconds (for tests of the command, not for figures).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace mlacheck {
+
+// Returns the exit status: 0 measured, 2 bad usage or a backend not usable (one line on err).
+int run_bench_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace mlacheck
