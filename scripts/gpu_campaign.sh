@@ -56,6 +56,8 @@ done
 for v in "$check_s" "$fuzz_s" "$mutants_s" "$repeats"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "'$v' is not a whole positive number"
 done
+# The corpus of this checkout, wherever the binaries were built (they default to their source tree's).
+export MLACHECK_CORPUS_DIR="${MLACHECK_CORPUS_DIR:-$repo/corpus}"
 mlacheck="$build/tools/mlacheck"
 [ -x "$mlacheck" ] || die "no $mlacheck (build the cuda preset's mlacheck; --build DIR)"
 "$mlacheck" list 2>/dev/null | grep -Eq '^  cuda +usable' ||
