@@ -118,15 +118,18 @@ guards_line=$(grep -E '^median ratio' "$out/guards.log" || echo "did not finish"
 
 # 5. Each variant's failing case: plainly, under the sanitizer, under mlacheck.
 stamp "5. each variant's case beside compute-sanitizer"
-seconds_of() {  # runs "$@" and prints its wall seconds; its output goes to $case_log
-  local s e
-  s=$(date +%s.%N)
+# timed VAR CMD...: runs CMD with its output appended to $case_log; VAR gets its wall seconds and
+# last_rc its exit status (no command substitution: that would run it in a subshell).
+timed() {
+  local var=$1 s e
+  shift
+  s=$(date +%s%N)
   "$@" >> "$case_log" 2>&1
   last_rc=$?
-  e=$(date +%s.%N)
-  echo "$e - $s" | bc
+  e=$(date +%s%N)
+  printf -v "$var" '%s' "$(awk -v a="$s" -v b="$e" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
 }
-ratio() { echo "scale=1; $1 / $2" | bc | sed 's/^\./0./'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
 yesno() { if [ -z "$1" ]; then echo "?"; elif [ "$1" -gt 0 ]; then echo "yes ($1)"; else echo "no"; fi; }
 table="$out/sanitizer_table.txt"
 printf '%-26s %-9s %-9s %-46s %8s %9s %9s %9s\n' variant memcheck initcheck "mlacheck (which check)" "plain s" \
@@ -138,12 +141,12 @@ for c in "$out"/kills/*.case; do
   case_log="$out/cases.log"
   echo "=== $variant: $c" >> "$case_log"
   plain="env MLACHECK_GUARDS=0 MLACHECK_CUDA_CACHE=0 $mlacheck repro $c --backend cuda"
-  t_plain=$(seconds_of $plain)
-  t_mem=$(seconds_of "$sanitizer" --tool memcheck --target-processes all $plain)
+  timed t_plain $plain
+  timed t_mem "$sanitizer" --tool memcheck --target-processes all $plain
   mem=$(tail -5 "$case_log" | grep -Eo 'ERROR SUMMARY: [0-9]+' | tail -1 | grep -Eo '[0-9]+$')
-  t_init=$(seconds_of "$sanitizer" --tool initcheck --target-processes all $plain)
+  timed t_init "$sanitizer" --tool initcheck --target-processes all $plain
   init=$(tail -5 "$case_log" | grep -Eo 'ERROR SUMMARY: [0-9]+' | tail -1 | grep -Eo '[0-9]+$')
-  t_ml=$(seconds_of env MLACHECK_CUDA_CACHE=0 "$mlacheck" repro "$c" --backend cuda)
+  timed t_ml env MLACHECK_CUDA_CACHE=0 "$mlacheck" repro "$c" --backend cuda
   ml_rc=$last_rc
   check=$(sed -nE 's/^property (.*)/\1/p' "$c" | head -1)
   verdict=$( [ "$ml_rc" -eq 1 ] && echo "yes, $check" || echo "no (exit $ml_rc)")
