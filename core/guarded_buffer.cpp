@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <typeinfo>
 
 #include <sys/mman.h>
 
@@ -111,6 +112,58 @@ GuardedMemory::GuardedMemory(std::string name, int64_t bytes, int64_t red_zone)
 GuardedMemory::GuardedMemory(GuardedMemory&&) noexcept = default;
 GuardedMemory& GuardedMemory::operator=(GuardedMemory&&) noexcept = default;
 GuardedMemory::~GuardedMemory() = default;
+
+void GuardedMemory::arm_group(const std::vector<GuardedMemory*>& group) {
+  for (GuardedMemory* m : group) m->arm();
+}
+
+std::vector<GuardReport> GuardedMemory::check_group(const std::vector<GuardedMemory*>& group) const {
+  std::vector<GuardReport> reports;
+  reports.reserve(group.size());
+  for (const GuardedMemory* m : group) reports.push_back(m->check());
+  return reports;
+}
+
+namespace {
+
+// The buffers grouped by dynamic type, in order of first appearance; each group lists the indices
+// into `buffers` of its members.
+std::vector<std::vector<size_t>> groups_by_type(const std::vector<GuardedMemory*>& buffers, const char* what) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<const std::type_info*> types;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    MLA_REQUIRE(buffers[i] != nullptr, what, ": buffer ", i, " is null");
+    for (size_t j = 0; j < i; ++j) MLA_REQUIRE(buffers[j] != buffers[i], what, ": buffer '", buffers[i]->name(), "' is listed twice");
+    const std::type_info& t = typeid(*buffers[i]);
+    size_t g = 0;
+    while (g < types.size() && *types[g] != t) ++g;
+    if (g == types.size()) types.push_back(&t), groups.emplace_back();
+    groups[g].push_back(i);
+  }
+  return groups;
+}
+
+}  // namespace
+
+void arm_all(const std::vector<GuardedMemory*>& buffers) {
+  for (const std::vector<size_t>& g : groups_by_type(buffers, "arm_all")) {
+    std::vector<GuardedMemory*> group;
+    for (size_t i : g) group.push_back(buffers[i]);
+    group.front()->arm_group(group);
+  }
+}
+
+std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers) {
+  std::vector<GuardReport> reports(buffers.size());
+  for (const std::vector<size_t>& g : groups_by_type(buffers, "check_all")) {
+    std::vector<GuardedMemory*> group;
+    for (size_t i : g) group.push_back(buffers[i]);
+    std::vector<GuardReport> r = group.front()->check_group(group);
+    MLA_REQUIRE(r.size() == g.size(), "check_all: a backend returned ", r.size(), " reports for ", g.size(), " buffers");
+    for (size_t k = 0; k < g.size(); ++k) reports[g[k]] = std::move(r[k]);
+  }
+  return reports;
+}
 
 void GuardedMemory::require_inside(int64_t offset, int64_t bytes, const char* what) const {
   MLA_REQUIRE(offset >= 0 && bytes >= 0 && offset + bytes <= size_, "guarded buffer '", name_, "' (",

@@ -85,6 +85,9 @@ class GuardedMemory {
   virtual void arm() = 0;
   // Compares every byte outside the output views (red zones included) to the armed snapshot.
   virtual GuardReport check() const = 0;
+  // Several buffers of one launch at once: see arm_all and check_all below.
+  friend void arm_all(const std::vector<GuardedMemory*>& buffers);
+  friend std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
 
   // The byte patterns, exposed for tests and reports: position-dependent, so a stray write of any
   // constant is seen at nearly every byte. Offsets count from data(); red zones are negative or
@@ -97,6 +100,12 @@ class GuardedMemory {
   GuardedMemory(std::string name, int64_t bytes, int64_t red_zone);
   GuardedMemory(GuardedMemory&&) noexcept;
   GuardedMemory& operator=(GuardedMemory&&) noexcept;
+
+  // The batching hooks of arm_all and check_all: called on one member of `group`, whose buffers
+  // all have this one's dynamic type. The defaults arm or check each in turn; a backend that can
+  // do the work of several buffers together (the CUDA buffers) overrides them.
+  virtual void arm_group(const std::vector<GuardedMemory*>& group);
+  virtual std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group) const;
 
   // Throws unless [offset, offset + bytes) lies inside the allocation.
   void require_inside(int64_t offset, int64_t bytes, const char* what) const;
@@ -114,6 +123,13 @@ class GuardedMemory {
   std::vector<uint8_t> output_mask_;
   std::vector<NamedView> outputs_;
 };
+
+// arm() of every buffer of a launch, or check() of every one after it (the reports in the same
+// order): what each would do alone, but buffers of a backend that batches are armed or checked
+// together. On cuda that is one pass over all of them with one synchronization, instead of a few
+// synchronizations per buffer, which is what a guarded launch of small kernels mostly spent.
+void arm_all(const std::vector<GuardedMemory*>& buffers);
+std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
 
 // Guarded host memory. It owns its allocation; data() is a host pointer.
 class GuardedBuffer final : public GuardedMemory {

@@ -248,7 +248,7 @@ Verdict run_metadata_step(Device& device, MetadataBuildFn* build, MetadataBuilde
   }
   std::vector<GuardedMemory*> all = {flat[0], flat[1], flat[2], &native};
   for (Buffer* b : s.all()) all.push_back(b->memory.get());
-  for (GuardedMemory* m : all) m->arm();
+  arm_all(all);
 
   const std::vector<uintptr_t> addresses = metadata_buffer_addresses(builder);
   const MetadataBatch batch = metadata_batch(s, c);
@@ -267,9 +267,9 @@ Verdict run_metadata_step(Device& device, MetadataBuildFn* build, MetadataBuilde
   if (metadata_buffer_addresses(builder) != addresses) {
     return "the builder replaced or moved a persistent buffer during a step (a captured graph keeps the old address)";
   }
-  for (GuardedMemory* m : all) {
-    const GuardReport g = m->check();
-    if (!g.ok()) return "guard of " + m->name() + ": " + g.describe();
+  const std::vector<GuardReport> guards = check_all(all);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!guards[i].ok()) return "guard of " + all[i]->name() + ": " + guards[i].describe();
   }
   o.seq_lens = read_all(*flat[0]);
   o.decode_lens = read_all(*flat[1]);

@@ -132,7 +132,7 @@ Verdict run_staged_step(Device& device, IndexerDecodeStep& step, const DecodeSte
   for (Buffer* b : s.all()) b->upload(device);
   s.topk.memory->declare_output("decode rows", View::padded_rows(DType::kI32, {T, k}, k + 1));
   s.global.memory->declare_output("global rows", View::padded_rows(DType::kI32, {T, k}, k + 2, 4));
-  for (Buffer* b : s.all()) b->memory->arm();
+  arm_buffers(s.all());
 
   const IndexerDecodeStepInputs in = decode_step_inputs(s, e, c);
 
@@ -143,11 +143,8 @@ Verdict run_staged_step(Device& device, IndexerDecodeStep& step, const DecodeSte
   simt::host::ScopedOptions scope(options);
   r = step.run(in);
   device.synchronize();
-  for (Buffer* b : s.all()) {
-    const GuardReport g = b->memory->check();
-    if (!g.ok()) return "guard of " + b->name + ": " + g.describe();
-    b->download();
-  }
+  if (std::string guard = check_buffers(s.all()); !guard.empty()) return guard;
+  for (Buffer* b : s.all()) b->download();
   return std::nullopt;
 }
 

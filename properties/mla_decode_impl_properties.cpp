@@ -264,7 +264,9 @@ Verdict mla_decode_impl_nonuniform_refused(Device& device, MlaDecodeImplFactory*
   const std::vector<int32_t> table_rows(static_cast<size_t>(B * W), 0);
   table.write(0, table_rows.data(), 4 * B * W);
   lens.write(0, c.seq_lens.data(), 4 * B);
-  for (auto& m : memory) m->arm();
+  std::vector<GuardedMemory*> guarded;
+  for (auto& m : memory) guarded.push_back(m.get());
+  arm_all(guarded);
 
   kernels::MlaDecodeCall call;
   call.q = {q.data(), View::contiguous(c.config.q_dtype, {T, 1, H, kernels::kMlaHeadDim})};
@@ -283,8 +285,9 @@ Verdict mla_decode_impl_nonuniform_refused(Device& device, MlaDecodeImplFactory*
     refused = true;
   }
   std::string wrote;
-  for (auto& m : memory) {
-    if (const GuardReport g = m->check(); !g.ok() && wrote.empty()) wrote = "guard of " + m->name() + ": " + g.describe();
+  const std::vector<GuardReport> guards = check_all(guarded);
+  for (size_t i = 0; i < guards.size() && wrote.empty(); ++i) {
+    if (!guards[i].ok()) wrote = "guard of " + guarded[i]->name() + ": " + guards[i].describe();
   }
   if (!refused) {
     std::string list;

@@ -190,18 +190,15 @@ kernels::MlaDecodeArgs MlaDecodeBuffers::args(const MlaDecodeCase& c) const {
 }
 
 Verdict MlaDecodeBuffers::run_guarded(Device& device, const std::function<void()>& launch) {
-  Buffer* all[] = {&q, &kv, &table, &lens, &workspace, &o, &lse};
+  const std::vector<Buffer*> all = {&q, &kv, &table, &lens, &workspace, &o, &lse};
   for (Buffer* b : all) b->upload(device);
   workspace.memory->declare_output("workspace", workspace_used);
   o.memory->declare_output("o", o.view);
   lse.memory->declare_output("lse", lse.view);
-  for (Buffer* b : all) b->memory->arm();
+  arm_buffers(all);
   launch();
   device.synchronize();
-  for (Buffer* b : all) {
-    const GuardReport r = b->memory->check();
-    if (!r.ok()) return "guard of " + b->name + ": " + r.describe();
-  }
+  if (std::string guard = check_buffers(all); !guard.empty()) return guard;
   for (Buffer* b : {&workspace, &o, &lse}) b->download();
   return std::nullopt;
 }

@@ -70,13 +70,10 @@ Verdict run_guarded(Device& device, const std::vector<Buffer*>& inputs, Buffer& 
   all.push_back(&out);
   for (Buffer* b : all) b->upload(device);
   out.memory->declare_output(out.name, out.view);
-  for (Buffer* b : all) b->memory->arm();
+  arm_buffers(all);
   launch();
   device.synchronize();
-  for (Buffer* b : all) {
-    const GuardReport r = b->memory->check();
-    if (!r.ok()) return "guard of " + b->name + ": " + r.describe();
-  }
+  if (std::string guard = check_buffers(all); !guard.empty()) return guard;
   out.download();
   return std::nullopt;
 }

@@ -60,12 +60,9 @@ void fill_random(std::vector<uint8_t>& bytes, std::mt19937_64& rng) {
   for (uint8_t& x : bytes) x = static_cast<uint8_t>(rng());
 }
 
-Verdict check_guards(std::initializer_list<Buffer*> buffers, const std::string& when) {
-  for (Buffer* b : buffers) {
-    const GuardReport g = b->memory->check();
-    if (!g.ok()) return when + "guard of " + b->name + ": " + g.describe();
-    b->download();
-  }
+Verdict check_guards(const std::vector<Buffer*>& buffers, const std::string& when) {
+  if (std::string guard = check_buffers(buffers); !guard.empty()) return when + guard;
+  for (Buffer* b : buffers) b->download();
   return std::nullopt;
 }
 
@@ -98,7 +95,7 @@ PackBuffers make_pack_buffers(const PackDecodeCase& c) {
 Verdict run_pack(Device& device, PackDecodeFn* pack, const PackDecodeCase& c, PackBuffers& s) {
   for (Buffer* b : {&s.qsl, &s.tokens, &s.packed}) b->upload(device);
   s.packed.memory->declare_output("packed", s.packed.view);
-  for (Buffer* b : {&s.qsl, &s.tokens, &s.packed}) b->memory->arm();
+  arm_buffers({&s.qsl, &s.tokens, &s.packed});
   {
     const simt::host::ScopedOptions scoped(host_options(c.warp_size, c.shuffled, c.seed));
     pack(device, s.qsl.device_tensor(), s.tokens.device_tensor(), s.packed.device_tensor());
@@ -147,7 +144,7 @@ Verdict unpack_decode_inverts_pack(Device& device, PackDecodeFn* pack, UnpackDec
   dst.upload(device);
   dst.memory->declare_output("decode rows", dst_view);
   s.packed.memory->clear_outputs();
-  for (Buffer* b : {&s.qsl, &s.tokens, &s.packed, &dst}) b->memory->arm();
+  arm_buffers({&s.qsl, &s.tokens, &s.packed, &dst});
   {
     const simt::host::ScopedOptions scoped(host_options(c.warp_size, c.shuffled, c.seed));
     unpack(device, s.qsl.device_tensor(), s.packed.device_tensor(), dst.device_tensor());
@@ -184,7 +181,7 @@ Verdict topk_to_global_equals_oracle(Device& device, TopkToGlobalFn* to_global, 
   const std::vector<uint8_t> local_bytes = local.host;
   for (Buffer* b : {&q, &table, &local, &global}) b->upload(device);
   dst.memory->declare_output("global", dst.view);
-  for (Buffer* b : {&q, &table, &local, &global}) b->memory->arm();
+  arm_buffers({&q, &table, &local, &global});
   // arm() poisons the outputs; in place the output is also the input, so write it again.
   if (c.in_place) local.memory->write(0, local_bytes.data(), static_cast<int64_t>(local_bytes.size()));
   {
@@ -221,7 +218,7 @@ Verdict copy_rows_copies_first_rows(Device& device, CopyRowsFn* copy, const Copy
   Buffer dst("shared", dst_view, (c.dst_tail_rows * dst_view.stride(0) + 1) * esize, kSharedPattern);
   for (Buffer* b : {&src, &dst}) b->upload(device);
   dst.memory->declare_output("token rows", dst_view);
-  for (Buffer* b : {&src, &dst}) b->memory->arm();
+  arm_buffers({&src, &dst});
   copy(device, src.device_tensor(), dst.device_tensor());
   device.synchronize();
   if (Verdict v = check_guards({&src, &dst}, "")) return v;

@@ -146,13 +146,10 @@ Verdict run_guarded(Device& device, const std::vector<Buffer*>& inputs, const st
   all.insert(all.end(), outputs.begin(), outputs.end());
   for (Buffer* b : all) b->upload(device);
   for (Buffer* b : outputs) b->memory->declare_output(b->name, b->view);
-  for (Buffer* b : all) b->memory->arm();
+  arm_buffers(all);
   launch();
   device.synchronize();
-  for (Buffer* b : all) {
-    const GuardReport r = b->memory->check();
-    if (!r.ok()) return "guard of " + b->name + ": " + r.describe();
-  }
+  if (std::string guard = check_buffers(all); !guard.empty()) return guard;
   for (Buffer* b : outputs) b->download();
   return std::nullopt;
 }

@@ -94,7 +94,7 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   s.out.memory->declare_output("out", out_view);
   if (ws_bytes > 0) s.workspace.memory->declare_output("workspace", s.workspace.view);
   s.counts.memory->declare_output("counts", s.counts.view);
-  for (Buffer* b : s.all()) b->memory->arm();
+  arm_buffers(s.all());
   const std::vector<int32_t> zeros(kTopkRowClassCount, 0);
   s.counts.memory->write(0, zeros.data(), kTopkRowClassCount * 4);  // arm() poisoned them
 
@@ -120,10 +120,11 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   }
 
   std::ostringstream problems;
-  for (Buffer* b : s.all()) {
-    const GuardReport g = b->memory->check();
-    if (!g.ok()) problems << "guard of " << b->name << ": " << g.describe() << "; ";
-    b->download();
+  const std::vector<Buffer*> all = s.all();
+  const std::vector<GuardReport> guards = check_all(guarded_memory(all));
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!guards[i].ok()) problems << "guard of " << all[i]->name << ": " << guards[i].describe() << "; ";
+    all[i]->download();
   }
   const HostTensor out_tensor = s.out.host_tensor();
   const HostTensor logits_tensor = s.logits.host_tensor();

@@ -244,15 +244,17 @@ bool set_checksum(Workload& w, bool on) {
 Row measure(Device& device, Workload& w, int repeats) {
   Row r;
   r.kernel = w.kernel, r.shape = w.shape;
-  for (const Staged& s : w.buffers) r.guarded_bytes += s.memory->size();
+  std::vector<GuardedMemory*> memory;
+  for (const Staged& s : w.buffers) r.guarded_bytes += s.memory->size(), memory.push_back(s.memory.get());
+  // What the property suite does around a launch (arm_all, launch, synchronize, check_all).
   const auto guarded_run = [&] {
     const Clock::time_point t = Clock::now();
-    for (Staged& s : w.buffers) s.memory->arm();
+    arm_all(memory);
     w.launch(device);
     device.synchronize();
-    for (Staged& s : w.buffers) {
-      const GuardReport g = s.memory->check();
-      MLA_REQUIRE(g.ok(), "bench guards: ", w.kernel, ": ", g.describe());
+    const std::vector<GuardReport> reports = check_all(memory);
+    for (size_t i = 0; i < reports.size(); ++i) {
+      MLA_REQUIRE(reports[i].ok(), "bench guards: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
     }
     return ms_since(t);
   };

@@ -3,9 +3,10 @@
 // logits, top-k decode, sparse MLA decode, dense MLA decode) at DeepSeek-V3.2 decode shapes, on
 // buffers staged once, it times in the same process, alternately and N times each:
 //   plain    the launch and a synchronize;
-//   guarded  arm() of every buffer (outputs poisoned, red zones restored, a snapshot), the launch,
-//            a synchronize and check() of every buffer (every byte outside the output views and in
-//            the red zones compared with the snapshot, on the device on cuda);
+//   guarded  arm_all of the buffers (outputs poisoned, red zones restored, a snapshot), the launch,
+//            a synchronize and check_all of the buffers (every byte outside the output views and in
+//            the red zones compared with the snapshot; on cuda one kernel for all the buffers), as
+//            the property suite does around every launch;
 //   checksum the same with the checksum fast path (a clean check reads each buffer once);
 // and prints the medians and the ratios guarded / plain and checksum / plain. --size small runs
 // shapes a host backend finishes in seconds (for tests of the command, not for figures).

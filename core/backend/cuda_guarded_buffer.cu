@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "core/poison.h"
@@ -14,13 +15,15 @@ namespace mlacheck {
 namespace {
 
 constexpr int kThreads = 256;
-// Chunks of 16 bytes each thread loads before comparing any: enough bytes in flight per SM to keep
-// HBM busy without a deep pipeline.
+// Chunks of 16 bytes each thread loads before using any: enough bytes in flight per SM to keep HBM
+// busy without a deep pipeline.
 constexpr int kUnroll = 4;
-// The checksum reads one stream, not two: twice the chunks per thread for as many bytes in flight.
-constexpr int kChecksumUnroll = 8;
+// Buffers one batch kernel covers (blockIdx.y), and outputs per buffer poisoned on the device: the
+// batch travels as a kernel parameter, about 2 KiB at these sizes (the limit is 4 KiB).
+constexpr int kMaxSegments = 8;
+constexpr int kMaxPoisonSpans = 4;
 
-// The result of one check, in device memory; the host fetches it whole.
+// The result of one check, in each buffer's device scratch; gathered into mapped host memory.
 struct Tally {
   unsigned long long first;      // lowest stray storage index; ~0 when there is none
   unsigned long long last;       // highest stray storage index
@@ -104,57 +107,6 @@ __device__ __forceinline__ void publish_strays(unsigned long long count, unsigne
   }
 }
 
-// Compares the storage with the snapshot over `chunks` 16-byte chunks and the byte tail after them
-// (always in the trailing red zone), ignoring bytes whose output bit is set. With `gated`, does
-// nothing when the checksum pass found the sums equal.
-__global__ void __launch_bounds__(kThreads) compare_kernel(const uint4* __restrict__ now, const uint4* __restrict__ was,
-                                                           const uint8_t* __restrict__ mask, int64_t chunks,
-                                                           int64_t total, int64_t red_zone, int64_t size, bool gated,
-                                                           Tally* tally) {
-  if (gated && tally->sum_now == tally->sum_armed) return;
-  unsigned long long count = 0, first = ~0ull, last = 0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < chunks; c0 += stride * kUnroll) {
-    uint4 a[kUnroll], b[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + u * stride;
-      if (c < chunks) {
-        a[u] = __ldcs(now + c);
-        b[u] = __ldcs(was + c);
-      } else {
-        a[u] = b[u] = make_uint4(0, 0, 0, 0);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t dx = a[u].x ^ b[u].x, dy = a[u].y ^ b[u].y, dz = a[u].z ^ b[u].z, dw = a[u].w ^ b[u].w;
-      if ((dx | dy | dz | dw) == 0) continue;  // unchanged: most of any buffer
-      const int64_t c = c0 + u * stride;
-      const uint32_t out = output_bits16(mask, c * 16 - red_zone, size);
-      if (out == 0xFFFFu) continue;  // a chunk inside an output: any change is allowed
-      uint32_t stray = nonzero_bytes(dx) | (nonzero_bytes(dy) << 4) | (nonzero_bytes(dz) << 8) | (nonzero_bytes(dw) << 12);
-      stray &= ~out;  // with out == 0 (outside every output) every changed byte is stray
-      if (stray == 0) continue;
-      const unsigned long long base = static_cast<unsigned long long>(c) * 16;
-      count += __popc(stray);
-      first = min(first, base + static_cast<unsigned>(__ffs(stray) - 1));
-      last = max(last, base + static_cast<unsigned>(31 - __clz(stray)));
-    }
-  }
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    const uint8_t* n = reinterpret_cast<const uint8_t*>(now);
-    const uint8_t* w = reinterpret_cast<const uint8_t*>(was);
-    for (int64_t i = chunks * 16; i < total; ++i) {
-      if (n[i] == w[i]) continue;
-      ++count;
-      first = min(first, static_cast<unsigned long long>(i));
-      last = max(last, static_cast<unsigned long long>(i));
-    }
-  }
-  publish_strays(count, first, last, tally);
-}
-
 // murmur3's 64-bit finalizer: a bijection that spreads every input bit over the output.
 __device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
   z ^= z >> 33;
@@ -172,56 +124,228 @@ __device__ __forceinline__ unsigned long long word_term(unsigned long long word,
   return mix64(word ^ (index * 0x9E3779B97F4A7C15ull));
 }
 
-// Sums word_term over every byte of the storage outside the outputs (output bytes count as zero)
-// into *sum; with copy_to, also copies the storage there (arm's snapshot, in the same pass).
-__global__ void __launch_bounds__(kThreads) checksum_kernel(const uint4* __restrict__ src, uint4* __restrict__ copy_to,
-                                                            const uint8_t* __restrict__ mask, int64_t chunks,
-                                                            int64_t total, int64_t red_zone, int64_t size,
-                                                            unsigned long long* sum) {
+
+// The checksum of one 16-byte chunk at chunk index c, output bytes (bits of `out`) counted as zero.
+__device__ __forceinline__ unsigned long long chunk_sum(uint4 v, uint32_t out, int64_t c) {
+  if (out == 0xFFFFu) return 0;
+  if (out != 0) {
+    v.x &= ~byte_mask4(out & 0xFu);
+    v.y &= ~byte_mask4((out >> 4) & 0xFu);
+    v.z &= ~byte_mask4((out >> 8) & 0xFu);
+    v.w &= ~byte_mask4((out >> 12) & 0xFu);
+  }
+  const unsigned long long i = static_cast<unsigned long long>(c) * 2;
+  return word_term(v.x | (static_cast<unsigned long long>(v.y) << 32), i) +
+         word_term(v.z | (static_cast<unsigned long long>(v.w) << 32), i + 1);
+}
+
+// The checksum term of a byte past the last whole chunk (always in the trailing red zone).
+__device__ __forceinline__ unsigned long long tail_sum(uint8_t b, int64_t i) {
+  return word_term(b, (1ull << 62) + static_cast<unsigned long long>(i));
+}
+
+// An output view's poison on the device. Its elements start at origin + a multiple of the element
+// size, so the byte at data offset o of an element byte is pattern[(o - origin) & element_mask].
+// In a dense view every byte of [begin, end) is an element byte; otherwise only those whose output
+// bit is set (the host makes sure no other output's bytes lie in the span).
+struct PoisonSpan {
+  int64_t begin, end, origin;
+  uint32_t element_mask;
+  uint32_t dense;
+  uint8_t pattern[8];
+};
+
+// One buffer of a batch.
+struct Segment {
+  uint8_t* storage;
+  uint8_t* snapshot;
+  const uint8_t* mask;
+  Tally* tally;           // the buffer's scratch
+  int64_t chunks, total;  // whole 16-byte chunks of the storage; storage bytes
+  int64_t red_zone, size;
+  int32_t checksum;       // arm takes sum_armed; check computes sum_now instead of comparing
+  int32_t spans;
+  PoisonSpan span[kMaxPoisonSpans];
+};
+
+struct Batch {
+  Segment seg[kMaxSegments];
+  PatternTable red;
+  Tally* gather;  // one per segment, in mapped host memory (a device pointer to it)
+  int32_t count;
+};
+
+// Zeroes each segment's tally before a check (first at ~0: no stray yet) and, for arm, the armed
+// checksum.
+__global__ void reset_kernel(const Batch b, bool arm) {
+  const int i = threadIdx.x;
+  if (i >= b.count) return;
+  Tally* t = b.seg[i].tally;
+  t->first = ~0ull;
+  t->last = t->count = t->sum_now = 0;
+  if (arm) t->sum_armed = 0;
+}
+
+// Copies each segment's tally to the host.
+__global__ void gather_kernel(const Batch b) {
+  const int i = threadIdx.x;
+  if (i < b.count) b.gather[i] = *b.seg[i].tally;
+}
+
+enum ChunkKind : uint32_t { kCopy, kPatch, kFill, kSkip };
+
+// What arm does to chunk c: copy it as it is, patch some of its bytes (red zone or output poison),
+// or fill it whole with one dense output's poison (no need to read it).
+__device__ __forceinline__ uint32_t chunk_kind(const Segment& s, int64_t c) {
+  const int64_t lo = c * 16 - s.red_zone, hi = lo + 16;
+  if (lo < 0 || hi > s.size) return kPatch;
+  uint32_t kind = kCopy;
+  for (int k = 0; k < s.spans; ++k) {
+    const PoisonSpan& p = s.span[k];
+    if (hi <= p.begin || lo >= p.end) continue;
+    if (p.dense && p.begin <= lo && hi <= p.end) return kFill;
+    kind = kPatch;
+  }
+  return kind;
+}
+
+// Chunk c as arm leaves it: red zone bytes from the table, output bytes poisoned, the rest as read.
+__device__ __forceinline__ uint4 patch_chunk(const Segment& s, const PatternTable& red, int64_t c, uint4 v) {
+  union {
+    uint4 v;
+    uint8_t b[16];
+  } u;
+  u.v = v;
+#pragma unroll 1
+  for (int j = 0; j < 16; ++j) {
+    const int64_t i = c * 16 + j, o = i - s.red_zone;
+    if (o < 0 || o >= s.size) {
+      u.b[j] = red.byte[i & 0xFF];
+      continue;
+    }
+    for (int k = 0; k < s.spans; ++k) {
+      const PoisonSpan& p = s.span[k];
+      if (o < p.begin || o >= p.end) continue;
+      if (p.dense || ((s.mask[o >> 3] >> (o & 7)) & 1)) u.b[j] = p.pattern[(o - p.origin) & p.element_mask];
+      break;
+    }
+  }
+  return u.v;
+}
+
+// arm() of every segment (blockIdx.y): the storage with its outputs poisoned and red zones
+// restored is written back where it changed and copied to the snapshot; with the checksum on, its
+// checksum outside the outputs is added to sum_armed.
+__global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
+  const Segment& s = b.seg[blockIdx.y];
+  uint4* storage = reinterpret_cast<uint4*>(s.storage);
+  uint4* snapshot = reinterpret_cast<uint4*>(s.snapshot);
   unsigned long long acc = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < chunks;
-       c0 += stride * kChecksumUnroll) {
-    // Every load of the round first, the mask's with the data's: loaded one at a time where they
-    // are used, each mask load would wait a full memory latency.
-    uint4 a[kChecksumUnroll];
-    uint32_t out[kChecksumUnroll];
+  for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks; c0 += stride * kUnroll) {
+    uint4 v[kUnroll];
+    uint32_t kind[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kChecksumUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + u * stride;
-      const bool in = c < chunks;
-      a[u] = in ? __ldcs(src + c) : make_uint4(0, 0, 0, 0);
-      out[u] = in ? output_bits16(mask, c * 16 - red_zone, size) : 0xFFFFu;
+      kind[u] = c < s.chunks ? chunk_kind(s, c) : kSkip;
+      v[u] = kind[u] == kCopy || kind[u] == kPatch ? __ldcs(storage + c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < kChecksumUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
+      if (kind[u] == kSkip) continue;
       const int64_t c = c0 + u * stride;
-      if (c >= chunks) continue;
-      if (copy_to) copy_to[c] = a[u];
-      const uint32_t m = out[u];
-      if (m == 0xFFFFu) continue;
-      uint4 v = a[u];
-      if (m != 0) {
-        v.x &= ~byte_mask4(m & 0xFu);
-        v.y &= ~byte_mask4((m >> 4) & 0xFu);
-        v.z &= ~byte_mask4((m >> 8) & 0xFu);
-        v.w &= ~byte_mask4((m >> 12) & 0xFu);
+      if (kind[u] != kCopy) {
+        v[u] = patch_chunk(s, b.red, c, v[u]);
+        storage[c] = v[u];
       }
-      const unsigned long long i = static_cast<unsigned long long>(c) * 2;
-      acc += word_term(v.x | (static_cast<unsigned long long>(v.y) << 32), i);
-      acc += word_term(v.z | (static_cast<unsigned long long>(v.w) << 32), i + 1);
+      __stcs(snapshot + c, v[u]);
+      if (s.checksum) acc += chunk_sum(v[u], output_bits16(s.mask, c * 16 - s.red_zone, s.size), c);
     }
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
-    const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
-    uint8_t* d = reinterpret_cast<uint8_t*>(copy_to);
-    for (int64_t i = chunks * 16; i < total; ++i) {
-      if (d) d[i] = s[i];
-      acc += word_term(s[i], (1ull << 62) + static_cast<unsigned long long>(i));
+    for (int64_t i = s.chunks * 16; i < s.total; ++i) {
+      const uint8_t r = b.red.byte[i & 0xFF];
+      s.storage[i] = s.snapshot[i] = r;
+      if (s.checksum) acc += tail_sum(r, i);
     }
   }
+  if (!s.checksum) return;  // uniform over the block
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-  if ((threadIdx.x & 31) == 0 && acc != 0) atomicAdd(sum, acc);
+  if ((threadIdx.x & 31) == 0 && acc != 0) atomicAdd(&s.tally->sum_armed, acc);
+}
+
+// check() of every segment (blockIdx.y): the storage against the snapshot outside the outputs into
+// the tally, or with the checksum on only the checksum into sum_now (the host compares the sums and
+// runs the comparison for a buffer whose sums differ).
+__global__ void __launch_bounds__(kThreads) check_kernel(const Batch b) {
+  const Segment& s = b.seg[blockIdx.y];
+  const uint4* now = reinterpret_cast<const uint4*>(s.storage);
+  const uint4* was = reinterpret_cast<const uint4*>(s.snapshot);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  if (s.checksum) {  // uniform over the block
+    unsigned long long acc = 0;
+    for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks;
+         c0 += stride * 2 * kUnroll) {
+      // Every load of the round first, the mask's with the data's: one at a time where they are
+      // used, each mask load would wait a full memory latency.
+      uint4 a[2 * kUnroll];
+      uint32_t out[2 * kUnroll];
+#pragma unroll
+      for (int u = 0; u < 2 * kUnroll; ++u) {
+        const int64_t c = c0 + u * stride;
+        const bool in = c < s.chunks;
+        a[u] = in ? __ldcs(now + c) : make_uint4(0, 0, 0, 0);
+        out[u] = in ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0xFFFFu;
+      }
+#pragma unroll
+      for (int u = 0; u < 2 * kUnroll; ++u) acc += chunk_sum(a[u], out[u], c0 + u * stride);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      for (int64_t i = s.chunks * 16; i < s.total; ++i) acc += tail_sum(s.storage[i], i);
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    if ((threadIdx.x & 31) == 0 && acc != 0) atomicAdd(&s.tally->sum_now, acc);
+    return;
+  }
+  unsigned long long count = 0, first = ~0ull, last = 0;
+  for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks; c0 += stride * kUnroll) {
+    uint4 a[kUnroll], w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * stride;
+      if (c < s.chunks) {
+        a[u] = __ldcs(now + c);
+        w[u] = __ldcs(was + c);
+      } else {
+        a[u] = w[u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t dx = a[u].x ^ w[u].x, dy = a[u].y ^ w[u].y, dz = a[u].z ^ w[u].z, dw = a[u].w ^ w[u].w;
+      if ((dx | dy | dz | dw) == 0) continue;  // unchanged: most of any buffer
+      const int64_t c = c0 + u * stride;
+      const uint32_t out = output_bits16(s.mask, c * 16 - s.red_zone, s.size);
+      if (out == 0xFFFFu) continue;  // a chunk inside an output: any change is allowed
+      uint32_t stray = nonzero_bytes(dx) | (nonzero_bytes(dy) << 4) | (nonzero_bytes(dz) << 8) | (nonzero_bytes(dw) << 12);
+      stray &= ~out;  // with out == 0 (outside every output) every changed byte is stray
+      if (stray == 0) continue;
+      const unsigned long long base = static_cast<unsigned long long>(c) * 16;
+      count += __popc(stray);
+      first = min(first, base + static_cast<unsigned>(__ffs(stray) - 1));
+      last = max(last, base + static_cast<unsigned>(31 - __clz(stray)));
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (int64_t i = s.chunks * 16; i < s.total; ++i) {
+      if (s.storage[i] == s.snapshot[i]) continue;
+      ++count;
+      first = min(first, static_cast<unsigned long long>(i));
+      last = max(last, static_cast<unsigned long long>(i));
+    }
+  }
+  publish_strays(count, first, last, s.tally);
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -229,6 +353,59 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int blocks_for(int64_t work_items, int64_t per_block, int limit) {
   const int64_t want = (work_items + per_block - 1) / per_block;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, limit)));
+}
+
+// Blocks that fill the device once for the grid-stride batch kernels (the larger of the two
+// kernels' occupancy), for the current device; the few devices of a process are remembered.
+int grid_limit() {
+  static std::mutex m;
+  static std::vector<std::pair<int, int>> known;  // device, blocks
+  int device = 0;
+  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(m);
+  for (const auto& [d, blocks] : known) {
+    if (d == device) return blocks;
+  }
+  int sms = 0, arm = 0, check = 0;
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&arm, arm_kernel, kThreads, 0),
+              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&check, check_kernel, kThreads, 0),
+              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  known.emplace_back(device, std::max(1, sms * std::max({1, arm, check})));
+  return known.back().second;
+}
+
+// The mapped host memory the gather writes, one Tally per segment: allocated once per process and
+// kept (freeing it at exit could run after the CUDA runtime has shut down). The lock serializes the
+// batches that share it.
+struct GatherSlots {
+  std::mutex lock;
+  Tally* host = nullptr;
+  Tally* device = nullptr;
+};
+
+GatherSlots& gather_slots() {
+  static GatherSlots* slots = [] {
+    auto* g = new GatherSlots;
+    void* p = nullptr;
+    cuda::check(cudaHostAlloc(&p, sizeof(Tally) * kMaxSegments, cudaHostAllocMapped | cudaHostAllocPortable),
+                "guarded buffers: cudaHostAlloc of the check tallies");
+    g->host = static_cast<Tally*>(p);
+    void* d = nullptr;
+    cuda::check(cudaHostGetDevicePointer(&d, p, 0), "guarded buffers: cudaHostGetDevicePointer");
+    g->device = static_cast<Tally*>(d);
+    return g;
+  }();
+  return *slots;
+}
+
+// The bytes poison_output writes into one element of dtype t.
+std::vector<uint8_t> element_poison(DType t) {
+  const View one = View::contiguous(t, {1});
+  std::vector<uint8_t> bytes(static_cast<size_t>(one.byte_span().size()), 0);
+  poison_output(HostTensor(bytes.data(), one));
+  return bytes;
 }
 
 }  // namespace
@@ -253,16 +430,6 @@ DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_
   mask_ = allocate(round_up((size() + 7) / 8, 16) + 16, "output mask");
   scratch_ = allocate(sizeof(Tally), "check tally");
 
-  int device = 0, sms = 0, per_sm = 0;
-  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, compare_kernel, kThreads, 0),
-              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  grid_limit_ = std::max(1, sms * std::max(1, per_sm));
-  cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, checksum_kernel, kThreads, 0),
-              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  checksum_grid_limit_ = std::max(1, sms * std::max(1, per_sm));
-
   cuda::check(cudaMemset(mask_.get(), 0, mask_.bytes()), "guarded buffer: cudaMemset of the output mask");
   cuda::check(cudaMemset(scratch_.get(), 0, scratch_.bytes()), "guarded buffer: cudaMemset of the tally");
   paint(0, this->red_zone(), true, nullptr);
@@ -277,7 +444,7 @@ DeviceGuardedBuffer::~DeviceGuardedBuffer() = default;
 
 void DeviceGuardedBuffer::paint(int64_t begin, int64_t end, bool red, cudaStream_t stream) {
   if (end <= begin) return;
-  paint_kernel<<<blocks_for(end - begin, kThreads, grid_limit_), kThreads, 0, stream>>>(storage_.as<uint8_t>(), begin,
+  paint_kernel<<<blocks_for(end - begin, kThreads, grid_limit()), kThreads, 0, stream>>>(storage_.as<uint8_t>(), begin,
                                                                                           end, pattern_table(red));
   cuda::check_launch("paint_kernel");
 }
@@ -311,119 +478,202 @@ int64_t DeviceGuardedBuffer::device_bytes() const {
 
 void DeviceGuardedBuffer::arm() {
   cuda::check(cudaDeviceSynchronize(), ("guarded buffer '" + name() + "': arm (waiting for the device)").c_str());
-  arm_on(nullptr);
+  arm_buffers({this}, nullptr);
 }
 
-void DeviceGuardedBuffer::arm(cudaStream_t stream) { arm_on(stream); }
+void DeviceGuardedBuffer::arm(cudaStream_t stream) { arm_buffers({this}, stream); }
 
-void DeviceGuardedBuffer::arm_on(cudaStream_t stream) {
+GuardReport DeviceGuardedBuffer::check() const {
+  cuda::check(cudaDeviceSynchronize(), ("guarded buffer '" + name() + "': check (waiting for the device)").c_str());
+  return check_buffers({this}, nullptr).front();
+}
+
+GuardReport DeviceGuardedBuffer::check(cudaStream_t stream) const { return check_buffers({this}, stream).front(); }
+
+void DeviceGuardedBuffer::arm_group(const std::vector<GuardedMemory*>& group) {
+  std::vector<DeviceGuardedBuffer*> buffers;
+  for (GuardedMemory* m : group) buffers.push_back(&dynamic_cast<DeviceGuardedBuffer&>(*m));
+  cuda::check(cudaDeviceSynchronize(), "guarded buffers: arm (waiting for the device)");
+  arm_buffers(buffers, nullptr);
+}
+
+std::vector<GuardReport> DeviceGuardedBuffer::check_group(const std::vector<GuardedMemory*>& group) const {
+  std::vector<const DeviceGuardedBuffer*> buffers;
+  for (const GuardedMemory* m : group) buffers.push_back(&dynamic_cast<const DeviceGuardedBuffer&>(*m));
+  cuda::check(cudaDeviceSynchronize(), "guarded buffers: check (waiting for the device)");
+  return check_buffers(buffers, nullptr);
+}
+
+void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
   const std::string what = "guarded buffer '" + name() + "': arm";
   armed_ = false;
   bool same_outputs = prepared_ && prepared_outputs_.size() == outputs().size();
   for (size_t i = 0; same_outputs && i < outputs().size(); ++i) same_outputs = prepared_outputs_[i].view == outputs()[i].view;
   if (!same_outputs) {
     prepared_ = false;
-    poison_images_.clear();
     // The mask changes only with the outputs; re-sending it each arm would cost size/8 bytes of
     // host-to-device copy per launch.
     if (!output_mask().empty()) {
       cuda::check(cudaMemcpyAsync(mask_.get(), output_mask().data(), output_mask().size(), cudaMemcpyHostToDevice, stream),
                   (what + " (uploading the output mask)").c_str());
     }
-    // A dense view (its elements cover its whole byte span) is all poison after arm(), whatever it
-    // held: its poisoned bytes are made once here and re-sent by later arms.
-    for (const NamedView& o : outputs()) {
-      const ByteSpan span = o.view.byte_span();
-      const bool dense = !span.empty() && o.view.numel() * o.view.element_size() == span.size();
-      poison_images_.emplace_back(dense ? static_cast<size_t>(span.size()) : 0);
-      if (dense) {
-        poison_output(HostTensor(poison_images_.back().data(), o.view.with_byte_offset(o.view.byte_offset() - span.begin)));
+    // Which outputs the arm kernel poisons: up to kMaxPoisonSpans whose byte spans do not
+    // interleave with another output's (inside its span, a gapped view's bytes are then exactly
+    // the mask's), with elements of a power-of-two size up to 8 bytes. The rest take a host copy.
+    device_poison_.clear();
+    host_poisoned_.clear();
+    for (size_t i = 0; i < outputs().size(); ++i) {
+      const View& v = outputs()[i].view;
+      const ByteSpan span = v.byte_span();
+      if (span.empty()) continue;
+      bool alone = true;
+      for (size_t j = 0; alone && j < outputs().size(); ++j) {
+        const ByteSpan other = outputs()[j].view.byte_span();
+        alone = j == i || other.empty() || other.end <= span.begin || other.begin >= span.end;
       }
+      const int64_t e = v.element_size();
+      const std::vector<uint8_t> pattern = element_poison(v.dtype());
+      const bool fits = alone && device_poison_.size() < static_cast<size_t>(kMaxPoisonSpans) && e >= 1 && e <= 8 &&
+                        (e & (e - 1)) == 0 && static_cast<int64_t>(pattern.size()) == e;
+      if (!fits) {
+        host_poisoned_.push_back(i);
+        continue;
+      }
+      DevicePoison p;
+      p.begin = span.begin, p.end = span.end, p.origin = v.byte_offset();
+      p.element_bytes = static_cast<int>(e);
+      p.dense = v.numel() * e == span.size();
+      std::copy(pattern.begin(), pattern.end(), p.pattern);
+      device_poison_.push_back(p);
     }
   }
-  // Output poison: the same poison_output as the host buffer, applied to a host copy of each
-  // view's byte span. A view with gaps (padded rows) is read back first, since its gaps hold bytes
-  // the launch must leave alone; the staging copies live until the final synchronize.
-  std::vector<std::unique_ptr<uint8_t[]>> staging;
-  for (size_t i = 0; i < outputs().size(); ++i) {
+  // An output poisoned on the host: its bytes read back (a view with gaps keeps what they hold),
+  // poisoned with poison_output and written again.
+  for (size_t i : host_poisoned_) {
     const View& v = outputs()[i].view;
     const ByteSpan span = v.byte_span();
-    if (span.empty()) continue;
-    const uint8_t* poisoned = poison_images_[i].data();
-    if (poisoned == nullptr) {
-      staging.emplace_back(new uint8_t[static_cast<size_t>(span.size())]);
-      uint8_t* host = staging.back().get();
-      cuda::check(cudaMemcpyAsync(host, data() + span.begin, static_cast<size_t>(span.size()), cudaMemcpyDeviceToHost, stream),
-                  (what + " (reading an output view)").c_str());
-      cuda::check(cudaStreamSynchronize(stream), (what + " (reading an output view)").c_str());
-      poison_output(HostTensor(host, v.with_byte_offset(v.byte_offset() - span.begin)));
-      poisoned = host;
-    }
-    cuda::check(cudaMemcpyAsync(data() + span.begin, poisoned, static_cast<size_t>(span.size()), cudaMemcpyHostToDevice, stream),
+    std::vector<uint8_t> host(static_cast<size_t>(span.size()));
+    cuda::check(cudaMemcpyAsync(host.data(), data() + span.begin, host.size(), cudaMemcpyDeviceToHost, stream),
+                (what + " (reading an output view)").c_str());
+    cuda::check(cudaStreamSynchronize(stream), (what + " (reading an output view)").c_str());
+    poison_output(HostTensor(host.data(), v.with_byte_offset(v.byte_offset() - span.begin)));
+    cuda::check(cudaMemcpyAsync(data() + span.begin, host.data(), host.size(), cudaMemcpyHostToDevice, stream),
                 (what + " (writing an output view's poison)").c_str());
+    cuda::check(cudaStreamSynchronize(stream), (what + " (writing an output view's poison)").c_str());
   }
-  paint(0, red_zone(), true, stream);
-  paint(red_zone() + size(), total(), true, stream);
   prepared_outputs_ = outputs();
   prepared_ = true;
+}
 
-  const int64_t chunks = total() / 16;
-  if (checksum_) {
-    Tally* t = scratch_.as<Tally>();
-    cuda::check(cudaMemsetAsync(&t->sum_armed, 0, sizeof t->sum_armed, stream), what.c_str());
-    checksum_kernel<<<blocks_for(chunks, kThreads * kChecksumUnroll, checksum_grid_limit_), kThreads, 0, stream>>>(
-        storage_.as<const uint4>(), snapshot_.as<uint4>(), mask_.as<const uint8_t>(), chunks, total(), red_zone(), size(),
-        &t->sum_armed);
-    cuda::check_launch("checksum_kernel");
-  } else {
-    cuda::check(cudaMemcpyAsync(snapshot_.get(), storage_.get(), static_cast<size_t>(total()), cudaMemcpyDeviceToDevice,
-                                stream),
-                (what + " (snapshot)").c_str());
+namespace {
+
+// A batch of n buffers, segment i from segment_of(i), with the red zone table and the gather slots.
+template <typename Fill>
+Batch make_batch(size_t n, Fill&& segment_of) {
+  Batch b{};
+  b.count = static_cast<int32_t>(n);
+  b.red = pattern_table(true);
+  b.gather = gather_slots().device;
+  for (size_t i = 0; i < n; ++i) b.seg[i] = segment_of(i);
+  return b;
+}
+
+dim3 batch_grid(const Batch& b) {
+  int64_t most = 1;
+  for (int i = 0; i < b.count; ++i) most = std::max(most, b.seg[i].chunks);
+  return dim3(static_cast<unsigned>(blocks_for(most, kThreads * kUnroll, grid_limit())), static_cast<unsigned>(b.count));
+}
+
+}  // namespace
+
+void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream) {
+  for (DeviceGuardedBuffer* b : buffers) b->prepare_arm(stream);
+  for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
+    const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
+    const Batch batch = make_batch(n, [&](size_t i) {
+      DeviceGuardedBuffer& g = *buffers[from + i];
+      Segment s{};
+      s.storage = g.storage_.as<uint8_t>(), s.snapshot = g.snapshot_.as<uint8_t>();
+      s.mask = g.mask_.as<const uint8_t>(), s.tally = g.scratch_.as<Tally>();
+      s.chunks = g.total() / 16, s.total = g.total(), s.red_zone = g.red_zone(), s.size = g.size();
+      s.checksum = g.checksum_;
+      s.spans = static_cast<int32_t>(g.device_poison_.size());
+      for (size_t k = 0; k < g.device_poison_.size(); ++k) {
+        const DevicePoison& p = g.device_poison_[k];
+        PoisonSpan& d = s.span[k];
+        d.begin = p.begin, d.end = p.end, d.origin = p.origin;
+        d.element_mask = static_cast<uint32_t>(p.element_bytes - 1), d.dense = p.dense;
+        std::copy(p.pattern, p.pattern + 8, d.pattern);
+      }
+      return s;
+    });
+    reset_kernel<<<1, kMaxSegments, 0, stream>>>(batch, true);
+    cuda::check_launch("guarded buffers: reset_kernel");
+    arm_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
+    cuda::check_launch("guarded buffers: arm_kernel");
   }
-  cuda::check(cudaStreamSynchronize(stream), what.c_str());
-  armed_ = true;
+  cuda::check(cudaStreamSynchronize(stream), "guarded buffers: arm");
+  for (DeviceGuardedBuffer* b : buffers) b->armed_ = true;
 }
 
-GuardReport DeviceGuardedBuffer::check() const {
-  cuda::check(cudaDeviceSynchronize(), ("guarded buffer '" + name() + "': check (waiting for the device)").c_str());
-  return check_on(nullptr);
+std::vector<GuardReport> DeviceGuardedBuffer::check_buffers(const std::vector<const DeviceGuardedBuffer*>& buffers,
+                                                            cudaStream_t stream) {
+  for (const DeviceGuardedBuffer* b : buffers) {
+    MLA_REQUIRE(b->armed_, "guarded buffer '", b->name(), "': check() before arm() (or outputs changed since)");
+  }
+  GatherSlots& slots = gather_slots();
+  std::lock_guard<std::mutex> lock(slots.lock);
+  // Runs the check kernel over buffers [from, from + n), exactly (no checksum) when `exact`, and
+  // returns their tallies.
+  auto run = [&](size_t from, size_t n, bool exact) {
+    const Batch batch = make_batch(n, [&](size_t i) {
+      const DeviceGuardedBuffer& g = *buffers[from + i];
+      Segment s{};
+      s.storage = g.storage_.as<uint8_t>(), s.snapshot = g.snapshot_.as<uint8_t>();
+      s.mask = g.mask_.as<const uint8_t>(), s.tally = g.scratch_.as<Tally>();
+      s.chunks = g.total() / 16, s.total = g.total(), s.red_zone = g.red_zone(), s.size = g.size();
+      s.checksum = g.checksum_ && !exact;
+      return s;
+    });
+    reset_kernel<<<1, kMaxSegments, 0, stream>>>(batch, false);
+    cuda::check_launch("guarded buffers: reset_kernel");
+    check_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
+    cuda::check_launch("guarded buffers: check_kernel");
+    gather_kernel<<<1, kMaxSegments, 0, stream>>>(batch);
+    cuda::check_launch("guarded buffers: gather_kernel");
+    cuda::check(cudaStreamSynchronize(stream), "guarded buffers: check");
+    return std::vector<Tally>(slots.host, slots.host + n);
+  };
+  std::vector<GuardReport> reports;
+  reports.reserve(buffers.size());
+  for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
+    const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
+    const std::vector<Tally> tallies = run(from, n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const DeviceGuardedBuffer& g = *buffers[from + i];
+      Tally t = tallies[i];
+      // The checksum fast path: equal sums mean nothing outside the outputs changed; different
+      // ones, that something did, and the exact comparison says where.
+      if (g.checksum_) t = t.sum_now == t.sum_armed ? Tally{~0ull, 0, 0, 0, 0} : run(from + i, 1, true).front();
+      reports.push_back(g.report(t.first, t.last, t.count, stream));
+    }
+  }
+  return reports;
 }
 
-GuardReport DeviceGuardedBuffer::check(cudaStream_t stream) const { return check_on(stream); }
-
-GuardReport DeviceGuardedBuffer::check_on(cudaStream_t stream) const {
-  MLA_REQUIRE(armed_, "guarded buffer '", name(), "': check() before arm() (or outputs changed since)");
+GuardReport DeviceGuardedBuffer::report(unsigned long long first, unsigned long long last, unsigned long long count,
+                                        cudaStream_t stream) const {
+  GuardReport r;
+  if (count == 0) return r;
   const std::string what = "guarded buffer '" + name() + "': check";
-  Tally* t = scratch_.as<Tally>();
-  // Reset count, last and sum_now to 0 and first to ~0 (no stray yet); sum_armed stays.
-  cuda::check(cudaMemsetAsync(t, 0, offsetof(Tally, sum_armed), stream), what.c_str());
-  cuda::check(cudaMemsetAsync(&t->first, 0xFF, sizeof t->first, stream), what.c_str());
-  const int64_t chunks = total() / 16;
-  const int grid = blocks_for(chunks, kThreads * kUnroll, grid_limit_);
-  if (checksum_) {
-    checksum_kernel<<<blocks_for(chunks, kThreads * kChecksumUnroll, checksum_grid_limit_), kThreads, 0, stream>>>(storage_.as<const uint4>(), nullptr, mask_.as<const uint8_t>(), chunks,
-                                                   total(), red_zone(), size(), &t->sum_now);
-    cuda::check_launch("checksum_kernel");
-  }
-  // Gated on the checksum: when the sums agree every block returns at once, and the report is
-  // built from the tally's zeros.
-  compare_kernel<<<grid, kThreads, 0, stream>>>(storage_.as<const uint4>(), snapshot_.as<const uint4>(),
-                                                mask_.as<const uint8_t>(), chunks, total(), red_zone(), size(), checksum_, t);
-  cuda::check_launch("compare_kernel");
-  Tally h{};
-  cuda::check(cudaMemcpyAsync(&h, t, sizeof h, cudaMemcpyDeviceToHost, stream), what.c_str());
-  cuda::check(cudaStreamSynchronize(stream), what.c_str());
-
-  GuardReport report;
-  if (h.count == 0) return report;
   uint8_t now = 0, was = 0;
-  cuda::check(cudaMemcpyAsync(&now, storage_.as<const uint8_t>() + h.first, 1, cudaMemcpyDeviceToHost, stream), what.c_str());
-  cuda::check(cudaMemcpyAsync(&was, snapshot_.as<const uint8_t>() + h.first, 1, cudaMemcpyDeviceToHost, stream), what.c_str());
+  cuda::check(cudaMemcpyAsync(&now, storage_.as<const uint8_t>() + first, 1, cudaMemcpyDeviceToHost, stream), what.c_str());
+  cuda::check(cudaMemcpyAsync(&was, snapshot_.as<const uint8_t>() + first, 1, cudaMemcpyDeviceToHost, stream), what.c_str());
   cuda::check(cudaStreamSynchronize(stream), what.c_str());
-  report.stray_bytes = static_cast<int64_t>(h.count);
-  report.first = describe_stray(static_cast<int64_t>(h.first) - red_zone(), was, now);
-  report.last_offset = static_cast<int64_t>(h.last) - red_zone();
-  return report;
+  r.stray_bytes = static_cast<int64_t>(count);
+  r.first = describe_stray(static_cast<int64_t>(first) - red_zone(), was, now);
+  r.last_offset = static_cast<int64_t>(last) - red_zone();
+  return r;
 }
 
 }  // namespace mlacheck

@@ -14,6 +14,14 @@
 // memory, the poisoned bytes of each dense output view (as many bytes as those views), so that
 // re-arming with the same outputs is a copy, not a fresh poison_output over every element.
 //
+// Batches: arm_all and check_all (core/guarded_buffer.h) over several of these buffers do the
+// work of up to eight in one kernel (arm: output poison, red zones and snapshot in one pass over
+// each storage; check: the comparison or checksum of each, then their tallies gathered into
+// mapped host memory) with one synchronization, where arm() and check() of one buffer are the
+// same with a batch of one. Outputs are poisoned on the device when they fit its description (at
+// most four views per buffer whose byte spans do not interleave, elements of 1, 2, 4 or 8 bytes);
+// any other output goes through a host copy of its bytes first.
+//
 // Ordering: arm() and check() without a stream first wait for the whole device
 // (cudaDeviceSynchronize), so they see every launch on every stream; with a stream they are
 // ordered after that stream's work only. Both return with their own work finished. A fault of the
@@ -48,10 +56,9 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   void write(int64_t offset, const void* src, int64_t bytes) override;
   void read(int64_t offset, void* dst, int64_t bytes) const override;
 
-  // Poisons every output view (through a host staging copy of the view's bytes, with the same
-  // poison_output as the host buffer; for a dense view the poisoned copy is kept and re-sent while
-  // the outputs stay the same), restores the red zones, uploads the output mask when the outputs
-  // changed, and snapshots the storage on the device.
+  // Poisons every output view (the bytes poison_output writes on the host), restores the red
+  // zones, uploads the output mask when the outputs changed, and snapshots the storage, all on the
+  // device (see the file comment for the outputs that take a host copy).
   void arm() override;
   void arm(cudaStream_t stream);
   // The stray-write check as a kernel; see the file comment for the ordering.
@@ -70,10 +77,30 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // Device bytes this buffer holds (storage, snapshot, mask, scratch), for overhead reports.
   int64_t device_bytes() const;
 
+ protected:
+  void arm_group(const std::vector<GuardedMemory*>& group) override;
+  std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group) const override;
+
  private:
+  // An output view poisoned on the device: its byte span, the offset its elements count from, and
+  // one element of poison (see the .cu file).
+  struct DevicePoison {
+    int64_t begin = 0, end = 0, origin = 0;
+    int element_bytes = 0;
+    bool dense = false;
+    uint8_t pattern[8] = {};
+  };
+
   int64_t total() const { return size() + 2 * red_zone(); }
-  void arm_on(cudaStream_t stream);
-  GuardReport check_on(cudaStream_t stream) const;
+  static void arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream);
+  static std::vector<GuardReport> check_buffers(const std::vector<const DeviceGuardedBuffer*>& buffers,
+                                                cudaStream_t stream);
+  // The host side of arm(): the mask when the outputs changed, the device poison of each output,
+  // and the host-poisoned outputs written to the device.
+  void prepare_arm(cudaStream_t stream);
+  // The report of a check whose tally is `first`, `last`, `count` (storage indices).
+  GuardReport report(unsigned long long first, unsigned long long last, unsigned long long count,
+                     cudaStream_t stream) const;
   void paint(int64_t begin, int64_t end, bool red, cudaStream_t stream);
 
   cuda::DeviceAllocation storage_;   // red zone | data | red zone
@@ -84,11 +111,9 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // dense output view (empty for the others, whose gaps must be read back each time).
   std::vector<NamedView> prepared_outputs_;
   bool prepared_ = false;
-  std::vector<cuda::PinnedHostAllocation> poison_images_;
+  std::vector<DevicePoison> device_poison_;   // the outputs arm() poisons on the device
+  std::vector<size_t> host_poisoned_;         // the others (indices into outputs())
   bool checksum_ = false;
-  // Blocks that fill the device once, for the grid-stride kernels (compare and paint; checksum).
-  int grid_limit_ = 0;
-  int checksum_grid_limit_ = 0;
 };
 
 }  // namespace mlacheck

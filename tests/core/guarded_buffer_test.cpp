@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "core/poison.h"
 
 namespace mlacheck {
@@ -183,6 +184,39 @@ TEST(GuardedBuffer, PatternsVaryWithPositionSoAConstantWriteIsSeen) {
     std::memset(buf.data() + 10, value, 32);
     EXPECT_GE(buf.check().stray_bytes, 28) << value;
   }
+}
+
+TEST(GuardedBuffer, ArmAllAndCheckAllActLikeEachBufferAloneWithReportsInOrder) {
+  GuardedBuffer a("a", 256), b("b", 100), c("c", 0);
+  const View va = View::contiguous(DType::kF32, {8}, 32), vb = View::contiguous(DType::kI32, {4});
+  a.declare_output("va", va);
+  b.declare_output("vb", vb);
+  arm_all({&a, &b, &c});
+  float f = 0;
+  std::memcpy(&f, a.data() + 32, 4);
+  EXPECT_TRUE(std::isnan(f)) << "arm_all poisons the outputs";
+  a.data()[31] = 1;  // just before a's view
+  b.data()[4] = 7;   // inside b's view: allowed
+  const std::vector<GuardReport> r = check_all({&a, &b, &c});
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].stray_bytes, 1);
+  EXPECT_EQ(r[0].first.buffer, "a");
+  EXPECT_EQ(r[0].first.offset, 31);
+  EXPECT_TRUE(r[1].ok()) << r[1].describe();
+  EXPECT_TRUE(r[2].ok()) << r[2].describe();
+  EXPECT_EQ(r[0].describe(), a.check().describe()) << "the same report as check() alone";
+}
+
+TEST(GuardedBuffer, ArmAllRefusesANullOrRepeatedBuffer) {
+  GuardedBuffer a("a", 64);
+  try {
+    arm_all({&a, &a});
+    ADD_FAILURE() << "a repeated buffer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'a' is listed twice"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(check_all({&a, nullptr}), Error);
+  EXPECT_TRUE(check_all({}).empty());
 }
 
 TEST(GuardedBuffer, WriteAndReadCopyBytesAndRefuseOutsideTheAllocation) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/backend/cuda_guarded_buffer.h"
 #include "core/backend/cuda_runtime.h"
 #include "tests/support/gpu_test.h"
+#include "core/error.h"
 #include "core/guarded_buffer.h"
 #include "core/poison.h"
 
@@ -444,6 +446,114 @@ void large_buffer() {
   report(nan && buf.check().ok(), "re-arming poisons the written output again");
 }
 
+
+// arm_all and check_all over more buffers than one batch kernel takes (8), of every shape of
+// output the arm kernel poisons on the device (dense views of 1, 2 and 4-byte elements, rows with
+// padding, five outputs in one buffer, two outputs whose spans interleave: those take the host
+// path), mirrored on host buffers: after arm the bytes agree, and after the same correct and stray
+// writes the reports read the same. One call also mixes host and device buffers.
+void batches() {
+  std::printf("arm_all and check_all over 11 buffers (two batches):\n");
+  struct Spec {
+    const char* name;
+    int64_t bytes;
+    std::vector<View> outputs;
+    std::vector<ByteWrite> strays;
+  };
+  const std::vector<Spec> specs = {
+      {"dense_f32", 4096, {View::contiguous(DType::kF32, {16, 32}, 1024)}, {{1023, 0x01}}},
+      {"padded_bf16", 8192, {View::padded_rows(DType::kBF16, {10, 100}, 160, 64)}, {{64 + 200 + 3, 0x7E}}},
+      {"fp8_and_i32", 3000, {View::contiguous(DType::kFP8E4M3, {100}, 8), View::contiguous(DType::kI32, {50}, 512)}, {}},
+      {"empty", 0, {}, {{-1, 0x00}}},
+      {"input_only", 1 << 20, {}, {{777777, 0x42}}},
+      {"five_outputs", 2048,
+       {View::contiguous(DType::kI32, {8}, 0), View::contiguous(DType::kI32, {8}, 64), View::contiguous(DType::kF32, {8}, 128),
+        View::contiguous(DType::kBF16, {8}, 192), View::contiguous(DType::kU8, {8}, 256)},
+       {{260, 0x00}, {264, 0x09}}},
+      {"interleaved", 4096,
+       {View::padded_rows(DType::kF32, {4, 10}, 32, 0), View::padded_rows(DType::kI32, {4, 8}, 32, 64)},
+       {{40, 0x00}}},
+      {"ragged", 1001, {View::contiguous(DType::kU8, {9}, 992)}, {{1001, 0x05}}},
+      {"big_rows", 3 << 20, {View::padded_rows(DType::kF32, {300, 700}, 768, 4096)}, {{4096 + 299 * 3072 + 2900, 0x13}}},
+      {"second_batch_a", 512, {View::contiguous(DType::kI32, {16})}, {}},
+      {"second_batch_b", 700, {View::contiguous(DType::kF32, {10}, 300)}, {{299, 0xEE}}},
+  };
+  for (bool checksum : {false, true}) {
+    for (bool stray : {false, true}) {
+      std::vector<std::unique_ptr<GuardedBuffer>> hosts;
+      std::vector<std::unique_ptr<DeviceGuardedBuffer>> devices;
+      std::vector<GuardedMemory*> hs, ds, mixed;
+      for (const Spec& sp : specs) {
+        hosts.push_back(std::make_unique<GuardedBuffer>(sp.name, sp.bytes));
+        devices.push_back(std::make_unique<DeviceGuardedBuffer>(sp.name, sp.bytes));
+        devices.back()->set_checksum_fast_path(checksum && hosts.size() % 2 == 1);  // checksum on half of them
+        std::vector<uint8_t> inputs(static_cast<size_t>(sp.bytes));
+        for (size_t i = 0; i < inputs.size(); ++i) inputs[i] = static_cast<uint8_t>(i * 31 + sp.bytes);
+        hosts.back()->write(0, inputs.data(), sp.bytes);
+        devices.back()->write(0, inputs.data(), sp.bytes);
+        for (size_t k = 0; k < sp.outputs.size(); ++k) {
+          hosts.back()->declare_output("out" + std::to_string(k), sp.outputs[k]);
+          devices.back()->declare_output("out" + std::to_string(k), sp.outputs[k]);
+        }
+        hs.push_back(hosts.back().get());
+        ds.push_back(devices.back().get());
+        mixed.push_back(hosts.size() % 3 == 0 ? static_cast<GuardedMemory*>(hosts.back().get()) : devices.back().get());
+      }
+      // Twice: the second arm re-poisons outputs the first launch wrote.
+      bool same_armed = true;
+      for (int round = 0; round < 2; ++round) {
+        arm_all(hs);
+        arm_all(ds);
+        for (size_t b = 0; b < specs.size(); ++b) {
+          std::vector<uint8_t> hb(static_cast<size_t>(specs[b].bytes)), db(hb.size());
+          hosts[b]->read(0, hb.data(), specs[b].bytes);
+          devices[b]->read(0, db.data(), specs[b].bytes);
+          if (hb != db) same_armed = false, std::printf("    armed bytes differ in '%s' (round %d)\n", specs[b].name, round);
+        }
+        // A correct launch: every output byte written.
+        for (size_t b = 0; b < specs.size(); ++b) {
+          std::vector<ByteWrite> w;
+          for (const View& v : specs[b].outputs) {
+            v.for_each_index([&](const std::vector<int64_t>& i) {
+              for (int64_t e = 0; e < v.element_size(); ++e) w.push_back({v.byte_offset_of(i) + e, static_cast<uint8_t>(round + 1)});
+            });
+          }
+          if (stray && round == 1) w.insert(w.end(), specs[b].strays.begin(), specs[b].strays.end());
+          host_writes(*hosts[b], w);
+          device_writes(*devices[b], w);
+        }
+        const std::vector<GuardReport> hr = check_all(hs), dr = check_all(ds);
+        for (size_t b = 0; b < specs.size(); ++b) {
+          const bool want_stray = stray && round == 1 && !specs[b].strays.empty();
+          const bool same = hr[b].describe() == dr[b].describe() && hr[b].stray_bytes == dr[b].stray_bytes &&
+                            hr[b].last_offset == dr[b].last_offset;
+          if (!same || dr[b].ok() == want_stray) {
+            report(false, std::string(checksum ? "[checksum] " : "") + specs[b].name + " round " + std::to_string(round) +
+                              ": host: " + hr[b].describe() + " | device: " + dr[b].describe());
+          }
+        }
+      }
+      report(same_armed, std::string(checksum ? "[checksum on half] " : "") + (stray ? "stray writes: " : "correct writes: ") +
+                             "arm_all leaves the bytes arm() leaves on the host, and check_all's reports read the same");
+      // A mixed call: host and device buffers, each armed and checked by its own kind.
+      arm_all(mixed);
+      const std::vector<GuardReport> mr = check_all(mixed);
+      bool all_ok = true;
+      for (const GuardReport& r : mr) all_ok &= r.ok();
+      report(all_ok && mr.size() == specs.size(), "a call mixing host and device buffers arms and checks each");
+    }
+  }
+  // One buffer listed twice is refused with a clear message.
+  DeviceGuardedBuffer a("a", 64);
+  bool refused = false;
+  try {
+    arm_all({&a, &a});
+  } catch (const Error& e) {
+    refused = contains(e.what(), "'a' is listed twice");
+  }
+  report(refused, "arm_all refuses a buffer listed twice");
+}
+
 }  // namespace
 
 int main() {
@@ -453,6 +563,7 @@ int main() {
     mirror_host_tests();
     ragged_end();
     compare_with_host();
+    batches();
     streams_checksum_and_outputs();
     large_buffer();
   } catch (const std::exception& e) {
