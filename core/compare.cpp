@@ -1,8 +1,11 @@
 // Exact and tolerance-based comparison with worst-coordinate reports.
 #include "core/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+
+#include "core/error.h"
 
 namespace mlacheck {
 namespace {
@@ -137,6 +140,22 @@ CompareReport compare_close(const HostTensor& actual, const HostTensor& expected
   r.ok = false;
   r.what = os.str();
   return r;
+}
+
+bool move_by_slack(std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& slack) {
+  MLA_REQUIRE(got.size() == want.size() && got.size() == slack.size(), "move_by_slack: ", got.size(), " values, ",
+              want.size(), " wanted, ", slack.size(), " slacks");
+  bool moved = false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double& g = got[i];
+    const double w = want[i], allowed = slack[i];
+    if (!std::isfinite(g) || !std::isfinite(w) || !(allowed > 0)) continue;
+    const double d = g - w;
+    const double left = std::max(0.0, std::abs(d) - allowed);
+    moved = moved || left != std::abs(d);
+    g = w + std::copysign(left, d);
+  }
+  return moved;
 }
 
 }  // namespace mlacheck

@@ -46,4 +46,10 @@ CompareReport compare_exact(const HostTensor& actual, const HostTensor& expected
 // kernel result against the oracle's fp64) but must have the same shape.
 CompareReport compare_close(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol);
 
+// Moves each finite element of got toward want by at most slack[i] (never past it; a slack that is
+// not positive moves nothing): what is left is the error beyond what the slack explains (the
+// oracles' fp32 rounding slack, oracle/mla_decode.h). True when some element moved. The three have
+// the same length.
+bool move_by_slack(std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& slack);
+
 }  // namespace mlacheck

@@ -21,8 +21,9 @@ constexpr const char* kBf16Out =
 constexpr const char* kLse =
     "fp32 log-sum-exp: the max-subtracted sum of <= 163840 exponentials carries a relative error "
     "of about 2^-24 * sqrt(n) and log adds one more rounding, so 1e-5 absolute on values of "
-    "magnitude <= 100 leaves margin; dense MLA decode first allows each row the fp32 rounding of "
-    "its own scores (oracle::MlaDecodeResult::lse_slack), which dominates at large softmax scales";
+    "magnitude <= 100 leaves margin; both MLA decodes first allow each row the fp32 rounding of "
+    "its own scores (oracle::MlaDecodeResult::lse_slack, oracle::SparseMlaResult::lse_slack), which "
+    "dominates at large softmax scales and where scores cancel";
 
 const std::vector<ToleranceEntry> kTable = {
     {"paged_mqa_logits", "logits", {1e-3, 1e-4, 1e-6, kIndexerLogits}},

@@ -53,7 +53,8 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
                 lengths.values[b], " is outside [0, topk = ", topk, "] of indices ", in.indices.view.to_string());
   }
 
-  SparseMlaResult r{OracleTensor({B, S, H, kDsMlaLatent}), OracleTensor({B, H, S}, HUGE_VAL)};
+  SparseMlaResult r{OracleTensor({B, S, H, kDsMlaLatent}), OracleTensor({B, H, S}, HUGE_VAL), OracleTensor({B, H, S})};
+  constexpr double kU = 0x1p-24, kGamma = (kHeadDim + 2) * kU / (1 - (kHeadDim + 2) * kU);
   Matrix k(topk, kHeadDim);  // the row's valid keys, decoded; V is the first 512 columns
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t s = 0; s < S; ++s) {
@@ -70,6 +71,8 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
 
       const Eigen::Map<const Matrix> q_bs(q.values.data() + (b * S + s) * H * kHeadDim, H, kHeadDim);
       const Matrix scores = in.softmax_scale * q_bs * k.topRows(n).transpose();  // [h, n]
+      const Vector magnitude = (q_bs.cwiseAbs() * k.topRows(n).cwiseAbs().transpose()).rowwise().maxCoeff();
+      const Vector largest = scores.cwiseAbs().rowwise().maxCoeff();
       const Vector m = scores.rowwise().maxCoeff();
       const Matrix p = (scores.colwise() - m).array().exp().matrix();  // exp(score - max): at most 1
       const Vector sum = p.rowwise().sum();
@@ -80,6 +83,7 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
         const double sink_factor = 1.0 / (1.0 + std::exp(sink.values[h] - lse));  // 1 without a sink
         out.row(h) *= sink_factor / sum(h);
         r.lse.at({b, h, s}) = lse;  // without the sink
+        r.lse_slack.at({b, h, s}) = std::abs(in.softmax_scale) * kGamma * magnitude(h) + 4 * kU * largest(h);
       }
     }
   }

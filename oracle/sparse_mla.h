@@ -24,6 +24,13 @@ struct SparseMlaInputs {
 struct SparseMlaResult {
   OracleTensor out;  // [b, s_q, h, 512]
   OracleTensor lse;  // [b, h, s_q] (transposed, as FlashMLA returns it)
+  // [b, h, s_q]: how far an fp32 kernel's lse may move from the scores' own rounding alone, as for
+  // dense MLA decode (oracle/mla_decode.h, MlaDecodeResult::lse_slack): lse is 1-Lipschitz in the
+  // largest score error, and a score's fp32 dot product over 576 terms (each an fp32 product of q
+  // and a key value decoded with its tile scale) errs by at most gamma_578 * sum_d |q_d K_d| times
+  // |softmax_scale|, plus 4 u |score| for the scale's rounding and its product. 0 for rows without
+  // valid entries.
+  OracleTensor lse_slack;
 };
 
 // For each (batch, s, head), over the valid entries i of the row (0 <= index < num_blocks * page,

@@ -205,26 +205,6 @@ Verdict MlaDecodeBuffers::run_guarded(Device& device, const std::function<void()
 
 // ---- running and comparing -----------------------------------------------------------------------
 
-namespace {
-
-// Moves each finite element of got toward want by at most its slack (never past it): what is left
-// is the error beyond what fp32 rounding explains. True when some element moved.
-bool move_by_slack(std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& slack) {
-  bool moved = false;
-  for (size_t i = 0; i < got.size(); ++i) {
-    double& g = got[i];
-    const double w = want[i], allowed = slack[i];
-    if (!std::isfinite(g) || !std::isfinite(w) || !(allowed > 0)) continue;
-    const double d = g - w;
-    const double left = std::max(0.0, std::abs(d) - allowed);
-    moved = moved || left != std::abs(d);
-    g = w + std::copysign(left, d);
-  }
-  return moved;
-}
-
-}  // namespace
-
 Verdict compare_mla_decode(const HostTensor& o, const HostTensor& lse, const oracle::MlaDecodeResult& want,
                            int magnitude_log2) {
   // Each element may first move by its slack (oracle::MlaDecodeResult: the fp32 rounding of the

@@ -10,6 +10,7 @@
 
 #include "kernels/device.h"
 #include "kernels/sparse_mla_glue.h"
+#include "oracle/sparse_mla.h"
 #include "properties/property_registry.h"
 #include "properties/sparse_mla_gen.h"
 #include "properties/view_properties.h"
@@ -29,6 +30,11 @@ struct SparseMlaOutcome {
 // Stages c, runs fn under guards and, when compare is set, compares out and lse with
 // oracle::sparse_mla_decode (core/tolerances.h).
 SparseMlaOutcome run_sparse_mla(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c, bool compare);
+
+// out and lse against the oracle's: out by the table (on out x 2^-magnitude_log2), lse by the table
+// after each element moved toward the oracle by its fp32 rounding slack (oracle::SparseMlaResult).
+Verdict compare_sparse_mla(const HostTensor& out, const HostTensor& lse, const oracle::SparseMlaResult& want,
+                           int magnitude_log2);
 
 // Oracle equivalence: out and lse equal the oracle's within tolerance, and nothing but out and lse
 // is written (rows with no valid entry included: out 0, lse +inf).

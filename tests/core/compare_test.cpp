@@ -2,9 +2,11 @@
 #include "core/compare.h"
 
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "core/fp16.h"
 
 namespace mlacheck {
@@ -138,6 +140,22 @@ TEST(CompareExact, ComparesThroughStridedViews) {
   std::vector<int32_t> dense = {1, 2, 3, 4};
   EXPECT_TRUE(compare_exact({padded.data(), View(DType::kI32, {2, 2}, {3, 1})},
                             {dense.data(), View::contiguous(DType::kI32, {2, 2})}).ok);
+}
+
+TEST(MoveBySlack, MovesTowardTheWantedValueByAtMostTheSlackAndNeverPastIt) {
+  std::vector<double> got = {1.5, 0.5, 2.0, NAN, 7.0, 3.0};
+  const std::vector<double> want = {1.0, 1.0, 2.0, 1.0, INFINITY, 1.0};
+  const std::vector<double> slack = {0.2, 1.0, 0.5, 1.0, 1.0, 0.0};
+  EXPECT_TRUE(move_by_slack(got, want, slack));
+  EXPECT_DOUBLE_EQ(got[0], 1.3);  // 0.5 away, moved 0.2
+  EXPECT_DOUBLE_EQ(got[1], 1.0);  // within its slack: lands on want, not past it
+  EXPECT_DOUBLE_EQ(got[2], 2.0);
+  EXPECT_TRUE(std::isnan(got[3])) << "non-finite values stay";
+  EXPECT_EQ(got[4], 7.0) << "an infinite wanted value moves nothing";
+  EXPECT_EQ(got[5], 3.0) << "no slack, no move";
+  std::vector<double> same = {1.0};
+  EXPECT_FALSE(move_by_slack(same, {1.0}, {0.5})) << "nothing moved";
+  EXPECT_THROW(move_by_slack(same, {1.0, 2.0}, {0.5}), Error);
 }
 
 }  // namespace

@@ -154,6 +154,11 @@ TEST(SparseMlaDecode, OneTokenGivesItsValueAndItsScoreWithPerTileScalesAndRope) 
   // Head 1: -1920 / 1024 = -1.875. One token: softmax weight exp(score - lse) = 1, lse = score, out = V exactly.
   EXPECT_DOUBLE_EQ(r.lse.at({0, 0, 0}), 1.9375);
   EXPECT_DOUBLE_EQ(r.lse.at({0, 1, 0}), -1.875);
+  // lse's fp32 rounding slack: |scale| gamma_578 sum_d |q_d K_d| + 4u |score|; no term cancels
+  // here, so sum_d |q_d K_d| * scale is |score| itself.
+  const double u = 0x1p-24, gamma = 578 * u / (1 - 578 * u);
+  EXPECT_DOUBLE_EQ(r.lse_slack.at({0, 0, 0}), 1.9375 * gamma + 4 * u * 1.9375);
+  EXPECT_DOUBLE_EQ(r.lse_slack.at({0, 1, 0}), 1.875 * gamma + 4 * u * 1.875);
   for (int64_t hi = 0; hi < 2; ++hi) {
     for (int64_t c = 0; c < kLatent; ++c) ASSERT_EQ(r.out.at({0, 0, hi, c}), std::ldexp(1.0, int(c / 128))) << c;
   }
