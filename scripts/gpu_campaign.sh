@@ -72,7 +72,9 @@ status=0
 started=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - started ))s] $*"; }
 device=$("$mlacheck" list | sed -nE 's/^  cuda +usable +//p' | head -1)
-date -u +"$me: %Y-%m-%d %H:%M UTC on $device, commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')" |
+# The commit: GPU_CAMPAIGN_COMMIT names it for a copy of the tree whose .git is missing or stale.
+commit=${GPU_CAMPAIGN_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')}
+date -u +"$me: %Y-%m-%d %H:%M UTC on $device, commit $commit" |
   tee "$out/summary.txt"
 
 # 1. The property suite.
