@@ -60,8 +60,11 @@ done
 export MLACHECK_CORPUS_DIR="${MLACHECK_CORPUS_DIR:-$repo/corpus}"
 mlacheck="$build/tools/mlacheck"
 [ -x "$mlacheck" ] || die "no $mlacheck (build the cuda preset's mlacheck; --build DIR)"
-"$mlacheck" list 2>/dev/null | grep -Eq '^  cuda +usable' ||
-  die "the cuda backend is not usable here: $("$mlacheck" list 2>&1 | grep -E '^  cuda' | sed 's/^ *//')"
+# The list is read whole first: grep -q would close the pipe early, and with pipefail mlacheck's
+# SIGPIPE would read as "not usable".
+backends=$("$mlacheck" list 2>&1)
+grep -Eq '^  cuda +usable' <<< "$backends" ||
+  die "the cuda backend is not usable here: $(grep -E '^  cuda' <<< "$backends" | sed 's/^ *//')"
 command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ] ||
   die "no compute-sanitizer on the PATH or in /usr/local/cuda/bin"
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
