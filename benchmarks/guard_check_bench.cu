@@ -108,7 +108,7 @@ int main() {
     for (const Row& row : rows) {
       std::printf("  %-44s %10.3f %10.2f %10.0f\n", row.what.c_str(), row.ms, row.ms / copy, row.bytes / (row.ms * 1e6));
     }
-    std::printf("  (GB/s: bytes the device reads and writes per second; arm() also sends the output's poison from the host)\n");
+    std::printf("  (GB/s: bytes the device reads and writes per second; arm() poisons the output on the device)\n");
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;
