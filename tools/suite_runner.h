@@ -53,4 +53,7 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
 // The corpus folder: corpus if not empty, else $MLACHECK_CORPUS_DIR, else the source tree's.
 std::string corpus_root(const std::string& corpus);
 
+// s as a JSON string literal, quotes included (the --format json tables of check and mutants).
+std::string json_string(const std::string& s);
+
 }  // namespace mlacheck

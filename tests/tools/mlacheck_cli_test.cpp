@@ -8,25 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/cli.h"
+
 namespace {
 
-struct CliResult {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-CliResult run_mlacheck(const std::string& args) {
-  const std::string cmd = std::string(MLACHECK_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CliResult r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using mlacheck::test::CliResult;
+using mlacheck::test::run_mlacheck;
 
 int lines(const std::string& s) {
   int n = 0;
