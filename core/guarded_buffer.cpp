@@ -134,7 +134,8 @@ std::vector<std::vector<size_t>> groups_by_type(const std::vector<GuardedMemory*
   for (size_t i = 0; i < buffers.size(); ++i) {
     MLA_REQUIRE(buffers[i] != nullptr, what, ": buffer ", i, " is null");
     for (size_t j = 0; j < i; ++j) MLA_REQUIRE(buffers[j] != buffers[i], what, ": buffer '", buffers[i]->name(), "' is listed twice");
-    const std::type_info& t = typeid(*buffers[i]);
+    const GuardedMemory& m = *buffers[i];
+    const std::type_info& t = typeid(m);
     size_t g = 0;
     while (g < types.size() && *types[g] != t) ++g;
     if (g == types.size()) types.push_back(&t), groups.emplace_back();
