@@ -16,6 +16,19 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// The device faulted so that this process can run no more device work (a CUDA sticky error: an
+// illegal address, a trap, a misaligned access). Whoever catches it must not run another case in
+// this process: the case that caused it is the finding, and the next case needs a fresh process.
+class ContextLost : public Error {
+ public:
+  ContextLost(const std::string& what, std::string fault) : Error(what), fault_(std::move(fault)) {}
+  // The fault's short name, as verdicts print it: "cudaErrorIllegalAddress".
+  const std::string& fault() const { return fault_; }
+
+ private:
+  std::string fault_;
+};
+
 namespace detail {
 template <class... Parts>
 std::string concat(Parts&&... parts) {

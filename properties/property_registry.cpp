@@ -52,6 +52,9 @@ ReproResult run_case_text(const CaseText& c, const std::string& backend, const s
   const auto device = kernels::make_device(*b);
   try {
     r.verdict = p.run(*device, r.impl, c);
+  } catch (const ContextLost& e) {
+    r.fault = e.fault();
+    r.verdict = "crashed (" + e.fault() + "): " + e.what();
   } catch (const Error& e) {
     // The case is well formed, so a throw is the implementation's: it refused a valid case, or
     // faulted (a host kernel fault, a device fault).

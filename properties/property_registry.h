@@ -83,11 +83,16 @@ void check_property_impl(const PropertyEntry& p, const std::string& impl);
 struct ReproResult {
   std::string property, impl, backend;
   Verdict verdict;  // std::nullopt: the property holds
+  // Not empty when the run lost the device context (mlacheck::ContextLost): the fault's name,
+  // "cudaErrorIllegalAddress", and the verdict "crashed (<fault>): ...". No later case can run in
+  // this process.
+  std::string fault;
 };
 // Runs case c: its property on its backend and implementation unless backend / impl (not empty)
 // override them. Throws mlacheck::Error for a malformed case, an unknown property or
 // implementation, or a backend not usable here; an error the run throws for a well-formed case
-// (the implementation refused it or faulted) is a violation, "the implementation threw: ...".
+// (the implementation refused it or faulted) is a violation, "the implementation threw: ...", and
+// a lost device context is the violation "crashed (<fault>): ..." with ReproResult::fault set.
 ReproResult run_case_text(const CaseText& c, const std::string& backend = "", const std::string& impl = "");
 
 // The header every printed case starts with.

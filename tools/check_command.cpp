@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 struct Options {
   SuiteOptions suite;
   std::vector<std::string> impls, plugins;
-  std::string save_dir, format = "table";
+  std::string save_dir = "mlacheck-cases", format = "table";  // a failure's case is always saved
 };
 
 bool has_target(const std::string& op) {
@@ -64,9 +64,8 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   out << "\n" << rows.size() - static_cast<size_t>(failed) << " of " << rows.size() << " passed\n";
   for (const SuiteResult& r : rows) {
     if (!r.failed || r.first.case_text.empty()) continue;
-    out << "\n" << r.impl << " failed on this case";
-    if (!o.save_dir.empty()) out << " (saved as " << (fs::path(o.save_dir) / saved_name(r.impl)).string() << ")";
-    out << "; rerun it with `mlacheck repro FILE" << (o.plugins.empty() ? "" : " --plugin " + o.plugins.front())
+    out << "\n" << r.impl << " failed on this case (saved as " << (fs::path(o.save_dir) / saved_name(r.impl)).string()
+        << "); rerun it with `mlacheck repro FILE" << (o.plugins.empty() ? "" : " --plugin " + o.plugins.front())
         << "`:\n" << r.first.case_text;
   }
   for (const SuiteResult& r : rows) {
@@ -165,17 +164,16 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
                   "' is not a registered implementation (mlacheck list shows them; a plugin's need --plugin)");
       MLA_REQUIRE(has_target(impl.substr(0, impl.find('@'))), "--impl '", impl, "': its op has no properties to run");
     }
-    if (!o.save_dir.empty()) {
-      std::error_code ec;
-      fs::create_directories(o.save_dir, ec);
-      MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
-    }
+    MLA_REQUIRE(!o.save_dir.empty(), "--save needs a folder");
     std::vector<SuiteResult> rows;
     for (const std::string& impl : impls) {
       if (o.format == "table") err << "check: " << impl << " ...\n";
       rows.push_back(run_suite(o.suite, impl));
       const SuiteResult& r = rows.back();
-      if (!o.save_dir.empty() && r.failed && !r.first.case_text.empty()) {
+      if (r.failed && !r.first.case_text.empty()) {
+        std::error_code ec;
+        fs::create_directories(o.save_dir, ec);
+        MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
         std::ofstream(fs::path(o.save_dir) / saved_name(impl)) << r.first.case_text;
       }
     }

@@ -42,7 +42,9 @@ commands:
                             register, else every <op>@ref) through their op's whole suite: the
                             properties on seed and random cases, the corpus regressions, then
                             random fuzzing for S seconds (30) each, in a child process; PASS, or
-                            FAIL with the first failing check, its verdict and the case.
+                            FAIL with the first failing check, its verdict and the case, saved
+                            in DIR (mlacheck-cases); a kernel that crashes or faults the device
+                            is FAIL crashed (cudaErrorIllegalAddress), its case saved too.
                             exit 0 all pass, 1 one failed, 2 bad usage or setup
   repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T] [--plugin PATH]...
                             rerun one case file (what a failing property or fuzzer prints) or a

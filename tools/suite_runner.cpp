@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -155,10 +156,14 @@ class SuiteRun {
     // this process), never a finding and never to be skipped: it ends the command with its line.
     const ReproResult r = run_case_text(c, o_.backend, impl_);
     ++row.cases_run;
+    // A lost device context ends this child: the parent reads the case from the progress file,
+    // checks it on <op>@ref in a child of its own and reports the crash (run_suite).
+    if (!r.fault.empty()) throw ContextLost(*r.verdict, r.fault);
     if (!r.verdict) return std::nullopt;
     // A failure counts only if the correct implementation passes the same case; otherwise the suite
     // itself is wrong there (a false positive, reported apart, with its case).
     const ReproResult ref = run_case_text(c, o_.backend, op_ + "@ref");
+    if (!ref.fault.empty()) throw ContextLost(*r.verdict + " (then the device faulted: " + *ref.verdict + ")", ref.fault);
     if (ref.verdict) {
       if (row.false_positives++ == 0) {
         CaseText shown = c;
@@ -261,6 +266,20 @@ bool deserialize(const std::string& s, SuiteResult& r) {
   return true;
 }
 
+// How a child that gave no verdict ended, as the check column prints it: "crashed", "timed out",
+// or "crashed (cudaErrorIllegalAddress)" for a lost device context (run_one's "crashed (<fault>)"
+// verdict, or else the first cudaError... word of the message).
+std::string crash_name(const IsolatedOutcome& out) {
+  if (out.kind == IsolatedOutcome::kViolation) return "violation";
+  if (out.kind != IsolatedOutcome::kStickyFault) return isolated_outcome_name(out.kind);
+  if (out.message.rfind("crashed (", 0) == 0) return out.message.substr(0, out.message.find(')') + 1);
+  const size_t at = out.message.find("cudaError");
+  if (at == std::string::npos) return "crashed (device context lost)";
+  size_t end = at;
+  while (end < out.message.size() && std::isalnum(static_cast<unsigned char>(out.message[end]))) ++end;
+  return "crashed (" + out.message.substr(at, end - at) + ")";
+}
+
 }  // namespace
 
 SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std::string& named) {
@@ -299,15 +318,35 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
     ::unlink(progress);
     throw Error(impl + ": " + out.message.substr(7));  // the run's own setup failed: no finding
   }
-  // The child crashed, hit a sticky fault, timed out or threw: a failure by that, where it was.
+  // The child crashed, lost the device context, timed out or threw: a failure by that, where it was.
   const std::string progress_text = read_file(progress);
   const std::string where = progress_text.substr(0, progress_text.find('\n'));
-  if (where.size() < progress_text.size()) row.first.case_text = progress_text.substr(where.size() + 1);
+  std::string case_text;
+  if (where.size() < progress_text.size()) case_text = progress_text.substr(where.size() + 1);
   row.failed = out.kind != IsolatedOutcome::kPassed;
   row.first.stage = where.substr(0, where.find(':'));
-  row.first.check = isolated_outcome_name(out.kind);
+  row.first.check = crash_name(out);
   row.first.verdict = out.message + (where.empty() ? "" : " (during " + where + ")");
   row.first.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (row.failed && !case_text.empty()) {
+    CaseText shown = CaseText::parse(case_text);
+    shown.set("impl", impl).set("backend", o.backend);
+    row.first.case_text = shown.format();
+    // As for any failure: it counts only if <op>@ref passes the case (in a fresh child: this one's
+    // context may be gone).
+    const IsolatedOutcome ref = run_isolated(
+        [&]() -> std::string { return run_case_text(shown, o.backend, row.op + "@ref").verdict.value_or(""); }, opts);
+    if (!ref.passed()) {
+      row.failed = false;
+      row.false_positives = 1;
+      row.false_positive = row.first.check + " on " + impl + " and " + crash_name(ref) + " on " + row.op + "@ref: " +
+                           ref.message + " (the run stopped there)";
+      CaseText ref_case = shown;
+      ref_case.set("impl", row.op + "@ref");
+      row.false_positive_case = ref_case.format();
+      row.first = SuiteFinding{};
+    }
+  }
   // The named check on its own, in a child of its own: does it fail the implementation before any crash?
   const IsolatedOutcome named_run = run_isolated(
       [&]() -> std::string {

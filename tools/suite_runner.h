@@ -7,8 +7,10 @@
 //   2. the corpus regressions of the op (corpus/regressions/);
 //   3. random fuzzing of the op's target for the rest of the budget.
 // A failure counts only if <op>@ref passes the same case; otherwise it is the suite's own false
-// positive, counted apart with its case. A crash, a hang or a sticky GPU fault of the child is a
-// failure by that, naming the case it ran. When a named property is given and the first failure was
+// positive, counted apart with its case. A crash, a hang or a lost device context (a CUDA sticky
+// fault) of the child is a failure by that, its check "crashed", "timed out" or "crashed
+// (cudaErrorIllegalAddress)", with the case it ran, once <op>@ref has passed that case in a fresh
+// child. When a named property is given and the first failure was
 // another, the named property is then run alone (regressions, seeds, random cases).
 #pragma once
 

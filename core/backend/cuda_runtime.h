@@ -34,10 +34,11 @@ class LaunchError : public mlacheck::Error {
   cudaError_t code_;
 };
 
-// The device faulted and the CUDA context is lost for the rest of this process.
-class StickyFault : public mlacheck::Error {
+// The device faulted and the CUDA context is lost for the rest of this process (a ContextLost whose
+// fault is the error's name).
+class StickyFault : public mlacheck::ContextLost {
  public:
-  StickyFault(const std::string& what, cudaError_t code) : Error(what), code_(code) {}
+  StickyFault(const std::string& what, cudaError_t code) : ContextLost(what, cudaGetErrorName(code)), code_(code) {}
   cudaError_t code() const { return code_; }
 
  private:

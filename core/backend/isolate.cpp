@@ -56,7 +56,7 @@ void write_all(int fd, const std::string& s) {
     message = check();
     kind = message.empty() ? IsolatedOutcome::kPassed : IsolatedOutcome::kViolation;
   } catch (const std::exception& e) {
-    if (opts.is_sticky && opts.is_sticky(e)) {
+    if (dynamic_cast<const ContextLost*>(&e) != nullptr || (opts.is_sticky && opts.is_sticky(e))) {
       kind = IsolatedOutcome::kStickyFault;
       message = e.what();
     } else if (dynamic_cast<const Error*>(&e) != nullptr) {

@@ -30,8 +30,8 @@ struct IsolationOptions {
   std::string case_text;
   std::string save_dir = ".";
   std::string case_name;  // "" names the file by a hash of case_text
-  // Classifies an exception thrown by the check inside the child as a sticky fault (kStickyFault);
-  // pass cuda::is_sticky_fault for CUDA checks. nullptr: no exception is sticky.
+  // Classifies an exception thrown by the check inside the child as a sticky fault (kStickyFault),
+  // besides mlacheck::ContextLost, which always is one. nullptr: no other exception is sticky.
   std::function<bool(const std::exception&)> is_sticky = nullptr;
 };
 
@@ -39,7 +39,7 @@ struct IsolatedOutcome {
   enum Kind {
     kPassed,       // the check returned ""
     kViolation,    // the check returned a verdict line, or threw an mlacheck::Error ("error: ...")
-    kStickyFault,  // the check threw an exception that opts.is_sticky accepts
+    kStickyFault,  // the check threw mlacheck::ContextLost, or an exception that opts.is_sticky accepts
     kCrashed,      // the child died by a signal, exited without a verdict, or threw a foreign exception
     kTimedOut,     // the child ran past opts.timeout_seconds and was killed
   } kind = kPassed;

@@ -79,14 +79,45 @@ TEST(PluginCli, APluginThatCannotBeLoadedIsOneLineAndExit2) {
 }
 
 TEST(PluginCli, AnImplementationThatCrashesIsAFailNotACrash) {
-  const CliResult r = run_mlacheck("check --plugin " FIXTURE_IMPL_CRASH " --budget 5");
+  const std::string dir = ::testing::TempDir() + "plugin_cli_crash";
+  const CliResult r = run_mlacheck("check --plugin " FIXTURE_IMPL_CRASH " --budget 5 --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find("topk_decode@fixture_crash"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@fixture_crash  FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("crashed"), std::string::npos) << r.out;
-  const CliResult refused = run_mlacheck("check --plugin " FIXTURE_IMPL_ERROR " --budget 5");
+  // The case was saved, and repro crashes on it again (in a child: FAIL, exit 1).
+  const CliResult again = run_mlacheck("repro " + dir + "/topk_decode-fixture_crash.case --plugin " FIXTURE_IMPL_CRASH);
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_NE(again.out.find("FAIL  crashed"), std::string::npos) << again.out;
+  const CliResult refused = run_mlacheck("check --plugin " FIXTURE_IMPL_ERROR " --budget 5 --save " + dir);
   EXPECT_EQ(refused.status, 1) << refused.out;
   EXPECT_NE(refused.out.find("this implementation refuses every call"), std::string::npos) << refused.out;
 }
+
+#ifdef FIXTURE_FAULT
+// A kernel that writes to an illegal address kills the CUDA context of its process: check, repro
+// and mutants must each report it as a failure with its case, never exit 2.
+TEST(PluginCli, AKernelThatFaultsTheContextIsAFailWithItsCase) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_fault";
+  const CliResult r = run_mlacheck("check --plugin " FIXTURE_FAULT " --backend cuda --budget 10 --save " + dir);
+  if (r.status == 2 && r.out.find("not usable") != std::string::npos) GTEST_SKIP() << "skipped: no GPU";
+  ASSERT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@fixture_fault  FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("crashed (cudaErrorIllegalAddress)"), std::string::npos) << r.out;
+  const std::string saved = dir + "/topk_decode-fixture_fault.case";
+  const CliResult again = run_mlacheck("repro " + saved + " --plugin " FIXTURE_FAULT);
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_NE(again.out.find("crashed (cudaErrorIllegalAddress)"), std::string::npos) << again.out;
+  EXPECT_EQ(run_mlacheck("repro " + saved + " --impl topk_decode@ref").status, 0);
+  const CliResult killed =
+      run_mlacheck("mutants --plugin " FIXTURE_FAULT " --only topk_decode@fixture_fault --backend cuda --budget 10");
+  EXPECT_EQ(killed.status, 0) << killed.out;
+  EXPECT_NE(killed.out.find("killed"), std::string::npos) << killed.out;
+  // On the host backend the same write is a segmentation fault: crashed too.
+  const CliResult host = run_mlacheck("check --plugin " FIXTURE_FAULT " --budget 5 --save " + dir);
+  EXPECT_EQ(host.status, 1) << host.out;
+  EXPECT_NE(host.out.find("crashed"), std::string::npos) << host.out;
+}
+#endif
 
 TEST(PluginCli, FuzzFindsTheBuggyTwin) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_fuzz";

@@ -1,0 +1,75 @@
+// Tests of tools/suite_runner.h: a kernel that loses the device context (mlacheck::ContextLost, as a
+// CUDA sticky fault throws) is a failure "crashed (<fault>)" with the case it ran, never a setup
+// error; the case reruns; a correct implementation passes.
+#include "tools/suite_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "kernels/registry.h"
+#include "kernels/topk_glue.h"
+#include "properties/case_text.h"
+#include "properties/property_registry.h"
+
+namespace mlacheck {
+namespace {
+
+// The correct top-k, except that a batch of more than one request loses the context, as a kernel
+// with an illegal address does on cuda (the fault surfaces at the next synchronization).
+kernels::TopkPath lose_context_on_batches(kernels::Device& device, const kernels::DeviceTensor& logits, int64_t next_n,
+                                          const kernels::DeviceTensor& seq_lens, int64_t k,
+                                          const kernels::DeviceTensor& out, const kernels::DeviceTensor& workspace,
+                                          const kernels::DeviceTensor& counts) {
+  if (seq_lens.view.size(0) > 1) {
+    throw ContextLost("cudaStreamSynchronize: cudaErrorIllegalAddress (an illegal memory access was encountered)",
+                      "cudaErrorIllegalAddress");
+  }
+  return kernels::topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
+}
+
+void register_once() {
+  static const bool done = [] {
+    kernels::registry().add({"topk_decode", "test_context_lost", "test only: loses the context on batches"},
+                            &lose_context_on_batches);
+    return true;
+  }();
+  (void)done;
+}
+
+TEST(SuiteRunner, ALostContextIsAFailureWithItsCaseNotASetupError) {
+  register_once();
+  SuiteOptions o;
+  o.budget = 10;
+  o.cases = 3;
+  const SuiteResult r = run_suite(o, "topk_decode@test_context_lost");
+  ASSERT_TRUE(r.failed);
+  EXPECT_EQ(r.first.check, "crashed (cudaErrorIllegalAddress)");
+  EXPECT_NE(r.first.verdict.find("illegal memory access"), std::string::npos) << r.first.verdict;
+  EXPECT_NE(r.first.verdict.find("(during "), std::string::npos) << r.first.verdict;
+  EXPECT_EQ(r.false_positives, 0) << r.false_positive;
+  // The case is whole, names the implementation, and fails again when rerun (in this process the
+  // test implementation only throws: no context is really lost).
+  ASSERT_FALSE(r.first.case_text.empty());
+  const CaseText c = CaseText::parse(r.first.case_text);
+  EXPECT_EQ(c.word("impl"), "topk_decode@test_context_lost");
+  const ReproResult again = run_case_text(c);
+  ASSERT_TRUE(again.verdict.has_value());
+  EXPECT_EQ(again.fault, "cudaErrorIllegalAddress");
+  EXPECT_EQ(again.verdict->rfind("crashed (cudaErrorIllegalAddress): ", 0), 0u) << *again.verdict;
+  // The reference passes the same case.
+  EXPECT_FALSE(run_case_text(c, "", "topk_decode@ref").verdict.has_value());
+}
+
+TEST(SuiteRunner, TheReferencePasses) {
+  SuiteOptions o;
+  o.budget = 3;
+  o.cases = 1;
+  const SuiteResult r = run_suite(o, "topk_decode@ref");
+  EXPECT_FALSE(r.failed) << r.first.check << ": " << r.first.verdict;
+  EXPECT_GT(r.cases_run, 0);
+}
+
+}  // namespace
+}  // namespace mlacheck
