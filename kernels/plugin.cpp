@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/backend/isolate.h"
+#include "core/contract.h"
 #include "core/error.h"
 #include "kernels/mla_decode_glue.h"
 #include "kernels/mqa_logits_glue.h"
@@ -205,6 +206,7 @@ struct Registration {
   std::string path, plugin;
   LoadedPlugin* loaded = nullptr;
   std::string first_error;  // why an add failed, kept even when the plugin ignores the return
+  uint32_t abi_version = MLACHECK_PLUGIN_ABI_VERSION;  // the one the plugin declares
 };
 
 std::string op_list() {
@@ -250,6 +252,27 @@ int add_impl(void* context, const char* op, const char* name, const char* summar
   return 0;
 }
 
+int add_contract(void* context, const char* op, const char* name, const char* text, char* error, size_t error_size) {
+  Registration& r = *static_cast<Registration*>(context);
+  const std::string o = op ? op : "", n = name ? name : "", qualified = o + "@" + n;
+  if (r.abi_version < 2) {
+    return refuse(r, error, error_size,
+                  "contract: the plugin declares plugin ABI version " + std::to_string(r.abi_version) +
+                      ", and contracts came with version 2: rebuild it against this mlacheck's include/mlacheck/plugin.h");
+  }
+  const auto& impls = r.loaded->implementations;
+  if (std::find(impls.begin(), impls.end(), qualified) == impls.end()) {
+    return refuse(r, error, error_size, "contract: " + qualified + " is not an implementation this plugin added before");
+  }
+  if (text == nullptr) return refuse(r, error, error_size, "contract: " + qualified + " has no text");
+  try {
+    registry().set_contract(qualified, parse_contract(o, text));
+  } catch (const Error& e) {
+    return refuse(r, error, error_size, qualified + ": " + e.what());
+  }
+  return 0;
+}
+
 }  // namespace
 
 LoadedPlugin load_plugin(const std::string& path) {
@@ -260,15 +283,16 @@ LoadedPlugin load_plugin(const std::string& path) {
   const auto* info = static_cast<const mlacheck_plugin_info*>(::dlsym(handle, MLACHECK_PLUGIN_SYMBOL));
   MLA_REQUIRE(info != nullptr, what, ": defines no '", MLACHECK_PLUGIN_SYMBOL,
               "' symbol (a plugin defines it with MLACHECK_DEFINE_PLUGIN from include/mlacheck/plugin.h)");
-  MLA_REQUIRE(info->abi_version == MLACHECK_PLUGIN_ABI_VERSION, what, " was built against plugin ABI version ",
-              info->abi_version, ", and this mlacheck speaks version ", MLACHECK_PLUGIN_ABI_VERSION,
-              ": rebuild it against this mlacheck's include/mlacheck/plugin.h");
+  MLA_REQUIRE(info->abi_version >= 1 && info->abi_version <= MLACHECK_PLUGIN_ABI_VERSION, what,
+              " was built against plugin ABI version ", info->abi_version, ", and this mlacheck speaks versions 1 to ",
+              MLACHECK_PLUGIN_ABI_VERSION, ": rebuild it against this mlacheck's include/mlacheck/plugin.h");
   MLA_REQUIRE(info->register_impls != nullptr, what, ": its mlacheck_plugin has no registration function");
   LoadedPlugin loaded;
   loaded.path = path;
   loaded.name = info->name != nullptr ? info->name : path;
-  Registration r{path, loaded.name, &loaded, ""};
-  const mlacheck_plugin_api api{MLACHECK_PLUGIN_ABI_VERSION, &r, &add_impl};
+  loaded.abi_version = info->abi_version;
+  Registration r{path, loaded.name, &loaded, "", info->abi_version};
+  const mlacheck_plugin_api api{MLACHECK_PLUGIN_ABI_VERSION, &r, &add_impl, &add_contract};
   const int rc = info->register_impls(&api);
   MLA_REQUIRE(r.first_error.empty(), what, " (", loaded.name, "): ", r.first_error);
   MLA_REQUIRE(rc == 0, what, " (", loaded.name, "): its registration function refused to load (returned ", rc, ")");

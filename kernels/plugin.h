@@ -8,6 +8,7 @@
 // plugin's message. The libraries stay loaded for the life of the process.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,13 +16,14 @@ namespace mlacheck::kernels {
 
 struct LoadedPlugin {
   std::string path, name;                    // name: the one the plugin gives itself
+  uint32_t abi_version = 0;                  // the plugin ABI version it was built against (1 or 2)
   std::vector<std::string> implementations;  // "op@name", in registration order
 };
 
 // Loads the plugin at path into registry(). Throws mlacheck::Error with one line naming path when
-// the library cannot be opened, defines no mlacheck_plugin symbol, was built against another plugin
-// ABI version, or its registration fails (an unknown op, a name taken, a bad name, the plugin's
-// own refusal). A plugin that crashes while registering crashes the caller: see probe_plugin.
+// the library cannot be opened, defines no mlacheck_plugin symbol, was built against a plugin ABI
+// version this mlacheck does not speak, or its registration fails (an unknown op, a name taken, a
+// bad name, a malformed contract, a contract from a version 1 plugin, the plugin's own refusal). A plugin that crashes while registering crashes the caller: see probe_plugin.
 LoadedPlugin load_plugin(const std::string& path);
 
 // Loads the plugin in a forked child first (so a crash, hang or failure while it registers becomes

@@ -28,7 +28,22 @@ void Registry::add_erased(ImplementationInfo info, std::type_index type, void (*
   MLA_REQUIRE(!info.name.empty() && info.name.find('@') == std::string::npos, "registry: bad implementation name '",
               info.name, "'");
   MLA_REQUIRE(lookup(info.qualified()) == nullptr, "registry: ", info.qualified(), " is registered twice");
-  entries_.push_back({std::move(info), type, fn});
+  entries_.push_back({std::move(info), type, fn, std::make_shared<const Contract>()});
+}
+
+void Registry::set_contract(std::string_view qualified, Contract contract) {
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [&](const Entry& e) { return e.info.qualified() == qualify(qualified); });
+  MLA_REQUIRE(it != entries_.end(), "registry: no implementation ", qualify(qualified), " to give a contract");
+  MLA_REQUIRE(contract.op.empty() || contract.op == it->info.op, "registry: a contract of ", contract.op, " for ",
+              it->info.qualified());
+  it->contract = std::make_shared<const Contract>(std::move(contract));
+}
+
+std::shared_ptr<const Contract> Registry::contract(std::string_view qualified) const {
+  const Entry* e = lookup(qualified);
+  MLA_REQUIRE(e != nullptr, "registry: no implementation ", qualify(qualified));
+  return e->contract;
 }
 
 const Registry::Entry* Registry::lookup(std::string_view qualified) const {

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <typeindex>
 #include <vector>
 
+#include "core/contract.h"
 #include "core/error.h"
 
 namespace mlacheck::kernels {
@@ -38,6 +40,10 @@ class Registry {
     return reinterpret_cast<Fn*>(find_erased(qualified, std::type_index(typeid(Fn))));
   }
   bool contains(std::string_view qualified) const;
+  // The contract of an implementation (core/contract.h): what it declared it accepts. Built-in
+  // implementations take the whole spec (an empty contract). Throws for an unknown implementation.
+  void set_contract(std::string_view qualified, Contract contract);
+  std::shared_ptr<const Contract> contract(std::string_view qualified) const;
   // Every implementation, ordered by op (SPEC.md order) then name.
   std::vector<ImplementationInfo> list() const;
 
@@ -46,6 +52,7 @@ class Registry {
     ImplementationInfo info;
     std::type_index type;
     void (*fn)();
+    std::shared_ptr<const Contract> contract;
   };
   void add_erased(ImplementationInfo info, std::type_index type, void (*fn)());
   void (*find_erased(std::string_view qualified, std::type_index type) const)();

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 
 #include "core/error.h"
 #include "properties/case_bytes.h"
@@ -270,30 +272,41 @@ double parse_real(const std::string& key, const std::string& w) {
 int CaseText::choice(const std::string& key, std::initializer_list<const char*> allowed) const {
   const std::vector<const char*> names(allowed);
   MLA_REQUIRE(!names.empty(), "case: '", key, "' has no allowed words");
+  const std::vector<int> ok = permitted(key, names);  // the contract's words; drawn and encoded among them
+  const int64_t last = static_cast<int64_t>(ok.size()) - 1;
   draw_if_missing(key, [&](ByteReader& r) {
-    return std::vector<std::string>{names[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(names.size()) - 1))]};
+    return std::vector<std::string>{names[static_cast<size_t>(ok[static_cast<size_t>(r.in_range(0, last))])]};
   });
   const int i = index_of(key, word(key), names);
-  if (first_encode(key)) codec_->writer.in_range(i, 0, static_cast<int64_t>(names.size()) - 1);
+  const auto at = std::find(ok.begin(), ok.end(), i);
+  if (at == ok.end()) throw OutsideContract("case: '" + key + "' is '" + names[static_cast<size_t>(i)] + "', which the contract does not allow");
+  if (first_encode(key)) codec_->writer.in_range(at - ok.begin(), 0, last);
   return i;
 }
 
 int64_t CaseText::integer(const std::string& key, int64_t lo, int64_t hi) const {
   MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
-  draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(r.in_range(lo, hi))}; });
+  const Narrowed n = narrow(key, lo, hi);
+  draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(r.in_range(n.lo, n.hi))}; });
   const std::string& w = word(key);
   int64_t v = 0;
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
   MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
-  if (first_encode(key)) codec_->writer.in_range(v, lo, hi);
+  require_within(key, v, n);
+  if (first_encode(key)) codec_->writer.in_range(v, n.lo, n.hi);
   return v;
 }
 
 int64_t CaseText::multiple(const std::string& key, int64_t step, int64_t lo, int64_t hi) const {
   MLA_REQUIRE(step > 0, "case: '", key, "' needs a positive step, not ", step);
-  // The multiples of step in [lo, hi] are step * [first, last].
-  const int64_t first = lo >= 0 ? (lo + step - 1) / step : -((-lo) / step);
-  const int64_t last = hi >= 0 ? hi / step : -((-hi + step - 1) / step);
+  MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
+  // The multiples of step in [lo, hi] (narrowed by the contract) are step * [first, last].
+  const Narrowed n = narrow(key, lo, hi);
+  const int64_t first = n.lo >= 0 ? (n.lo + step - 1) / step : -((-n.lo) / step);
+  const int64_t last = n.hi >= 0 ? n.hi / step : -((-n.hi + step - 1) / step);
+  if (first > last && !n.rule.empty()) {
+    throw OutsideContract("case: '" + key + "' has no multiple of " + std::to_string(step) + " within the contract's " + n.rule);
+  }
   MLA_REQUIRE(first <= last, "case: '", key, "' has no multiple of ", step, " in [", lo, ", ", hi, "]");
   draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(step * r.in_range(first, last))}; });
   const std::string& w = word(key);
@@ -301,25 +314,33 @@ int64_t CaseText::multiple(const std::string& key, int64_t step, int64_t lo, int
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
   MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
   MLA_REQUIRE(v % step == 0, "case: '", key, "' is ", v, ", not a multiple of ", step);
+  require_within(key, v, n);
   if (first_encode(key)) codec_->writer.in_range(v / step, first, last);
   return v;
 }
 
 int64_t CaseText::one_of(const std::string& key, std::initializer_list<int64_t> allowed) const {
-  const std::vector<int64_t> values(allowed);
-  MLA_REQUIRE(!values.empty(), "case: '", key, "' has no allowed values");
+  const std::vector<int64_t> all(allowed);
+  MLA_REQUIRE(!all.empty(), "case: '", key, "' has no allowed values");
+  const Narrowed n = narrow(key, *std::min_element(all.begin(), all.end()), *std::max_element(all.begin(), all.end()));
+  std::vector<int64_t> values;  // drawn and encoded among the contract's
+  for (int64_t a : all) {
+    if (a >= n.lo && a <= n.hi) values.push_back(a);
+  }
+  if (values.empty()) throw OutsideContract("case: '" + key + "': none of its values is within the contract's " + n.rule);
   draw_if_missing(key, [&](ByteReader& r) {
     return std::vector<std::string>{integer_word(values[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(values.size()) - 1))])};
   });
   const std::string& w = word(key);
   int64_t v = 0;
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
-  const auto at = std::find(values.begin(), values.end(), v);
-  if (at == values.end()) {
+  if (std::find(all.begin(), all.end(), v) == all.end()) {
     std::string names;
-    for (int64_t a : values) names += (names.empty() ? "" : ", ") + integer_word(a);
+    for (int64_t a : all) names += (names.empty() ? "" : ", ") + integer_word(a);
     throw Error("case: '" + key + "' is " + w + ", not one of " + names);
   }
+  require_within(key, v, n);
+  const auto at = std::find(values.begin(), values.end(), v);
   if (first_encode(key)) codec_->writer.in_range(at - values.begin(), 0, static_cast<int64_t>(values.size()) - 1);
   return v;
 }
@@ -384,9 +405,10 @@ std::vector<int64_t> CaseText::integers_exactly(const std::string& key, int64_t 
 std::vector<int64_t> CaseText::read_integers(const std::string& key, int64_t lo, int64_t hi, size_t count,
                                              bool exact) const {
   MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
+  const Narrowed n = narrow(key, lo, hi);
   draw_if_missing(key, [&](ByteReader& r) {
     std::vector<std::string> w(draw_count(count, exact));
-    for (auto& x : w) x = integer_word(r.in_range(lo, hi));
+    for (auto& x : w) x = integer_word(r.in_range(n.lo, n.hi));
     return w;
   });
   const auto& words = values(key);
@@ -397,12 +419,13 @@ std::vector<int64_t> CaseText::read_integers(const std::string& key, int64_t lo,
     int64_t v = 0;
     MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' value ", i, " is '", w, "', not an integer");
     MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' value ", i, " is ", v, ", outside [", lo, ", ", hi, "]");
+    require_within(key, v, n, " value " + std::to_string(i));
     out.push_back(v);
     ++i;
   }
   if (first_encode(key)) {
     encode_count(out.size(), count, exact);
-    for (int64_t v : out) codec_->writer.in_range(v, lo, hi);
+    for (int64_t v : out) codec_->writer.in_range(v, n.lo, n.hi);
   }
   return out;
 }
@@ -414,12 +437,14 @@ std::vector<int64_t> CaseText::integers_from(const std::string& key, const std::
 std::vector<int64_t> CaseText::integers_within(const std::string& key, const std::vector<int64_t>& lo,
                                                const std::vector<int64_t>& hi) const {
   MLA_REQUIRE(lo.size() == hi.size(), "case: '", key, "' has ", lo.size(), " lower and ", hi.size(), " upper bounds");
+  std::vector<Narrowed> n;
   for (size_t i = 0; i < lo.size(); ++i) {
     MLA_REQUIRE(lo[i] <= hi[i], "case: '", key, "' value ", i, " has an empty range [", lo[i], ", ", hi[i], "]");
+    n.push_back(narrow(key, lo[i], hi[i]));
   }
   draw_if_missing(key, [&](ByteReader& r) {
     std::vector<std::string> w;
-    for (size_t i = 0; i < lo.size(); ++i) w.push_back(integer_word(r.in_range(lo[i], hi[i])));
+    for (size_t i = 0; i < lo.size(); ++i) w.push_back(integer_word(r.in_range(n[i].lo, n[i].hi)));
     return w;
   });
   const auto& v = values(key);
@@ -430,10 +455,11 @@ std::vector<int64_t> CaseText::integers_within(const std::string& key, const std
     MLA_REQUIRE(parse_signed(v[i], x), "case: '", key, "' value ", i, " is '", v[i], "', not an integer");
     MLA_REQUIRE(x >= lo[i] && x <= hi[i], "case: '", key, "' value ", i, " is ", x, ", outside [", lo[i], ", ", hi[i],
                 "]");
+    require_within(key, x, n[i], " value " + std::to_string(i));
     out.push_back(x);
   }
   if (first_encode(key)) {
-    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], lo[i], hi[i]);
+    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], n[i].lo, n[i].hi);
   }
   return out;
 }
@@ -450,18 +476,25 @@ std::vector<int> CaseText::choices_exactly(const std::string& key, const std::ve
 std::vector<int> CaseText::read_choices(const std::string& key, const std::vector<const char*>& allowed, size_t count,
                                         bool exact) const {
   MLA_REQUIRE(!allowed.empty(), "case: '", key, "' has no allowed words");
+  const std::vector<int> ok = permitted(key, allowed);  // the contract's words; drawn and encoded among them
+  const int64_t last = static_cast<int64_t>(ok.size()) - 1;
   draw_if_missing(key, [&](ByteReader& r) {
     std::vector<std::string> w(draw_count(count, exact));
-    for (auto& x : w) x = allowed[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(allowed.size()) - 1))];
+    for (auto& x : w) x = allowed[static_cast<size_t>(ok[static_cast<size_t>(r.in_range(0, last))])];
     return w;
   });
   const auto& v = values(key);
   require_count(key, v.size(), count, exact);
   std::vector<int> out;
-  for (const std::string& w : v) out.push_back(index_of(key, w, allowed));
+  for (const std::string& w : v) {
+    out.push_back(index_of(key, w, allowed));
+    if (std::find(ok.begin(), ok.end(), out.back()) == ok.end()) {
+      throw OutsideContract("case: '" + key + "' holds '" + w + "', which the contract does not allow");
+    }
+  }
   if (first_encode(key)) {
     encode_count(out.size(), count, exact);
-    for (int i : out) codec_->writer.in_range(i, 0, static_cast<int64_t>(allowed.size()) - 1);
+    for (int i : out) codec_->writer.in_range(std::find(ok.begin(), ok.end(), i) - ok.begin(), 0, last);
   }
   return out;
 }
@@ -505,11 +538,13 @@ std::vector<float> CaseText::floats_exactly(const std::string& key, size_t count
 }
 
 std::vector<float> CaseText::read_floats(const std::string& key, size_t count, bool exact) const {
+  const bool finite = finite_only(key);
   draw_if_missing(key, [&](ByteReader& r) {
     std::vector<std::string> w(draw_count(count, exact));
     for (auto& x : w) {
       double v = r.real();
       if (std::isfinite(v) && std::fabs(v) >= kFloatLimit) v = std::fmod(v, 3.4e38);
+      if (finite && !std::isfinite(v)) v = 0;  // the contract says inputs are finite
       x = float_word(static_cast<float>(v));
     }
     return w;
@@ -520,6 +555,7 @@ std::vector<float> CaseText::read_floats(const std::string& key, size_t count, b
   for (const std::string& w : v) {
     const double x = parse_real(key, w);
     MLA_REQUIRE(!std::isfinite(x) || std::fabs(x) < kFloatLimit, "case: '", key, "' holds '", w, "', not a float");
+    if (finite && !std::isfinite(x)) throw OutsideContract("case: '" + key + "' holds '" + w + "', and the contract says inputs are finite");
     out.push_back(static_cast<float>(x));
   }
   if (first_encode(key)) {
@@ -578,6 +614,93 @@ std::vector<int> CaseText::permutation(const std::string& key, int64_t n) const 
     }
   }
   return out;
+}
+
+// ---- contracts --------------------------------------------------------------------------------
+
+CaseText& CaseText::within(std::shared_ptr<const Contract> contract) {
+  contract_ = contract && !contract->empty() ? std::move(contract) : nullptr;
+  return *this;
+}
+
+namespace {
+
+// The value of a bound: a number, or the integer value of another key of the case (a sub-case key
+// "c0.seq_lens" looks for "c0.next_n" first).
+std::optional<int64_t> bound_value(const LimitBound& b, const std::string& key,
+                                   const std::function<const std::vector<std::string>*(const std::string&)>& lookup) {
+  if (b.value) return b.value;
+  if (b.key.empty()) return std::nullopt;
+  const size_t dot = key.rfind('.');
+  const std::vector<std::string>* v = dot == std::string::npos ? nullptr : lookup(key.substr(0, dot + 1) + b.key);
+  if (v == nullptr) v = lookup(b.key);
+  int64_t x = 0;
+  MLA_REQUIRE(v != nullptr && v->size() == 1 && parse_signed((*v)[0], x), "case: the contract bounds '", key,
+              "' by '", b.key, "', which the case does not hold (as one integer) before it");
+  return x;
+}
+
+std::string rule_text(const KeyLimit& l, const std::optional<int64_t>& lo, const std::optional<int64_t>& hi) {
+  std::string s = l.key;
+  if (lo && hi) return s + (*lo == *hi ? " = " + std::to_string(*lo) : " in [" + std::to_string(*lo) + ", " + std::to_string(*hi) + "]");
+  if (lo) return s + " >= " + (l.lo.key.empty() ? std::to_string(*lo) : l.lo.key + " (" + std::to_string(*lo) + ")");
+  return s + " <= " + (l.hi.key.empty() ? std::to_string(*hi) : l.hi.key + " (" + std::to_string(*hi) + ")");
+}
+
+}  // namespace
+
+CaseText::Narrowed CaseText::narrow(const std::string& key, int64_t lo, int64_t hi) const {
+  Narrowed n{lo, hi, ""};
+  if (!contract_) return n;
+  const auto lookup = [this](const std::string& k) { return find(k); };
+  for (const KeyLimit* l : contract_->limits_on(key)) {
+    if (!l->lo.set() && !l->hi.set()) continue;
+    const std::optional<int64_t> a = bound_value(l->lo, key, lookup), b = bound_value(l->hi, key, lookup);
+    if (a) n.lo = std::max(n.lo, *a);
+    if (b) n.hi = std::min(n.hi, *b);
+    n.rule += (n.rule.empty() ? "" : ", ") + rule_text(*l, a, b);
+  }
+  if (n.lo > n.hi) {
+    throw OutsideContract("case: '" + key + "' must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          "] and within the contract's " + n.rule + ": no value does");
+  }
+  return n;
+}
+
+void CaseText::require_within(const std::string& key, int64_t v, const Narrowed& n, const std::string& which) const {
+  if (v >= n.lo && v <= n.hi) return;
+  throw OutsideContract("case: '" + key + "'" + which + " is " + std::to_string(v) + ", outside the contract's " +
+                        n.rule);
+}
+
+std::vector<int> CaseText::permitted(const std::string& key, const std::vector<const char*>& allowed) const {
+  std::vector<int> out;
+  std::vector<const KeyLimit*> limits;
+  if (contract_) {
+    for (const KeyLimit* l : contract_->limits_on(key)) {
+      if (!l->words.empty()) limits.push_back(l);
+    }
+  }
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    const bool ok = std::all_of(limits.begin(), limits.end(), [&](const KeyLimit* l) {
+      return std::find(l->words.begin(), l->words.end(), allowed[i]) != l->words.end();
+    });
+    if (ok) out.push_back(static_cast<int>(i));
+  }
+  if (out.empty()) {
+    std::string names;
+    for (const char* a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
+    throw OutsideContract("case: '" + key + "' takes one of " + names + ", and the contract allows none of them");
+  }
+  return out;
+}
+
+bool CaseText::finite_only(const std::string& key) const {
+  if (!contract_) return false;
+  for (const KeyLimit* l : contract_->limits_on(key)) {
+    if (l->finite) return true;
+  }
+  return false;
 }
 
 void CaseText::expect_all_read() const {

@@ -28,6 +28,12 @@
 // encoding(text) reads the text as usual and appends each value's bytes: those bytes decode back to
 // the same case, which is how readable regression cases seed the fuzzers. Free-form words cannot be
 // drawn; readers of fuzzable cases use choice(), choices() and the numeric readers.
+//
+// Contracts. A CaseText may carry the contract of the implementation it is read for (within(),
+// core/contract.h). Every reader then narrows its range by the contract's limits on its key: a
+// drawing CaseText draws only inside the contract (so a fuzzer never starves on refusals), an
+// encoding one encodes inside it, and a value read from text that the spec allows but the contract
+// does not is refused with OutsideContract ("case: 'k' is 9000, outside the contract's k <= 8192").
 #pragma once
 
 #include <cstdint>
@@ -40,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/contract.h"
 #include "core/error.h"
 
 namespace mlacheck {
@@ -142,10 +149,26 @@ class CaseText {
   // hand-edited case must not be ignored silently.
   void expect_all_read() const;
 
+  // Reads every later value within contract (nullptr, or an empty contract: the whole spec).
+  CaseText& within(std::shared_ptr<const Contract> contract);
+  const Contract* contract() const { return contract_.get(); }
+
   bool operator==(const CaseText& o) const { return entries_ == o.entries_; }
 
  private:
   struct Codec;
+  // [lo, hi] narrowed by the contract's limits on key, with the limits' rule for messages. Throws
+  // OutsideContract when nothing of [lo, hi] is inside the contract.
+  struct Narrowed {
+    int64_t lo, hi;
+    std::string rule;  // "" when the contract does not limit key
+  };
+  Narrowed narrow(const std::string& key, int64_t lo, int64_t hi) const;
+  // Throws OutsideContract unless v (in the spec's range) lies in n.
+  void require_within(const std::string& key, int64_t v, const Narrowed& n, const std::string& which = "") const;
+  // The positions of allowed the contract lets key take (all of them without a limit).
+  std::vector<int> permitted(const std::string& key, const std::vector<const char*>& allowed) const;
+  bool finite_only(const std::string& key) const;
   const std::vector<std::string>& values(const std::string& key) const;
   const std::vector<std::string>* find(const std::string& key) const;
   // Drawing and the key is not set: draws its values with draw(reader) and sets them.
@@ -164,6 +187,7 @@ class CaseText {
   mutable std::vector<std::pair<std::string, std::vector<std::string>>> entries_;
   std::shared_ptr<Codec> codec_;
   mutable std::set<std::string> read_;
+  std::shared_ptr<const Contract> contract_;
 };
 
 // Runs read(); a refusal for a value outside its range gets why (the rule the range stands for)
@@ -173,6 +197,8 @@ template <class F>
 auto with_reason(const std::string& why, F&& read) {
   try {
     return read();
+  } catch (const OutsideContract&) {
+    throw;  // a contract's refusal says its own rule
   } catch (const Error& e) {
     const std::string what = e.what();
     for (const char* range : {", outside [", "has an empty range", ", not one of ", ", not a multiple of "}) {

@@ -2,6 +2,7 @@
 #include "properties/fuzz_input.h"
 
 #include "core/error.h"
+#include "kernels/registry.h"
 
 namespace mlacheck {
 
@@ -71,6 +72,11 @@ const PropertyEntry* text_case_property(const FuzzTarget& target, std::string_vi
   }
 }
 
+// The contract of impl, when it is a registered implementation (otherwise run_case_text refuses it).
+std::shared_ptr<const Contract> contract_of(const std::string& impl) {
+  return kernels::registry().contains(impl) ? kernels::registry().contract(impl) : nullptr;
+}
+
 }  // namespace
 
 FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, const std::string& impl,
@@ -82,6 +88,7 @@ FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, con
     if (!impl.empty()) fc.text.set("impl", impl);
     if (!backend.empty()) fc.text.set("backend", backend);
     read_header(fc.text);
+    fc.text.within(contract_of(fc.text.word("impl")));
     p->parse(fc.text);
     return fc;
   }
@@ -92,6 +99,7 @@ FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, con
       .set("impl", impl.empty() ? target.op + "@ref" : impl)
       .set("backend", backend.empty() ? "host" : backend);
   read_header(fc.text);
+  fc.text.within(contract_of(fc.text.word("impl")));  // drawn inside the implementation's contract
   fc.property->parse(fc.text);
   fc.text.stop_drawing();
   return fc;
@@ -105,8 +113,10 @@ std::string encode_fuzz_input(std::string_view case_file) {
   while (props[static_cast<size_t>(index)] != &p) ++index;
   c.code(index, 0, static_cast<int64_t>(props.size()) - 1);
   read_header(c);
-  p.parse(c);
-  return c.encoded_bytes();
+  CaseText within = c;  // shares the encoding
+  within.within(contract_of(c.word("impl")));
+  p.parse(within);
+  return within.encoded_bytes();
 }
 
 }  // namespace mlacheck

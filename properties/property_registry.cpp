@@ -35,7 +35,22 @@ void check_property_impl(const PropertyEntry& p, const std::string& impl) {
               " drives the ref kernel's own paths: it runs on ", p.op, "@ref only, not '", impl, "'");
 }
 
-ReproResult run_case_text(const CaseText& c, const std::string& backend, const std::string& impl) {
+std::string outside_contract(const CaseText& c, const std::string& impl) {
+  const PropertyEntry& p = property_registry().find(c.word("property"));
+  check_property_impl(p, impl);
+  CaseText t = c;
+  t.within(kernels::registry().contract(impl));
+  try {
+    p.parse(t);
+  } catch (const OutsideContract& e) {
+    return e.what();
+  }
+  return "";
+}
+
+ReproResult run_case_text(const CaseText& text, const std::string& backend, const std::string& impl,
+                          bool ignore_contract) {
+  CaseText c = text;
   ReproResult r;
   r.property = c.word("property");
   r.impl = c.word("impl");  // read even when overridden: the key is the case's, not unknown
@@ -48,7 +63,13 @@ ReproResult run_case_text(const CaseText& c, const std::string& backend, const s
   std::string why;
   MLA_REQUIRE(kernels::device_usable(*b, &why), "backend ", r.backend, " is not usable here: ", why);
   check_property_impl(p, r.impl);
-  p.parse(c);  // a malformed case throws here, before anything runs
+  c.within(ignore_contract ? nullptr : kernels::registry().contract(r.impl));
+  try {
+    p.parse(c);  // a malformed case throws here, before anything runs
+  } catch (const OutsideContract& e) {
+    r.outside = e.what();
+    return r;
+  }
   const auto device = kernels::make_device(*b);
   try {
     r.verdict = p.run(*device, r.impl, c);

@@ -87,13 +87,23 @@ struct ReproResult {
   // "cudaErrorIllegalAddress", and the verdict "crashed (<fault>): ...". No later case can run in
   // this process.
   std::string fault;
+  // Not empty when the case lies outside the implementation's contract (core/contract.h): why.
+  // Nothing ran, and verdict is empty: such a case is neither a pass nor a failure.
+  std::string outside;
 };
 // Runs case c: its property on its backend and implementation unless backend / impl (not empty)
 // override them. Throws mlacheck::Error for a malformed case, an unknown property or
 // implementation, or a backend not usable here; an error the run throws for a well-formed case
 // (the implementation refused it or faulted) is a violation, "the implementation threw: ...", and
 // a lost device context is the violation "crashed (<fault>): ..." with ReproResult::fault set.
-ReproResult run_case_text(const CaseText& c, const std::string& backend = "", const std::string& impl = "");
+// The case is read within the contract of the implementation that runs (ReproResult::outside when
+// it does not fit), unless ignore_contract.
+ReproResult run_case_text(const CaseText& c, const std::string& backend = "", const std::string& impl = "",
+                          bool ignore_contract = false);
+
+// Why case c lies outside the contract of impl (core/contract.h), or "" when it lies inside. Runs
+// nothing; throws mlacheck::Error for a malformed case or an unknown property or implementation.
+std::string outside_contract(const CaseText& c, const std::string& impl);
 
 // The header every printed case starts with.
 CaseText case_header(const std::string& property, const std::string& impl, const std::string& backend = "host");

@@ -69,6 +69,28 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
         << "`:\n" << r.first.case_text;
   }
   for (const SuiteResult& r : rows) {
+    const auto contract = kernels::registry().contract(r.impl);
+    if (contract->empty()) continue;
+    out << "\n" << r.impl << " declares the contract: " << contract->describe() << '\n';
+    if (r.outside_contract > 0) {
+      out << "  " << r.outside_contract << " seed or regression case(s) outside it were not run\n";
+    }
+    if (!o.suite.contract_probe) continue;
+    const bool probe_crashed = r.probe_first.check.rfind("crashed", 0) == 0 || r.probe_first.check == "timed out";
+    out << "outside the declared contract (probe, never a failure): ";
+    if (probe_crashed) {
+      out << r.probe_cases << " case(s) ran, then one " << r.probe_first.check << " (the probe stopped there)\n";
+    } else {
+      out << r.probe_cases << " case(s) run, " << r.probe_failures << " failed\n";
+    }
+    if (r.probe_failures > 0) {
+      out << "  first: " << r.probe_first.check << ": " << r.probe_first.verdict << '\n' << r.probe_first.case_text;
+    }
+  }
+  for (const SuiteResult& r : rows) {
+    if (!r.probe_note.empty()) out << r.probe_note << '\n';
+  }
+  for (const SuiteResult& r : rows) {
     if (r.false_positives > 0) {
       out << "suite false positive: " << r.false_positives << " case(s) run for " << r.impl << " failed on " << r.op
           << "@ref too (not counted against it); first: " << r.false_positive << '\n';
@@ -85,7 +107,11 @@ void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ost
         << ", \"passed\": " << (r.failed ? "false" : "true") << ", \"cases_run\": " << r.cases_run
         << ", \"stage\": " << json_string(r.first.stage) << ", \"check\": " << json_string(r.first.check)
         << ", \"verdict\": " << json_string(r.first.verdict) << ", \"seconds\": " << fixed(r.first.seconds, 3)
-        << ", \"case\": " << json_string(r.first.case_text) << ", \"false_positives\": " << r.false_positives << "}"
+        << ", \"case\": " << json_string(r.first.case_text) << ", \"false_positives\": " << r.false_positives
+        << ", \"contract\": " << json_string(kernels::registry().contract(r.impl)->describe())
+        << ", \"outside_contract_skipped\": " << r.outside_contract << ", \"probe_cases\": " << r.probe_cases
+        << ", \"probe_failures\": " << r.probe_failures << ", \"probe_first\": " << json_string(r.probe_first.verdict)
+        << ", \"probe_case\": " << json_string(r.probe_first.case_text) << "}"
         << (i + 1 < rows.size() ? "," : "") << '\n';
   }
   out << "]}\n";
@@ -105,6 +131,10 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       const std::string& a = args[i];
       static const std::vector<std::string> valued = {"--impl", "--plugin", "--backend", "--budget", "--cases",
                                                       "--seed", "--corpus", "--save",    "--format"};
+      if (a == "--contract-probe") {
+        o.suite.contract_probe = true;
+        continue;
+      }
       if (std::find(valued.begin(), valued.end(), a) == valued.end()) return bad("unknown argument '" + a + "'");
       if (i + 1 >= args.size()) return bad(a + " needs a value");
       const std::string& v = args[++i];

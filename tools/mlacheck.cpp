@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/contract.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/tolerances.h"
@@ -37,7 +38,7 @@ commands:
                             check the toolkit's own foundations (codecs, views, guarded buffers,
                             comparison) on this machine, each against a planted fault; prints a table
   check [--impl OP@NAME]... [--plugin PATH]... [--backend host|cuda] [--budget S] [--cases N]
-        [--seed N] [--corpus DIR] [--save DIR] [--format table|json]
+        [--seed N] [--corpus DIR] [--save DIR] [--format table|json] [--contract-probe]
                             run implementations (the --impl ones, else every one the plugins
                             register, else every <op>@ref) through their op's whole suite: the
                             properties on seed and random cases, the corpus regressions, then
@@ -45,6 +46,9 @@ commands:
                             FAIL with the first failing check, its verdict and the case, saved
                             in DIR (mlacheck-cases); a kernel that crashes or faults the device
                             is FAIL crashed (cudaErrorIllegalAddress), its case saved too.
+                            Cases are drawn inside each implementation's declared contract;
+                            --contract-probe runs cases outside it in the budget's last quarter
+                            and reports them apart, never as FAIL.
                             exit 0 all pass, 1 one failed, 2 bad usage or setup
   repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T] [--plugin PATH]...
                             rerun one case file (what a failing property or fuzzer prints) or a
@@ -117,8 +121,19 @@ int cmd_list() {
   for (const auto& i : impls) {
     const std::string q = i.qualified();
     std::cout << "  " << q << std::string(q.size() < 30 ? 30 - q.size() : 1, ' ') << i.summary << '\n';
+    const auto contract = mlacheck::kernels::registry().contract(q);
+    if (!contract->empty()) std::cout << std::string(32, ' ') << "contract: " << contract->describe() << '\n';
   }
   if (impls.empty()) std::cout << "  none registered in this build\n";
+  std::cout << "\ncontract terms (clauses a plugin's contract may use; N: a number or another quantity):\n";
+  for (const OpInfo& op : spec_ops()) {
+    const std::vector<std::string> terms = contract_terms(std::string(op.name));
+    if (terms.empty()) continue;
+    std::string line;
+    for (const std::string& t : terms) line += (line.empty() ? "" : "; ") + t;
+    std::cout << "  " << op.name << std::string(op.name.size() < 18 ? 18 - op.name.size() : 1, ' ') << line << '\n';
+  }
+  std::cout << "  (any op: KEY <= N, KEY in [A, B], KEY one-of WORD... on a key of its case files)\n";
   std::cout << "\nproperties (a case file names one; mlacheck repro runs it):\n";
   for (const auto& p : mlacheck::property_registry().list()) {
     std::cout << "  " << p.name << std::string(p.name.size() < 52 ? 52 - p.name.size() : 1, ' ') << p.summary << '\n';

@@ -85,8 +85,9 @@ class SuiteRun {
 
   // Stages 1-3 until the first failure or the budget; the property suite may take up to a third of it.
   void first_failure(SuiteResult& row) {
-    const Clock::time_point deadline = start_ + seconds(o_.budget);
-    const Clock::time_point suite_deadline = start_ + seconds(o_.budget / 3);
+    const double budget = main_budget(o_, impl_);
+    const Clock::time_point deadline = start_ + seconds(budget);
+    const Clock::time_point suite_deadline = start_ + seconds(budget / 3);
     std::optional<SuiteFinding> k;
     for (const PropertyEntry* p : properties()) {
       if ((k = run_files(seeds_of(*p), "properties", suite_deadline, row))) break;
@@ -124,6 +125,39 @@ class SuiteRun {
     if (k) row.named_verdict = k->stage + ": " + k->verdict;
   }
 
+  // The contract probe: cases drawn from the whole spec that lie outside the implementation's
+  // contract, run with the contract ignored until deadline. A failure is counted (if <op>@ref
+  // passes the case) and the first kept; a lost context ends the child (the parent reports it).
+  void probe(SuiteResult& row, Clock::time_point deadline) {
+    for (int r = 0; Clock::now() < deadline; ++r) {
+      FuzzCase fc;
+      try {
+        fc = decode_fuzz_input(target_, random_input(nullptr, r, "probe"), op_ + "@ref", o_.backend);
+      } catch (const Error&) {
+        continue;  // refused by the case rules
+      }
+      if (fc.property->ref_only) continue;
+      CaseText c = fc.text;
+      c.set("impl", impl_);
+      const std::string why = outside_contract(c, impl_);
+      if (why.empty()) continue;  // inside: the suite's business
+      note("probe: " + fc.property->name + " random case " + std::to_string(r), c);
+      ++row.probe_cases;
+      const ReproResult res = run_case_text(c, o_.backend, impl_, /*ignore_contract=*/true);
+      if (!res.fault.empty()) throw ContextLost(*res.verdict, res.fault);
+      if (!res.verdict || run_case_text(c, o_.backend, op_ + "@ref", true).verdict) continue;
+      if (row.probe_failures++ == 0) {
+        row.probe_first = SuiteFinding{"probe", res.property, *res.verdict + " (outside the contract: " + why + ")",
+                                       std::chrono::duration<double>(Clock::now() - start_).count(), c.format()};
+      }
+    }
+  }
+
+  // The budget of the suite proper: all of it, or three quarters when a probe takes the rest.
+  static double main_budget(const SuiteOptions& o, const std::string& impl) {
+    return o.contract_probe && !kernels::registry().contract(impl)->empty() ? o.budget * 0.75 : o.budget;
+  }
+
  private:
   static Clock::duration seconds(double s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -155,6 +189,10 @@ class SuiteRun {
     // An Error here is the matrix's own trouble (a malformed corpus case, a backend not usable in
     // this process), never a finding and never to be skipped: it ends the command with its line.
     const ReproResult r = run_case_text(c, o_.backend, impl_);
+    if (!r.outside.empty()) {
+      ++row.outside_contract;  // a seed or regression case the implementation does not take
+      return std::nullopt;
+    }
     ++row.cases_run;
     // A lost device context ends this child: the parent reads the case from the progress file,
     // checks it on <op>@ref in a child of its own and reports the crash (run_suite).
@@ -196,7 +234,20 @@ class SuiteRun {
   std::optional<SuiteFinding> run_random(const PropertyEntry* p, int r, const std::string& stage, Clock::time_point deadline,
                                  SuiteResult& row) {
     if (Clock::now() >= deadline) return std::nullopt;
-    std::seed_seq seq{o_.seed, std::hash<std::string>{}(impl_), std::hash<std::string>{}(p ? p->name : stage),
+    FuzzCase fc;
+    try {
+      fc = decode_fuzz_input(target_, random_input(p, r, stage), impl_, o_.backend);
+    } catch (const Error&) {
+      return std::nullopt;  // refused by the case rules
+    }
+    if (fc.property->ref_only) return std::nullopt;
+    return run_one(fc.text, stage, fc.property->name + " random case " + std::to_string(r), row);
+  }
+
+  // The bytes of random case r of property p (nullptr: any property of the target, as the fuzzer's
+  // first byte picks one), seeded by the implementation, the property (or salt) and r.
+  std::string random_input(const PropertyEntry* p, int r, const std::string& salt) const {
+    std::seed_seq seq{o_.seed, std::hash<std::string>{}(impl_), std::hash<std::string>{}(p ? p->name : salt),
                       static_cast<uint64_t>(r)};
     std::mt19937_64 rng(seq);
     std::string bytes;
@@ -214,14 +265,7 @@ class SuiteRun {
       const uint64_t roll = rng() % 16;
       bytes.push_back(static_cast<char>(roll < 12 ? rng() % 16 : roll < 15 ? rng() % 224 : rng() % 256));
     }
-    FuzzCase fc;
-    try {
-      fc = decode_fuzz_input(target_, bytes, impl_, o_.backend);
-    } catch (const Error&) {
-      return std::nullopt;  // refused by the case rules
-    }
-    if (fc.property->ref_only) return std::nullopt;
-    return run_one(fc.text, stage, fc.property->name + " random case " + std::to_string(r), row);
+    return bytes;
   }
 
   const SuiteOptions& o_;
@@ -237,7 +281,9 @@ std::string serialize(const SuiteResult& r) {
   for (const std::string& f : {std::string(r.failed ? "1" : "0"), r.first.stage, r.first.check, r.first.verdict,
                                std::to_string(r.first.seconds), std::to_string(r.cases_run), r.named_result,
                                r.named_verdict, r.first.case_text, std::to_string(r.false_positives),
-                               r.false_positive, r.false_positive_case}) {
+                               r.false_positive, r.false_positive_case, std::to_string(r.outside_contract),
+                               std::to_string(r.probe_cases), std::to_string(r.probe_failures), r.probe_first.check,
+                               r.probe_first.verdict, r.probe_first.case_text}) {
     std::string field = f;
     std::replace(field.begin(), field.end(), '\n', kNewline);  // the pipe carries one line
     s += kSep + field;
@@ -255,7 +301,7 @@ bool deserialize(const std::string& s, SuiteResult& r) {
     }
   }
   f.push_back(cur);
-  if (f.size() != 13 || f[0] != "suite-result") return false;
+  if (f.size() != 19 || f[0] != "suite-result") return false;
   r.failed = f[1] == "1";
   r.first.stage = f[2], r.first.check = f[3], r.first.verdict = f[4];
   r.first.seconds = std::atof(f[5].c_str());
@@ -263,6 +309,10 @@ bool deserialize(const std::string& s, SuiteResult& r) {
   r.named_result = f[7], r.named_verdict = f[8], r.first.case_text = f[9];
   r.false_positives = std::atoi(f[10].c_str());
   r.false_positive = f[11], r.false_positive_case = f[12];
+  r.outside_contract = std::atoi(f[13].c_str());
+  r.probe_cases = std::atoi(f[14].c_str()), r.probe_failures = std::atoi(f[15].c_str());
+  r.probe_first.check = f[16], r.probe_first.verdict = f[17], r.probe_first.case_text = f[18];
+  if (!r.probe_first.check.empty()) r.probe_first.stage = "probe";
   return true;
 }
 
@@ -282,7 +332,61 @@ std::string crash_name(const IsolatedOutcome& out) {
 
 }  // namespace
 
+namespace {
+
+SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named);
+
+// The contract probe of row's implementation, in a child of its own for the budget's last quarter.
+void run_probe(const SuiteOptions& o, SuiteResult& row) {
+  if (!o.contract_probe) return;
+  if (kernels::registry().contract(row.impl)->empty()) {
+    row.probe_note = "no probe: " + row.impl + " declares no contract (it takes the whole spec)";
+    return;
+  }
+  char progress[] = "/tmp/mlacheck-probe-XXXXXX";
+  const int fd = ::mkstemp(progress);
+  MLA_REQUIRE(fd >= 0, "cannot make a temporary file in /tmp");
+  ::close(fd);
+  IsolationOptions opts;
+  opts.timeout_seconds = o.budget + 120;
+#ifdef MLACHECK_HAVE_CUDA
+  opts.is_sticky = cuda::is_sticky_fault;
+#endif
+  const IsolatedOutcome out = run_isolated(
+      [&]() -> std::string {
+        SuiteResult r = row;
+        r.probe_cases = r.probe_failures = 0;
+        SuiteRun(o, row.impl, progress).probe(r, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                  std::chrono::duration<double>(o.budget * 0.25)));
+        return serialize(r);
+      },
+      opts);
+  SuiteResult parsed = row;
+  if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) {
+    row.probe_cases = parsed.probe_cases, row.probe_failures = parsed.probe_failures;
+    row.probe_first = parsed.probe_first;
+  } else {
+    // The probe crashed or lost the context on a case outside the contract: reported apart too.
+    const std::string text = read_file(progress);
+    const std::string where = text.substr(0, text.find('\n'));
+    ++row.probe_failures;
+    row.probe_first = SuiteFinding{"probe", crash_name(out), out.message + " (during " + where + ")", 0,
+                                   where.size() < text.size() ? text.substr(where.size() + 1) : ""};
+  }
+  ::unlink(progress);
+}
+
+}  // namespace
+
 SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std::string& named) {
+  SuiteResult row = run_suite_proper(o, impl, named);
+  run_probe(o, row);
+  return row;
+}
+
+namespace {
+
+SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named) {
   SuiteResult row;
   row.impl = impl;
   row.op = impl.substr(0, impl.find('@'));
@@ -364,6 +468,8 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
   }
   return row;
 }
+
+}  // namespace
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";

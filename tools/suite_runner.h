@@ -25,6 +25,9 @@ struct SuiteOptions {
   int cases = 20;      // random cases per property in stage 1
   uint64_t seed = 1;   // of the random cases
   std::string corpus;  // "": $MLACHECK_CORPUS_DIR, else the source tree's corpus/
+  // Also run cases just outside the implementation's contract (the last quarter of the budget, in a
+  // child of its own) and report them apart, never as the failure.
+  bool contract_probe = false;
 };
 
 // What failed: the stage ("properties", "regressions", "fuzz"), the check (a property, or how the
@@ -46,6 +49,13 @@ struct SuiteResult {
   // Cases that failed on the implementation and on <op>@ref too: the suite's own false positives.
   int false_positives = 0;
   std::string false_positive, false_positive_case;
+  // Seed and regression cases outside the implementation's contract: not run.
+  int outside_contract = 0;
+  // The contract probe (SuiteOptions::contract_probe): cases outside the contract that ran, those
+  // that failed (or crashed: the probe stops there), and the first of them.
+  int probe_cases = 0, probe_failures = 0;
+  SuiteFinding probe_first;
+  std::string probe_note;  // why no probe ran ("the implementation declares no contract"), or ""
 };
 
 // Runs impl through the suite (see the top of this file). Throws mlacheck::Error with one line when

@@ -23,6 +23,21 @@
  * top-k property on it. What each op computes, and the shapes and dtypes of its arguments, is
  * SPEC.md's contract; the argument structs below say which section.
  *
+ * Contracts (version 2). A real kernel is narrower than the spec: it assumes a contiguous output,
+ * k up to what its shared memory holds, lengths >= 0, finite inputs. It says so after adding the
+ * implementation, one clause per line:
+ *
+ *     MLACHECK_CONTRACT(api, "topk_decode", "mine",
+ *                       "k <= 2048\n"            a bound: NAME <= N, >= N, = N, in [A, B]
+ *                       "out contiguous\n"       a layout: contiguous, padded-rows, strided
+ *                       "seq_lens >= next_n\n"   a bound by another quantity
+ *                       "finite");               no NaN or +-inf in the inputs
+ *
+ * mlacheck then draws cases only inside the contract, never reports a case outside it as a
+ * failure (`check --contract-probe` runs a few apart and reports them in their own section), and
+ * `mlacheck list --plugin` prints it, with each op's terms (README.md, "Contracts", has them all).
+ * A malformed contract refuses the plugin at load with one line naming the clause.
+ *
  * Calls: mlacheck calls an implementation with a device and the op's arguments; it returns 0 when
  * it has launched (cuda: enqueued on device->stream; mlacheck synchronizes) or run (host) the op,
  * or a non-zero value after writing one line into error saying why it refused (mlacheck reports
@@ -35,7 +50,8 @@
  * reported with the view, row and column it hit.
  *
  * Versions: any change to this header's types bumps MLACHECK_PLUGIN_ABI_VERSION; a plugin built
- * against another version is refused with a message naming both.
+ * against a version this mlacheck does not speak is refused with a message naming both. Version 1
+ * plugins (no contracts) load unchanged: a version only appends to the structs it changes.
  */
 #ifndef MLACHECK_PLUGIN_H_
 #define MLACHECK_PLUGIN_H_
@@ -48,7 +64,8 @@
 extern "C" {
 #endif
 
-#define MLACHECK_PLUGIN_ABI_VERSION 1u
+/* Version 2 added contract (mlacheck_plugin_api); mlacheck loads plugins of version 1 and 2. */
+#define MLACHECK_PLUGIN_ABI_VERSION 2u
 #define MLACHECK_MAX_RANK 8
 
 /* Element types (SPEC.md "Conventions"). */
@@ -198,6 +215,11 @@ typedef struct mlacheck_plugin_api {
   void* context;
   int (*add)(void* context, const char* op, const char* name, const char* summary, mlacheck_impl_fn fn, char* error,
              size_t error_size);
+  /* Version 2: declares the contract of op@name, added before by this plugin (see the top). Returns
+   * 0, or non-zero after writing why into error (a malformed clause, an unknown implementation);
+   * either way a failed declaration refuses the plugin at load. */
+  int (*contract)(void* context, const char* op, const char* name, const char* contract, char* error,
+                  size_t error_size);
 } mlacheck_plugin_api;
 
 /* The one symbol a plugin defines (with MLACHECK_DEFINE_PLUGIN): its version and registration. */
@@ -259,6 +281,9 @@ MLACHECK_TYPED_(mla_decode)
   MLACHECK_ADD_(api, "sparse_mla_decode", name, summary, mlacheck_erase_sparse_mla_decode(fn))
 #define MLACHECK_ADD_MLA_DECODE(api, name, summary, fn) \
   MLACHECK_ADD_(api, "mla_decode", name, summary, mlacheck_erase_mla_decode(fn))
+
+/* Declares op@name's contract (a plugin of version 2 or later). */
+#define MLACHECK_CONTRACT(api, op, name, text) ((api)->contract((api)->context, op, name, text, NULL, 0))
 
 /* Writes one line into error (when there is room) and returns 1: `return mlacheck_error(...)`. */
 static inline int mlacheck_error(char* error, size_t error_size, const char* message) {

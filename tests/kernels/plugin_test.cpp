@@ -17,6 +17,7 @@
 #include "kernels/topk_glue.h"
 #include "mlacheck/plugin.h"
 #include "properties/case_text.h"
+#include "properties/fuzz_input.h"
 #include "properties/property_registry.h"
 
 namespace mlacheck::kernels {
@@ -94,8 +95,59 @@ TEST(Plugin, AnotherAbiVersionIsRefusedNamingBoth) {
   EXPECT_NE(e.find("was built against plugin ABI version " + std::to_string(MLACHECK_PLUGIN_ABI_VERSION + 98)),
             std::string::npos)
       << e;
-  EXPECT_NE(e.find("this mlacheck speaks version " + std::to_string(MLACHECK_PLUGIN_ABI_VERSION)), std::string::npos)
+  EXPECT_NE(e.find("this mlacheck speaks versions 1 to " + std::to_string(MLACHECK_PLUGIN_ABI_VERSION)),
+            std::string::npos)
       << e;
+}
+
+TEST(Plugin, AMalformedContractRefusesThePluginInOneLine) {
+  const std::string empty = error_of([] { load_plugin(FIXTURE_BAD_CONTRACT); });
+  EXPECT_NE(empty.find("contract of topk_decode, clause 1 'k in [10, 5]': the range [10, 5] is empty"),
+            std::string::npos)
+      << empty;
+  EXPECT_EQ(empty.find('\n'), std::string::npos);
+  const std::string layout = error_of([] { load_plugin(FIXTURE_BAD_LAYOUT); });
+  EXPECT_NE(layout.find("clause 2 'out diagonal': unknown layout 'diagonal'"), std::string::npos) << layout;
+}
+
+TEST(Plugin, AVersion1PluginCannotDeclareAContractAndSaysWhy) {
+  const std::string e = error_of([] { load_plugin(FIXTURE_V1_CONTRACT); });
+  EXPECT_NE(e.find("declares plugin ABI version 1, and contracts came with version 2"), std::string::npos) << e;
+}
+
+TEST(Plugin, ADeclaredContractIsKeptAndCasesAreReadWithinIt) {
+  load_once(FIXTURE_CONTRACT);
+  const auto contract = registry().contract("topk_decode@fixture_contract");
+  EXPECT_EQ(contract->describe(), "seq_lens <= 0; seq_lens rank 2; out padded-rows");
+  EXPECT_TRUE(registry().contract("topk_decode@ref")->empty());
+  // Random cases decoded for it lie inside its contract, and it passes them (every row is empty).
+  const FuzzTarget& t = find_fuzz_target("topk_decode");
+  int run = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::string bytes;
+    for (int j = 0; j < 64; ++j) bytes.push_back(static_cast<char>((i * 131 + j * 17) % 23));
+    FuzzCase fc;
+    try {
+      fc = decode_fuzz_input(t, bytes, "topk_decode@fixture_contract", "host");
+    } catch (const Error&) {
+      continue;
+    }
+    if (fc.property->ref_only) continue;
+    EXPECT_EQ(fc.text.word("lengths"), "decode-2d") << fc.text.format();
+    for (const std::string& w : fc.text.words("seq_lens", 1 << 20)) EXPECT_LE(std::stoll(w), 0) << fc.text.format();
+    const ReproResult r = run_case_text(fc.text);
+    EXPECT_TRUE(r.outside.empty()) << r.outside;
+    EXPECT_FALSE(r.verdict.has_value()) << *r.verdict << "\n" << fc.text.format();
+    ++run;
+  }
+  EXPECT_GT(run, 50);
+  // A case file outside the contract is neither run nor a failure: outside says why.
+  const ReproResult outside = run_case_text(topk_case("topk_decode@fixture_contract"));
+  EXPECT_FALSE(outside.verdict.has_value());
+  EXPECT_NE(outside.outside.find("'lengths' holds 'decode-1d', which the contract does not allow"), std::string::npos)
+      << outside.outside;
+  // The same case with the contract ignored runs, and fails (its rows are not empty).
+  EXPECT_TRUE(run_case_text(topk_case("topk_decode@fixture_contract"), "", "", true).verdict.has_value());
 }
 
 TEST(Plugin, ARegistrationThatFailsIsRefusedWithItsReason) {

@@ -55,6 +55,29 @@ TEST(PluginCli, TheBuggyTwinFailsWithAVerdictAndACaseThatReproFails) {
   EXPECT_EQ(lines(unknown.out), 1) << unknown.out;
 }
 
+// A production-style kernel with its contract declared: PASS, though it breaks outside the contract
+// (the probe shows it, never as a failure); its twin's bug inside the contract is caught.
+TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_production";
+  const CliResult r = run_mlacheck("check --plugin " PRODUCTION_PLUGIN " --budget 8 --contract-probe --save " + dir);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@production  PASS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("declares the contract: k <= 2048; out contiguous; logits padded-rows; seq_lens rank 1; "
+                       "seq_lens >= next_n; finite"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("outside the declared contract (probe, never a failure)"), std::string::npos) << r.out;
+  const CliResult twin = run_mlacheck("check --plugin " PRODUCTION_PLUGIN_BUGGY " --budget 10 --save " + dir);
+  EXPECT_EQ(twin.status, 1) << twin.out;
+  EXPECT_NE(twin.out.find("topk_decode@production_buggy  FAIL"), std::string::npos) << twin.out;
+  EXPECT_NE(twin.out.find(": position "), std::string::npos) << twin.out;  // row and column
+  const CliResult again =
+      run_mlacheck("repro " + dir + "/topk_decode-production_buggy.case --plugin " PRODUCTION_PLUGIN_BUGGY);
+  EXPECT_EQ(again.status, 1) << again.out;
+  const CliResult listed = run_mlacheck("list --plugin " PRODUCTION_PLUGIN);
+  EXPECT_NE(listed.out.find("contract: k <= 2048"), std::string::npos) << listed.out;
+}
+
 TEST(PluginCli, MutantsKillsThePluginsVariant) {
   const CliResult r = run_mlacheck("mutants --plugin " + kBuggy + " --only topk_decode@example_buggy --budget 20");
   EXPECT_EQ(r.status, 0) << r.out;

@@ -10,6 +10,14 @@
 #define FIXTURE_NAME "fixture_error"
 #elif defined(FIXTURE_IMPL_CRASH)
 #define FIXTURE_NAME "fixture_crash"
+#elif defined(FIXTURE_CONTRACT)
+#define FIXTURE_NAME "fixture_contract"
+#elif defined(FIXTURE_BAD_CONTRACT)
+#define FIXTURE_NAME "fixture_bad_contract"
+#elif defined(FIXTURE_BAD_LAYOUT)
+#define FIXTURE_NAME "fixture_bad_layout"
+#elif defined(FIXTURE_V1_CONTRACT)
+#define FIXTURE_NAME "fixture_v1"
 #else
 #define FIXTURE_NAME "fixture"
 #endif
@@ -45,6 +53,17 @@ static int register_impls(const mlacheck_plugin_api* api) {
 #elif defined(FIXTURE_REFUSES)
   (void)api;
   return 3;
+#elif defined(FIXTURE_BAD_CONTRACT) || defined(FIXTURE_BAD_LAYOUT) || defined(FIXTURE_V1_CONTRACT) || \
+    defined(FIXTURE_CONTRACT)
+  if (MLACHECK_ADD_TOPK_DECODE(api, FIXTURE_NAME, "a fixture with a contract", fill_minus_one) != 0) return 1;
+#if defined(FIXTURE_BAD_CONTRACT)
+  return MLACHECK_CONTRACT(api, "topk_decode", FIXTURE_NAME, "k in [10, 5]");
+#elif defined(FIXTURE_BAD_LAYOUT)
+  return MLACHECK_CONTRACT(api, "topk_decode", FIXTURE_NAME, "k <= 64\nout diagonal");
+#else
+  /* Rows of length 0 only: every row is all -1, which fill_minus_one writes. */
+  return MLACHECK_CONTRACT(api, "topk_decode", FIXTURE_NAME, "seq_lens <= 0; seq_lens rank 2; out padded-rows");
+#endif
 #else
   return MLACHECK_ADD_TOPK_DECODE(api, FIXTURE_NAME, "a fixture of tests/kernels/plugin_test.cpp", fill_minus_one);
 #endif
@@ -52,6 +71,11 @@ static int register_impls(const mlacheck_plugin_api* api) {
 
 #if defined(FIXTURE_NO_SYMBOL)
 int not_a_plugin(void) { return register_impls(NULL); }
+#elif defined(FIXTURE_V1_CONTRACT)
+/* Built against version 2 but declaring version 1, as a plugin of version 1 would: contract() is
+ * refused with a line saying so. */
+MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {1, "fixture v1",
+                                                                                    register_impls};
 #elif defined(FIXTURE_WRONG_VERSION)
 MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {MLACHECK_PLUGIN_ABI_VERSION + 98,
                                                                                     "wrong version", register_impls};

@@ -1,0 +1,476 @@
+// Contracts: the op terms and the clause parser (core/contract.h).
+#include "core/contract.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "core/ops.h"
+
+namespace mlacheck {
+
+namespace {
+
+// ---- the terms of each op ----------------------------------------------------------------------
+//
+// A term stands for limits on case keys, written in a small notation: items separated by spaces,
+// each `key=N` (the value is N), `key<=N` / `key>=N` (N a number or another key), `key=w1,w2` (the
+// key's words), `key:finite` (its floats are finite). Alternatives (a layout's levels, a rank's
+// values) are separated by '|', each "name: items".
+
+enum class TermKind { kQuantity, kLayout, kRank, kDtype, kFlag };
+
+struct Term {
+  const char* op;
+  const char* name;
+  TermKind kind;
+  const char* spec;  // kQuantity: the key; kDtype: "key: word word"; others: alternatives or items
+};
+
+// The words a top-k row pattern may take when inputs are finite (no nan, neg-inf, extremes).
+#define MLA_FINITE_TOPK "patterns=distinct,few-values,shared-high-bits,all-equal,signed-zeros,negative,huge,tiny,zeros values_*:finite"
+
+const Term kTerms[] = {
+    // top-k per row, decode and prefill
+    {"topk_decode", "k", TermKind::kQuantity, "k"},
+    {"topk_decode", "rows", TermKind::kQuantity, "rows"},
+    {"topk_decode", "cols", TermKind::kQuantity, "cols"},
+    {"topk_decode", "next_n", TermKind::kQuantity, "next_n"},
+    {"topk_decode", "seq_lens", TermKind::kQuantity, "seq_lens"},
+    {"topk_decode", "seq_lens", TermKind::kRank, "1: lengths=decode-1d | 2: lengths=decode-2d"},
+    {"topk_decode", "logits", TermKind::kLayout,
+     "contiguous: logits_row_pad=0 logits_col_stride=1 | padded-rows: logits_col_stride=1"},
+    {"topk_decode", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},
+    {"topk_decode", "finite", TermKind::kFlag, MLA_FINITE_TOPK},
+    {"topk_prefill", "k", TermKind::kQuantity, "k"},
+    {"topk_prefill", "rows", TermKind::kQuantity, "rows"},
+    {"topk_prefill", "cols", TermKind::kQuantity, "cols"},
+    {"topk_prefill", "ks", TermKind::kQuantity, "ks"},
+    {"topk_prefill", "ke", TermKind::kQuantity, "ke"},
+    {"topk_prefill", "logits", TermKind::kLayout,
+     "contiguous: logits_row_pad=0 logits_col_stride=1 | padded-rows: logits_col_stride=1"},
+    {"topk_prefill", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},
+    {"topk_prefill", "finite", TermKind::kFlag, MLA_FINITE_TOPK},
+    // paged indexer logits
+    {"paged_mqa_logits", "batch", TermKind::kQuantity, "batch"},
+    {"paged_mqa_logits", "next_n", TermKind::kQuantity, "next_n"},
+    {"paged_mqa_logits", "heads", TermKind::kQuantity, "heads"},
+    {"paged_mqa_logits", "head_dim", TermKind::kQuantity, "head_dim"},
+    {"paged_mqa_logits", "block_size", TermKind::kQuantity, "block_size"},
+    {"paged_mqa_logits", "max_context_len", TermKind::kQuantity, "max_context_len"},
+    {"paged_mqa_logits", "context_lens", TermKind::kQuantity, "context_lens"},
+    {"paged_mqa_logits", "context_lens", TermKind::kRank, "1: lens_layout=1d | 2: lens_layout=2d"},
+    {"paged_mqa_logits", "context_lens", TermKind::kLayout, "contiguous: lens_stride=1 | padded-rows: lens_stride=1"},
+    {"paged_mqa_logits", "logits", TermKind::kLayout, "contiguous: logits_stride<=max_context_len | padded-rows:"},
+    {"paged_mqa_logits", "block_table", TermKind::kLayout, "contiguous: table_row_pad=0 | padded-rows:"},
+    {"paged_mqa_logits", "scales", TermKind::kDtype, "scales: fp32 ue8m0"},
+    // ragged indexer logits
+    {"mqa_logits", "rows", TermKind::kQuantity, "rows"},
+    {"mqa_logits", "keys", TermKind::kQuantity, "keys_count"},
+    {"mqa_logits", "heads", TermKind::kQuantity, "heads"},
+    {"mqa_logits", "head_dim", TermKind::kQuantity, "head_dim"},
+    {"mqa_logits", "k", TermKind::kLayout, "contiguous: k_stride<=head_dim | padded-rows:"},
+    {"mqa_logits", "logits", TermKind::kLayout, "contiguous: logits_stride<=keys_count | padded-rows:"},
+    {"mqa_logits", "k_scale", TermKind::kLayout, "contiguous: scale_stride=1 | padded-rows: scale_stride=1"},
+    {"mqa_logits", "ks", TermKind::kLayout, "contiguous: range_stride=1 | padded-rows: range_stride=1"},
+    {"mqa_logits", "scales", TermKind::kDtype, "scales: fp32 ue8m0"},
+    // pack / unpack of decode queries
+    {"pack_decode", "next_n", TermKind::kQuantity, "next_n"},
+    {"pack_decode", "decode_lens", TermKind::kQuantity, "decode_lens"},
+    {"pack_decode", "tokens", TermKind::kLayout, "contiguous: token_row_pad=0 | padded-rows:"},
+    {"pack_decode", "packed", TermKind::kLayout, "contiguous: packed_row_pad=0 | padded-rows:"},
+    {"pack_decode", "dtype", TermKind::kDtype, "dtype: fp32 bf16 fp8_e4m3 int32"},
+    {"unpack_decode", "next_n", TermKind::kQuantity, "next_n"},
+    {"unpack_decode", "decode_lens", TermKind::kQuantity, "decode_lens"},
+    {"unpack_decode", "tokens", TermKind::kLayout, "contiguous: token_row_pad=0 | padded-rows:"},
+    {"unpack_decode", "packed", TermKind::kLayout, "contiguous: packed_row_pad=0 | padded-rows:"},
+    {"unpack_decode", "dtype", TermKind::kDtype, "dtype: fp32 bf16 fp8_e4m3 int32"},
+    // top-k indices to global slots
+    {"topk_to_global", "k", TermKind::kQuantity, "k"},
+    {"topk_to_global", "page", TermKind::kQuantity, "page"},
+    {"topk_to_global", "seq_lens", TermKind::kQuantity, "seq_lens"},
+    {"topk_to_global", "decode_lens", TermKind::kQuantity, "decode_lens"},
+    {"topk_to_global", "local", TermKind::kLayout, "contiguous: local_row_pad=0 | padded-rows:"},
+    {"topk_to_global", "global", TermKind::kLayout, "contiguous: global_row_pad=0 in_place=0 | padded-rows:"},
+    {"topk_to_global", "block_table", TermKind::kLayout, "contiguous: table_row_pad=0 | padded-rows:"},
+    // sparse MLA decode
+    {"sparse_mla_decode", "batch", TermKind::kQuantity, "batch"},
+    {"sparse_mla_decode", "s_q", TermKind::kQuantity, "s_q"},
+    {"sparse_mla_decode", "heads", TermKind::kQuantity, "heads"},
+    {"sparse_mla_decode", "topk", TermKind::kQuantity, "topk"},
+    {"sparse_mla_decode", "page", TermKind::kQuantity, "page"},
+    {"sparse_mla_decode", "kv_cache", TermKind::kLayout, "contiguous: token_stride=656 | padded-rows:"},
+    {"sparse_mla_decode", "scales", TermKind::kDtype, "scale_format: fp32 ue8m0"},
+    {"sparse_mla_decode", "finite", TermKind::kFlag, "attn_sink:finite"},
+    // dense MLA decode
+    {"mla_decode", "batch", TermKind::kQuantity, "batch"},
+    {"mla_decode", "q_len", TermKind::kQuantity, "q_len"},
+    {"mla_decode", "heads", TermKind::kQuantity, "heads"},
+    {"mla_decode", "page", TermKind::kQuantity, "page"},
+    {"mla_decode", "seq_lens", TermKind::kQuantity, "seq_lens"},
+    {"mla_decode", "num_splits", TermKind::kQuantity, "num_splits"},
+    {"mla_decode", "kv_cache", TermKind::kLayout, "contiguous: token_stride=576 block_pad=0 | padded-rows:"},
+    {"mla_decode", "block_table", TermKind::kLayout, "contiguous: table_row_pad=0 | padded-rows:"},
+    {"mla_decode", "q", TermKind::kDtype, "q_dtype: bf16 fp8"},
+    {"mla_decode", "kv_cache", TermKind::kDtype, "kv_dtype: bf16 fp8"},
+};
+#undef MLA_FINITE_TOPK
+
+const char* kind_name(TermKind k) {
+  switch (k) {
+    case TermKind::kQuantity: return "integer";
+    case TermKind::kLayout: return "layout";
+    case TermKind::kRank: return "rank";
+    case TermKind::kDtype: return "dtype";
+    case TermKind::kFlag: return "flag";
+  }
+  return "?";
+}
+
+std::vector<const Term*> terms_of(const std::string& op) {
+  std::vector<const Term*> out;
+  for (const Term& t : kTerms) {
+    if (op == t.op) out.push_back(&t);
+  }
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return std::string(s.substr(a, b - a));
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(trim(cur));
+  return out;
+}
+
+std::vector<std::string> words_of(std::string_view s) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(s)};
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+bool parse_int(const std::string& s, int64_t& v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(s.c_str(), &end, 10);
+  if (*end != '\0' || errno == ERANGE) return false;
+  v = x;
+  return true;
+}
+
+bool is_name(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+  }) && std::islower(static_cast<unsigned char>(s[0]));
+}
+
+// A number or a key: the bound's text.
+LimitBound bound_of(const std::string& s) {
+  LimitBound b;
+  int64_t v = 0;
+  if (parse_int(s, v)) {
+    b.value = v;
+  } else {
+    b.key = s;
+  }
+  return b;
+}
+
+// The limits of one item list of the term notation ("logits_row_pad=0 values_*:finite").
+std::vector<KeyLimit> items_to_limits(std::string_view items) {
+  std::vector<KeyLimit> out;
+  for (const std::string& item : words_of(items)) {
+    KeyLimit l;
+    size_t at = 0;
+    if ((at = item.find("<=")) != std::string::npos) {
+      l.key = item.substr(0, at), l.hi = bound_of(item.substr(at + 2));
+    } else if ((at = item.find(">=")) != std::string::npos) {
+      l.key = item.substr(0, at), l.lo = bound_of(item.substr(at + 2));
+    } else if ((at = item.find(":finite")) != std::string::npos) {
+      l.key = item.substr(0, at), l.finite = true;
+    } else if ((at = item.find('=')) != std::string::npos) {
+      l.key = item.substr(0, at);
+      const std::string v = item.substr(at + 1);
+      int64_t n = 0;
+      if (parse_int(v, n)) {
+        l.lo.value = l.hi.value = n;
+      } else {
+        l.words = split(v, ',');
+      }
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// The alternatives of a term's spec: "name: items | name: items".
+std::map<std::string, std::string> alternatives(const char* spec) {
+  std::map<std::string, std::string> out;
+  for (const std::string& alt : split(spec, '|')) {
+    const size_t colon = alt.find(':');
+    out[trim(alt.substr(0, colon))] = colon == std::string::npos ? "" : alt.substr(colon + 1);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+std::string term_names(const std::string& op) {
+  std::vector<std::string> names;
+  for (const Term* t : terms_of(op)) {
+    if (std::find(names.begin(), names.end(), t->name) == names.end()) names.push_back(t->name);
+  }
+  return names.empty() ? "none" : joined(names, ", ");
+}
+
+// The parser of one contract.
+class ClauseParser {
+ public:
+  ClauseParser(const std::string& op, Contract& c) : op_(op), c_(c) {}
+
+  void clause(const std::string& text, int n) {
+    where_ = "contract of " + op_ + ", clause " + std::to_string(n) + " '" + text + "': ";
+    const std::vector<std::string> w = words_of(text);
+    if (w.size() == 1 && find(w[0], TermKind::kFlag)) return flag(*find(w[0], TermKind::kFlag), text);
+    if (w.size() < 2) fail("not a clause (NAME <= N, NAME in [A, B], TENSOR LAYOUT, TENSOR rank N, TENSOR dtype D, finite)");
+    const std::string& name = w[0];
+    if (w[1] == "<=" || w[1] == ">=" || w[1] == "=" || w[1] == "in") return bound(name, w, text);
+    if (w[1] == "rank") return rank(name, w, text);
+    if (w[1] == "dtype") return dtype(name, w, text);
+    if (w[1] == "one-of") return one_of(name, w, text);
+    if (w.size() == 2) return layout(name, w[1], text);
+    fail("not a clause (NAME <= N, NAME in [A, B], TENSOR LAYOUT, TENSOR rank N, TENSOR dtype D, finite)");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const { throw Error(where_ + why); }
+
+  const Term* find(const std::string& name, TermKind kind) const {
+    for (const Term* t : terms_of(op_)) {
+      if (name == t->name && t->kind == kind) return t;
+    }
+    return nullptr;
+  }
+  // The case key a bound's name stands for: a quantity term's key, or a key of the op's cases.
+  std::string key_of(const std::string& name) const {
+    if (const Term* t = find(name, TermKind::kQuantity)) return t->spec;
+    if (!is_name(name)) fail("'" + name + "' is not a name");
+    for (const Term* t : terms_of(op_)) {
+      if (name == t->name) fail("'" + name + "' is a " + kind_name(t->kind) + " term, not a quantity");
+    }
+    // Any other key of the op's cases: the case readers refuse a contract on a key they never read
+    // only when they run, so names that are no term are kept as given (case keys), and listed
+    // apart by `mlacheck list`.
+    return name;
+  }
+
+  void bound(const std::string& name, const std::vector<std::string>& w, const std::string& text) {
+    KeyLimit l;
+    l.key = key_of(name);
+    auto value = [&](const std::string& s) {
+      LimitBound b = bound_of(s);
+      if (!b.value) b.key = key_of(s);
+      return b;
+    };
+    if (w[1] == "in") {
+      // NAME in [A, B]: the words after "in" joined, then split at the comma.
+      std::string rest;
+      for (size_t i = 2; i < w.size(); ++i) rest += w[i];
+      if (rest.size() < 5 || rest.front() != '[' || rest.back() != ']' || rest.find(',') == std::string::npos) {
+        fail("a range is written [A, B]");
+      }
+      const std::vector<std::string> ab = split(rest.substr(1, rest.size() - 2), ',');
+      if (ab.size() != 2 || ab[0].empty() || ab[1].empty()) fail("a range is written [A, B]");
+      l.lo = value(ab[0]), l.hi = value(ab[1]);
+    } else {
+      if (w.size() != 3) fail("one value after " + w[1]);
+      const LimitBound b = value(w[2]);
+      if (w[1] == "<=") l.hi = b;
+      if (w[1] == ">=") l.lo = b;
+      if (w[1] == "=") l.lo = l.hi = b;
+    }
+    if (l.lo.value && l.hi.value && *l.lo.value > *l.hi.value) {
+      fail("the range [" + std::to_string(*l.lo.value) + ", " + std::to_string(*l.hi.value) + "] is empty");
+    }
+    add(text, {l});
+  }
+
+  void layout(const std::string& tensor, const std::string& level, const std::string& text) {
+    const Term* t = find(tensor, TermKind::kLayout);
+    if (t == nullptr) fail("'" + tensor + "' has no layout terms (" + op_ + " has: " + term_names(op_) + ")");
+    if (level == "strided") return add(text, {});  // anything the spec allows: no limit
+    const auto alts = alternatives(t->spec);
+    const auto at = alts.find(level);
+    if (at == alts.end()) fail("unknown layout '" + level + "' (layouts: contiguous, padded-rows, strided)");
+    add(text, items_to_limits(at->second));
+  }
+
+  void rank(const std::string& tensor, const std::vector<std::string>& w, const std::string& text) {
+    const Term* t = find(tensor, TermKind::kRank);
+    if (t == nullptr) fail("'" + tensor + "' has one rank in " + op_ + " (it is no rank term)");
+    const auto alts = alternatives(t->spec);
+    if (w.size() != 3 || !alts.count(w[2])) {
+      std::vector<std::string> ranks;
+      for (const auto& [r, items] : alts) ranks.push_back(r);
+      fail(tensor + " has rank " + joined(ranks, " or "));
+    }
+    add(text, items_to_limits(alts.at(w[2])));
+  }
+
+  void dtype(const std::string& tensor, const std::vector<std::string>& w, const std::string& text) {
+    const Term* t = find(tensor, TermKind::kDtype);
+    if (t == nullptr) fail("'" + tensor + "' has one dtype in " + op_ + " (it is no dtype term)");
+    const std::string spec = t->spec;
+    const size_t colon = spec.find(':');
+    const std::vector<std::string> known = words_of(spec.substr(colon + 1));
+    KeyLimit l;
+    l.key = spec.substr(0, colon);
+    for (size_t i = 2; i < w.size(); ++i) {
+      for (const std::string& d : split(w[i], ',')) {
+        if (d.empty()) continue;
+        if (std::find(known.begin(), known.end(), d) == known.end()) {
+          fail("unknown dtype '" + d + "' (" + tensor + " takes " + joined(known, ", ") + ")");
+        }
+        l.words.push_back(d);
+      }
+    }
+    if (l.words.empty()) fail("no dtype given");
+    add(text, {l});
+  }
+
+  void one_of(const std::string& name, const std::vector<std::string>& w, const std::string& text) {
+    KeyLimit l;
+    l.key = key_of(name);
+    for (size_t i = 2; i < w.size(); ++i) {
+      for (const std::string& word : split(w[i], ',')) {
+        if (!word.empty()) l.words.push_back(word);
+      }
+    }
+    if (l.words.empty()) fail("one-of needs at least one word");
+    add(text, {l});
+  }
+
+  void flag(const Term& t, const std::string& text) { add(text, items_to_limits(t.spec)); }
+
+  void add(const std::string& text, std::vector<KeyLimit> limits) {
+    c_.clauses.push_back(text);
+    for (KeyLimit& l : limits) c_.limits.push_back(std::move(l));
+  }
+
+  std::string op_, where_;
+  Contract& c_;
+};
+
+}  // namespace
+
+bool KeyLimit::matches(std::string_view case_key) const {
+  if (!key.empty() && key.back() == '*') {
+    const std::string_view stem(key.data(), key.size() - 1);
+    return case_key.substr(0, stem.size()) == stem ||
+           (case_key.find('.') != std::string_view::npos &&
+            case_key.substr(case_key.find('.') + 1, stem.size()) == stem);
+  }
+  if (case_key == key) return true;
+  // A prefixed sub-case key: "c0.heads" for "heads".
+  return case_key.size() > key.size() && case_key.substr(case_key.size() - key.size()) == key &&
+         case_key[case_key.size() - key.size() - 1] == '.';
+}
+
+std::vector<const KeyLimit*> Contract::limits_on(std::string_view case_key) const {
+  std::vector<const KeyLimit*> out;
+  for (const KeyLimit& l : limits) {
+    if (l.matches(case_key)) out.push_back(&l);
+  }
+  return out;
+}
+
+std::string Contract::describe() const { return clauses.empty() ? "the whole spec" : joined(clauses, "; "); }
+
+Contract parse_contract(const std::string& op, std::string_view text) {
+  MLA_REQUIRE(find_op(op) != nullptr, "contract: unknown op '", op, "'");
+  Contract c;
+  c.op = op;
+  int n = 0;
+  for (const std::string& line : split(text, '\n')) {
+    for (std::string clause : split(line, ';')) {
+      clause = trim(clause.substr(0, clause.find('#')));  // '#' starts a comment
+      if (clause.empty()) continue;
+      ClauseParser(op, c).clause(clause, ++n);
+    }
+  }
+  return c;
+}
+
+std::vector<std::string> contract_terms(const std::string& op) {
+  std::vector<std::string> out;
+  for (const Term* t : terms_of(op)) {
+    std::string line = t->name;
+    switch (t->kind) {
+      case TermKind::kQuantity: line += " <= N"; break;
+      case TermKind::kLayout: line += " contiguous|padded-rows|strided"; break;
+      case TermKind::kRank: {
+        std::vector<std::string> ranks;
+        for (const auto& [r, items] : alternatives(t->spec)) ranks.push_back(r);
+        line += " rank " + joined(ranks, "|");
+        break;
+      }
+      case TermKind::kDtype: {
+        const std::string spec = t->spec;
+        line += " dtype " + joined(words_of(spec.substr(spec.find(':') + 1)), "|");
+        break;
+      }
+      case TermKind::kFlag: break;
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+std::vector<std::string> contract_term_keys(const std::string& op) {
+  std::vector<std::string> keys;
+  auto add = [&](const std::string& k) {
+    if (!k.empty() && std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  };
+  for (const Term* t : terms_of(op)) {
+    if (t->kind == TermKind::kQuantity) {
+      add(t->spec);
+    } else if (t->kind == TermKind::kDtype) {
+      const std::string spec = t->spec;
+      add(spec.substr(0, spec.find(':')));
+    } else {
+      for (const auto& [name, items] : t->kind == TermKind::kFlag ? std::map<std::string, std::string>{{"", t->spec}}
+                                                                   : alternatives(t->spec)) {
+        for (const KeyLimit& l : items_to_limits(items)) {
+          add(l.key);
+          if (!l.lo.key.empty()) add(l.lo.key);
+          if (!l.hi.key.empty()) add(l.hi.key);
+        }
+      }
+    }
+  }
+  return keys;
+}
+
+}  // namespace mlacheck

@@ -1,0 +1,75 @@
+// Tests of core/contract.h: clauses compile to limits on case keys, and every malformed clause is
+// one line naming it.
+#include "core/contract.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace mlacheck {
+namespace {
+
+std::string error_of(const std::string& op, const std::string& text) {
+  try {
+    parse_contract(op, text);
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Contract, ClausesBecomeLimitsOnCaseKeys) {
+  const Contract c = parse_contract("topk_decode",
+                                    "k <= 2048   # smem\nout contiguous; logits padded-rows\n"
+                                    "seq_lens >= next_n\nseq_lens rank 1\nfinite\nnext_n in [1, 2]\n");
+  EXPECT_EQ(c.describe(), "k <= 2048; out contiguous; logits padded-rows; seq_lens >= next_n; seq_lens rank 1; finite; "
+                          "next_n in [1, 2]");
+  ASSERT_EQ(c.limits_on("k").size(), 1u);
+  EXPECT_EQ(*c.limits_on("k")[0]->hi.value, 2048);
+  EXPECT_FALSE(c.limits_on("k")[0]->lo.set());
+  ASSERT_EQ(c.limits_on("out_row_pad").size(), 1u);
+  EXPECT_EQ(*c.limits_on("out_row_pad")[0]->hi.value, 0);
+  EXPECT_EQ(c.limits_on("logits_col_stride").size(), 1u);
+  EXPECT_TRUE(c.limits_on("logits_row_pad").empty());  // padded rows may be padded
+  ASSERT_EQ(c.limits_on("seq_lens").size(), 1u);
+  EXPECT_EQ(c.limits_on("seq_lens")[0]->lo.key, "next_n");
+  ASSERT_EQ(c.limits_on("lengths").size(), 1u);
+  EXPECT_EQ(c.limits_on("lengths")[0]->words, std::vector<std::string>{"decode-1d"});
+  EXPECT_TRUE(c.limits_on("values_3")[0]->finite);
+  EXPECT_EQ(c.limits_on("patterns")[0]->words.size(), 9u);  // nan, neg-inf, extremes gone
+  // Sub-case keys of stateful ops match too.
+  EXPECT_EQ(c.limits_on("s0.k").size(), 1u);
+  EXPECT_TRUE(c.limits_on("kk").empty());
+  EXPECT_TRUE(parse_contract("topk_decode", "  # nothing\n").empty());
+  EXPECT_EQ(parse_contract("mla_decode", "q dtype bf16; kv_cache dtype fp8").limits.size(), 2u);
+}
+
+TEST(Contract, AMalformedClauseIsOneLineNamingIt) {
+  EXPECT_EQ(error_of("topk_decode", "k in [10, 5]"),
+            "contract of topk_decode, clause 1 'k in [10, 5]': the range [10, 5] is empty");
+  EXPECT_EQ(error_of("topk_decode", "k <= 8\nout diagonal"),
+            "contract of topk_decode, clause 2 'out diagonal': unknown layout 'diagonal' (layouts: contiguous, "
+            "padded-rows, strided)");
+  EXPECT_NE(error_of("topk_decode", "weights contiguous").find("'weights' has no layout terms"), std::string::npos);
+  EXPECT_NE(error_of("topk_decode", "seq_lens rank 3").find("seq_lens has rank 1 or 2"), std::string::npos);
+  EXPECT_NE(error_of("mla_decode", "q dtype fp16").find("unknown dtype 'fp16' (q takes bf16, fp8)"), std::string::npos);
+  EXPECT_NE(error_of("topk_decode", "k <=").find("one value after <="), std::string::npos);
+  EXPECT_NE(error_of("topk_decode", "k in 1, 2").find("a range is written [A, B]"), std::string::npos);
+  EXPECT_NE(error_of("topk_decode", "out <= 3").find("'out' is a layout term, not a quantity"), std::string::npos);
+  EXPECT_NE(error_of("topk_decode", "K <= 3").find("'K' is not a name"), std::string::npos);
+  EXPECT_NE(error_of("no_op", "k <= 3").find("unknown op 'no_op'"), std::string::npos);
+  EXPECT_NE(error_of("topk_decode", "fast").find("not a clause"), std::string::npos);
+}
+
+TEST(Contract, EveryOpWithTermsListsThem) {
+  EXPECT_FALSE(contract_terms("topk_decode").empty());
+  EXPECT_FALSE(contract_terms("paged_mqa_logits").empty());
+  EXPECT_FALSE(contract_terms("sparse_mla_decode").empty());
+  EXPECT_NE(std::find(contract_term_keys("topk_decode").begin(), contract_term_keys("topk_decode").end(), "out_row_pad"),
+            contract_term_keys("topk_decode").end());
+}
+
+}  // namespace
+}  // namespace mlacheck
