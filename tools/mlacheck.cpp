@@ -50,12 +50,13 @@ commands:
                             --contract-probe runs cases outside it in the budget's last quarter
                             and reports them apart, never as FAIL.
                             exit 0 all pass, 1 one failed, 2 bad usage or setup
-  repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T] [--plugin PATH]...
+  repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T] [--plugin PATH]... [--ignore-contract]
                             rerun one case file (what a failing property or fuzzer prints) or a
                             raw fuzz input (decoded by target T's harness; T is read from the path
                             when it names one): its property on its implementation and backend
-                            unless overridden; prints PASS or FAIL with the verdict.
-                            exit 0 holds, 1 violated, 2 bad case
+                            unless overridden; prints PASS or FAIL with the verdict, or OUTSIDE
+                            for a case outside the implementation's contract (--ignore-contract
+                            runs it). exit 0 holds or outside, 1 violated, 2 bad case
   repro --all DIR [...]     every .case file in DIR, one line each
   fuzz --target T [--backend host|cuda] [--impl OP@NAME] [--time S | --runs N] [--jobs N]
        [--out DIR] [--seeds DIR]... [--seed N] [--minimize S] [--timeout S] [--harness-dir DIR]

@@ -42,7 +42,11 @@ namespace {
 struct ReproOptions {
   std::string backend, impl, target;
   bool plugins = false;  // plugins are loaded: every case runs in a child
+  bool ignore_contract = false;  // run a case outside the implementation's contract anyway
 };
+
+// What the child answers for a case outside the contract (not a verdict).
+constexpr const char* kOutsidePrefix = "outside-contract: ";
 
 // The fuzz target a raw input belongs to: --target, or a folder or file name of its path that
 // names one (mlacheck fuzz keeps a target's inputs under .../<target>/).
@@ -88,8 +92,14 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     MLA_REQUIRE(b.has_value(), "backend '", use_backend, "' is not one of host, cuda, hip");
     const std::string header = "repro " + file + ": " + property + " on " + use_impl + " (" + use_backend +
                                (kernels::guards_enabled() ? "" : ", guards off: MLACHECK_GUARDS=0") + ")\n";
+    const auto outside = [&](const std::string& why) {
+      out << header << "OUTSIDE  the case lies outside " << use_impl << "'s contract: " << why
+          << " (not run; --ignore-contract runs it)\n";
+      return 0;
+    };
     if (*b == Backend::kHost && !o.plugins) {
-      const ReproResult r = run_case_text(c, use_backend, use_impl);
+      const ReproResult r = run_case_text(c, use_backend, use_impl, o.ignore_contract);
+      if (!r.outside.empty()) return outside(r.outside);
       out << header << (r.verdict ? "FAIL  " + *r.verdict : std::string("PASS  the property holds")) << '\n';
       return r.verdict ? 1 : 0;
     }
@@ -102,13 +112,17 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
 #endif
     const IsolatedOutcome r = run_isolated(
         [&]() -> std::string {
-          const ReproResult rr = run_case_text(c, use_backend, use_impl);
+          const ReproResult rr = run_case_text(c, use_backend, use_impl, o.ignore_contract);
+          if (!rr.outside.empty()) return kOutsidePrefix + rr.outside;
           return rr.verdict.value_or("");
         },
         opts);
     if (r.kind == IsolatedOutcome::kViolation && r.message.rfind(kErrorPrefix, 0) == 0) {
       err << "mlacheck: repro: " << file << ": " << r.message.substr(std::string(kErrorPrefix).size()) << '\n';
       return 2;
+    }
+    if (r.kind == IsolatedOutcome::kViolation && r.message.rfind(kOutsidePrefix, 0) == 0) {
+      return outside(r.message.substr(std::string(kOutsidePrefix).size()));
     }
     out << header;
     if (r.kind == IsolatedOutcome::kPassed) {
@@ -144,6 +158,8 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
             args[i + 1];
       }
       ++i;
+    } else if (args[i] == "--ignore-contract") {
+      o.ignore_contract = true;
     } else if (!args[i].empty() && args[i][0] == '-') {
       err << "mlacheck: repro: unknown option '" << args[i] << "' (see mlacheck --help)\n";
       return 2;

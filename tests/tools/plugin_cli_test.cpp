@@ -74,6 +74,16 @@ TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
   const CliResult again =
       run_mlacheck("repro " + dir + "/topk_decode-production_buggy.case --plugin " PRODUCTION_PLUGIN_BUGGY);
   EXPECT_EQ(again.status, 1) << again.out;
+  // A corpus case outside the contract (2-D lengths): repro says so and runs nothing, unless asked.
+  const std::string seed = MLACHECK_SOURCE_DIR "/corpus/topk_decode/rows_admissible-0.case";
+  const CliResult outside =
+      run_mlacheck("repro " + seed + " --plugin " PRODUCTION_PLUGIN " --impl topk_decode@production");
+  EXPECT_EQ(outside.status, 0) << outside.out;
+  EXPECT_NE(outside.out.find("OUTSIDE  the case lies outside topk_decode@production's contract"), std::string::npos)
+      << outside.out;
+  const CliResult forced = run_mlacheck("repro " + seed + " --plugin " PRODUCTION_PLUGIN
+                                        " --impl topk_decode@production --ignore-contract");
+  EXPECT_EQ(forced.out.find("OUTSIDE"), std::string::npos) << forced.out;
   const CliResult listed = run_mlacheck("list --plugin " PRODUCTION_PLUGIN);
   EXPECT_NE(listed.out.find("contract: k <= 2048"), std::string::npos) << listed.out;
 }
