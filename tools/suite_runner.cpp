@@ -334,6 +334,11 @@ std::string crash_name(const IsolatedOutcome& out) {
 
 namespace {
 
+// message without prefix (the check column already says "crashed (<fault>)").
+std::string without_prefix(const std::string& message, const std::string& prefix) {
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
 SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named);
 
 // The contract probe of row's implementation, in a child of its own for the budget's last quarter.
@@ -370,7 +375,8 @@ void run_probe(const SuiteOptions& o, SuiteResult& row) {
     const std::string text = read_file(progress);
     const std::string where = text.substr(0, text.find('\n'));
     ++row.probe_failures;
-    row.probe_first = SuiteFinding{"probe", crash_name(out), out.message + " (during " + where + ")", 0,
+    row.probe_first = SuiteFinding{"probe", crash_name(out),
+                                   without_prefix(out.message, crash_name(out) + ": ") + " (during " + where + ")", 0,
                                    where.size() < text.size() ? text.substr(where.size() + 1) : ""};
   }
   ::unlink(progress);
@@ -430,7 +436,7 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
   row.failed = out.kind != IsolatedOutcome::kPassed;
   row.first.stage = where.substr(0, where.find(':'));
   row.first.check = crash_name(out);
-  row.first.verdict = out.message + (where.empty() ? "" : " (during " + where + ")");
+  row.first.verdict = without_prefix(out.message, row.first.check + ": ") + (where.empty() ? "" : " (during " + where + ")");
   row.first.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (row.failed && !case_text.empty()) {
     CaseText shown = CaseText::parse(case_text);
