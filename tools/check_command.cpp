@@ -88,7 +88,8 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
     }
   }
   for (const SuiteResult& r : rows) {
-    if (!r.probe_note.empty()) out << r.probe_note << '\n';
+    if (!r.probe_note.empty()) out << r.impl << ": " << r.probe_note << '\n';
+    if (!r.budget_note.empty()) out << r.impl << ": " << r.budget_note << '\n';
   }
   for (const SuiteResult& r : rows) {
     if (r.false_positives > 0) {
@@ -111,7 +112,8 @@ void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ost
         << ", \"contract\": " << json_string(kernels::registry().contract(r.impl)->describe())
         << ", \"outside_contract_skipped\": " << r.outside_contract << ", \"probe_cases\": " << r.probe_cases
         << ", \"probe_failures\": " << r.probe_failures << ", \"probe_first\": " << json_string(r.probe_first.verdict)
-        << ", \"probe_case\": " << json_string(r.probe_first.case_text) << "}"
+        << ", \"probe_case\": " << json_string(r.probe_first.case_text)
+        << ", \"budget_note\": " << json_string(r.budget_note) << "}"
         << (i + 1 < rows.size() ? "," : "") << '\n';
   }
   out << "]}\n";
@@ -130,7 +132,8 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       static const std::vector<std::string> valued = {"--impl", "--plugin", "--backend", "--budget", "--cases",
-                                                      "--seed", "--corpus", "--save",    "--format"};
+                                                      "--seed", "--corpus", "--save",    "--format",
+                                                      "--case-timeout"};
       if (a == "--contract-probe") {
         o.suite.contract_probe = true;
         continue;
@@ -149,6 +152,11 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
         o.suite.budget = std::strtod(v.c_str(), &end);
         if (*end || !(o.suite.budget > 0 && o.suite.budget <= 36000)) {
           return bad("--budget '" + v + "' is not 1 to 36000 seconds");
+        }
+      } else if (a == "--case-timeout") {
+        o.suite.case_timeout = std::strtod(v.c_str(), &end);
+        if (*end || !(o.suite.case_timeout >= 1 && o.suite.case_timeout <= 3600)) {
+          return bad("--case-timeout '" + v + "' is not 1 to 3600 seconds");
         }
       } else if (a == "--cases") {
         o.suite.cases = static_cast<int>(std::strtol(v.c_str(), &end, 10));

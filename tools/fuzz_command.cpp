@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,8 +116,9 @@ int write_seeds(const Options& o, const FuzzTarget& t, const fs::path& seeds, st
 }
 
 // Runs argv with env added, output appended to log; returns the exit status (128 + signal when
-// killed). Kills the child's process group after limit_s seconds (0: no limit). on_tick is called
-// about once a second while it runs.
+// killed). After limit_s seconds (0: no limit) the child's process group gets SIGTERM (libFuzzer
+// stops and exits), and SIGKILL two seconds later if it is still there. on_tick is called about
+// five times a second while it runs.
 template <class Tick>
 int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& log,
               double limit_s, Tick on_tick) {
@@ -139,18 +141,22 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
   ::close(fd);
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
-  bool killed = false;
+  int sent = 0;
   while (true) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     on_tick(s);
-    if (limit_s > 0 && s > limit_s && !killed) {
+    if (limit_s > 0 && s > limit_s && sent == 0) {
+      ::kill(-pid, SIGTERM);
+      sent = 1;
+    } else if (limit_s > 0 && s > limit_s + 2 && sent == 1) {
       ::kill(-pid, SIGKILL);
-      killed = true;
+      sent = 2;
     }
   }
+  if (sent) ::kill(-pid, SIGKILL);  // fork-mode jobs the harness left behind
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -379,10 +385,25 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
 
 namespace {
 
+// --time N holds for the whole campaign (within 5%): fuzzing until 80% of it, then triage,
+// minimization and the corpus merge in the rest, each cut where the time ends, with a line saying
+// what it left undone. --runs N is not timed: each step gets its own generous limit.
+struct Budget {
+  bool timed = false;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double seconds = 0;
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  // Seconds left until the end (plus 5% slack), at most cap; cap when not timed.
+  double left(double cap) const { return timed ? std::max(0.0, std::min(cap, 1.05 * seconds - elapsed())) : cap; }
+};
+
 Summary run_campaign(Options o, std::ostream& out) {
   Summary summary;
   summary.target = o.target;
-  const auto t_start = std::chrono::steady_clock::now();
+  Budget budget;
+  budget.timed = o.runs < 0;
+  budget.seconds = static_cast<double>(o.time_s);
+  const auto t_start = budget.start;
   {
     const FuzzTarget& target = find_fuzz_target(o.target);
     MLA_REQUIRE(o.backend == "host" || o.backend == "cuda", "fuzz: --backend is '", o.backend, "', not host or cuda");
@@ -414,7 +435,9 @@ Summary run_campaign(Options o, std::ostream& out) {
     if (o.runs >= 0) {
       argv.push_back("-runs=" + std::to_string(o.runs));
     } else {
-      argv.push_back("-max_total_time=" + std::to_string(o.time_s));
+      // libFuzzer's own clock starts after our setup; its fork-mode jobs may overrun it (run_child stops them).
+      const int64_t fuzz_s = std::max<int64_t>(1, std::llround(0.8 * budget.seconds - budget.elapsed()));
+      argv.push_back("-max_total_time=" + std::to_string(fuzz_s));
       argv.push_back("-fork=" + std::to_string(o.jobs));
       argv.push_back("-ignore_crashes=1");
       argv.push_back("-ignore_timeouts=1");
@@ -426,12 +449,13 @@ Summary run_campaign(Options o, std::ostream& out) {
     fs::remove(log);
     out << "fuzz " << o.target << " (" << o.impl << " on " << o.backend << "): " << harness.string() << "\n"
         << "  " << seeds << " seed cases, " << corpus_before << " inputs in " << (dir / "corpus").string() << ", "
-        << (o.runs >= 0 ? std::to_string(o.runs) + " runs" : std::to_string(o.time_s) + " s") << ", "
-        << o.jobs << " job(s); log " << log.string() << '\n';
+        << (o.runs >= 0 ? std::to_string(o.runs) + " runs"
+                        : std::to_string(o.time_s) + " s in all (fuzzing 80%, then triage, minimizing, merging)")
+        << ", " << o.jobs << " job(s); log " << log.string() << '\n';
     out.flush();
     double last_print = 0;
     Stats stats;
-    const double limit = o.runs >= 0 ? 0 : static_cast<double>(o.time_s) + 120;
+    const double limit = o.runs >= 0 ? 0 : std::max(1.0, 0.85 * budget.seconds - budget.elapsed());
     run_child(argv, env, log, limit, [&](double s) {
       if (s - last_print < 5) return;
       last_print = s;
@@ -457,30 +481,49 @@ Summary run_campaign(Options o, std::ostream& out) {
       if (std::find(before.begin(), before.end(), f) == before.end()) found.push_back(f);
     }
     std::map<std::string, std::pair<Triage, fs::path>> distinct;
+    size_t untriaged = 0;
     for (const fs::path& f : found) {
+      const double left = budget.left(600);
+      if (left < 0.5) {
+        ++untriaged;
+        continue;
+      }
       const fs::path tlog = dir / "triage.log";
       fs::remove(tlog);
-      run_child({harness.string(), "-runs=1", f.string()}, env, tlog, 600, [](double) {});
+      if (run_child({harness.string(), "-runs=1", f.string()}, env, tlog, left, [](double) {}) >= 128 + SIGTERM &&
+          budget.timed && budget.left(600) < 0.5) {
+        ++untriaged;  // stopped by the budget, not by its own crash
+        continue;
+      }
       const Triage t = triage_output(read_all(tlog));
       auto it = distinct.find(t.key);
       if (it == distinct.end() || fs::file_size(f) < fs::file_size(it->second.second)) distinct[t.key] = {t, f};
     }
     int index = 0;
     out << "  " << found.size() << " crash(es), " << distinct.size() << " distinct\n";
+    if (untriaged > 0) {
+      out << "  " << untriaged << " crash(es) not triaged: the --time budget ended (their inputs are in "
+          << (dir / "crashes").string() << "; mlacheck repro FILE --target " << o.target << " replays one)\n";
+    }
+    size_t unminimized = 0;
     for (auto& [key, tf] : distinct) {
       const auto& [t, f] = tf;
       const std::string k = hex_key(key);
       fs::path input = f;
-      if (o.minimize_s > 0) {
+      // Half of what is left goes to minimizing, shared by the crashes still to minimize.
+      const int64_t min_s = std::min<int64_t>(
+          o.minimize_s, static_cast<int64_t>(budget.left(1e9) / 2 / static_cast<double>(distinct.size() - index)));
+      if (o.minimize_s > 0 && min_s < 1) ++unminimized;
+      if (o.minimize_s > 0 && min_s >= 1) {
         const fs::path min = dir / "crashes" / ("min-" + k);
-        run_child({harness.string(), "-minimize_crash=1", "-max_total_time=" + std::to_string(o.minimize_s),
+        run_child({harness.string(), "-minimize_crash=1", "-max_total_time=" + std::to_string(min_s),
                    "-exact_artifact_path=" + min.string(), f.string()},
-                  env, dir / "minimize.log", o.minimize_s + 120, [](double) {});
+                  env, dir / "minimize.log", budget.left(min_s + 120), [](double) {});
         if (fs::exists(min)) {
           // Keep the minimized input only if it still fails the same way.
           const fs::path tlog = dir / "triage.log";
           fs::remove(tlog);
-          run_child({harness.string(), "-runs=1", min.string()}, env, tlog, 600, [](double) {});
+          run_child({harness.string(), "-runs=1", min.string()}, env, tlog, budget.left(600), [](double) {});
           if (triage_output(read_all(tlog)).key == key) input = min;
         }
       }
@@ -499,27 +542,45 @@ Summary run_campaign(Options o, std::ostream& out) {
           << "\n     raw  " << input.string() << " (" << bytes.size() << " bytes)\n";
     }
 
-    // Merge the corpus: keep the inputs that add coverage.
+    if (unminimized > 0) {
+      out << "  " << unminimized << " crash(es) not minimized: the --time budget ended (their cases are written from the raw inputs)\n";
+    }
+    // Merge the corpus: keep the inputs that add coverage (a merge the budget cuts short keeps them all).
     const fs::path merged = dir / "corpus.merged";
     fs::remove_all(merged);
     fs::create_directories(merged);
-    run_child({harness.string(), "-merge=1", merged.string(), (dir / "corpus").string(), (dir / "seeds").string()},
-              env, dir / "merge.log", 1800, [](double) {});
-    const size_t merged_n = std::distance(fs::directory_iterator(merged), fs::directory_iterator());
+    const double merge_left = budget.left(1800);
+    const int merge_status =
+        merge_left < 0.5 ? -1
+                         : run_child({harness.string(), "-merge=1", merged.string(), (dir / "corpus").string(),
+                                      (dir / "seeds").string()},
+                                     env, dir / "merge.log", merge_left, [](double) {});
+    size_t merged_n = std::distance(fs::directory_iterator(merged), fs::directory_iterator());
     const size_t corpus_after = std::distance(fs::directory_iterator(dir / "corpus"), fs::directory_iterator());
+    if (merge_status != 0) {
+      out << "  corpus not merged: "
+          << (merge_status < 0 || (budget.timed && budget.left(1) < 0.5) ? std::string("the --time budget ended")
+                                                                           : "the merge exited " + std::to_string(merge_status) + " (see " + (dir / "merge.log").string() + ")")
+          << " (" << corpus_after << " inputs kept as they are)\n";
+      merged_n = 0;
+    }
     if (merged_n > 0) {
       fs::remove_all(dir / "corpus");
       fs::rename(merged, dir / "corpus");
     } else {
       fs::remove_all(merged);
     }
-    char line[300];
+    char line[400];
+    const std::string corpus_words =
+        merged_n > 0 ? std::to_string(merged_n) + " inputs (" + std::to_string(corpus_before) + " before, " +
+                           std::to_string(corpus_after) + " with this run's, merged)"
+                     : std::to_string(corpus_after) + " inputs (" + std::to_string(corpus_before) + " before; not merged)";
     std::snprintf(line, sizeof line,
-                  "fuzz %s: %lld inputs run, %lld exec/s at the end, coverage %lld (features %lld), corpus %zu "
-                  "inputs (%zu before, %zu with this run's, merged), %zu distinct crash(es)\n",
+                  "fuzz %s: %lld inputs run, %lld exec/s at the end, coverage %lld (features %lld), corpus %s, "
+                  "%zu distinct crash(es); %.0f s\n",
                   o.target.c_str(), static_cast<long long>(stats.execs), static_cast<long long>(stats.exec_per_s),
-                  static_cast<long long>(stats.cov), static_cast<long long>(stats.ft), merged_n, corpus_before,
-                  corpus_after, distinct.size());
+                  static_cast<long long>(stats.cov), static_cast<long long>(stats.ft), corpus_words.c_str(),
+                  distinct.size(), budget.elapsed());
     out << line;
     summary.stats = stats;
     summary.corpus = merged_n > 0 ? merged_n : corpus_after;

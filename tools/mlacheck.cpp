@@ -39,6 +39,7 @@ commands:
                             comparison) on this machine, each against a planted fault; prints a table
   check [--impl OP@NAME]... [--plugin PATH]... [--backend host|cuda] [--budget S] [--cases N]
         [--seed N] [--corpus DIR] [--save DIR] [--format table|json] [--contract-probe]
+        [--case-timeout S]
                             run implementations (the --impl ones, else every one the plugins
                             register, else every <op>@ref) through their op's whole suite: the
                             properties on seed and random cases, the corpus regressions, then
@@ -48,7 +49,9 @@ commands:
                             is FAIL crashed (cudaErrorIllegalAddress), its case saved too.
                             Cases are drawn inside each implementation's declared contract;
                             --contract-probe runs cases outside it in the budget's last quarter
-                            and reports them apart, never as FAIL.
+                            and reports them apart, never as FAIL. Each implementation ends
+                            within S + 5%: a case still running then is not judged, unless it
+                            ran past the case timeout (a third of S, 10 to 60 s): FAIL timed out.
                             exit 0 all pass, 1 one failed, 2 bad usage or setup
   repro FILE [--backend host|cuda] [--impl OP@NAME] [--target T] [--plugin PATH]... [--ignore-contract]
                             rerun one case file (what a failing property or fuzzer prints) or a
@@ -66,10 +69,11 @@ commands:
                             or stack, minimized and written as cases, corpus merged at the end.
                             exit 0 no crash, 1 crashes found, 2 bad usage or setup
   mutants [--backend host|cuda] [--budget S] [--format table|json] [--only ID]... [--cases N]
-          [--seed N] [--corpus DIR] [--save DIR] [--plugin PATH]...
+          [--seed N] [--corpus DIR] [--save DIR] [--plugin PATH]... [--case-timeout S]
                             the kill matrix: each seeded-bug variant (<op>@<BUGS.md id>) against
                             the property suite, the corpus regressions and random fuzzing, until
-                            the first kill or S seconds (60); the first check that killed it, its
+                            the first kill or S seconds (60; the named check alone gets what is
+                            left of them, and each variant ends within S + 5%); the first check that killed it, its
                             verdict, the time, and whether the check its BUGS.md row names kills it;
                             --save DIR writes each killing case there, for repro.
                             exit 0 all killed, 1 one survived, 2 bad usage

@@ -111,6 +111,9 @@ void print_table(const Options& o, const std::vector<Row>& rows, std::ostream& o
     if (r.named_result == "killed") out << "  " << r.impl << " named check " << r.named << ": " << r.named_verdict << '\n';
   }
   for (const Row& r : rows) {
+    if (!r.budget_note.empty()) out << "  " << r.impl << ": " << r.budget_note << '\n';
+  }
+  for (const Row& r : rows) {
     if (r.false_positives > 0) {
       out << "suite false positive: " << r.false_positives << " case(s) run for " << r.impl
           << " failed on " << r.op << "@ref too (not counted as kills); first: " << r.false_positive
@@ -164,7 +167,7 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
       const std::string& a = args[i];
       if (i + 1 >= args.size()) return bad(a == "--backend" || a == "--budget" || a == "--format" || a == "--only" ||
                                                    a == "--cases" || a == "--seed" || a == "--corpus" || a == "--save" ||
-                                                   a == "--plugin"
+                                                   a == "--plugin" || a == "--case-timeout"
                                                ? a + " needs a value"
                                                : "unknown argument '" + a + "'");
       const std::string& v = args[++i];
@@ -174,6 +177,11 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
       } else if (a == "--budget") {
         o.suite.budget = std::strtod(v.c_str(), &end);
         if (*end || !(o.suite.budget > 0 && o.suite.budget <= 3600)) return bad("--budget '" + v + "' is not 1 to 3600 seconds");
+      } else if (a == "--case-timeout") {
+        o.suite.case_timeout = std::strtod(v.c_str(), &end);
+        if (*end || !(o.suite.case_timeout >= 1 && o.suite.case_timeout <= 3600)) {
+          return bad("--case-timeout '" + v + "' is not 1 to 3600 seconds");
+        }
       } else if (a == "--format") {
         if (v != "table" && v != "json") return bad("--format '" + v + "' is not table or json");
         o.format = v;

@@ -2,6 +2,8 @@
 // corpus regressions and random fuzzing of its op, in a child process.
 #include "tools/suite_runner.h"
 
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,18 +78,34 @@ std::vector<std::pair<fs::path, CaseText>> case_files(const fs::path& dir,
   return out;
 }
 
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// The times of one implementation's row, from its start: the suite proper (and the named check)
+// until main_end, the contract probe until end, and no child past its hard end (5% after its
+// deadline): what a child is doing then is not judged. steady_clock is one clock across fork.
+struct RowClock {
+  Clock::time_point start, main_end, end;
+  double slack = 0;  // seconds a child may run past its deadline before it is killed
+  Clock::time_point hard(Clock::time_point deadline) const { return deadline + seconds(slack); }
+  static double left(Clock::time_point until) {
+    return std::max(0.05, std::chrono::duration<double>(until - Clock::now()).count());
+  }
+};
+
 // The run of one implementation, inside the child.
 class SuiteRun {
  public:
-  SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file)
+  SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file, const RowClock& clock)
       : o_(o), impl_(impl), op_(impl.substr(0, impl.find('@'))), progress_(progress_file),
-        target_(find_target(op_)), start_(Clock::now()) {}
+        target_(find_target(op_)), clock_(clock), start_(clock.start) {}
 
-  // Stages 1-3 until the first failure or the budget; the property suite may take up to a third of it.
+  // Stages 1-3 until the first failure or the end of the suite's share of the budget; the property
+  // suite may take up to a third of it.
   void first_failure(SuiteResult& row) {
-    const double budget = main_budget(o_, impl_);
-    const Clock::time_point deadline = start_ + seconds(budget);
-    const Clock::time_point suite_deadline = start_ + seconds(budget / 3);
+    const Clock::time_point deadline = clock_.main_end;
+    const Clock::time_point suite_deadline = start_ + (clock_.main_end - start_) / 3;
     std::optional<SuiteFinding> k;
     for (const PropertyEntry* p : properties()) {
       if ((k = run_files(seeds_of(*p), "properties", suite_deadline, row))) break;
@@ -104,7 +122,8 @@ class SuiteRun {
     if (k) row.failed = true, row.first = *k;
   }
 
-  // The named check alone (when the first failure was another), with its own budget.
+  // The named check alone (when the first failure was another), for what is left of the suite's
+  // share of the budget.
   void named_check(SuiteResult& row) {
     if (row.named == "(none)") {
       row.named_result = "not named";
@@ -115,7 +134,11 @@ class SuiteRun {
       return;
     }
     const PropertyEntry& p = property_registry().find(row.named);
-    const Clock::time_point deadline = Clock::now() + seconds(o_.budget);
+    const Clock::time_point deadline = clock_.main_end;
+    if (Clock::now() >= deadline) {
+      row.named_result = "not run (budget spent)";
+      return;
+    }
     std::optional<SuiteFinding> k = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
                                                  [&](const PropertyEntry& e) { return &e == &p; }),
                                       "regressions", deadline, row);
@@ -141,7 +164,7 @@ class SuiteRun {
       c.set("impl", impl_);
       const std::string why = outside_contract(c, impl_);
       if (why.empty()) continue;  // inside: the suite's business
-      note("probe: " + fc.property->name + " random case " + std::to_string(r), c);
+      note("probe: " + fc.property->name + " random case " + std::to_string(r), c, row);
       ++row.probe_cases;
       const ReproResult res = run_case_text(c, o_.backend, impl_, /*ignore_contract=*/true);
       if (!res.fault.empty()) throw ContextLost(*res.verdict, res.fault);
@@ -159,9 +182,6 @@ class SuiteRun {
   }
 
  private:
-  static Clock::duration seconds(double s) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-  }
   static const FuzzTarget& find_target(const std::string& op) {
     for (const FuzzTarget& t : fuzz_targets()) {
       if (t.op == op) return t;
@@ -179,13 +199,14 @@ class SuiteRun {
     return case_files(fs::path(corpus_root(o_.corpus)) / target_.name, [&](const PropertyEntry& e) { return &e == &p; });
   }
 
-  // Where the child is, for a crash report: one line, then the case text.
-  void note(const std::string& what, const CaseText& c) const {
-    std::ofstream(progress_, std::ios::trunc) << what << '\n' << c.format();
+  // Where the child is, for a crash report or a case timeout: the cases run so far and a tab, where
+  // (one line), then the case text. The file's age is the case's (the parent's watchdog).
+  void note(const std::string& what, const CaseText& c, const SuiteResult& row) const {
+    std::ofstream(progress_, std::ios::trunc) << row.cases_run << '\t' << what << '\n' << c.format();
   }
 
   std::optional<SuiteFinding> run_one(const CaseText& c, const std::string& stage, const std::string& what, SuiteResult& row) {
-    note(stage + ": " + what, c);
+    note(stage + ": " + what, c, row);
     // An Error here is the matrix's own trouble (a malformed corpus case, a backend not usable in
     // this process), never a finding and never to be skipped: it ends the command with its line.
     const ReproResult r = run_case_text(c, o_.backend, impl_);
@@ -271,6 +292,7 @@ class SuiteRun {
   const SuiteOptions& o_;
   std::string impl_, op_, progress_;
   const FuzzTarget& target_;
+  RowClock clock_;
   Clock::time_point start_;
 };
 
@@ -339,60 +361,139 @@ std::string without_prefix(const std::string& message, const std::string& prefix
   return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
-SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named);
+// What a child that ended without a result had written to its progress file (SuiteRun::note).
+struct Progress {
+  int cases_run = 0;
+  std::string where, case_text;
+  double age = 0;  // seconds since the file was written: how long its case had run
+};
+double age_of(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  timespec now;
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec - st.st_mtim.tv_nsec);
+}
+Progress read_progress(const std::string& path) {
+  Progress p;
+  p.age = age_of(path);
+  const std::string text = read_file(path);
+  const size_t tab = text.find('\t'), nl = text.find('\n');
+  if (tab == std::string::npos || nl == std::string::npos || tab > nl) return p;
+  p.cases_run = std::atoi(text.substr(0, tab).c_str());
+  p.where = text.substr(tab + 1, nl - tab - 1);
+  p.case_text = text.substr(nl + 1);
+  return p;
+}
 
-// The contract probe of row's implementation, in a child of its own for the budget's last quarter.
-void run_probe(const SuiteOptions& o, SuiteResult& row) {
+double case_timeout(const SuiteOptions& o) {
+  return o.case_timeout > 0 ? o.case_timeout : std::clamp(o.budget / 3, 10.0, 60.0);
+}
+
+// A temporary progress file, removed with the object.
+struct ProgressFile {
+  std::string path;
+  ProgressFile() {
+    char name[] = "/tmp/mlacheck-suite-XXXXXX";
+    const int fd = ::mkstemp(name);
+    MLA_REQUIRE(fd >= 0, "cannot make a temporary file in /tmp");
+    ::close(fd);
+    path = name;
+  }
+  ~ProgressFile() { ::unlink(path.c_str()); }
+  ProgressFile(const ProgressFile&) = delete;
+  ProgressFile& operator=(const ProgressFile&) = delete;
+};
+
+// The options of a child that works until deadline: killed at the row's hard end of it, or when one
+// case has run past the case timeout (its progress file that old; *case_timed_out is set).
+IsolationOptions child_options(const SuiteOptions& o, const RowClock& clock, Clock::time_point deadline,
+                               const std::string& progress, bool* case_timed_out) {
+  IsolationOptions opts;
+  opts.timeout_seconds = RowClock::left(clock.hard(deadline));
+#ifdef MLACHECK_HAVE_CUDA
+  opts.is_sticky = cuda::is_sticky_fault;
+#endif
+  const double limit = case_timeout(o);
+  opts.watchdog = [progress, limit, case_timed_out]() -> std::string {
+    if (age_of(progress) <= limit) return "";
+    *case_timed_out = true;
+    char line[120];
+    std::snprintf(line, sizeof line, "one case ran past the case timeout of %.0f s and was killed", limit);
+    return line;
+  };
+  return opts;
+}
+
+// What the row says when its child was killed at the end of the budget while a case ran (not a
+// failure: the case had not run as long as the case timeout).
+std::string budget_note(const Progress& p, const SuiteOptions& o) {
+  char line[400];
+  std::snprintf(line, sizeof line, "the budget ended during %s (after %.1f s of it; not judged: the case timeout is %.0f s)",
+                p.where.empty() ? "the child's start" : p.where.c_str(), p.age, case_timeout(o));
+  return line;
+}
+
+SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named,
+                             const RowClock& clock);
+
+// The contract probe of row's implementation, in a child of its own until the end of the budget.
+void run_probe(const SuiteOptions& o, SuiteResult& row, const RowClock& clock) {
   if (!o.contract_probe) return;
   if (kernels::registry().contract(row.impl)->empty()) {
     row.probe_note = "no probe: " + row.impl + " declares no contract (it takes the whole spec)";
     return;
   }
-  char progress[] = "/tmp/mlacheck-probe-XXXXXX";
-  const int fd = ::mkstemp(progress);
-  MLA_REQUIRE(fd >= 0, "cannot make a temporary file in /tmp");
-  ::close(fd);
-  IsolationOptions opts;
-  opts.timeout_seconds = o.budget + 120;
-#ifdef MLACHECK_HAVE_CUDA
-  opts.is_sticky = cuda::is_sticky_fault;
-#endif
+  if (Clock::now() >= clock.end) {
+    row.probe_note = "no probe: the budget was spent before it";
+    return;
+  }
+  const ProgressFile progress;
+  bool case_timed_out = false;
   const IsolatedOutcome out = run_isolated(
       [&]() -> std::string {
         SuiteResult r = row;
         r.probe_cases = r.probe_failures = 0;
-        SuiteRun(o, row.impl, progress).probe(r, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                  std::chrono::duration<double>(o.budget * 0.25)));
+        SuiteRun(o, row.impl, progress.path, clock).probe(r, clock.end);
         return serialize(r);
       },
-      opts);
+      child_options(o, clock, clock.end, progress.path, &case_timed_out));
   SuiteResult parsed = row;
   if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) {
     row.probe_cases = parsed.probe_cases, row.probe_failures = parsed.probe_failures;
     row.probe_first = parsed.probe_first;
-  } else {
-    // The probe crashed or lost the context on a case outside the contract: reported apart too.
-    const std::string text = read_file(progress);
-    const std::string where = text.substr(0, text.find('\n'));
-    ++row.probe_failures;
-    row.probe_first = SuiteFinding{"probe", crash_name(out),
-                                   without_prefix(out.message, crash_name(out) + ": ") + " (during " + where + ")", 0,
-                                   where.size() < text.size() ? text.substr(where.size() + 1) : ""};
+    return;
   }
-  ::unlink(progress);
+  const Progress p = read_progress(progress.path);
+  if (out.kind == IsolatedOutcome::kTimedOut && !case_timed_out) {
+    row.probe_cases = p.cases_run;
+    row.probe_note = "probe: " + budget_note(p, o);
+    return;
+  }
+  // The probe crashed, hung or lost the context on a case outside the contract: reported apart too.
+  ++row.probe_failures;
+  row.probe_first = SuiteFinding{"probe", crash_name(out),
+                                 without_prefix(out.message, crash_name(out) + ": ") + " (during " + p.where + ")", 0,
+                                 p.case_text};
 }
 
 }  // namespace
 
 SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std::string& named) {
-  SuiteResult row = run_suite_proper(o, impl, named);
-  run_probe(o, row);
+  RowClock clock;
+  clock.start = Clock::now();
+  clock.main_end = clock.start + seconds(SuiteRun::main_budget(o, impl));
+  clock.end = clock.start + seconds(o.budget);
+  clock.slack = 0.05 * o.budget;
+  SuiteResult row = run_suite_proper(o, impl, named, clock);
+  run_probe(o, row, clock);
   return row;
 }
 
 namespace {
 
-SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named) {
+SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named,
+                             const RowClock& clock) {
   SuiteResult row;
   row.impl = impl;
   row.op = impl.substr(0, impl.find('@'));
@@ -400,75 +501,81 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
   for (const kernels::ImplementationInfo& i : kernels::registry().list()) {
     if (i.qualified() == impl) row.summary = i.summary;
   }
-  char progress[] = "/tmp/mlacheck-suite-XXXXXX";
-  const int fd = ::mkstemp(progress);
-  MLA_REQUIRE(fd >= 0, "cannot make a temporary file in /tmp");
-  ::close(fd);
-  IsolationOptions opts;
-  opts.timeout_seconds = 2 * o.budget + 120;
-#ifdef MLACHECK_HAVE_CUDA
-  opts.is_sticky = cuda::is_sticky_fault;
-#endif
-  const Clock::time_point start = Clock::now();
+  const ProgressFile progress;
+  bool case_timed_out = false;
   const IsolatedOutcome out = run_isolated(
       [&]() -> std::string {
         SuiteResult r = row;
-        SuiteRun run(o, impl, progress);
+        SuiteRun run(o, impl, progress.path, clock);
         run.first_failure(r);
         run.named_check(r);
         return serialize(r);
       },
-      opts);
+      child_options(o, clock, clock.main_end, progress.path, &case_timed_out));
   SuiteResult parsed = row;
-  if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) {
-    ::unlink(progress);
-    return parsed;
-  }
+  if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) return parsed;
   if (out.kind == IsolatedOutcome::kViolation && out.message.rfind("error: ", 0) == 0) {
-    ::unlink(progress);
     throw Error(impl + ": " + out.message.substr(7));  // the run's own setup failed: no finding
   }
-  // The child crashed, lost the device context, timed out or threw: a failure by that, where it was.
-  const std::string progress_text = read_file(progress);
-  const std::string where = progress_text.substr(0, progress_text.find('\n'));
-  std::string case_text;
-  if (where.size() < progress_text.size()) case_text = progress_text.substr(where.size() + 1);
+  const Progress p = read_progress(progress.path);
+  row.cases_run = p.cases_run;
+  if (out.kind == IsolatedOutcome::kTimedOut && !case_timed_out) {
+    // Killed at the end of the budget inside a case younger than the case timeout: nothing found.
+    row.budget_note = budget_note(p, o);
+    row.named_result = row.named == "(none)" ? "not named" : "survived";
+    return row;
+  }
+  // The child crashed, lost the device context, hung on one case or threw: a failure by that, where it was.
   row.failed = out.kind != IsolatedOutcome::kPassed;
-  row.first.stage = where.substr(0, where.find(':'));
+  row.first.stage = p.where.substr(0, p.where.find(':'));
   row.first.check = crash_name(out);
-  row.first.verdict = without_prefix(out.message, row.first.check + ": ") + (where.empty() ? "" : " (during " + where + ")");
-  row.first.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (row.failed && !case_text.empty()) {
-    CaseText shown = CaseText::parse(case_text);
+  row.first.verdict = without_prefix(out.message, row.first.check + ": ") + (p.where.empty() ? "" : " (during " + p.where + ")");
+  row.first.seconds = std::chrono::duration<double>(Clock::now() - clock.start).count();
+  if (row.failed && !p.case_text.empty()) {
+    CaseText shown = CaseText::parse(p.case_text);
     shown.set("impl", impl).set("backend", o.backend);
     row.first.case_text = shown.format();
     // As for any failure: it counts only if <op>@ref passes the case (in a fresh child: this one's
-    // context may be gone).
+    // context may be gone), within one case timeout.
+    IsolationOptions ref_opts;
+    ref_opts.timeout_seconds = case_timeout(o);
+#ifdef MLACHECK_HAVE_CUDA
+    ref_opts.is_sticky = cuda::is_sticky_fault;
+#endif
     const IsolatedOutcome ref = run_isolated(
-        [&]() -> std::string { return run_case_text(shown, o.backend, row.op + "@ref").verdict.value_or(""); }, opts);
+        [&]() -> std::string { return run_case_text(shown, o.backend, row.op + "@ref").verdict.value_or(""); },
+        ref_opts);
     if (!ref.passed()) {
       row.failed = false;
       row.false_positives = 1;
       row.false_positive = row.first.check + " on " + impl + " and " + crash_name(ref) + " on " + row.op + "@ref: " +
                            ref.message + " (the run stopped there)";
+      if (case_timed_out && ref.kind == IsolatedOutcome::kTimedOut) {
+        row.false_positive = "a case ran past the case timeout of " + std::to_string(static_cast<int>(case_timeout(o))) +
+                             " s on " + impl + " and on " + row.op + "@ref too: a slow case, not a hang (--case-timeout "
+                             "raises it; the run stopped there)";
+      }
       CaseText ref_case = shown;
       ref_case.set("impl", row.op + "@ref");
       row.false_positive_case = ref_case.format();
       row.first = SuiteFinding{};
     }
   }
-  // The named check on its own, in a child of its own: does it fail the implementation before any crash?
+  // The named check on its own, in a child of its own, for what is left of the suite's share of the
+  // budget: does it fail the implementation before any crash?
+  bool named_timed_out = false;
   const IsolatedOutcome named_run = run_isolated(
       [&]() -> std::string {
         SuiteResult r = row;
-        SuiteRun(o, impl, progress).named_check(r);
+        SuiteRun(o, impl, progress.path, clock).named_check(r);
         return serialize(r);
       },
-      opts);
-  ::unlink(progress);
+      child_options(o, clock, clock.main_end, progress.path, &named_timed_out));
   SuiteResult with_named = row;
   if (named_run.kind == IsolatedOutcome::kViolation && deserialize(named_run.message, with_named)) {
     row.named_result = with_named.named_result, row.named_verdict = with_named.named_verdict;
+  } else if (named_run.kind == IsolatedOutcome::kTimedOut && !named_timed_out) {
+    row.named_result = "survived (budget spent)";
   } else {
     row.named_result = std::string("crashed too: ") + isolated_outcome_name(named_run.kind);
   }

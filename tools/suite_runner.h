@@ -1,6 +1,7 @@
 // The suite runner behind `mlacheck mutants` and `mlacheck check`: one implementation ("op@name")
 // against its op's property suite, in a child process (core/backend/isolate.h), until the first
-// failure or the budget:
+// failure or the budget, which holds: the row ends within 5% of it (a child still running then is
+// killed, and the case it was in is not judged unless it had run past the case timeout, a hang):
 //   1. the property suite (up to a third of the budget): each of the op's properties on its seed
 //      cases (corpus/<target>/), then on `cases` random cases each (decoded from seeded random
 //      bytes through the property's own case readers, properties/fuzz_input.h);
@@ -11,7 +12,9 @@
 // fault) of the child is a failure by that, its check "crashed", "timed out" or "crashed
 // (cudaErrorIllegalAddress)", with the case it ran, once <op>@ref has passed that case in a fresh
 // child. When a named property is given and the first failure was
-// another, the named property is then run alone (regressions, seeds, random cases).
+// another, the named property is then run alone (regressions, seeds, random cases) for what is
+// left of the budget. With a contract probe, the suite takes three quarters of the budget and the
+// probe the rest.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,9 @@ struct SuiteOptions {
   // Also run cases just outside the implementation's contract (the last quarter of the budget, in a
   // child of its own) and report them apart, never as the failure.
   bool contract_probe = false;
+  // One case running longer than this is a hang: "timed out", a failure with its case (when <op>@ref
+  // runs it within this time). 0: a third of the budget, within 10 to 60 s.
+  double case_timeout = 0;
 };
 
 // What failed: the stage ("properties", "regressions", "fuzz"), the check (a property, or how the
@@ -56,6 +62,8 @@ struct SuiteResult {
   int probe_cases = 0, probe_failures = 0;
   SuiteFinding probe_first;
   std::string probe_note;  // why no probe ran ("the implementation declares no contract"), or ""
+  // The budget ended while a case ran (younger than the case timeout, so not judged), or "".
+  std::string budget_note;
 };
 
 // Runs impl through the suite (see the top of this file). Throws mlacheck::Error with one line when

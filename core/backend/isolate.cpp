@@ -157,11 +157,15 @@ IsolatedOutcome run_isolated(const std::function<std::string()>& check, const Is
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(opts.timeout_seconds));
-  std::string received;
+  std::string received, watchdog_said;
   bool timed_out = false;
   for (;;) {
     const auto now = Clock::now();
     if (now >= deadline) {
+      timed_out = true;
+      break;
+    }
+    if (opts.watchdog && !(watchdog_said = opts.watchdog()).empty()) {
       timed_out = true;
       break;
     }
@@ -188,7 +192,7 @@ IsolatedOutcome run_isolated(const std::function<std::string()>& check, const Is
     out.kind = IsolatedOutcome::kTimedOut;
     std::ostringstream os;
     os << "child ran past the " << opts.timeout_seconds << " s timeout and was killed";
-    out.message = os.str();
+    out.message = watchdog_said.empty() ? os.str() : one_line(watchdog_said);
   } else if (WIFSIGNALED(status)) {
     out.kind = IsolatedOutcome::kCrashed;
     out.message = signal_text(WTERMSIG(status));

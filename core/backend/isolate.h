@@ -33,6 +33,10 @@ struct IsolationOptions {
   // Classifies an exception thrown by the check inside the child as a sticky fault (kStickyFault),
   // besides mlacheck::ContextLost, which always is one. nullptr: no other exception is sticky.
   std::function<bool(const std::exception&)> is_sticky = nullptr;
+  // Asked about once a second while the child runs; a non-empty answer kills the child (SIGKILL)
+  // and is the outcome's message, as kTimedOut (a case running past its own timeout, say, found
+  // from a progress file's age). nullptr: only timeout_seconds ends a slow child.
+  std::function<std::string()> watchdog = nullptr;
 };
 
 struct IsolatedOutcome {
@@ -41,7 +45,7 @@ struct IsolatedOutcome {
     kViolation,    // the check returned a verdict line, or threw an mlacheck::Error ("error: ...")
     kStickyFault,  // the check threw mlacheck::ContextLost, or an exception that opts.is_sticky accepts
     kCrashed,      // the child died by a signal, exited without a verdict, or threw a foreign exception
-    kTimedOut,     // the child ran past opts.timeout_seconds and was killed
+    kTimedOut,     // the child ran past opts.timeout_seconds, or opts.watchdog answered, and was killed
   } kind = kPassed;
   std::string message;          // one line; "" when passed
   std::string saved_case_path;  // where the case was saved, or ""

@@ -1,11 +1,15 @@
 // Tests of tools/suite_runner.h: a kernel that loses the device context (mlacheck::ContextLost, as a
 // CUDA sticky fault throws) is a failure "crashed (<fault>)" with the case it ran, never a setup
-// error; the case reruns; a correct implementation passes.
+// error; the case reruns; a kernel that never returns is "timed out" with its case once it runs
+// past the case timeout, and otherwise the budget holds (the row ends, the case not judged); a
+// correct implementation passes.
 #include "tools/suite_runner.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "kernels/registry.h"
@@ -29,13 +33,27 @@ kernels::TopkPath lose_context_on_batches(kernels::Device& device, const kernels
   return kernels::topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
 }
 
+// The correct top-k, except that a batch of more than one request never returns (a kernel spinning
+// on a flag no block sets).
+kernels::TopkPath hang_on_batches(kernels::Device& device, const kernels::DeviceTensor& logits, int64_t next_n,
+                                  const kernels::DeviceTensor& seq_lens, int64_t k, const kernels::DeviceTensor& out,
+                                  const kernels::DeviceTensor& workspace, const kernels::DeviceTensor& counts) {
+  while (seq_lens.view.size(0) > 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return kernels::topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
+}
+
 void register_once() {
   static const bool done = [] {
     kernels::registry().add({"topk_decode", "test_context_lost", "test only: loses the context on batches"},
                             &lose_context_on_batches);
+    kernels::registry().add({"topk_decode", "test_hang", "test only: never returns on batches"}, &hang_on_batches);
     return true;
   }();
   (void)done;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 TEST(SuiteRunner, ALostContextIsAFailureWithItsCaseNotASetupError) {
@@ -60,6 +78,41 @@ TEST(SuiteRunner, ALostContextIsAFailureWithItsCaseNotASetupError) {
   EXPECT_EQ(again.verdict->rfind("crashed (cudaErrorIllegalAddress): ", 0), 0u) << *again.verdict;
   // The reference passes the same case.
   EXPECT_FALSE(run_case_text(c, "", "topk_decode@ref").verdict.has_value());
+}
+
+TEST(SuiteRunner, ACaseThatNeverEndsIsTimedOutWithItsCase) {
+  register_once();
+  SuiteOptions o;
+  o.budget = 30;
+  o.cases = 3;
+  o.case_timeout = 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  const SuiteResult r = run_suite(o, "topk_decode@test_hang");
+  ASSERT_TRUE(r.failed) << r.budget_note << r.false_positive;
+  EXPECT_EQ(r.first.check, "timed out");
+  EXPECT_NE(r.first.verdict.find("case timeout of 2 s"), std::string::npos) << r.first.verdict;
+  EXPECT_EQ(r.false_positives, 0) << r.false_positive;
+  ASSERT_FALSE(r.first.case_text.empty());
+  EXPECT_EQ(CaseText::parse(r.first.case_text).word("impl"), "topk_decode@test_hang");
+  // Found by the case timeout, long before the budget.
+  EXPECT_LT(seconds_since(t0), 20.0);
+}
+
+TEST(SuiteRunner, TheBudgetHoldsWhenACaseRunsPastIt) {
+  register_once();
+  SuiteOptions o;
+  o.budget = 3;
+  o.cases = 3;
+  o.case_timeout = 600;  // the case is not judged: the budget ends first
+  const auto t0 = std::chrono::steady_clock::now();
+  const SuiteResult r = run_suite(o, "topk_decode@test_hang");
+  const double took = seconds_since(t0);
+  EXPECT_FALSE(r.failed) << r.first.check << ": " << r.first.verdict;
+  EXPECT_NE(r.budget_note.find("the budget ended during "), std::string::npos) << r.budget_note;
+  EXPECT_NE(r.budget_note.find("not judged"), std::string::npos) << r.budget_note;
+  // 3 s and 5% (the child is killed then), with room for a loaded machine; without the kill the
+  // row would wait on the case for its 600 s.
+  EXPECT_LT(took, 8.0);
 }
 
 TEST(SuiteRunner, TheReferencePasses) {

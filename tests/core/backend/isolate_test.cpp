@@ -131,6 +131,27 @@ TEST(RunIsolated, AHangIsKilledAtTheTimeout) {
   EXPECT_EQ(o.saved_case_path, dir.path + "/hang.case");
 }
 
+TEST(RunIsolated, TheWatchdogKillsTheChildWithItsLine) {
+  IsolationOptions opts;
+  opts.timeout_seconds = 30;
+  int asked = 0;
+  const auto start = std::chrono::steady_clock::now();
+  opts.watchdog = [&]() -> std::string { return ++asked >= 2 ? "stuck on case 7\nsecond line" : ""; };
+  const IsolatedOutcome o = run_isolated(
+      [] {
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        return std::string();
+      },
+      opts);
+  EXPECT_EQ(o.kind, IsolatedOutcome::kTimedOut);
+  EXPECT_EQ(o.message, "stuck on case 7 second line");
+  EXPECT_GE(asked, 2);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  // A watchdog that never answers leaves a quick child alone.
+  opts.watchdog = []() -> std::string { return ""; };
+  EXPECT_EQ(run_isolated([] { return std::string("a verdict"); }, opts).message, "a verdict");
+}
+
 TEST(RunIsolated, TheHookClassifiesStickyFaults) {
   IsolationOptions opts;
   opts.is_sticky = [](const std::exception& e) { return dynamic_cast<const FakeStickyFault*>(&e) != nullptr; };
