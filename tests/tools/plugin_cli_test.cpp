@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -154,10 +155,15 @@ TEST(PluginCli, AKernelThatFaultsTheContextIsAFailWithItsCase) {
 
 TEST(PluginCli, FuzzFindsTheBuggyTwin) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_fuzz";
+  const auto t0 = std::chrono::steady_clock::now();
   const CliResult r = run_mlacheck("fuzz --target topk_decode --plugin " + kBuggy +
                                    " --impl topk_decode@example_buggy --time 6 --minimize 2 --out " + dir);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.out.find("no harness") != std::string::npos) GTEST_SKIP() << "no libFuzzer harnesses in this build";
   EXPECT_EQ(r.status, 1) << r.out;
+  // --time holds for triage and minimizing too (6 s and 5%; room for a loaded machine). Before it
+  // did, this run took 17 s.
+  EXPECT_LT(took, 10.0) << r.out;
   EXPECT_NE(r.out.find("topk_decode.rows_admissible"), std::string::npos) << r.out;
 }
 
