@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "kernels/plugin.h"
 #include "properties/fuzz_input.h"
+#include "tools/suite_runner.h"
 
 namespace fs = std::filesystem;
 
@@ -73,15 +74,10 @@ fs::path find_harness(const Options& o) {
               ": the harnesses are built with clang (cmake --preset asan), or pass --harness-dir");
 }
 
-// Seed folders when none are given: the source tree's corpus/<target> and corpus/regressions.
+// Seed folders when none are given: the corpus's <target> and regressions folders (corpus_root).
 std::vector<std::string> default_seed_dirs(const Options& o) {
   std::vector<std::string> out;
-  const char* env = std::getenv("MLACHECK_CORPUS_DIR");
-#ifdef MLACHECK_SOURCE_DIR
-  const std::string root = env && *env ? env : std::string(MLACHECK_SOURCE_DIR) + "/corpus";
-#else
-  const std::string root = env && *env ? env : "corpus";
-#endif
+  const std::string root = corpus_root("");
   for (const std::string& d : {root + "/" + o.target, root + "/regressions"}) {
     if (fs::is_directory(d)) out.push_back(d);
   }
@@ -117,8 +113,8 @@ int write_seeds(const Options& o, const FuzzTarget& t, const fs::path& seeds, st
 
 // Runs argv with env added, output appended to log; returns the exit status (128 + signal when
 // killed). After limit_s seconds (0: no limit) the child's process group gets SIGTERM (libFuzzer
-// stops and exits), and SIGKILL two seconds later if it is still there. on_tick is called about
-// five times a second while it runs.
+// stops and exits), and SIGKILL two seconds later if it is still there. on_tick(seconds) is called
+// about five times a second while it runs; its returning true stops the child the same way.
 template <class Tick>
 int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& log,
               double limit_s, Tick on_tick) {
@@ -147,8 +143,9 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
     if (r == pid) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    on_tick(s);
-    if (limit_s > 0 && s > limit_s && sent == 0) {
+    const bool stop = on_tick(s);
+    if (((limit_s > 0 && s > limit_s) || stop) && sent == 0) {
+      limit_s = s;
       ::kill(-pid, SIGTERM);
       sent = 1;
     } else if (limit_s > 0 && s > limit_s + 2 && sent == 1) {
@@ -385,13 +382,15 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
 
 namespace {
 
-// --time N holds for the whole campaign (within 5%): fuzzing until 80% of it, then triage,
-// minimization and the corpus merge in the rest, each cut where the time ends, with a line saying
+// --time N holds for the whole campaign (within 5%): fuzzing until the reserve, then triage,
+// minimization and the corpus merge in the reserve (a tenth of N, at least 5 s or 30% of N, at
+// most 120 s), each cut where the time ends, with a line saying
 // what it left undone. --runs N is not timed: each step gets its own generous limit.
 struct Budget {
   bool timed = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double seconds = 0;
+  double reserve() const { return std::min(std::max(0.1 * seconds, std::min(5.0, 0.3 * seconds)), 120.0); }
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
   // Seconds left until the end (plus 5% slack), at most cap; cap when not timed.
   double left(double cap) const { return timed ? std::max(0.0, std::min(cap, 1.05 * seconds - elapsed())) : cap; }
@@ -436,7 +435,8 @@ Summary run_campaign(Options o, std::ostream& out) {
       argv.push_back("-runs=" + std::to_string(o.runs));
     } else {
       // libFuzzer's own clock starts after our setup; its fork-mode jobs may overrun it (run_child stops them).
-      const int64_t fuzz_s = std::max<int64_t>(1, std::llround(0.8 * budget.seconds - budget.elapsed()));
+      const int64_t fuzz_s =
+          std::max<int64_t>(1, std::llround(budget.seconds - budget.reserve() - budget.elapsed()));
       argv.push_back("-max_total_time=" + std::to_string(fuzz_s));
       argv.push_back("-fork=" + std::to_string(o.jobs));
       argv.push_back("-ignore_crashes=1");
@@ -450,14 +450,24 @@ Summary run_campaign(Options o, std::ostream& out) {
     out << "fuzz " << o.target << " (" << o.impl << " on " << o.backend << "): " << harness.string() << "\n"
         << "  " << seeds << " seed cases, " << corpus_before << " inputs in " << (dir / "corpus").string() << ", "
         << (o.runs >= 0 ? std::to_string(o.runs) + " runs"
-                        : std::to_string(o.time_s) + " s in all (fuzzing 80%, then triage, minimizing, merging)")
+                        : std::to_string(o.time_s) + " s in all (the last " + std::to_string(std::llround(budget.reserve())) +
+                              " s for triage, minimizing, merging)")
         << ", " << o.jobs << " job(s); log " << log.string() << '\n';
     out.flush();
     double last_print = 0;
     Stats stats;
-    const double limit = o.runs >= 0 ? 0 : std::max(1.0, 0.85 * budget.seconds - budget.elapsed());
+    const double limit =
+        o.runs >= 0 ? 0 : std::max(1.0, budget.seconds - 0.5 * budget.reserve() - budget.elapsed());
+    // Fuzzing also stops early enough for the merge to fit: the corpus rerun once by one process, at
+    // the rate seen so far (a quarter of the budget at most).
+    const auto merge_fits = [&] {
+      if (!budget.timed || stats.exec_per_s <= 0) return true;
+      const double per_process = std::max(1.0, static_cast<double>(stats.exec_per_s) / static_cast<double>(o.jobs));
+      const double merge_s = std::min(static_cast<double>(stats.corpus) / per_process + 1, budget.seconds / 4);
+      return budget.seconds - budget.elapsed() > budget.reserve() + merge_s;
+    };
     run_child(argv, env, log, limit, [&](double s) {
-      if (s - last_print < 5) return;
+      if (s - last_print < 5) return !merge_fits();
       last_print = s;
       stats = parse_stats(read_all(log));
       const size_t crashes = crash_files(dir / "crashes").size() - before.size();
@@ -467,6 +477,7 @@ Summary run_campaign(Options o, std::ostream& out) {
                     static_cast<long long>(stats.ft), static_cast<long long>(stats.corpus), crashes);
       out << line;
       out.flush();
+      return !merge_fits();
     });
     const std::string text = read_all(log);
     stats = parse_stats(text);
@@ -490,7 +501,7 @@ Summary run_campaign(Options o, std::ostream& out) {
       }
       const fs::path tlog = dir / "triage.log";
       fs::remove(tlog);
-      if (run_child({harness.string(), "-runs=1", f.string()}, env, tlog, left, [](double) {}) >= 128 + SIGTERM &&
+      if (run_child({harness.string(), "-runs=1", f.string()}, env, tlog, left, [](double) { return false; }) >= 128 + SIGTERM &&
           budget.timed && budget.left(600) < 0.5) {
         ++untriaged;  // stopped by the budget, not by its own crash
         continue;
@@ -518,12 +529,12 @@ Summary run_campaign(Options o, std::ostream& out) {
         const fs::path min = dir / "crashes" / ("min-" + k);
         run_child({harness.string(), "-minimize_crash=1", "-max_total_time=" + std::to_string(min_s),
                    "-exact_artifact_path=" + min.string(), f.string()},
-                  env, dir / "minimize.log", budget.left(min_s + 120), [](double) {});
+                  env, dir / "minimize.log", budget.left(min_s + 120), [](double) { return false; });
         if (fs::exists(min)) {
           // Keep the minimized input only if it still fails the same way.
           const fs::path tlog = dir / "triage.log";
           fs::remove(tlog);
-          run_child({harness.string(), "-runs=1", min.string()}, env, tlog, budget.left(600), [](double) {});
+          run_child({harness.string(), "-runs=1", min.string()}, env, tlog, budget.left(600), [](double) { return false; });
           if (triage_output(read_all(tlog)).key == key) input = min;
         }
       }
@@ -554,7 +565,7 @@ Summary run_campaign(Options o, std::ostream& out) {
         merge_left < 0.5 ? -1
                          : run_child({harness.string(), "-merge=1", merged.string(), (dir / "corpus").string(),
                                       (dir / "seeds").string()},
-                                     env, dir / "merge.log", merge_left, [](double) {});
+                                     env, dir / "merge.log", merge_left, [](double) { return false; });
     size_t merged_n = std::distance(fs::directory_iterator(merged), fs::directory_iterator());
     const size_t corpus_after = std::distance(fs::directory_iterator(dir / "corpus"), fs::directory_iterator());
     if (merge_status != 0) {

@@ -41,6 +41,13 @@ std::string corpus_root(const std::string& corpus) {
   if (!corpus.empty()) return corpus;
   const char* env = std::getenv("MLACHECK_CORPUS_DIR");
   if (env && *env) return env;
+  // An installed or bundled mlacheck (bin/mlacheck beside share/mlacheck/corpus).
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "mlacheck" / "corpus";
+    if (fs::is_directory(installed / "regressions", ec)) return installed.string();
+  }
 #ifdef MLACHECK_SOURCE_DIR
   return std::string(MLACHECK_SOURCE_DIR) + "/corpus";
 #else

@@ -70,7 +70,8 @@ struct SuiteResult {
 // the run's own setup fails in the child (a malformed corpus case, a backend not usable there).
 SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std::string& named = "(none)");
 
-// The corpus folder: corpus if not empty, else $MLACHECK_CORPUS_DIR, else the source tree's.
+// The corpus folder: corpus if not empty, else $MLACHECK_CORPUS_DIR, else share/mlacheck/corpus
+// beside the running mlacheck's bin/ (an install or a GPU bundle), else the source tree's.
 std::string corpus_root(const std::string& corpus);
 
 // s as a JSON string literal, quotes included (the --format json tables of check and mutants).

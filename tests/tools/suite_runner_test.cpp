@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -113,6 +115,24 @@ TEST(SuiteRunner, TheBudgetHoldsWhenACaseRunsPastIt) {
   // 3 s and 5% (the child is killed then), with room for a loaded machine; without the kill the
   // row would wait on the case for its 600 s.
   EXPECT_LT(took, 8.0);
+}
+
+TEST(SuiteRunner, TheCorpusIsFoundBesideAnInstalledCommand) {
+  namespace fs = std::filesystem;
+  ::unsetenv("MLACHECK_CORPUS_DIR");
+  EXPECT_EQ(corpus_root("/some/where"), "/some/where");
+  // This test binary stands for bin/mlacheck: <its folder>/../share/mlacheck/corpus, once it holds
+  // regressions/, is the corpus (a GPU bundle's layout); without it, the source tree's.
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  const fs::path installed = exe.parent_path().parent_path() / "share" / "mlacheck" / "corpus";
+  fs::remove_all(exe.parent_path().parent_path() / "share");
+  EXPECT_NE(corpus_root(""), installed.string());
+  fs::create_directories(installed / "regressions");
+  EXPECT_EQ(corpus_root(""), installed.string());
+  ::setenv("MLACHECK_CORPUS_DIR", "/from/env", 1);
+  EXPECT_EQ(corpus_root(""), "/from/env");
+  ::unsetenv("MLACHECK_CORPUS_DIR");
+  fs::remove_all(exe.parent_path().parent_path() / "share");
 }
 
 TEST(SuiteRunner, TheReferencePasses) {
