@@ -14,8 +14,9 @@
 # unpacked):
 #   bin/mlacheck                 the command (finds share/mlacheck/corpus and fuzz/ by itself)
 #   fuzz/all_targets_fuzzer      the libFuzzer harness of every target, linked as <target>_fuzzer
-#   lib/                         the example plugins (example, production-style, their buggy twins,
-#                                the fault fixture) and libmlacheck_torch_bench.so
+#   lib/                         the example plugins (example, production-style, the stateful
+#                                metadata builder, their buggy twins, the fault fixture) and
+#                                libmlacheck_torch_bench.so
 #   include/mlacheck/plugin.h    to build your own plugin there with nvcc alone
 #   tests/                       the GPU tests (run each; "skipped: no GPU" without one)
 #   benchmarks/                  indexer_bench.py, mla_bench.py, bench_common.py, guard_check_bench
@@ -61,7 +62,8 @@ cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_C
   >"$build_dir.configure.log" 2>&1 ||
   die "configuring the cuda build failed (see $build_dir.configure.log)"
 targets=(mlacheck mlacheck_example_plugin mlacheck_example_plugin_buggy mlacheck_production_plugin
-         mlacheck_production_plugin_buggy mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench
+         mlacheck_production_plugin_buggy mlacheck_metadata_plugin mlacheck_metadata_plugin_buggy
+         mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench
          simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_codecs_gpu_test)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$build_dir.build.log" 2>&1 ||
   die "building the cuda targets failed (see $build_dir.build.log)"
@@ -87,6 +89,8 @@ strip --strip-unneeded "$out/bin/mlacheck"
 for so in examples/plugin/libmlacheck_example_plugin.so examples/plugin/libmlacheck_example_plugin_buggy.so \
           examples/production_plugin/libmlacheck_production_plugin.so \
           examples/production_plugin/libmlacheck_production_plugin_buggy.so \
+          examples/stateful_plugin/libmlacheck_metadata_plugin.so \
+          examples/stateful_plugin/libmlacheck_metadata_plugin_buggy.so \
           tests/kernels/libmlacheck_fixture_plugin_fault.so benchmarks/libmlacheck_torch_bench.so; do
   install -m 755 "$build_dir/$so" "$out/lib/"
   strip --strip-unneeded "$out/lib/$(basename "$so")"

@@ -64,8 +64,9 @@
 extern "C" {
 #endif
 
-/* Version 2 added contract (mlacheck_plugin_api); mlacheck loads plugins of version 1 and 2. */
-#define MLACHECK_PLUGIN_ABI_VERSION 2u
+/* Version 2 added contract (mlacheck_plugin_api); version 3 the stateful decode_metadata builder.
+ * mlacheck loads plugins of versions 1 to 3. */
+#define MLACHECK_PLUGIN_ABI_VERSION 3u
 #define MLACHECK_MAX_RANK 8
 
 /* Element types (SPEC.md "Conventions"). */
@@ -187,6 +188,68 @@ typedef struct mlacheck_mla_decode_args {
   int64_t host_seq_lens_count;
 } mlacheck_mla_decode_args;
 
+/* ---- stateful ops (version 3) ------------------------------------------------------------------
+ *
+ * A stateful op is an object with a life: mlacheck calls the registered function to make one, then
+ * calls it step after step (as an engine does), then destroys it. The object keeps what it needs
+ * between steps in its own state.
+ *
+ * SPEC.md 1, the decode metadata builder. Its persistent outputs are allocated by mlacheck once, at
+ * their maximum size, zeroed, and lent to the builder for its whole life (so mlacheck can guard
+ * every byte past what a step may write and see that no step moves them, as a captured CUDA graph
+ * needs): the builder writes only there and keeps their addresses. */
+typedef struct mlacheck_decode_metadata_limits {
+  int64_t max_batched_tokens; /* rows of the flattened buffers */
+  int64_t max_requests;       /* B at most */
+  int32_t next_n;             /* configured query tokens per request */
+  int64_t block_table_width;  /* W at most: the row stride of the flattened block table */
+} mlacheck_decode_metadata_limits;
+
+typedef struct mlacheck_decode_metadata_buffers {
+  mlacheck_tensor seq_lens;     /* int32 [max_batched_tokens] */
+  mlacheck_tensor decode_lens;  /* int32 [max_batched_tokens] */
+  mlacheck_tensor block_table;  /* int32 [max_batched_tokens, block_table_width] */
+  mlacheck_tensor context_lens; /* int32 [max_requests * next_n] */
+} mlacheck_decode_metadata_buffers;
+
+/* One step: device int32 seq_lens [B], decode_lens [B], query_start_loc [B + 1] (contiguous) and
+ * block_table [B, W] (unit column stride, any row stride); the host copy of decode_lens (it sizes
+ * the step) and, when not NULL, of seq_lens; num_decode_tokens = the sum of decode_lens;
+ * num_padded_tokens >= it (flattened: rows the consumer reads; rows past the tokens are zero);
+ * layout 0 flattened (one row per token), 1 native ([B, next_n'] context_lens, next_n' = max d_b);
+ * general_only: take the general path even for a uniform batch. */
+typedef struct mlacheck_decode_metadata_batch {
+  mlacheck_tensor seq_lens, decode_lens, query_start_loc, block_table;
+  const int32_t* host_decode_lens;
+  const int32_t* host_seq_lens; /* or NULL */
+  int64_t batch_size;           /* B: the length of the host arrays */
+  int64_t num_decode_tokens, num_padded_tokens;
+  int32_t layout;
+  int32_t general_only;
+} mlacheck_decode_metadata_batch;
+
+/* What a step returns: the layout; path 0 uniform fast kernel, 1 general, 2 native; the token count,
+ * the flattened views' rows, next_n' = max d_b; views of the lent buffers (flattened: seq_lens
+ * [rows], decode_lens [rows], block_table [rows, W] with row stride block_table_width; native:
+ * context_lens [B, next_n'] C-contiguous and block_table = the batch's own view). A view the layout
+ * leaves empty has data NULL. */
+typedef struct mlacheck_decode_metadata_result {
+  int32_t layout, path;
+  int64_t num_decode_tokens, rows;
+  int32_t next_n_live;
+  mlacheck_tensor seq_lens, block_table, decode_lens, context_lens;
+} mlacheck_decode_metadata_result;
+
+/* The object the registered function makes: its state and its two calls. build launches the step on
+ * the device's stream (it need not synchronize) and returns 0, or non-zero after writing why into
+ * error (a batch it refuses); destroy frees the state. */
+typedef struct mlacheck_decode_metadata_builder {
+  void* state;
+  int (*build)(void* state, const mlacheck_device* device, const mlacheck_decode_metadata_batch* batch,
+               mlacheck_decode_metadata_result* result, char* error, size_t error_size);
+  void (*destroy)(void* state);
+} mlacheck_decode_metadata_builder;
+
 /* An implementation's function erased for registration: it is the op's typed function below, cast
  * to this type (the MLACHECK_ADD_* macros do it), and mlacheck calls it through the op's type. */
 typedef int (*mlacheck_impl_fn)(const mlacheck_device* device, const void* args, char* error, size_t error_size);
@@ -202,12 +265,16 @@ typedef int (*mlacheck_topk_to_global_fn)(const mlacheck_device*, const mlacheck
 typedef int (*mlacheck_sparse_mla_decode_fn)(const mlacheck_device*, const mlacheck_sparse_mla_decode_args*, char*,
                                              size_t);
 typedef int (*mlacheck_mla_decode_fn)(const mlacheck_device*, const mlacheck_mla_decode_args*, char*, size_t);
+/* Stateful: makes a builder into *builder (0), or refuses (non-zero, why in error). */
+typedef int (*mlacheck_decode_metadata_fn)(const mlacheck_device*, const mlacheck_decode_metadata_limits*,
+                                           const mlacheck_decode_metadata_buffers*,
+                                           mlacheck_decode_metadata_builder* builder, char*, size_t);
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
 /* What mlacheck hands the registration function. add registers fn as op@name (op: "topk_decode",
  * "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
- * "topk_to_global", "sparse_mla_decode", "mla_decode"; name: letters, digits and '_'), with a
+ * "topk_to_global", "sparse_mla_decode", "mla_decode", and from version 3 "decode_metadata"; name: letters, digits and '_'), with a
  * one-line summary; it returns 0, or non-zero after writing why into error (an unknown op, a name
  * taken). */
 typedef struct mlacheck_plugin_api {
@@ -251,7 +318,9 @@ typedef struct mlacheck_plugin_info {
  * parameter of the op's function type, so a wrong signature does not compile in C++ and warns in
  * C). mlacheck remembers why an add failed and reports it when the plugin is loaded. */
 #define MLACHECK_TYPED_(op_id)                                                                      \
-  static inline mlacheck_impl_fn mlacheck_erase_##op_id(mlacheck_##op_id##_fn f) { return (mlacheck_impl_fn)f; }
+  static inline mlacheck_impl_fn mlacheck_erase_##op_id(mlacheck_##op_id##_fn f) {                  \
+    return (mlacheck_impl_fn)(void (*)(void))f; /* through void (*)(void): no -Wcast-function-type */ \
+  }
 MLACHECK_TYPED_(topk_decode)
 MLACHECK_TYPED_(topk_prefill)
 MLACHECK_TYPED_(paged_mqa_logits)
@@ -260,6 +329,7 @@ MLACHECK_TYPED_(pack_decode)
 MLACHECK_TYPED_(topk_to_global)
 MLACHECK_TYPED_(sparse_mla_decode)
 MLACHECK_TYPED_(mla_decode)
+MLACHECK_TYPED_(decode_metadata)
 #undef MLACHECK_TYPED_
 #define MLACHECK_ADD_(api, op, name, summary, erased) \
   ((api)->add((api)->context, op, name, summary, erased, NULL, 0))
@@ -281,6 +351,9 @@ MLACHECK_TYPED_(mla_decode)
   MLACHECK_ADD_(api, "sparse_mla_decode", name, summary, mlacheck_erase_sparse_mla_decode(fn))
 #define MLACHECK_ADD_MLA_DECODE(api, name, summary, fn) \
   MLACHECK_ADD_(api, "mla_decode", name, summary, mlacheck_erase_mla_decode(fn))
+/* Version 3: fn makes a decode metadata builder (see "stateful ops"). */
+#define MLACHECK_ADD_DECODE_METADATA(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "decode_metadata", name, summary, mlacheck_erase_decode_metadata(fn))
 
 /* Declares op@name's contract (a plugin of version 2 or later). */
 #define MLACHECK_CONTRACT(api, op, name, text) ((api)->contract((api)->context, op, name, text, NULL, 0))

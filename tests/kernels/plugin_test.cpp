@@ -115,6 +115,14 @@ TEST(Plugin, AVersion1PluginCannotDeclareAContractAndSaysWhy) {
   EXPECT_NE(e.find("declares plugin ABI version 1, and contracts came with version 2"), std::string::npos) << e;
 }
 
+TEST(Plugin, AVersion2PluginCannotAddAStatefulBuilder) {
+  const std::string e = error_of([] { load_plugin(FIXTURE_V2_METADATA); });
+  EXPECT_NE(e.find("declares plugin ABI version 2, and the stateful decode_metadata builder came with version 3"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 TEST(Plugin, ADeclaredContractIsKeptAndCasesAreReadWithinIt) {
   load_once(FIXTURE_CONTRACT);
   const auto contract = registry().contract("topk_decode@fixture_contract");

@@ -58,6 +58,24 @@ TEST(PluginCli, TheBuggyTwinFailsWithAVerdictAndACaseThatReproFails) {
 
 // A production-style kernel with its contract declared: PASS, though it breaks outside the contract
 // (the probe shows it, never as a failure); its twin's bug inside the contract is caught.
+TEST(PluginCli, AStatefulBuilderPluginPassesAndItsTwinIsCaughtWithCoordinates) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_metadata";
+  const CliResult r = run_mlacheck("check --plugin " METADATA_PLUGIN " --budget 8 --save " + dir);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("decode_metadata@example  PASS"), std::string::npos) << r.out;
+  // The twin resets only its own padding: a larger step's rows survive a smaller one.
+  const CliResult twin = run_mlacheck("check --plugin " METADATA_PLUGIN_BUGGY " --budget 10 --save " + dir);
+  EXPECT_EQ(twin.status, 1) << twin.out;
+  EXPECT_NE(twin.out.find("decode_metadata@example_buggy  FAIL"), std::string::npos) << twin.out;
+  EXPECT_NE(twin.out.find(" row "), std::string::npos) << twin.out;
+  const CliResult again =
+      run_mlacheck("repro " + dir + "/decode_metadata-example_buggy.case --plugin " METADATA_PLUGIN_BUGGY);
+  EXPECT_EQ(again.status, 1) << again.out;
+  const CliResult fixed = run_mlacheck("repro " + dir + "/decode_metadata-example_buggy.case --plugin " METADATA_PLUGIN
+                                       " --impl decode_metadata@example");
+  EXPECT_EQ(fixed.status, 0) << fixed.out;
+}
+
 TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_production";
   const CliResult r = run_mlacheck("check --plugin " PRODUCTION_PLUGIN " --budget 8 --contract-probe --save " + dir);

@@ -18,8 +18,20 @@
 #define FIXTURE_NAME "fixture_bad_layout"
 #elif defined(FIXTURE_V1_CONTRACT)
 #define FIXTURE_NAME "fixture_v1"
+#elif defined(FIXTURE_V2_METADATA)
+#define FIXTURE_NAME "fixture_v2"
 #else
 #define FIXTURE_NAME "fixture"
+#endif
+
+#if defined(FIXTURE_V2_METADATA)
+/* Never called: the registration is refused. */
+static int make_builder(const mlacheck_device* device, const mlacheck_decode_metadata_limits* limits,
+                        const mlacheck_decode_metadata_buffers* buffers, mlacheck_decode_metadata_builder* out,
+                        char* error, size_t error_size) {
+  (void)device, (void)limits, (void)buffers, (void)out;
+  return mlacheck_error(error, error_size, "fixture: never makes a builder");
+}
 #endif
 
 /* An implementation of top-k decode that writes each row as if its length were 0. */
@@ -53,6 +65,8 @@ static int register_impls(const mlacheck_plugin_api* api) {
 #elif defined(FIXTURE_REFUSES)
   (void)api;
   return 3;
+#elif defined(FIXTURE_V2_METADATA)
+  return MLACHECK_ADD_DECODE_METADATA(api, FIXTURE_NAME, "a stateful builder from a version 2 plugin", make_builder);
 #elif defined(FIXTURE_BAD_CONTRACT) || defined(FIXTURE_BAD_LAYOUT) || defined(FIXTURE_V1_CONTRACT) || \
     defined(FIXTURE_CONTRACT)
   if (MLACHECK_ADD_TOPK_DECODE(api, FIXTURE_NAME, "a fixture with a contract", fill_minus_one) != 0) return 1;
@@ -71,6 +85,10 @@ static int register_impls(const mlacheck_plugin_api* api) {
 
 #if defined(FIXTURE_NO_SYMBOL)
 int not_a_plugin(void) { return register_impls(NULL); }
+#elif defined(FIXTURE_V2_METADATA)
+/* Declaring version 2, as a plugin built before stateful ops: adding a builder is refused. */
+MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {2, "fixture v2",
+                                                                                    register_impls};
 #elif defined(FIXTURE_V1_CONTRACT)
 /* Built against version 2 but declaring version 1, as a plugin of version 1 would: contract() is
  * refused with a line saying so. */
