@@ -100,14 +100,14 @@ TopkPath topk_decode_slot(Device& device, const DeviceTensor& logits, int64_t ne
                           int64_t k, const DeviceTensor& out, const DeviceTensor& workspace, const DeviceTensor&) {
   const mlacheck_topk_decode_args a{c_tensor(logits), next_n, c_tensor(seq_lens), k, c_tensor(out), c_tensor(workspace)};
   call<mlacheck_topk_decode_fn>("topk_decode", I, device, a);
-  return TopkPath::kGeneral;
+  return TopkPath::kUnstated;  // the plugin's paths are its own
 }
 template <size_t I>
 TopkPath topk_prefill_slot(Device& device, const DeviceTensor& logits, const DeviceTensor& ks, const DeviceTensor& ke,
                            int64_t k, const DeviceTensor& out, const DeviceTensor& workspace, const DeviceTensor&) {
   const mlacheck_topk_prefill_args a{c_tensor(logits), c_tensor(ks), c_tensor(ke), k, c_tensor(out), c_tensor(workspace)};
   call<mlacheck_topk_prefill_fn>("topk_prefill", I, device, a);
-  return TopkPath::kGeneral;
+  return TopkPath::kUnstated;  // the plugin's paths are its own
 }
 template <size_t I>
 void paged_mqa_logits_slot(Device& device, const PagedMqaLogitsArgs& p) {

@@ -87,7 +87,14 @@ void dispatch(Device& device, const TopkParams& p, TopkPath path) {
 
 }  // namespace
 
-const char* topk_path_name(TopkPath path) { return path == TopkPath::kFastK2048 ? "fast k=2048" : "general"; }
+const char* topk_path_name(TopkPath path) {
+  switch (path) {
+    case TopkPath::kFastK2048: return "fast k=2048";
+    case TopkPath::kGeneral: return "general";
+    case TopkPath::kUnstated: return "its own";
+  }
+  return "?";
+}
 
 TopkPath topk_path_for(int64_t k) { return k == kTopkFastK ? TopkPath::kFastK2048 : TopkPath::kGeneral; }
 

@@ -15,7 +15,9 @@
 
 namespace mlacheck::kernels {
 
-enum class TopkPath { kGeneral, kFastK2048 };
+// kUnstated: the implementation does not say (a plugin's kernel: its paths are its own), so
+// verdicts name no path.
+enum class TopkPath { kGeneral, kFastK2048, kUnstated };
 const char* topk_path_name(TopkPath path);
 
 // The path the glue takes for k: the fast path exactly when k == kTopkFastK.

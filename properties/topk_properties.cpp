@@ -129,7 +129,10 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   const HostTensor out_tensor = s.out.host_tensor();
   const HostTensor logits_tensor = s.logits.host_tensor();
   const TopkReport report = check_topk(out_tensor, logits_tensor, starts, run.lengths);
-  if (!report.ok) problems << topk_path_name(run.path) << " path: " << report.describe();
+  if (!report.ok) {
+    if (run.path != TopkPath::kUnstated) problems << topk_path_name(run.path) << " path: ";
+    problems << report.describe();
+  }
   run.problem = problems.str();
   run.counts.resize(kTopkRowClassCount);
   std::memcpy(run.counts.data(), s.counts.host.data(), kTopkRowClassCount * 4);
