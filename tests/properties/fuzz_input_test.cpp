@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 
+#include "core/contract.h"
 #include "core/error.h"
 
 namespace mlacheck {
@@ -83,6 +86,45 @@ std::vector<std::string> words_by_key(const CaseText& c) {
 
 // Every case file in corpus/ (seeds and regressions) encodes to bytes that decode to the same case:
 // what `mlacheck fuzz` feeds the harnesses is what the files say.
+// The catalogue of contract terms against the case readers: every key a term of an op stands for
+// (core/contract.h) is a key that the op's readers write into its cases (sub-case keys "c0.heads"
+// count as "heads"), so no contract clause names a key nothing reads and silently limits nothing.
+TEST(FuzzInput, EveryContractTermKeyIsAKeyTheOpsCasesHold) {
+  std::map<std::string, std::set<std::string>> seen;  // op -> keys of its decoded cases
+  for (const FuzzTarget& target : fuzz_targets()) {
+    std::mt19937_64 rng(20261124);
+    for (int i = 0; i < 5 * kInputs; ++i) {
+      FuzzCase fc;
+      try {
+        fc = decode_fuzz_input(target, random_input(rng), "", "");
+      } catch (const Error&) {
+        continue;
+      }
+      std::istringstream lines(fc.text.format());
+      for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        const std::string key = line.substr(0, line.find(' '));
+        seen[target.op].insert(key.substr(key.rfind('.') + 1));
+      }
+    }
+  }
+  int checked = 0;
+  for (const auto& [op, keys] : seen) {
+    for (const std::string& key : contract_term_keys(op)) {
+      ++checked;
+      // A pattern ("values_*") stands for every key with its prefix: at least one must occur.
+      const bool pattern = !key.empty() && key.back() == '*';
+      const std::string prefix = pattern ? key.substr(0, key.size() - 1) : key;
+      const bool held = pattern ? std::any_of(keys.begin(), keys.end(),
+                                              [&](const std::string& k) { return k.rfind(prefix, 0) == 0; })
+                                : keys.count(key) > 0;
+      EXPECT_TRUE(held) << op << ": a contract term stands for key '" << key
+                                   << "', which no decoded case of the op holds";
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
 TEST(FuzzInput, EveryCorpusCaseEncodesToItself) {
   namespace fs = std::filesystem;
   int n = 0;
