@@ -66,7 +66,9 @@ commands:
        [--plugin PATH]...
                             a libFuzzer campaign on T's harness (fork mode, N jobs) seeded with
                             T's case files: progress every 5 s, crashes deduplicated by verdict
-                            or stack, minimized and written as cases, corpus merged at the end.
+                            or stack, minimized and written as cases, corpus merged at the end;
+                            --time S holds for all of it (within 5%): what the time cuts short
+                            (triage, minimizing, the merge) is said in a line.
                             exit 0 no crash, 1 crashes found, 2 bad usage or setup
   mutants [--backend host|cuda] [--budget S] [--format table|json] [--only ID]... [--cases N]
           [--seed N] [--corpus DIR] [--save DIR] [--plugin PATH]... [--case-timeout S]
