@@ -461,7 +461,8 @@ Summary run_campaign(Options o, std::ostream& out) {
     // Fuzzing also stops early enough for the merge to fit: the corpus rerun once by one process, at
     // the rate seen so far (a quarter of the budget at most).
     const auto merge_fits = [&] {
-      if (!budget.timed || stats.exec_per_s <= 0) return true;
+      // Fuzzing always gets half of the time at least: a short campaign is for finding, not merging.
+      if (!budget.timed || stats.exec_per_s <= 0 || budget.elapsed() < budget.seconds / 2) return true;
       const double per_process = std::max(1.0, static_cast<double>(stats.exec_per_s) / static_cast<double>(o.jobs));
       const double merge_s = std::min(static_cast<double>(stats.corpus) / per_process + 1, budget.seconds / 4);
       return budget.seconds - budget.elapsed() > budget.reserve() + merge_s;

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -173,6 +174,7 @@ TEST(PluginCli, AKernelThatFaultsTheContextIsAFailWithItsCase) {
 
 TEST(PluginCli, FuzzFindsTheBuggyTwin) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_fuzz";
+  std::filesystem::remove_all(dir);  // from the seeds alone, not an earlier run's corpus
   const auto t0 = std::chrono::steady_clock::now();
   const CliResult r = run_mlacheck("fuzz --target topk_decode --plugin " + kBuggy +
                                    " --impl topk_decode@example_buggy --time 6 --minimize 2 --out " + dir);
