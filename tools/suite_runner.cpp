@@ -101,6 +101,20 @@ struct RowClock {
   }
 };
 
+// Settles the named check without running it when there is nothing to run: no property named, or
+// nothing failed, or the named one was the first failure. False when it must run alone.
+bool named_settled(SuiteResult& row) {
+  if (row.named == "(none)") {
+    row.named_result = "not named";
+    return true;
+  }
+  if (!row.failed || row.first.check == row.named) {
+    row.named_result = row.failed ? "first kill" : "survived";
+    return true;
+  }
+  return false;
+}
+
 // The run of one implementation, inside the child.
 class SuiteRun {
  public:
@@ -132,14 +146,7 @@ class SuiteRun {
   // The named check alone (when the first failure was another), for what is left of the suite's
   // share of the budget.
   void named_check(SuiteResult& row) {
-    if (row.named == "(none)") {
-      row.named_result = "not named";
-      return;
-    }
-    if (!row.failed || row.first.check == row.named) {
-      row.named_result = row.failed ? "first kill" : "survived";
-      return;
-    }
+    if (named_settled(row)) return;
     const PropertyEntry& p = property_registry().find(row.named);
     const Clock::time_point deadline = clock_.main_end;
     if (Clock::now() >= deadline) {
@@ -570,6 +577,11 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
   }
   // The named check on its own, in a child of its own, for what is left of the suite's share of the
   // budget: does it fail the implementation before any crash?
+  if (named_settled(row)) return row;
+  if (Clock::now() >= clock.main_end) {
+    row.named_result = "not run (budget spent)";
+    return row;
+  }
   bool named_timed_out = false;
   const IsolatedOutcome named_run = run_isolated(
       [&]() -> std::string {
@@ -582,7 +594,7 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
   if (named_run.kind == IsolatedOutcome::kViolation && deserialize(named_run.message, with_named)) {
     row.named_result = with_named.named_result, row.named_verdict = with_named.named_verdict;
   } else if (named_run.kind == IsolatedOutcome::kTimedOut && !named_timed_out) {
-    row.named_result = "survived (budget spent)";
+    row.named_result = "unfinished (budget spent)";
   } else {
     row.named_result = std::string("crashed too: ") + isolated_outcome_name(named_run.kind);
   }
