@@ -2,6 +2,7 @@
 // corpus regressions and random fuzzing of its op, in a child process.
 #include "tools/suite_runner.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,6 +168,7 @@ class SuiteRun {
   // passes the case) and the first kept; a lost context ends the child (the parent reports it).
   void probe(SuiteResult& row, Clock::time_point deadline) {
     for (int r = 0; Clock::now() < deadline; ++r) {
+      alive();  // most draws are inside the contract and run nothing: not a case running long
       FuzzCase fc;
       try {
         fc = decode_fuzz_input(target_, random_input(nullptr, r, "probe"), op_ + "@ref", o_.backend);
@@ -212,6 +214,9 @@ class SuiteRun {
   std::vector<std::pair<fs::path, CaseText>> seeds_of(const PropertyEntry& p) const {
     return case_files(fs::path(corpus_root(o_.corpus)) / target_.name, [&](const PropertyEntry& e) { return &e == &p; });
   }
+
+  // Tells the parent's watchdog this child is between cases, not stuck in one (the file's age).
+  void alive() const { ::utimensat(AT_FDCWD, progress_.c_str(), nullptr, 0); }
 
   // Where the child is, for a crash report or a case timeout: the cases run so far and a tab, where
   // (one line), then the case text. The file's age is the case's (the parent's watchdog).
@@ -269,6 +274,7 @@ class SuiteRun {
   std::optional<SuiteFinding> run_random(const PropertyEntry* p, int r, const std::string& stage, Clock::time_point deadline,
                                  SuiteResult& row) {
     if (Clock::now() >= deadline) return std::nullopt;
+    alive();  // a draw the case rules refuse runs nothing
     FuzzCase fc;
     try {
       fc = decode_fuzz_input(target_, random_input(p, r, stage), impl_, o_.backend);
