@@ -15,7 +15,10 @@
 #include "core/backend/isolate.h"
 #include "core/contract.h"
 #include "core/error.h"
+#include "kernels/indexer_decode_step.h"
 #include "kernels/metadata_builder.h"
+#include "kernels/mla_decode_impl.h"
+#include "kernels/plugin_calls.h"
 #include "kernels/mla_decode_glue.h"
 #include "kernels/mqa_logits_glue.h"
 #include "kernels/pack_decode_glue.h"
@@ -29,47 +32,9 @@ namespace {
 
 // ---- what a call hands the plugin -------------------------------------------------------------
 
-int32_t c_dtype(DType t) {
-  switch (t) {
-    case DType::kF64: return MLACHECK_F64;
-    case DType::kF32: return MLACHECK_F32;
-    case DType::kBF16: return MLACHECK_BF16;
-    case DType::kF16: return MLACHECK_F16;
-    case DType::kFP8E4M3: return MLACHECK_FP8_E4M3;
-    case DType::kFP8E5M2: return MLACHECK_FP8_E5M2;
-    case DType::kUE8M0: return MLACHECK_UE8M0;
-    case DType::kI64: return MLACHECK_I64;
-    case DType::kI32: return MLACHECK_I32;
-    case DType::kU8: return MLACHECK_U8;
-  }
-  return -1;
-}
-
-// An absent tensor (no memory behind it) is data NULL, rank 0.
-mlacheck_tensor c_tensor(const DeviceTensor& t) {
-  mlacheck_tensor c{};
-  c.dtype = c_dtype(t.view.dtype());
-  if (t.base == nullptr) return c;
-  c.data = static_cast<uint8_t*>(t.base) + t.view.byte_offset();
-  c.rank = t.view.rank();
-  for (int d = 0; d < c.rank; ++d) c.shape[d] = t.view.size(d), c.strides[d] = t.view.stride(d);
-  return c;
-}
-
-mlacheck_device c_device(Device& device) {
-  mlacheck_device d{};
-  switch (device.backend()) {
-    case Backend::kHost: d.backend = MLACHECK_BACKEND_HOST; break;
-    case Backend::kCuda: d.backend = MLACHECK_BACKEND_CUDA, d.stream = device.stream(); break;
-    case Backend::kHip: d.backend = MLACHECK_BACKEND_HIP, d.stream = device.stream(); break;
-  }
-  return d;
-}
-
-struct PluginImpl {
-  std::string qualified, plugin;
-  mlacheck_impl_fn fn = nullptr;
-};
+using plugin_calls::c_device;
+using plugin_calls::c_tensor;
+using plugin_calls::PluginImpl;
 
 // The implementations of one op, by slot: slot I is called through the function slot<I>.
 using Slots = std::array<const PluginImpl*, kMaxPluginImplementationsPerOp>;
@@ -87,10 +52,7 @@ void call(const std::string& op, size_t slot, Device& device, const Args& args) 
   char error[1024] = "";
   const int rc = reinterpret_cast<TypedFn>(impl.fn)(&d, &args, error, sizeof error);
   error[sizeof error - 1] = '\0';
-  if (rc != 0) {
-    throw Error(impl.qualified + " (plugin " + impl.plugin + ") refused the call (returned " + std::to_string(rc) +
-                "): " + (error[0] ? std::string(error) : "it gave no reason"));
-  }
+  if (rc != 0) plugin_calls::refused(impl, "the call", rc, error);
 }
 
 // ---- one entry point per op and slot, with the op's C++ type ---------------------------------
@@ -168,115 +130,23 @@ void mla_decode_slot(Device& device, const MlaDecodeArgs& p) {
   call<mlacheck_mla_decode_fn>("mla_decode", I, device, a);
 }
 
-// ---- stateful ops -------------------------------------------------------------------------------
-
-// A plugin's decode metadata builder behind mlacheck's MetadataBuilder: the base allocates the
-// persistent buffers (guarded, zeroed) and the plugin's object is made over them; each build hands
-// the batch over and maps the views it returns back onto the buffers they point into.
-class PluginMetadataBuilder final : public MetadataBuilder {
- public:
-  PluginMetadataBuilder(Device& device, const MetadataLimits& limits, const PluginImpl& impl)
-      : MetadataBuilder(device, limits), impl_(impl) {
-    const mlacheck_decode_metadata_limits l{limits.max_batched_tokens, limits.max_requests, limits.next_n,
-                                            limits.block_table_width};
-    const int64_t rows = limits.max_batched_tokens;
-    const mlacheck_decode_metadata_buffers b{
-        c_tensor({seq_lens_->data(), View::contiguous(DType::kI32, {rows})}),
-        c_tensor({decode_lens_->data(), View::contiguous(DType::kI32, {rows})}),
-        c_tensor({block_table_->data(), View::contiguous(DType::kI32, {rows, limits.block_table_width})}),
-        c_tensor({context_lens_->data(), View::contiguous(DType::kI32, {limits.max_requests * limits.next_n})})};
-    device.synchronize();  // the buffers are zeroed before the plugin sees them
-    const mlacheck_device d = c_device(device);
-    char error[1024] = "";
-    const int rc = reinterpret_cast<mlacheck_decode_metadata_fn>(reinterpret_cast<void (*)()>(impl.fn))(&d, &l, &b, &object_, error, sizeof error);
-    error[sizeof error - 1] = '\0';
-    MLA_REQUIRE(rc == 0, impl.qualified, " (plugin ", impl.plugin, ") refused to make a builder (returned ", rc,
-                "): ", error[0] ? error : "it gave no reason");
-    MLA_REQUIRE(object_.build != nullptr, impl.qualified, " (plugin ", impl.plugin,
-                ") made a builder without a build function");
-  }
-  ~PluginMetadataBuilder() override {
-    if (object_.destroy != nullptr) object_.destroy(object_.state);
-  }
-
-  MetadataResult build(const MetadataBatch& batch) override {
-    const int64_t B = static_cast<int64_t>(batch.host_decode_lens.size());
-    int64_t tokens = 0;
-    for (int32_t d : batch.host_decode_lens) tokens += d;
-    mlacheck_decode_metadata_batch c{};
-    c.seq_lens = c_tensor(batch.seq_lens), c.decode_lens = c_tensor(batch.decode_lens);
-    c.query_start_loc = c_tensor(batch.query_start_loc), c.block_table = c_tensor(batch.block_table);
-    c.host_decode_lens = batch.host_decode_lens.data();
-    c.host_seq_lens = batch.host_seq_lens.size() == batch.host_decode_lens.size() ? batch.host_seq_lens.data() : nullptr;
-    c.batch_size = B;
-    c.num_decode_tokens = batch.num_decode_tokens >= 0 ? batch.num_decode_tokens : tokens;
-    c.num_padded_tokens = batch.num_padded_tokens >= 0 ? batch.num_padded_tokens : c.num_decode_tokens;
-    c.layout = batch.layout == MetadataLayout::kNative ? 1 : 0;
-    c.general_only = batch.path == MetadataPathChoice::kGeneral ? 1 : 0;
-    mlacheck_decode_metadata_result r{};
-    const mlacheck_device d = c_device(device_);
-    char error[1024] = "";
-    const int rc = object_.build(object_.state, &d, &c, &r, error, sizeof error);
-    error[sizeof error - 1] = '\0';
-    if (rc != 0) {
-      throw Error(impl_.qualified + " (plugin " + impl_.plugin + ") refused the step (returned " + std::to_string(rc) +
-                  "): " + (error[0] ? std::string(error) : "it gave no reason"));
-    }
-    MetadataResult out;
-    out.layout = r.layout == 1 ? MetadataLayout::kNative : MetadataLayout::kFlattened;
-    out.path = r.path == 0 ? MetadataPath::kUniform : r.path == 2 ? MetadataPath::kNative : MetadataPath::kGeneral;
-    out.num_decode_tokens = r.num_decode_tokens;
-    out.rows = r.rows;
-    out.next_n_live = r.next_n_live;
-    const std::vector<DeviceTensor> known = {{seq_lens_->data(), {}}, {decode_lens_->data(), {}},
-                                             {block_table_->data(), {}}, {context_lens_->data(), {}}, batch.block_table};
-    out.seq_lens = cpp_tensor(r.seq_lens, known);
-    out.block_table = cpp_tensor(r.block_table, known);
-    out.decode_lens = cpp_tensor(r.decode_lens, known);
-    out.context_lens = cpp_tensor(r.context_lens, known);
-    // What the next step may have to reset: this one's live region (the rest it left zero).
-    if (out.layout == MetadataLayout::kFlattened) {
-      flat_dirty_rows_ = std::max<int64_t>(0, r.num_decode_tokens);
-    } else {
-      native_dirty_elements_ = std::max<int64_t>(0, B * r.next_n_live);
-    }
-    return out;
-  }
-
- private:
-  // A view the plugin returned, based at whichever known buffer holds its first element (so the
-  // properties can tell a view of the builder's buffer from one of somewhere else).
-  static DeviceTensor cpp_tensor(const mlacheck_tensor& t, const std::vector<DeviceTensor>& known) {
-    if (t.data == nullptr || t.rank < 0 || t.rank > MLACHECK_MAX_RANK) return {};
-    DType dtype = DType::kI32;
-    for (DType d : {DType::kF64, DType::kF32, DType::kBF16, DType::kF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kUE8M0,
-                    DType::kI64, DType::kI32, DType::kU8}) {
-      if (c_dtype(d) == t.dtype) dtype = d;
-    }
-    const std::vector<int64_t> shape(t.shape, t.shape + t.rank), strides(t.strides, t.strides + t.rank);
-    const auto* p = static_cast<const uint8_t*>(t.data);
-    const uint8_t* base = nullptr;
-    for (const DeviceTensor& k : known) {
-      const auto* b = static_cast<const uint8_t*>(k.base);
-      if (b != nullptr && b <= p && (base == nullptr || b > base)) base = b;  // the closest base at or below p
-    }
-    if (base == nullptr) base = p;
-    try {
-      return {const_cast<uint8_t*>(base), View(dtype, shape, strides, p - base)};
-    } catch (const Error&) {
-      return {const_cast<uint8_t*>(p), View(dtype, {0}, {1})};  // a view no buffer holds: reported as such
-    }
-  }
-
-  const PluginImpl& impl_;
-  mlacheck_decode_metadata_builder object_{};
-};
+// ---- stateful ops: the registry's factories over the adapters of kernels/plugin_stateful.cpp ---------
 
 template <size_t I>
 std::unique_ptr<MetadataBuilder> decode_metadata_slot(Device& device, const MetadataLimits& limits) {
-  return std::make_unique<PluginMetadataBuilder>(device, limits, *slots().at("decode_metadata")[I]);
+  return plugin_calls::make_metadata_builder(device, limits, *slots().at("decode_metadata")[I]);
+}
+template <size_t I>
+std::unique_ptr<MlaDecodeImpl> mla_decode_impl_slot(Device& device, const MlaDecodeImplConfig& config) {
+  return plugin_calls::make_mla_decode_impl(device, config, *slots().at("mla_decode_impl")[I]);
+}
+template <size_t I>
+std::unique_ptr<IndexerDecodeStep> indexer_decode_step_slot(Device& device, const IndexerDecodeStepLimits& limits) {
+  return plugin_calls::make_indexer_decode_step(device, limits, *slots().at("indexer_decode_step")[I]);
 }
 using MetadataFactory = std::unique_ptr<MetadataBuilder>(Device&, const MetadataLimits&);
+using MlaImplFactory = std::unique_ptr<MlaDecodeImpl>(Device&, const MlaDecodeImplConfig&);
+using StepFactory = std::unique_ptr<IndexerDecodeStep>(Device&, const IndexerDecodeStepLimits&);
 
 // Registers slot I of an op with the registry under the op's entry-point type.
 using Adder = void (*)(size_t slot, const ImplementationInfo& info);
@@ -299,6 +169,8 @@ MLA_SLOT_TABLE(topk_to_global, decltype(topk_to_global))
 MLA_SLOT_TABLE(sparse_mla_decode, decltype(sparse_mla_decode))
 MLA_SLOT_TABLE(mla_decode, decltype(mla_decode))
 MLA_SLOT_TABLE(decode_metadata, MetadataFactory)
+MLA_SLOT_TABLE(mla_decode_impl, MlaImplFactory)
+MLA_SLOT_TABLE(indexer_decode_step, StepFactory)
 #undef MLA_SLOT_TABLE
 
 const std::map<std::string, Adder>& adders() {
@@ -308,6 +180,7 @@ const std::map<std::string, Adder>& adders() {
       {"pack_decode", &add_pack_decode},       {"unpack_decode", &add_unpack_decode},
       {"topk_to_global", &add_topk_to_global}, {"sparse_mla_decode", &add_sparse_mla_decode},
       {"mla_decode", &add_mla_decode},         {"decode_metadata", &add_decode_metadata},
+      {"mla_decode_impl", &add_mla_decode_impl}, {"indexer_decode_step", &add_indexer_decode_step},
   };
   return m;
 }
@@ -346,10 +219,10 @@ int add_impl(void* context, const char* op, const char* name, const char* summar
   });
   if (!good_name) return refuse(r, error, error_size, "add: name '" + n + "' of " + o + " is not 1 to 64 letters, digits and _");
   if (fn == nullptr) return refuse(r, error, error_size, "add: " + o + "@" + n + " has no function");
-  if (o == "decode_metadata" && r.abi_version < 3) {
+  if ((o == "decode_metadata" || o == "mla_decode_impl" || o == "indexer_decode_step") && r.abi_version < 3) {
     return refuse(r, error, error_size,
                   "add: " + o + "@" + n + ": the plugin declares plugin ABI version " + std::to_string(r.abi_version) +
-                      ", and the stateful decode_metadata builder came with version 3: rebuild it against this "
+                      ", and the stateful " + o + " came with version 3: rebuild it against this "
                       "mlacheck's include/mlacheck/plugin.h");
   }
   const std::string qualified = o + "@" + n;

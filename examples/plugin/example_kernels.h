@@ -28,6 +28,7 @@ __host__ __device__
 #endif
 inline int64_t topk_fill_count(int64_t k, int64_t row_stride) {
 #if EXAMPLE_PLUGIN_BUG
+  (void)k;
   return row_stride;
 #else
   (void)row_stride;

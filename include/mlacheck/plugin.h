@@ -250,6 +250,138 @@ typedef struct mlacheck_decode_metadata_builder {
   void (*destroy)(void* state);
 } mlacheck_decode_metadata_builder;
 
+/* Memory a stateful object asks for when it needs persistent buffers of its own sizes (split
+ * scratch, per-graph parameters, a scheduler's metadata): allocate gives bytes of guarded memory of
+ * the device's kind, zeroed, lent until the object is destroyed (do not free it). Red zones around
+ * it are checked after every call, so a write past it is reported with its name. Returns 0 with
+ * *data set, or non-zero after writing why into error. Call it from the make function or any call. */
+typedef struct mlacheck_allocator {
+  void* context;
+  int (*allocate)(void* context, const char* name, int64_t bytes, void** data, char* error, size_t error_size);
+} mlacheck_allocator;
+
+/* SPEC.md 5, the MLA decode impl an engine holds: eager calls that take their scales from each call,
+ * and graphs captured once for a padded batch and replayed after the engine writes a new step's q,
+ * seq_lens and block_table into fixed graph buffers. mlacheck lends a workspace (its own split
+ * scratch, for the configuration's worst case: use it or not) and the graph buffers, allocated once
+ * and never moved, as a captured graph needs. A graph's life, as a C author expresses it:
+ *   capture: record one decode over the graph views with these scales (cuda: cudaStreamBeginCapture
+ *            on device->stream, the launches, cudaStreamEndCapture, cudaGraphInstantiate; the host:
+ *            remember the launch) and return a handle;
+ *   replay:  run it again (cudaGraphLaunch on device->stream): it must read the buffers' contents at
+ *            replay time, and only what the capture fixed (scales, shape) from the capture;
+ *   release: free the handle (mlacheck releases every graph before destroying the impl). */
+typedef struct mlacheck_mla_decode_impl_config {
+  int64_t max_batch;         /* requests per call (graphs: the largest padded batch) */
+  int64_t max_q_len;         /* 1..8 query tokens per request */
+  int64_t heads;             /* H of q */
+  int64_t max_splits;        /* 1..64: splits per row the lent workspace holds */
+  int64_t block_table_width; /* W of the graph block table */
+  int64_t page;              /* tokens per KV block */
+  int32_t q_dtype;           /* of the graph q buffer: MLACHECK_BF16 or MLACHECK_FP8_E4M3 */
+} mlacheck_mla_decode_impl_config;
+
+/* One eager call (tensors as in mlacheck_mla_decode_args). host_query_lens: the query tokens of each
+ * request of this step (host_query_lens_count of them), which must all equal q's q_len: an impl
+ * refuses a non-uniform batch before any launch; NULL when the caller vouches that the batch is
+ * uniform. host_seq_lens: the lengths on the host, or NULL. Softmax scale base_scale * q_scale *
+ * k_scale and output scale k_scale, from this call. */
+typedef struct mlacheck_mla_decode_call {
+  mlacheck_tensor q, kv_cache, block_table, seq_lens, o, lse;
+  const int32_t* host_query_lens;
+  int64_t host_query_lens_count;
+  const int32_t* host_seq_lens;
+  int64_t host_seq_lens_count;
+  double base_scale, q_scale, k_scale;
+} mlacheck_mla_decode_call;
+
+/* One capture: the graph views for padded_batch requests of q_len tokens (C-contiguous, from the
+ * start of each graph buffer: q [padded_batch, q_len, H, 576] of the configured q dtype, seq_lens
+ * [padded_batch], block_table [padded_batch, W], o bf16 [padded_batch, q_len, H, 512], lse fp32
+ * [padded_batch, q_len, H]), the cache the graph reads, and the scales it is captured with. */
+typedef struct mlacheck_mla_decode_capture {
+  int64_t padded_batch, q_len;
+  mlacheck_tensor q, kv_cache, block_table, seq_lens, o, lse;
+  double base_scale, q_scale, k_scale;
+} mlacheck_mla_decode_capture;
+
+/* The impl the registered function makes. forward launches one eager call on device->stream and
+ * writes the split count it chose into *num_splits (for reports; 1 when it does not split); capture
+ * records a graph into *graph; replay enqueues it; each returns 0, or non-zero after writing why into
+ * error. release (may be NULL) frees a graph; destroy (may be NULL) frees the state. */
+typedef struct mlacheck_mla_decode_impl {
+  void* state;
+  int (*forward)(void* state, const mlacheck_device* device, const mlacheck_mla_decode_call* call, int64_t* num_splits,
+                 char* error, size_t error_size);
+  int (*capture)(void* state, const mlacheck_device* device, const mlacheck_mla_decode_capture* capture, void** graph,
+                 char* error, size_t error_size);
+  int (*replay)(void* state, const mlacheck_device* device, void* graph, char* error, size_t error_size);
+  void (*release)(void* state, void* graph);
+  void (*destroy)(void* state);
+} mlacheck_mla_decode_impl;
+
+/* SPEC.md 6, the indexer's decode step as an engine runs it: metadata, pack if non-uniform, paged
+ * logits, top-k into the token rows of a shared buffer (its rows past the tokens belong to prefill
+ * tokens and must survive), global KV slots. mlacheck lends the step's persistent buffers, allocated
+ * once at their maximum: the metadata buffers (as a decode_metadata builder's), packed q and weights
+ * for [max_requests, next_n] slots, the logits, padded top-k rows and mlacheck's own top-k scratch
+ * (use them or not; the logits the top-k read must be a view of the lent logits buffer). */
+typedef struct mlacheck_indexer_decode_step_limits {
+  mlacheck_decode_metadata_limits metadata;
+  int64_t heads;           /* H of index_q and of the weights */
+  int64_t head_dim;        /* D of index_q and of each cached key */
+  int64_t topk;            /* k: columns of the top-k rows */
+  int64_t max_context_len; /* the longest L_b of any step: columns of the logits buffer */
+} mlacheck_indexer_decode_step_limits;
+
+/* max_rows = max(max_batched_tokens, max_requests * next_n). */
+typedef struct mlacheck_indexer_decode_step_buffers {
+  mlacheck_decode_metadata_buffers metadata;
+  mlacheck_tensor packed_q;       /* fp8 e4m3 [max_requests * next_n, heads, head_dim] */
+  mlacheck_tensor packed_weights; /* fp32 [max_requests * next_n, heads] */
+  mlacheck_tensor logits;         /* fp32 [max_rows, max_context_len] */
+  mlacheck_tensor padded_topk;    /* int32 [max_rows, topk] */
+  mlacheck_tensor workspace;      /* uint8: mlacheck's top-k scratch */
+} mlacheck_indexer_decode_step_buffers;
+
+/* One step: the batch as a builder gets it; index_q fp8 [T, H, D] and index_weights fp32 [T, H]
+ * (contiguous, T = num_decode_tokens; rows past T may follow: graph padding); kv_blocks uint8
+ * [num_blocks, block_stride] (the block-flat fp8 cache of mlacheck_paged_mqa_logits_args);
+ * max_context_len: this step's logits columns (>= every length); topk_buffer int32 [>= T, topk] (the
+ * shared buffer) and topk_global int32 [>= T, topk]: unit column stride, any row stride, and only
+ * rows [0, T) of each may be written. */
+typedef struct mlacheck_indexer_decode_step_inputs {
+  mlacheck_decode_metadata_batch batch;
+  mlacheck_tensor index_q, index_weights, kv_blocks;
+  int64_t block_size, max_context_len;
+  mlacheck_tensor topk_buffer, topk_global;
+} mlacheck_indexer_decode_step_inputs;
+
+/* What a step returns: the metadata it built (views of the lent metadata buffers); T; the rows and
+ * next_n of its logits and top-k launches; whether it packed q and weights and ran top-k into the
+ * padded rows; logits fp32 [rows, >= max_context_len], a view of the lent logits buffer holding every
+ * token's row (columns past a token's length are free); logits_row_of_token, mlacheck's array of
+ * max_batched_tokens entries: the step writes the logits row of each of its T tokens; topk and
+ * global: rows [0, T) of topk_buffer and topk_global. */
+typedef struct mlacheck_indexer_decode_step_result {
+  mlacheck_decode_metadata_result metadata;
+  int64_t num_decode_tokens, rows, next_n;
+  int32_t packed, padded_topk;
+  mlacheck_tensor logits;
+  int64_t* logits_row_of_token;
+  mlacheck_tensor topk, global;
+} mlacheck_indexer_decode_step_result;
+
+/* The step the registered function makes: run launches one step on device->stream (it need not
+ * synchronize) and returns 0, or non-zero after writing why into error; destroy (may be NULL) frees
+ * the state. */
+typedef struct mlacheck_indexer_decode_step {
+  void* state;
+  int (*run)(void* state, const mlacheck_device* device, const mlacheck_indexer_decode_step_inputs* inputs,
+             mlacheck_indexer_decode_step_result* result, char* error, size_t error_size);
+  void (*destroy)(void* state);
+} mlacheck_indexer_decode_step;
+
 /* An implementation's function erased for registration: it is the op's typed function below, cast
  * to this type (the MLACHECK_ADD_* macros do it), and mlacheck calls it through the op's type. */
 typedef int (*mlacheck_impl_fn)(const mlacheck_device* device, const void* args, char* error, size_t error_size);
@@ -269,13 +401,23 @@ typedef int (*mlacheck_mla_decode_fn)(const mlacheck_device*, const mlacheck_mla
 typedef int (*mlacheck_decode_metadata_fn)(const mlacheck_device*, const mlacheck_decode_metadata_limits*,
                                            const mlacheck_decode_metadata_buffers*,
                                            mlacheck_decode_metadata_builder* builder, char*, size_t);
+/* Stateful: makes an MLA impl over the lent workspace (fp32, contiguous) into *impl. */
+typedef int (*mlacheck_mla_decode_impl_fn)(const mlacheck_device*, const mlacheck_mla_decode_impl_config*,
+                                           const mlacheck_tensor* workspace, const mlacheck_allocator* allocator,
+                                           mlacheck_mla_decode_impl* impl, char*, size_t);
+/* Stateful: makes an indexer decode step over the lent buffers into *step. */
+typedef int (*mlacheck_indexer_decode_step_fn)(const mlacheck_device*, const mlacheck_indexer_decode_step_limits*,
+                                               const mlacheck_indexer_decode_step_buffers*,
+                                               const mlacheck_allocator* allocator, mlacheck_indexer_decode_step* step,
+                                               char*, size_t);
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
 /* What mlacheck hands the registration function. add registers fn as op@name (op: "topk_decode",
  * "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
- * "topk_to_global", "sparse_mla_decode", "mla_decode", and from version 3 "decode_metadata"; name: letters, digits and '_'), with a
- * one-line summary; it returns 0, or non-zero after writing why into error (an unknown op, a name
+ * "topk_to_global", "sparse_mla_decode", "mla_decode", and from version 3 the stateful
+ * "decode_metadata", "mla_decode_impl" and "indexer_decode_step"; name: letters, digits and '_'),
+ * with a one-line summary; it returns 0, or non-zero after writing why into error (an unknown op, a name
  * taken). */
 typedef struct mlacheck_plugin_api {
   uint32_t abi_version; /* mlacheck's MLACHECK_PLUGIN_ABI_VERSION */
@@ -330,6 +472,8 @@ MLACHECK_TYPED_(topk_to_global)
 MLACHECK_TYPED_(sparse_mla_decode)
 MLACHECK_TYPED_(mla_decode)
 MLACHECK_TYPED_(decode_metadata)
+MLACHECK_TYPED_(mla_decode_impl)
+MLACHECK_TYPED_(indexer_decode_step)
 #undef MLACHECK_TYPED_
 #define MLACHECK_ADD_(api, op, name, summary, erased) \
   ((api)->add((api)->context, op, name, summary, erased, NULL, 0))
@@ -354,6 +498,12 @@ MLACHECK_TYPED_(decode_metadata)
 /* Version 3: fn makes a decode metadata builder (see "stateful ops"). */
 #define MLACHECK_ADD_DECODE_METADATA(api, name, summary, fn) \
   MLACHECK_ADD_(api, "decode_metadata", name, summary, mlacheck_erase_decode_metadata(fn))
+/* Version 3: fn makes an MLA decode impl (eager calls, graph capture / replay / release). */
+#define MLACHECK_ADD_MLA_DECODE_IMPL(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "mla_decode_impl", name, summary, mlacheck_erase_mla_decode_impl(fn))
+/* Version 3: fn makes an indexer decode step. */
+#define MLACHECK_ADD_INDEXER_DECODE_STEP(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "indexer_decode_step", name, summary, mlacheck_erase_indexer_decode_step(fn))
 
 /* Declares op@name's contract (a plugin of version 2 or later). */
 #define MLACHECK_CONTRACT(api, op, name, text) ((api)->contract((api)->context, op, name, text, NULL, 0))

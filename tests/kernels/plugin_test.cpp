@@ -14,6 +14,7 @@
 #include "core/backend/isolate.h"
 #include "core/error.h"
 #include "kernels/registry.h"
+#include "kernels/mla_decode_impl.h"
 #include "kernels/topk_glue.h"
 #include "mlacheck/plugin.h"
 #include "properties/case_text.h"
@@ -117,10 +118,33 @@ TEST(Plugin, AVersion1PluginCannotDeclareAContractAndSaysWhy) {
 
 TEST(Plugin, AVersion2PluginCannotAddAStatefulBuilder) {
   const std::string e = error_of([] { load_plugin(FIXTURE_V2_METADATA); });
-  EXPECT_NE(e.find("declares plugin ABI version 2, and the stateful decode_metadata builder came with version 3"),
+  EXPECT_NE(e.find("declares plugin ABI version 2, and the stateful decode_metadata came with version 3"),
             std::string::npos)
       << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+// A stateful object's own allocations are guarded: a write past one is the call's error, with the
+// allocation's name; an allocation mlacheck cannot give fails make with the allocator's reason.
+TEST(Plugin, AStatefulObjectsOwnAllocationIsGuardedAndABadOneRefused) {
+  load_once(FIXTURE_STATEFUL);
+  const auto device = make_device(Backend::kHost);
+  using Factory = std::unique_ptr<MlaDecodeImpl>(Device&, const MlaDecodeImplConfig&);
+  MlaDecodeImplConfig config;
+  config.max_batch = 2, config.heads = 1, config.block_table_width = 1;
+  const auto impl = registry().find<Factory>("mla_decode_impl@fixture_stray")(*device, config);
+  const std::string stray = error_of([&] { impl->forward(MlaDecodeCall{}); });
+  EXPECT_EQ(stray.rfind("mla_decode_impl@fixture_stray (plugin fixture) wrote past its own allocation: 1 stray byte", 0), 0)
+      << stray;
+  EXPECT_NE(stray.find("buffer 'mla_decode_impl@fixture_stray allocation scratch': stray write at byte 64, after the "
+                       "allocation"),
+            std::string::npos)
+      << stray;
+  const std::string negative =
+      error_of([&] { registry().find<Factory>("mla_decode_impl@fixture_negative")(*device, config); });
+  EXPECT_EQ(negative,
+            "mla_decode_impl@fixture_negative (plugin fixture) refused to make an impl (returned 1): allocate "
+            "'minus one': -1 bytes is outside [0, 2^36]");
 }
 
 TEST(Plugin, ADeclaredContractIsKeptAndCasesAreReadWithinIt) {

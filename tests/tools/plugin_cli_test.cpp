@@ -77,6 +77,25 @@ TEST(PluginCli, AStatefulBuilderPluginPassesAndItsTwinIsCaughtWithCoordinates) {
   EXPECT_EQ(fixed.status, 0) << fixed.out;
 }
 
+TEST(PluginCli, AStatefulMlaImplPluginPassesAndItsTwinIsCaughtOnReplay) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_mla_impl";
+  const CliResult r = run_mlacheck("check --plugin " MLA_IMPL_PLUGIN " --budget 8 --save " + dir);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("mla_decode_impl@example  PASS"), std::string::npos) << r.out;
+  // The twin bounds a graph's keys by the lengths at capture: a replay after they grow is wrong.
+  const CliResult twin = run_mlacheck("check --plugin " MLA_IMPL_PLUGIN_BUGGY " --budget 10 --save " + dir);
+  EXPECT_EQ(twin.status, 1) << twin.out;
+  EXPECT_NE(twin.out.find("mla_decode_impl@example_buggy  FAIL"), std::string::npos) << twin.out;
+  EXPECT_NE(twin.out.find(": replay: "), std::string::npos) << twin.out;
+  EXPECT_NE(twin.out.find(" worst at ["), std::string::npos) << twin.out;  // the row and head
+  const CliResult again =
+      run_mlacheck("repro " + dir + "/mla_decode_impl-example_buggy.case --plugin " MLA_IMPL_PLUGIN_BUGGY);
+  EXPECT_EQ(again.status, 1) << again.out;
+  const CliResult fixed = run_mlacheck("repro " + dir + "/mla_decode_impl-example_buggy.case --plugin " MLA_IMPL_PLUGIN
+                                       " --impl mla_decode_impl@example");
+  EXPECT_EQ(fixed.status, 0) << fixed.out;
+}
+
 TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_production";
   const CliResult r = run_mlacheck("check --plugin " PRODUCTION_PLUGIN " --budget 8 --contract-probe --save " + dir);

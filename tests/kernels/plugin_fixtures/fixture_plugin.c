@@ -20,6 +20,8 @@
 #define FIXTURE_NAME "fixture_v1"
 #elif defined(FIXTURE_V2_METADATA)
 #define FIXTURE_NAME "fixture_v2"
+#elif defined(FIXTURE_STATEFUL)
+#define FIXTURE_NAME "fixture_stateful"
 #else
 #define FIXTURE_NAME "fixture"
 #endif
@@ -31,6 +33,54 @@ static int make_builder(const mlacheck_device* device, const mlacheck_decode_met
                         char* error, size_t error_size) {
   (void)device, (void)limits, (void)buffers, (void)out;
   return mlacheck_error(error, error_size, "fixture: never makes a builder");
+}
+#endif
+
+#if defined(FIXTURE_STATEFUL)
+/* An MLA impl whose forward writes one byte past the scratch it asked mlacheck for, and one that asks
+ * for a negative size (make fails with the allocator's reason). */
+typedef struct {
+  unsigned char* scratch;
+} stray_state;
+static int stray_forward(void* state, const mlacheck_device* device, const mlacheck_mla_decode_call* call,
+                         int64_t* num_splits, char* error, size_t error_size) {
+  (void)device, (void)call, (void)error, (void)error_size;
+  ((stray_state*)state)->scratch[64] = 7; /* one past the 64 bytes it asked for */
+  *num_splits = 1;
+  return 0;
+}
+static int stray_capture(void* state, const mlacheck_device* device, const mlacheck_mla_decode_capture* capture,
+                         void** graph, char* error, size_t error_size) {
+  (void)state, (void)device, (void)capture, (void)graph;
+  return mlacheck_error(error, error_size, "fixture: never captures");
+}
+static int stray_replay(void* state, const mlacheck_device* device, void* graph, char* error, size_t error_size) {
+  (void)state, (void)device, (void)graph;
+  return mlacheck_error(error, error_size, "fixture: never replays");
+}
+static void stray_destroy(void* state) { free(state); }
+static int make_stray(const mlacheck_device* device, const mlacheck_mla_decode_impl_config* config,
+                      const mlacheck_tensor* workspace, const mlacheck_allocator* allocator,
+                      mlacheck_mla_decode_impl* out, char* error, size_t error_size) {
+  (void)device, (void)config, (void)workspace;
+  stray_state* s = (stray_state*)calloc(1, sizeof(stray_state));
+  void* scratch = NULL;
+  if (s == NULL) return mlacheck_error(error, error_size, "fixture: out of memory");
+  if (allocator->allocate(allocator->context, "scratch", 64, &scratch, error, error_size) != 0) {
+    free(s);
+    return 1;
+  }
+  s->scratch = (unsigned char*)scratch;
+  out->state = s, out->forward = stray_forward, out->capture = stray_capture, out->replay = stray_replay;
+  out->release = NULL, out->destroy = stray_destroy;
+  return 0;
+}
+static int make_negative(const mlacheck_device* device, const mlacheck_mla_decode_impl_config* config,
+                         const mlacheck_tensor* workspace, const mlacheck_allocator* allocator,
+                         mlacheck_mla_decode_impl* out, char* error, size_t error_size) {
+  void* scratch = NULL;
+  (void)device, (void)config, (void)workspace, (void)out;
+  return allocator->allocate(allocator->context, "minus one", -1, &scratch, error, error_size);
 }
 #endif
 
@@ -65,6 +115,9 @@ static int register_impls(const mlacheck_plugin_api* api) {
 #elif defined(FIXTURE_REFUSES)
   (void)api;
   return 3;
+#elif defined(FIXTURE_STATEFUL)
+  if (MLACHECK_ADD_MLA_DECODE_IMPL(api, "fixture_stray", "writes past its own allocation", make_stray) != 0) return 1;
+  return MLACHECK_ADD_MLA_DECODE_IMPL(api, "fixture_negative", "asks for -1 bytes", make_negative);
 #elif defined(FIXTURE_V2_METADATA)
   return MLACHECK_ADD_DECODE_METADATA(api, FIXTURE_NAME, "a stateful builder from a version 2 plugin", make_builder);
 #elif defined(FIXTURE_BAD_CONTRACT) || defined(FIXTURE_BAD_LAYOUT) || defined(FIXTURE_V1_CONTRACT) || \
