@@ -5,11 +5,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define EXAMPLE_HD __host__ __device__
-#else
-#define EXAMPLE_HD
-#endif
+#include "number_formats.h"  // EXAMPLE_HD
 
 namespace example_metadata {
 

@@ -4,48 +4,16 @@
 // nothing of mlacheck's, as a kernel engineer's own impl would not.
 #pragma once
 
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-
-#ifdef __CUDACC__
-#define EXAMPLE_HD __host__ __device__
-#else
-#define EXAMPLE_HD
-#endif
+#include "number_formats.h"
 
 namespace example_mla {
 
+using example_numbers::bf16_to_float;
+using example_numbers::float_to_bf16;
+using example_numbers::fp8_e4m3_to_float;
+
 constexpr int kDim = 576;    // a key (and q): 512 latent values then 64 rope dims
 constexpr int kLatent = 512; // o: the latent part
-
-EXAMPLE_HD inline float bf16_to_float(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-EXAMPLE_HD inline uint16_t float_to_bf16(float f) {  // round to nearest even
-  uint32_t bits;
-  memcpy(&bits, &f, 4);
-  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x7FFFFFu) != 0) return 0x7FC0;  // NaN
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-EXAMPLE_HD inline float fp8_e4m3_to_float(uint8_t v) {  // OCP e4m3fn: bias 7, no infinities
-  const int sign = v >> 7, exponent = (v >> 3) & 0xF, mantissa = v & 0x7;
-  float x;
-  if (exponent == 0xF && mantissa == 0x7) {
-    x = NAN;
-  } else if (exponent == 0) {
-    x = ldexpf(static_cast<float>(mantissa), -9);  // subnormal: m / 8 * 2^-6
-  } else {
-    x = ldexpf(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
-  }
-  return sign ? -x : x;
-}
 
 // Element i of a bf16 (is_fp8 == 0) or fp8 e4m3 (is_fp8 == 1) array.
 EXAMPLE_HD inline float load(const uint8_t* base, int is_fp8, int64_t i) {

@@ -96,6 +96,26 @@ TEST(PluginCli, AStatefulMlaImplPluginPassesAndItsTwinIsCaughtOnReplay) {
   EXPECT_EQ(fixed.status, 0) << fixed.out;
 }
 
+TEST(PluginCli, AStatefulDecodeStepPluginPassesAndItsTwinIsCaughtPastTheTokenRows) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_decode_step";
+  const CliResult r = run_mlacheck("check --plugin " DECODE_STEP_PLUGIN " --budget 8 --save " + dir);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("indexer_decode_step@example  PASS"), std::string::npos) << r.out;
+  // The twin's flattened top-k runs over the graph-padded rows into the shared buffer's prefill rows.
+  const CliResult twin = run_mlacheck("check --plugin " DECODE_STEP_PLUGIN_BUGGY " --budget 10 --save " + dir);
+  EXPECT_EQ(twin.status, 1) << twin.out;
+  EXPECT_NE(twin.out.find("indexer_decode_step@example_buggy  FAIL"), std::string::npos) << twin.out;
+  EXPECT_NE(twin.out.find("guard of topk_buffer: "), std::string::npos) << twin.out;
+  EXPECT_NE(twin.out.find("nearest output view 'decode rows'"), std::string::npos) << twin.out;
+  EXPECT_NE(twin.out.find(" rows)"), std::string::npos) << twin.out;  // "at row T, column 0 (past the view's T rows)"
+  const CliResult again =
+      run_mlacheck("repro " + dir + "/indexer_decode_step-example_buggy.case --plugin " DECODE_STEP_PLUGIN_BUGGY);
+  EXPECT_EQ(again.status, 1) << again.out;
+  const CliResult fixed = run_mlacheck("repro " + dir + "/indexer_decode_step-example_buggy.case --plugin "
+                                       DECODE_STEP_PLUGIN " --impl indexer_decode_step@example");
+  EXPECT_EQ(fixed.status, 0) << fixed.out;
+}
+
 TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_production";
   const CliResult r = run_mlacheck("check --plugin " PRODUCTION_PLUGIN " --budget 8 --contract-probe --save " + dir);
