@@ -94,6 +94,10 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       Eigen::Map<Matrix> o_slack(out.o_slack.values.data() + row * kLatent, H, kLatent);
       o_slack.noalias() = P * K.topLeftCorner(len, kLatent).cwiseAbs();
       o_slack.array().colwise() *= factor;
+      // lse's own sum: ln l of an fp32 l summed from len exponentials (each within 2u) one after
+      // another errs by up to gamma_(len + 2) (o_slack above has its own sum term already).
+      const double sum_terms = static_cast<double>(len + 2) * kU;
+      lse_slack.array() += sum_terms / (1 - sum_terms);
     }
   }
   return out;

@@ -26,10 +26,14 @@ struct MlaDecodeResult {
   // [B, q_len, H]: how far an fp32 kernel's lse may move from the scores' own rounding alone. lse
   // is 1-Lipschitz in the largest score error, and a score's fp32 dot product over 576 terms errs
   // by at most gamma_578 * sum_d |q_d K_d| (gamma_n = n u / (1 - n u), u = 2^-24), times the scale,
-  // plus 4 u |score| for the scale's own rounding and its product. 0 for rows without keys.
+  // plus 4 u |score| for the scale's own rounding and its product; plus gamma_(len + 2) for the sum
+  // of the exponentials itself (a relative error of l is an absolute error of ln l, and an fp32 sum
+  // of len positive terms taken one after another is only bounded that loosely: a row's worth of
+  // near-equal terms added to a large running sum rounds the same way again and again). 0 for rows
+  // without keys.
   OracleTensor lse_slack;
   // [B, q_len, H, 512]: how far an fp32 kernel's o may move from rounding alone, beyond the output's
-  // own bf16 rounding. With d the row's lse_slack + 4u (expf and the max subtraction), every
+  // own bf16 rounding. With d the row's score part of lse_slack + 4u (expf and the max subtraction), every
   // probability may move by a factor within [e^-2d, e^2d], and the fp32 sums over the keys and at
   // most 64 splits add gamma_(len + 72) of what they sum; both are relative to
   // A = k_scale * sum_s p_s |K_s[c]|, the column's sum of magnitudes:

@@ -15,8 +15,8 @@
 #   bin/mlacheck                 the command (finds share/mlacheck/corpus and fuzz/ by itself)
 #   fuzz/all_targets_fuzzer      the libFuzzer harness of every target, linked as <target>_fuzzer
 #   lib/                         the example plugins (example, production-style, the stateful
-#                                metadata builder, their buggy twins, the fault fixture) and
-#                                libmlacheck_torch_bench.so
+#                                metadata builder, MLA impl and decode step, their buggy twins, the
+#                                fault fixture) and libmlacheck_torch_bench.so
 #   include/mlacheck/plugin.h    to build your own plugin there with nvcc alone
 #   tests/                       the GPU tests (run each; "skipped: no GPU" without one)
 #   benchmarks/                  indexer_bench.py, mla_bench.py, bench_common.py, guard_check_bench
@@ -63,6 +63,8 @@ cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_C
   die "configuring the cuda build failed (see $build_dir.configure.log)"
 targets=(mlacheck mlacheck_example_plugin mlacheck_example_plugin_buggy mlacheck_production_plugin
          mlacheck_production_plugin_buggy mlacheck_metadata_plugin mlacheck_metadata_plugin_buggy
+         mlacheck_mla_impl_plugin mlacheck_mla_impl_plugin_buggy mlacheck_decode_step_plugin
+         mlacheck_decode_step_plugin_buggy
          mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench
          simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_codecs_gpu_test)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$build_dir.build.log" 2>&1 ||
@@ -91,6 +93,10 @@ for so in examples/plugin/libmlacheck_example_plugin.so examples/plugin/libmlach
           examples/production_plugin/libmlacheck_production_plugin_buggy.so \
           examples/stateful_plugin/libmlacheck_metadata_plugin.so \
           examples/stateful_plugin/libmlacheck_metadata_plugin_buggy.so \
+          examples/stateful_plugin/libmlacheck_mla_impl_plugin.so \
+          examples/stateful_plugin/libmlacheck_mla_impl_plugin_buggy.so \
+          examples/stateful_plugin/libmlacheck_decode_step_plugin.so \
+          examples/stateful_plugin/libmlacheck_decode_step_plugin_buggy.so \
           tests/kernels/libmlacheck_fixture_plugin_fault.so benchmarks/libmlacheck_torch_bench.so; do
   install -m 755 "$build_dir/$so" "$out/lib/"
   strip --strip-unneeded "$out/lib/$(basename "$so")"
@@ -122,6 +128,8 @@ Needs only the NVIDIA driver; every path is relative to this folder.
   bin/mlacheck list                                    # is the cuda backend usable here, and why not
   bin/mlacheck check --backend cuda --budget 60        # every op's reference kernel through its suite
   bin/mlacheck check --backend cuda --plugin lib/libmlacheck_production_plugin.so --contract-probe
+  bin/mlacheck check --backend cuda --plugin lib/libmlacheck_decode_step_plugin.so   # the stateful examples:
+  bin/mlacheck check --backend cuda --plugin lib/libmlacheck_mla_impl_plugin.so      # also _metadata_; twins *_buggy
   bin/mlacheck mutants --backend cuda --budget 30      # the kill matrix on the GPU
   bin/mlacheck fuzz --target topk_decode --backend cuda --time 600 --plugin lib/libmlacheck_production_plugin.so \\
       --impl topk_decode@production

@@ -125,6 +125,36 @@ TEST(MlaDecode, LargeScoresStayFinite) {
   EXPECT_NEAR(r.lse.at({0, 0, 0}), 1000 + std::log(1 + e), 1e-12);
 }
 
+// A row of 4096 keys whose exponentials are all equal but the first (1, then e^-0.03515625 over
+// and over): a plain fp32 loop summing them rounds the same way at nearly every step, and its lse errs
+// by far more than the bare 1e-5 tolerance (a plugin's impl did, at 62,265 keys). The row's
+// lse_slack carries the sum's bound, gamma_(len + 2), so that loop passes, as an fp32 kernel must.
+TEST(MlaDecode, LseSlackCoversAPlainFp32SumOfALongRow) {
+  constexpr int64_t kKeys = 4096, kPage = 64;
+  Case c{Buffer(DType::kBF16, {1, 1, 1, 576}), Buffer(DType::kBF16, {kKeys / kPage, kPage, 576}),
+         block_table({[] {
+                        std::vector<int32_t> pages(kKeys / kPage);
+                        for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
+                        return pages;
+                      }()},
+                     kKeys / kPage),
+         seq_lens({kKeys})};
+  c.base_scale = 0.5;
+  for (int64_t s = 0; s < kKeys; ++s) c.kv.set_row({s / kPage, s % kPage}, {{512, s == 0 ? 1.0 : 0.9296875}});
+  c.q.set_row({0, 0, 0}, {{512, 1.0}});
+  const MlaDecodeResult r = c.run();
+  // The plain loop: scores 0.5 and 0.46484375 (exact in bf16 and fp32), max first, then one sum
+  // after another.
+  const float m = 0.5f;
+  float l = 0.0f;
+  for (int64_t s = 0; s < kKeys; ++s) l += std::exp((s == 0 ? 0.5f : 0.46484375f) - m);
+  const double got = double(m + std::log(l)), want = r.lse.at({0, 0, 0});
+  const double tolerance = 1e-5 + 1e-6 * std::fabs(want);  // mla_decode lse (core/tolerances.cpp)
+  EXPECT_GT(std::fabs(got - want), tolerance) << "the plain loop no longer shows why the sum term is needed";
+  EXPECT_LE(std::fabs(got - want), r.lse_slack.at({0, 0, 0}) + tolerance);
+  EXPECT_GE(r.lse_slack.at({0, 0, 0}), (kKeys + 2) * 0x1p-24);
+}
+
 // Key 1 of two is NaN (never set) in every dim. Token 0 of q_len 2 sees key 0 only and must not
 // notice (a 0 * NaN from a masked key would); token 1 sees the NaN, as it should.
 TEST(MlaDecode, AKeyAfterATokensPositionNeverReachesIt) {
