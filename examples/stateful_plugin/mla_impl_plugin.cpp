@@ -26,7 +26,7 @@ constexpr const char* kName = "example_buggy";
 constexpr const char* kSummary = "example impl's twin: a graph's key bound fixed from the lengths at capture";
 #else
 constexpr const char* kName = "example";
-constexpr const char* kSummary = "example impl: a thread per row, scales per call, graph scales in its own buffer";
+constexpr const char* kSummary = "example impl: a warp per row, scales per call, graph scales in its own buffer";
 #endif
 constexpr int kMaxGraphs = 64;  // live graphs, each with a slot of two scales
 

@@ -1,4 +1,4 @@
-// The example MLA impl's CUDA side: one thread per (request, token, head) row, and the graph calls a
+// The example MLA impl's CUDA side: a warp per (request, token, head) row, and the graph calls a
 // C author makes around it (capture on the stream mlacheck gives, instantiate, launch, destroy).
 #include <cuda_runtime.h>
 
@@ -7,9 +7,28 @@
 namespace example_mla {
 namespace {
 
+// One warp per row: each lane takes every 32nd key, the lanes' maxima, sums and acc are combined
+// with shuffles, and lane i writes o's columns i, i + 32, ...
 __global__ void rows_kernel(MlaJob j) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < j.B * j.q_len * j.H) mla_row(j, r);
+  const int64_t r = blockIdx.x;
+  const int lane = threadIdx.x;
+  const RowOf w = row_of(j, r);
+  if (w.n <= 0) {
+    for (int64_t d = lane; d < kLatent; d += 32) w.o[d * j.o_stride[3]] = 0;
+    if (lane == 0) *w.lse = -INFINITY;
+    return;
+  }
+  float m = lane_max(j, w, lane, 32);
+  for (int x = 16; x > 0; x /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
+  float acc[kLatent];
+  float l = lane_sum(j, w, m, lane, 32, acc);
+  for (int x = 16; x > 0; x /= 2) l += __shfl_xor_sync(0xffffffffu, l, x);
+  for (int64_t d = 0; d < kLatent; ++d) {
+    float v = acc[d];
+    for (int x = 16; x > 0; x /= 2) v += __shfl_xor_sync(0xffffffffu, v, x);
+    if (d % 32 == lane) w.o[d * j.o_stride[3]] = float_to_bf16(w.out_scale * (v / l));
+  }
+  if (lane == 0) *w.lse = m + logf(l);
 }
 
 }  // namespace
@@ -17,7 +36,7 @@ __global__ void rows_kernel(MlaJob j) {
 int launch_rows(const MlaJob& j, void* stream) {
   const int64_t rows = j.B * j.q_len * j.H;
   if (rows <= 0) return 0;
-  rows_kernel<<<static_cast<unsigned>((rows + 63) / 64), 64, 0, static_cast<cudaStream_t>(stream)>>>(j);
+  rows_kernel<<<static_cast<unsigned>(rows), 32, 0, static_cast<cudaStream_t>(stream)>>>(j);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -55,38 +55,62 @@ EXAMPLE_HD inline float score(const MlaJob& j, const uint8_t* q_row, int64_t b, 
   return scale * dot;
 }
 
-// Row r = (b * q_len + t) * H + h: token t of request b sees keys [0, len - q_len + t + 1).
-EXAMPLE_HD inline void mla_row(const MlaJob& j, int64_t r) {
+// Row r = (b * q_len + t) * H + h: token t of request b sees keys [0, n), n = len - q_len + t + 1.
+struct RowOf {
+  int64_t b, n;
+  const uint8_t* q_row;
+  uint16_t* o;
+  float* lse;
+  float softmax_scale, out_scale;
+};
+EXAMPLE_HD inline RowOf row_of(const MlaJob& j, int64_t r) {
   const int64_t h = r % j.H, t = (r / j.H) % j.q_len, b = r / (j.H * j.q_len);
-  const float softmax_scale = j.scales != nullptr ? j.scales[0] : j.softmax_scale;
-  const float out_scale = j.scales != nullptr ? j.scales[1] : j.out_scale;
   int64_t len = j.seq_lens[b];
   len = len < 0 ? 0 : len > j.max_len ? j.max_len : len;
-  const int64_t n = len - j.q_len + t + 1;
-  uint16_t* o = j.o + b * j.o_stride[0] + t * j.o_stride[1] + h * j.o_stride[2];
-  float* lse = j.lse + b * j.lse_stride[0] + t * j.lse_stride[1] + h * j.lse_stride[2];
-  if (n <= 0) {
-    for (int64_t d = 0; d < kLatent; ++d) o[d * j.o_stride[3]] = 0;
-    *lse = -INFINITY;
-    return;
-  }
-  const uint8_t* q_row =
-      j.q + (b * j.q_stride[0] + t * j.q_stride[1] + h * j.q_stride[2]) * static_cast<int64_t>(j.q_fp8 ? 1 : 2);
+  RowOf w;
+  w.b = b, w.n = len - j.q_len + t + 1;
+  w.q_row = j.q + (b * j.q_stride[0] + t * j.q_stride[1] + h * j.q_stride[2]) * static_cast<int64_t>(j.q_fp8 ? 1 : 2);
+  w.o = j.o + b * j.o_stride[0] + t * j.o_stride[1] + h * j.o_stride[2];
+  w.lse = j.lse + b * j.lse_stride[0] + t * j.lse_stride[1] + h * j.lse_stride[2];
+  w.softmax_scale = j.scales != nullptr ? j.scales[0] : j.softmax_scale;
+  w.out_scale = j.scales != nullptr ? j.scales[1] : j.out_scale;
+  return w;
+}
+
+// A row's keys are shared by `lanes` lanes, lane l taking keys l, l + lanes, ...: the largest score
+// of a lane's keys, then (given the row's largest, m) their sum of exp(score - m) and that sum of
+// V's into acc[512]. The host runs one lane; the CUDA kernel a warp per row, summing the lanes.
+EXAMPLE_HD inline float lane_max(const MlaJob& j, const RowOf& w, int64_t lane, int64_t lanes) {
   float m = -INFINITY;
-  for (int64_t s = 0; s < n; ++s) m = fmaxf(m, score(j, q_row, b, s, softmax_scale));
-  float acc[kLatent];
+  for (int64_t s = lane; s < w.n; s += lanes) m = fmaxf(m, score(j, w.q_row, w.b, s, w.softmax_scale));
+  return m;
+}
+EXAMPLE_HD inline float lane_sum(const MlaJob& j, const RowOf& w, float m, int64_t lane, int64_t lanes, float* acc) {
   for (int64_t d = 0; d < kLatent; ++d) acc[d] = 0.0f;
   float l = 0.0f;
   const int64_t kv_es = j.kv_fp8 ? 1 : 2;
-  for (int64_t s = 0; s < n; ++s) {
-    const float p = expf(score(j, q_row, b, s, softmax_scale) - m);
+  for (int64_t s = lane; s < w.n; s += lanes) {
+    const float p = expf(score(j, w.q_row, w.b, s, w.softmax_scale) - m);
     l += p;
-    const int32_t block = j.block_table[b * j.table_stride + s / j.page];
+    const int32_t block = j.block_table[w.b * j.table_stride + s / j.page];
     const uint8_t* key = j.kv + (block * j.kv_stride[0] + (s % j.page) * j.kv_stride[1]) * kv_es;
     for (int64_t d = 0; d < kLatent; ++d) acc[d] += p * load(key, j.kv_fp8, d * j.kv_stride[2]);
   }
-  for (int64_t d = 0; d < kLatent; ++d) o[d * j.o_stride[3]] = float_to_bf16(out_scale * (acc[d] / l));
-  *lse = m + logf(l);
+  return l;
+}
+
+// The host's row: one lane over all keys. A row without keys is o = 0, lse = -inf.
+EXAMPLE_HD inline void mla_row(const MlaJob& j, int64_t r) {
+  const RowOf w = row_of(j, r);
+  if (w.n <= 0) {
+    for (int64_t d = 0; d < kLatent; ++d) w.o[d * j.o_stride[3]] = 0;
+    *w.lse = -INFINITY;
+    return;
+  }
+  float acc[kLatent];
+  const float m = lane_max(j, w, 0, 1), l = lane_sum(j, w, m, 0, 1, acc);
+  for (int64_t d = 0; d < kLatent; ++d) w.o[d * j.o_stride[3]] = float_to_bf16(w.out_scale * (acc[d] / l));
+  *w.lse = m + logf(l);
 }
 
 // The CUDA side (mla_kernels.cu): 0 or a CUDA error code. A graph is an instantiated CUDA graph.
