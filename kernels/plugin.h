@@ -16,7 +16,7 @@ namespace mlacheck::kernels {
 
 struct LoadedPlugin {
   std::string path, name;                    // name: the one the plugin gives itself
-  uint32_t abi_version = 0;                  // the plugin ABI version it was built against (1 or 2)
+  uint32_t abi_version = 0;                  // the plugin ABI version it was built against (1 to 3)
   std::vector<std::string> implementations;  // "op@name", in registration order
 };
 
