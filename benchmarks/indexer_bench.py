@@ -4,7 +4,7 @@
 For each shape (B requests, next_n query tokens each, H = 64 heads, D = 128, every request with the
 same context length) it builds one block-flat fp8 indexer cache (pages of 64 tokens, shuffled over
 the cache) and times, with CUDA events, median of --iters calls after a warm-up:
-  paged logits  mlacheck's kernel (unclean mode)         vs a torch expression of SPEC.md 2.1
+  paged logits  mlacheck's kernel (unclean mode)         vs a torch expression of docs/ops.md 2.1
   top-k decode  mlacheck's kernel on those logits, k=2048 vs torch.topk on the same logits
 Both sides read the same device memory: mlacheck's kernels run through libmlacheck_torch_bench.so
 (benchmarks/torch_bench_shim.cu) on the torch tensors' pointers.
@@ -63,7 +63,7 @@ def make_cache(torch, B, ctx, gen):
 
 
 def torch_logits(torch, q, cache, table, weights, ctx, out, chunk):
-    """SPEC.md 2.1 in torch, every request at length ctx: logits[b*n + j, c] = scale_c *
+    """docs/ops.md 2.1 in torch, every request at length ctx: logits[b*n + j, c] = scale_c *
     sum_h w[b*n + j, h] * relu(q[b, j, h] . k_c), with bf16 products, chunk requests at a time."""
     B, n = q.shape[0], q.shape[1]
     W = table.shape[1]

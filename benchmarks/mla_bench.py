@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The MLA attention kernels on a GPU beside PyTorch, at DeepSeek-V3.2 decode shapes, in one process.
 
-sparse  mlacheck's sparse MLA decode (SPEC.md 4: 656-byte fp8_ds_mla tokens, h = 128, topk = 2048,
+sparse  mlacheck's sparse MLA decode (docs/ops.md 4: 656-byte fp8_ds_mla tokens, h = 128, topk = 2048,
         b query tokens) vs a torch expression: gather the slots, decode fp8 x tile scales and the
         bf16 rope, bf16 matmuls, softmax in fp32.
-dense   mlacheck's split-KV dense MLA decode (SPEC.md 5: fp8 KV with a per-tensor k_scale, bf16 q,
+dense   mlacheck's split-KV dense MLA decode (docs/ops.md 5: fp8 KV with a per-tensor k_scale, bf16 q,
         H = 128, every request at one context length, q_len 1 or 2, split count from mlacheck's
         heuristic) vs a torch expression: gather the pages, dequantize to bf16, bf16 einsums with
         the causal mask, softmax in fp32.

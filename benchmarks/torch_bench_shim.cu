@@ -88,7 +88,7 @@ const char* mlacheck_bench_device_name() {
   return name.c_str();
 }
 
-// SPEC.md 2.1 on q fp8 [B, next_n, H, D], the block-flat cache u8 [num_blocks, block_stride],
+// docs/ops.md 2.1 on q fp8 [B, next_n, H, D], the block-flat cache u8 [num_blocks, block_stride],
 // weights fp32 [B * next_n, H], context_lens int32 [B], block_table int32 [B, W] and logits fp32
 // [B * next_n, max_context_len] with row stride logits_stride; unclean unless clean != 0.
 double mlacheck_bench_paged_logits(const void* q, int64_t B, int64_t next_n, int64_t H, int64_t D, const void* kv,
@@ -115,7 +115,7 @@ int64_t mlacheck_bench_topk_workspace_bytes(int64_t rows, int64_t k, int64_t col
   return topk_workspace_bytes(rows, k, cols);
 }
 
-// SPEC.md 3, decode: logits fp32 [rows, cols] with row stride `stride`, seq_lens int32 [B] (rows =
+// docs/ops.md 3, decode: logits fp32 [rows, cols] with row stride `stride`, seq_lens int32 [B] (rows =
 // B * next_n), out int32 [rows, k], workspace of workspace_bytes bytes.
 double mlacheck_bench_topk_decode(const void* logits, int64_t rows, int64_t cols, int64_t stride, const void* seq_lens,
                                   int64_t B, int64_t next_n, int64_t k, void* out, void* workspace,
@@ -129,7 +129,7 @@ double mlacheck_bench_topk_decode(const void* logits, int64_t rows, int64_t cols
   });
 }
 
-// SPEC.md 4 on q bf16 [b, s_q, h, 576], kv u8 [num_blocks, page, 656] (contiguous), indices int32
+// docs/ops.md 4 on q bf16 [b, s_q, h, 576], kv u8 [num_blocks, page, 656] (contiguous), indices int32
 // [b, s_q, topk]; out bf16 [b, s_q, h, 512], lse fp32 [b, h, s_q]. No topk_length, no sink.
 double mlacheck_bench_sparse_mla(const void* q, int64_t b, int64_t s_q, int64_t h, const void* kv, int64_t num_blocks,
                                  int64_t page, const void* indices, int64_t topk, double softmax_scale, void* out,
@@ -146,7 +146,7 @@ double mlacheck_bench_sparse_mla(const void* q, int64_t b, int64_t s_q, int64_t 
   });
 }
 
-// SPEC.md 5 on q [B, q_len, H, 576] (bf16, or fp8 when q_fp8), kv [num_blocks, page, 576] (bf16, or
+// docs/ops.md 5 on q [B, q_len, H, 576] (bf16, or fp8 when q_fp8), kv [num_blocks, page, 576] (bf16, or
 // fp8 when kv_fp8, contiguous), block_table int32 [B, W], seq_lens int32 [B]; o bf16, lse fp32; the
 // workspace holds num_splits (0: the heuristic for max_seq_len) splits. *splits_used gets the count.
 double mlacheck_bench_mla_decode(const void* q, int q_fp8, int64_t B, int64_t q_len, int64_t H, const void* kv,

@@ -1,4 +1,4 @@
-// Comparing a kernel's result with the oracle's (SPEC.md section 7).
+// Comparing a kernel's result with the oracle's (docs/ops.md section 7).
 //
 // Integers compare exactly. Floats compare in three steps, and the first that fails is reported:
 // the positions of +inf, -inf and NaN must be identical; every finite pair must satisfy

@@ -17,7 +17,7 @@ enum class DType : uint8_t {
   kFP8E5M2,
   kUE8M0,     // power-of-two scale exponents
   kI64,
-  kI32,       // every index and length tensor (SPEC.md "Conventions")
+  kI32,       // every index and length tensor (docs/ops.md "Conventions")
   kU8,        // raw bytes: KV caches with mixed fields
 };
 

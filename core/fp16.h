@@ -11,7 +11,7 @@
 
 namespace mlacheck {
 
-// bf16 is the upper half of an fp32 (SPEC.md "Conventions").
+// bf16 is the upper half of an fp32 (docs/ops.md "Conventions").
 MLA_HD inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
 MLA_HD inline uint16_t float_to_bf16(float x) {

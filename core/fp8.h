@@ -2,7 +2,7 @@
 //
 // Decoding is exact (every fp8 value is a float). Encoding rounds to nearest, ties to even, and
 // saturates: a finite value or infinity beyond the largest finite fp8 value becomes that value with
-// its sign (SPEC.md "Conventions": quantizers saturate). NaN encodes to the canonical NaN 0x7F,
+// its sign (docs/ops.md "Conventions": quantizers saturate). NaN encodes to the canonical NaN 0x7F,
 // whatever its sign, as CUDA's __nv_cvt_float_to_fp8(.., __NV_SATFINITE, ..) does.
 #pragma once
 
@@ -58,7 +58,7 @@ MLA_HD inline float ue8m0_to_float(uint8_t e) {
   return bits_float(static_cast<uint32_t>(e) << 23);
 }
 
-// The smallest power of two >= x, as ue8m0: how power-of-two scales are chosen (SPEC.md
+// The smallest power of two >= x, as ue8m0: how power-of-two scales are chosen (docs/ops.md
 // "Conventions": 2^ceil(log2(amax / 448))). x <= 2^-127 gives 0 (2^-127); x > 2^127 saturates to
 // 254 (2^127); NaN or a negative x gives 0xFF (NaN), since no scale represents them.
 MLA_HD inline uint8_t float_to_ue8m0_ceil(float x) {
@@ -72,13 +72,13 @@ MLA_HD inline uint8_t float_to_ue8m0_ceil(float x) {
   return e > 254 ? 254 : static_cast<uint8_t>(e);
 }
 
-// Per-token fp32 indexer key scale: max(amax, 1e-4) / 448 (SPEC.md 2.1). A NaN amax gives NaN:
+// Per-token fp32 indexer key scale: max(amax, 1e-4) / 448 (docs/ops.md 2.1). A NaN amax gives NaN:
 // a poisoned key must not quietly get a finite scale.
 MLA_HD inline float fp8_e4m3_scale_fp32(float amax) {
   return (amax < 1e-4f ? 1e-4f : amax) / kFp8E4M3Max;  // NaN stays NaN, as torch clamp(min=) keeps it
 }
 
-// Per-token power-of-two key scale: 2^ceil(log2(max(amax, 1e-4) / 448)) (SPEC.md 2.1), as ue8m0.
+// Per-token power-of-two key scale: 2^ceil(log2(max(amax, 1e-4) / 448)) (docs/ops.md 2.1), as ue8m0.
 MLA_HD inline uint8_t fp8_e4m3_scale_ue8m0(float amax) {
   return float_to_ue8m0_ceil(fp8_e4m3_scale_fp32(amax));
 }

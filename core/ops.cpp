@@ -1,4 +1,4 @@
-// The SPEC.md op catalogue.
+// The docs/ops.md op catalogue.
 #include "core/ops.h"
 
 namespace mlacheck {

@@ -13,7 +13,7 @@
 namespace mlacheck {
 
 struct ToleranceEntry {
-  std::string_view op;      // SPEC.md op name
+  std::string_view op;      // docs/ops.md op name
   std::string_view output;  // output tensor name
   Tolerance tolerance;
 };

@@ -1,4 +1,4 @@
-// Top-k validity: the rules of SPEC.md section 3, row by row.
+// Top-k validity: the rules of docs/ops.md section 3, row by row.
 #include "core/topk_check.h"
 
 #include <cmath>

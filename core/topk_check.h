@@ -1,4 +1,4 @@
-// The top-k validity checker (SPEC.md section 3): accepts every correct answer, whatever its order
+// The top-k validity checker (docs/ops.md section 3): accepts every correct answer, whatever its order
 // and tie-breaking, and rejects everything else with the row, position and values that break it.
 //
 // For a row of length n (its values are the logits the kernel was given, from the row's start):
@@ -6,7 +6,7 @@
 // - n > k: k distinct indices in [0, n), no -1, and no value left out may exceed a value taken
 //   (equivalently: the multiset of selected values equals the k largest values of the row);
 // - a row with NaN in [0, n) only needs k distinct indices in [0, n).
-// Values at and past n are never read: they may be garbage (SPEC.md 2.1, unclean mode).
+// Values at and past n are never read: they may be garbage (docs/ops.md 2.1, unclean mode).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// libFuzzer harness for the whole indexer decode step (SPEC.md 6): input bytes decode to a case of one of the
+// libFuzzer harness for the whole indexer decode step (docs/ops.md 6): input bytes decode to a case of one of the
 // indexer_decode_step properties (properties/fuzz_input.h), run under guarded buffers (fuzz/harness.h).
 #include "fuzz/harness.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer harness for dense split-KV MLA decode (SPEC.md 5): input bytes decode to a case of one of the
+// libFuzzer harness for dense split-KV MLA decode (docs/ops.md 5): input bytes decode to a case of one of the
 // mla_decode properties (properties/fuzz_input.h), run under guarded buffers (fuzz/harness.h).
 #include "fuzz/harness.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer harness for paged fp8 indexer logits (SPEC.md 2.1): input bytes decode to a case of one of the
+// libFuzzer harness for paged fp8 indexer logits (docs/ops.md 2.1): input bytes decode to a case of one of the
 // paged_mqa_logits properties (properties/fuzz_input.h), run under guarded buffers (fuzz/harness.h).
 #include "fuzz/harness.h"
 

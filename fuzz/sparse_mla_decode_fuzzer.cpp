@@ -1,4 +1,4 @@
-// libFuzzer harness for sparse MLA decode (SPEC.md 4): input bytes decode to a case of one of the
+// libFuzzer harness for sparse MLA decode (docs/ops.md 4): input bytes decode to a case of one of the
 // sparse_mla_decode properties (properties/fuzz_input.h), run under guarded buffers (fuzz/harness.h).
 #include "fuzz/harness.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer harness for top-k per decode row (SPEC.md 3): input bytes decode to a case of one of the
+// libFuzzer harness for top-k per decode row (docs/ops.md 3): input bytes decode to a case of one of the
 // topk_decode properties (properties/fuzz_input.h), run under guarded buffers (fuzz/harness.h).
 #include "fuzz/harness.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer harness for top-k per prefill row (SPEC.md 3): input bytes decode to a case of one of the
+// libFuzzer harness for top-k per prefill row (docs/ops.md 3): input bytes decode to a case of one of the
 // topk_prefill properties (properties/fuzz_input.h), run under guarded buffers (fuzz/harness.h).
 #include "fuzz/harness.h"
 

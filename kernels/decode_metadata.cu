@@ -1,4 +1,4 @@
-// Decode metadata kernels (SPEC.md 1): the flattened expansion (uniform fast path, general path),
+// Decode metadata kernels (docs/ops.md 1): the flattened expansion (uniform fast path, general path),
 // the reset of the flat buffers' tail, and the native 2-D context_lens. One source for every backend.
 #include "core/backend/simt.h"
 #include "kernels/decode_metadata.h"

@@ -1,4 +1,4 @@
-// Kernel side of SPEC.md 1 (decode metadata): launch parameters and launchers of the flattened
+// Kernel side of docs/ops.md 1 (decode metadata): launch parameters and launchers of the flattened
 // expansion (uniform fast path and general path), the flat tail reset and the native 2-D context_lens.
 // Parameters are plain structs of device pointers and strides; the checked entry point is
 // kernels/metadata_builder.h, which owns the output buffers.

@@ -1,4 +1,4 @@
-// The indexer decode step (kernels/indexer_decode_step.h): checks, then the launches of SPEC.md 6.
+// The indexer decode step (kernels/indexer_decode_step.h): checks, then the launches of docs/ops.md 6.
 #include "kernels/indexer_decode_step.h"
 
 #include <algorithm>

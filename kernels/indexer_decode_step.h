@@ -1,4 +1,4 @@
-// The indexer's decode step of SPEC.md 6 as an engine runs it, written once in C++ over the op glue:
+// The indexer's decode step of docs/ops.md 6 as an engine runs it, written once in C++ over the op glue:
 // metadata -> pack if non-uniform -> paged logits (unclean) -> top-k into padded rows -> unpack ->
 // the token rows of the shared top-k buffer (prefill rows untouched) -> global KV slots.
 //
@@ -10,12 +10,12 @@
 // - flattened layout (one row per token, next_n = 1): logits and top-k over the metadata's rows;
 //   with graph padding (num_padded_tokens > T) top-k runs over every padded row into the step's own
 //   padded buffer and the T token rows are copied out, so nothing is written past the token rows of
-//   the shared buffer (BUGS.md R1);
+//   the shared buffer (docs/bugs.md R1);
 // - native layout (one row per request, next_n' = max decode length columns): a uniform batch (every
 //   d_b == next_n', no padding request) reads q, weights and writes top-k in place; otherwise q and
 //   weights are packed left-aligned into [B, next_n'] slots (padding slots carry zero weights), and
 //   top-k runs over the B * next_n' padded rows, unpacked back to token order with the explicit
-//   next_n' (BUGS.md R2).
+//   next_n' (docs/bugs.md R2).
 #pragma once
 
 #include <cstdint>

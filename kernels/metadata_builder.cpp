@@ -1,5 +1,5 @@
 // The decode metadata builder (kernels/metadata_builder.h): checks a step's batch, launches the
-// SPEC.md 1 kernels into persistent buffers and hands out views of them.
+// docs/ops.md 1 kernels into persistent buffers and hands out views of them.
 #include "kernels/metadata_builder.h"
 
 #include <algorithm>

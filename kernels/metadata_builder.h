@@ -1,4 +1,4 @@
-// The indexer's decode metadata builder (SPEC.md 1): persistent output buffers, allocated once at
+// The indexer's decode metadata builder (docs/ops.md 1): persistent output buffers, allocated once at
 // their maximum size, and a per-step build() that checks the batch, picks the uniform fast kernel or
 // the general one, resets the tail it owns and returns views of the outputs.
 //

@@ -1,4 +1,4 @@
-// Dense split-KV MLA decode (SPEC.md 5): the split kernel and the merge kernel, one source for every backend.
+// Dense split-KV MLA decode (docs/ops.md 5): the split kernel and the merge kernel, one source for every backend.
 //
 // Split (stage 1): grid (head groups * B * q_len, 1, num_splits), 256 threads (64 per head quad when
 // H < 16, so no quad idles). Block (x, z) takes

@@ -1,4 +1,4 @@
-// Kernel side of SPEC.md 5, dense MLA decode with split-KV in two stages: the launch parameters,
+// Kernel side of docs/ops.md 5, dense MLA decode with split-KV in two stages: the launch parameters,
 // the workspace layout and the launchers. The checked entry point is in kernels/mla_decode_glue.h;
 // the engine-like object that owns the workspace and captures graphs is kernels/mla_decode_impl.h.
 //

@@ -1,4 +1,4 @@
-// The checked entry point of SPEC.md 5, dense split-KV MLA decode: validates every view (a one-line
+// The checked entry point of docs/ops.md 5, dense split-KV MLA decode: validates every view (a one-line
 // mlacheck::Error before any launch) and launches both stages of kernels/mla_decode.h on the
 // device's backend. The caller owns every buffer, the workspace included.
 #pragma once

@@ -1,4 +1,4 @@
-// The dense MLA decode implementation object an engine holds (SPEC.md 5), over the split-KV kernels
+// The dense MLA decode implementation object an engine holds (docs/ops.md 5), over the split-KV kernels
 // of kernels/mla_decode.h: it owns its workspace, sized once for the worst case it is configured for
 // and never reallocated; it takes the softmax and output scales from every call; it refuses
 // non-uniform query lengths; and it captures a decode into a graph for a padded batch size, over

@@ -1,4 +1,4 @@
-// Ragged prefill indexer logits, row m over keys [ks[m], ke[m]) (SPEC.md 2.2), one source for every backend.
+// Ragged prefill indexer logits, row m over keys [ks[m], ke[m]) (docs/ops.md 2.2), one source for every backend.
 #include "core/backend/simt.h"
 #include "kernels/mqa_logits.h"
 

@@ -1,4 +1,4 @@
-// Kernel side of SPEC.md 2 (indexer logits): launch parameters, the shared-memory plan and the
+// Kernel side of docs/ops.md 2 (indexer logits): launch parameters, the shared-memory plan and the
 // launchers of the paged decode kernel (paged_mqa_logits.cu) and the ragged prefill kernel
 // (mqa_logits.cu); and, for those two files only, the mainloop they share. The checked entry points
 // are in kernels/mqa_logits_glue.h.
@@ -18,7 +18,7 @@
 namespace mlacheck::kernels {
 
 // Clean mode writes -inf to the columns of a row outside its range; unclean mode (what vLLM runs)
-// leaves them unspecified (SPEC.md 2.1).
+// leaves them unspecified (docs/ops.md 2.1).
 enum class LogitsMode : int32_t { kClean, kUnclean };
 
 // Keys per thread block (and the KV block size of the paged kernel's fast path, where a tile is
@@ -57,7 +57,7 @@ constexpr int64_t logits_rows_per_block(int64_t rows, int64_t heads, int64_t hea
   return n;
 }
 
-// SPEC.md 2.1. Row r = b * next_n + j. All pointers are device pointers; strides in elements unless
+// docs/ops.md 2.1. Row r = b * next_n + j. All pointers are device pointers; strides in elements unless
 // named in bytes.
 struct PagedMqaLogitsParams {
   const uint8_t* q = nullptr;   // fp8 [B, next_n, H, D], contiguous
@@ -80,7 +80,7 @@ struct PagedMqaLogitsParams {
   LogitsMode mode = LogitsMode::kUnclean;
 };
 
-// SPEC.md 2.2. Row m covers keys [ks[m], ke[m]) (clamped to [0, N]).
+// docs/ops.md 2.2. Row m covers keys [ks[m], ke[m]) (clamped to [0, N]).
 struct MqaLogitsParams {
   const uint8_t* q = nullptr;  // fp8 [M, H, D], contiguous
   const uint8_t* k = nullptr;  // fp8 [N, D], rows k_stride bytes apart

@@ -1,4 +1,4 @@
-// The checked entry points of SPEC.md 2 (indexer logits): each validates every view it is given and
+// The checked entry points of docs/ops.md 2 (indexer logits): each validates every view it is given and
 // refuses bad input with a one-line mlacheck::Error before any launch, then launches the kernel of
 // kernels/mqa_logits.h on the device's backend. The caller owns every buffer; nothing is kept.
 #pragma once
@@ -11,7 +11,7 @@
 
 namespace mlacheck::kernels {
 
-// SPEC.md 2.1, paged decode logits. Row r = b * next_n + j of logits gets columns [0, ctx_r) with
+// docs/ops.md 2.1, paged decode logits. Row r = b * next_n + j of logits gets columns [0, ctx_r) with
 // ctx_r = context_lens[b, j] (2-D) or max(0, L_b - next_n + j + 1) (1-D).
 struct PagedMqaLogitsArgs {
   DeviceTensor q;             // fp8 [B, next_n, H, D], contiguous
@@ -38,7 +38,7 @@ void paged_mqa_logits(Device& device, const PagedMqaLogitsArgs& args);
 // block_size tokens x (head_dim key bytes + a 4-byte scale), block stride a multiple of 4.
 void require_paged_indexer_cache(const DeviceTensor& kv_blocks, int64_t block_size, int64_t head_dim, const char* op);
 
-// SPEC.md 2.2, ragged prefill logits: row m gets columns [ks[m], ke[m]) of an [M, N] output.
+// docs/ops.md 2.2, ragged prefill logits: row m gets columns [ks[m], ke[m]) of an [M, N] output.
 struct MqaLogitsArgs {
   DeviceTensor q;        // fp8 [M, H, D], contiguous
   DeviceTensor k;        // fp8 [N, D], unit column stride, any row stride

@@ -1,4 +1,4 @@
-// Pack and unpack of non-uniform decode rows, and request-local to global KV slots (SPEC.md 3, 6).
+// Pack and unpack of non-uniform decode rows, and request-local to global KV slots (docs/ops.md 3, 6).
 #include "core/backend/simt.h"
 #include "kernels/pack_decode.h"
 

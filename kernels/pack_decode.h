@@ -1,4 +1,4 @@
-// Kernel side of SPEC.md 6 steps 2, 4 and 6: packing non-uniform decode rows left-aligned into
+// Kernel side of docs/ops.md 6 steps 2, 4 and 6: packing non-uniform decode rows left-aligned into
 // [B, next_n'] slots and back, copying the token rows out of graph-padded rows, and converting
 // request-local top-k indices to global KV slots.
 // Launch parameters are plain structs of device pointers and strides; the checked entry points are

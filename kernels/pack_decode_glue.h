@@ -1,4 +1,4 @@
-// The checked entry points of SPEC.md 6's packing steps and of SPEC.md 3's conversion to global
+// The checked entry points of docs/ops.md 6's packing steps and of docs/ops.md 3's conversion to global
 // slots: each validates its views (one-line mlacheck::Error before any launch) and launches on the
 // device's backend.
 #pragma once

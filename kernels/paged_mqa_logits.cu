@@ -1,4 +1,4 @@
-// Paged decode indexer logits over the block-flat fp8 KV cache (SPEC.md 2.1), one source for every backend.
+// Paged decode indexer logits over the block-flat fp8 KV cache (docs/ops.md 2.1), one source for every backend.
 #include "core/backend/simt.h"
 #include "kernels/mqa_logits.h"
 

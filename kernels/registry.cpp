@@ -24,7 +24,7 @@ size_t spec_order(const std::string& op) {
 }  // namespace
 
 void Registry::add_erased(ImplementationInfo info, std::type_index type, void (*fn)()) {
-  MLA_REQUIRE(find_op(info.op) != nullptr, "registry: '", info.op, "' is not an op of SPEC.md");
+  MLA_REQUIRE(find_op(info.op) != nullptr, "registry: '", info.op, "' is not an op of docs/ops.md");
   MLA_REQUIRE(!info.name.empty() && info.name.find('@') == std::string::npos, "registry: bad implementation name '",
               info.name, "'");
   MLA_REQUIRE(lookup(info.qualified()) == nullptr, "registry: ", info.qualified(), " is registered twice");

@@ -20,8 +20,8 @@
 namespace mlacheck::kernels {
 
 struct ImplementationInfo {
-  std::string op;       // SPEC.md op name
-  std::string name;     // "ref", a BUGS.md id, or a plugin's name
+  std::string op;       // docs/ops.md op name
+  std::string name;     // "ref", a docs/bugs.md id, or a plugin's name
   std::string summary;  // one line: what it is (and for a variant, what is wrong)
   std::string qualified() const { return op + "@" + name; }
 };
@@ -44,7 +44,7 @@ class Registry {
   // implementations take the whole spec (an empty contract). Throws for an unknown implementation.
   void set_contract(std::string_view qualified, Contract contract);
   std::shared_ptr<const Contract> contract(std::string_view qualified) const;
-  // Every implementation, ordered by op (SPEC.md order) then name.
+  // Every implementation, ordered by op (docs/ops.md order) then name.
   std::vector<ImplementationInfo> list() const;
 
  private:

@@ -1,4 +1,4 @@
-// Sparse MLA decode over FlashMLA's fp8_ds_mla cache (SPEC.md 4), one source for every backend.
+// Sparse MLA decode over FlashMLA's fp8_ds_mla cache (docs/ops.md 4), one source for every backend.
 //
 // Work split. Grid (ceil(h / 16) head groups, s_q, b); a block of 256 threads owns 16 heads of one
 // query token (b, s) and walks the first topk_length[b] entries of indices[b, s, :] in tiles of 32

@@ -1,4 +1,4 @@
-// Kernel side of SPEC.md 4, sparse MLA decode over FlashMLA's fp8_ds_mla layout: the launch
+// Kernel side of docs/ops.md 4, sparse MLA decode over FlashMLA's fp8_ds_mla layout: the launch
 // parameters and the launcher. The checked entry point is in kernels/sparse_mla_glue.h.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The checked entry point of SPEC.md 4, sparse MLA decode: validates every view (a one-line
+// The checked entry point of docs/ops.md 4, sparse MLA decode: validates every view (a one-line
 // mlacheck::Error before any launch) and launches kernels/sparse_mla.h on the device's backend.
 #pragma once
 

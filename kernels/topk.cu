@@ -1,4 +1,4 @@
-// Top-k per row (SPEC.md 3): radix selection over order-preserving keys, one algorithm per row-length
+// Top-k per row (docs/ops.md 3): radix selection over order-preserving keys, one algorithm per row-length
 // class (fill, short, long, split), for any k and for the k = 2048 fast path.
 //
 // Selection, most significant 8-bit digit first: a pass counts, in a shared histogram, the digits of
@@ -251,7 +251,7 @@ struct RowSpan {
   int32_t n;
 };
 
-// Row r's first column and length (SPEC.md 3), clamped to the view's columns.
+// Row r's first column and length (docs/ops.md 3), clamped to the view's columns.
 MLA_DEVICE RowSpan row_span(const TopkParams& p, int row) {
   int64_t start = 0, end = 0;
   switch (p.lengths) {

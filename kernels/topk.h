@@ -1,4 +1,4 @@
-// Kernel side of SPEC.md 3, top-k per row: the launch parameters, the row-length switch points the
+// Kernel side of docs/ops.md 3, top-k per row: the launch parameters, the row-length switch points the
 // kernels branch on (named, so generators can straddle them), and the launchers of the general path
 // (any k) and the k = 2048 fast path. The checked entry points are in kernels/topk_glue.h.
 #pragma once
@@ -43,7 +43,7 @@ MLA_HD constexpr int32_t topk_split_candidates(int32_t n, int32_t k) {
   return (s - 1) * (chunk < k ? chunk : k) + (last < k ? last : k);
 }
 
-// Where a row's length comes from (SPEC.md 3).
+// Where a row's length comes from (docs/ops.md 3).
 enum class TopkRowLengths : int32_t {
   kDecode1D,  // n = max(0, seq_lens[r / next_n] - next_n + r % next_n + 1)
   kDecode2D,  // n = seq_lens[r] of a C-contiguous [B, next_n] (negative: 0)

@@ -1,4 +1,4 @@
-// The checked entry points of SPEC.md 3, top-k per row (prefill and decode): each validates its
+// The checked entry points of docs/ops.md 3, top-k per row (prefill and decode): each validates its
 // views (one-line mlacheck::Error before any launch), picks the k = 2048 fast path or the general
 // path, and launches on the device's backend.
 //

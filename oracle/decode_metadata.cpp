@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 1 (decode metadata).
+// Oracle of docs/ops.md section 1 (decode metadata).
 #include "oracle/decode_metadata.h"
 
 #include <algorithm>

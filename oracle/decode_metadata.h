@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 1, "Decode metadata": per-token context lengths of a decode batch in
+// Oracle of docs/ops.md section 1, "Decode metadata": per-token context lengths of a decode batch in
 // the flattened layout (one row per token) and the native 2-D layout (one row per request).
 //
 // Pure functions of int32 views on the host; no globals. Padding requests (decode_len 0) take no
@@ -50,7 +50,7 @@ struct NativeMetadata {
 NativeMetadata native_metadata(const DecodeBatchViews& batch);
 
 // True when every request has the same decode length and none is padding: the batches the fused
-// uniform kernel may take (SPEC.md 1).
+// uniform kernel may take (docs/ops.md 1).
 bool is_uniform(const DecodeBatchViews& batch);
 
 }  // namespace mlacheck::oracle

@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 6 (the indexer decode step end to end), composed of the per-op oracles.
+// Oracle of docs/ops.md section 6 (the indexer decode step end to end), composed of the per-op oracles.
 #include "oracle/decode_step.h"
 
 #include <algorithm>

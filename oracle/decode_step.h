@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 6, "The decode step as a pipeline": for every decode token of a batch,
+// Oracle of docs/ops.md section 6, "The decode step as a pipeline": for every decode token of a batch,
 // the top-k rows the indexer must produce, their global KV slots, and the sparse attention output.
 //
 // The oracle composes the per-op oracles along the simplest path, one row per token: the flattened

@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 5, "Dense MLA decode": causal softmax attention over a paged KV cache.
+// Oracle of docs/ops.md section 5, "Dense MLA decode": causal softmax attention over a paged KV cache.
 #include "oracle/mla_decode.h"
 
 #include <Eigen/Dense>

@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 5, "Dense MLA decode": causal attention of q_len query tokens per
+// Oracle of docs/ops.md section 5, "Dense MLA decode": causal attention of q_len query tokens per
 // request over a paged KV cache in bf16 or fp8 with per-tensor scales.
 //
 // Split-KV is how the kernel computes this; the answer does not depend on it, so the oracle computes

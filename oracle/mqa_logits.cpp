@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 2 (indexer logits): paged decode logits and ragged prefill logits.
+// Oracle of docs/ops.md section 2 (indexer logits): paged decode logits and ragged prefill logits.
 #include "oracle/mqa_logits.h"
 
 #include <array>

@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 2, "Indexer logits": the paged decode logits over the block-flat fp8
+// Oracle of docs/ops.md section 2, "Indexer logits": the paged decode logits over the block-flat fp8
 // KV cache (2.1) and the ragged prefill logits with ks/ke (2.2).
 //
 //   logits[r, t] = k_scale[t] * sum_h w[r, h] * relu(sum_d q[r, h, d] * k[t, d])

@@ -1,5 +1,5 @@
 // The quantizers that make test inputs the way production does, and the decoders the oracle reads
-// them back with (SPEC.md "Conventions", 2.1, 4, 5):
+// them back with (docs/ops.md "Conventions", 2.1, 4, 5):
 //   per-token fp8 with an fp32 scale max(amax, 1e-4) / 448, or a ue8m0 power-of-two scale;
 //   the 656-byte fp8_ds_mla token (512 fp8 latent values in 4 tiles of 128 with fp32 tile scales,
 //   then 64 bf16 rope values);

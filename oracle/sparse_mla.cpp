@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 4, "Sparse MLA decode": attention over the KV slots each top-k row names.
+// Oracle of docs/ops.md section 4, "Sparse MLA decode": attention over the KV slots each top-k row names.
 #include "oracle/sparse_mla.h"
 
 #include <cmath>

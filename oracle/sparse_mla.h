@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 4, "Sparse MLA decode" (FlashMLA's fp8_ds_mla layout): attention of
+// Oracle of docs/ops.md section 4, "Sparse MLA decode" (FlashMLA's fp8_ds_mla layout): attention of
 // each query token over the KV slots its top-k row names.
 //
 // Keys are decoded exactly from the 656-byte tokens (oracle/quantize.h, decode_ds_mla_token), and

@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 3 (top-k per row and conversion to global slots).
+// Oracle of docs/ops.md section 3 (top-k per row and conversion to global slots).
 #include "oracle/topk.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Oracle of SPEC.md section 3, "Top-k per row": the row lengths each variant uses, a reference
+// Oracle of docs/ops.md section 3, "Top-k per row": the row lengths each variant uses, a reference
 // selection (one admissible answer; core/topk_check.h accepts every admissible one), and the
 // conversion of request-local indices to global KV slots.
 #pragma once

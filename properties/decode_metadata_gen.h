@@ -1,4 +1,4 @@
-// RapidCheck generators for decode_metadata (SPEC.md 1): builder limits and decode steps under them
+// RapidCheck generators for decode_metadata (docs/ops.md 1): builder limits and decode steps under them
 // (uniform and non-uniform decode lengths, padding requests, graph padding, both layouts and both
 // paths, lengths straddling d and near INT32_MAX, offset inputs, row-padded block tables of distinct
 // or paged entries), and their text form (properties/case_text.h).
@@ -51,7 +51,7 @@ struct MetadataStep {
   int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
   int64_t T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
   int32_t next_n_live() const { return decode_lens.empty() ? 0 : *std::max_element(decode_lens.begin(), decode_lens.end()); }
-  // The batches the fused kernel may take (SPEC.md 1): every d equal, none 0, at least one request.
+  // The batches the fused kernel may take (docs/ops.md 1): every d equal, none 0, at least one request.
   bool uniform() const {
     return !decode_lens.empty() &&
            std::all_of(decode_lens.begin(), decode_lens.end(), [&](int32_t d) { return d == decode_lens[0] && d > 0; });

@@ -1,4 +1,4 @@
-// Properties of decode_metadata (SPEC.md 1) as verdict functions of (implementation, case), shared by
+// Properties of decode_metadata (docs/ops.md 1) as verdict functions of (implementation, case), shared by
 // the RapidCheck suite, the fuzzers and `mlacheck repro`. The op is a builder with persistent
 // buffers: the registry's factory makes one (kernels::MetadataBuilder), and the implementation a
 // property runs is the per-step build on it (metadata_build_ref: builder.build(batch)), so a test can

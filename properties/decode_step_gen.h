@@ -1,4 +1,4 @@
-// RapidCheck generators for the indexer decode step (SPEC.md 6): an engine (the step's limits and
+// RapidCheck generators for the indexer decode step (docs/ops.md 6): an engine (the step's limits and
 // the cache's page size, fixed for a run) and batches under it: uniform and non-uniform decode
 // lengths, padding requests, graph padding, prefill rows after the token rows of the shared top-k
 // buffer, both metadata layouts and paths, lengths straddling k, k from 1 to the 2048 fast path.

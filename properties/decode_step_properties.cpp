@@ -348,7 +348,7 @@ std::vector<int64_t> request_starts(const DecodeStepCase& c) {
   return st;
 }
 
-// Each token's length (SPEC.md 1: the j-th of d tokens of a request of length L sees L - d + j + 1).
+// Each token's length (docs/ops.md 1: the j-th of d tokens of a request of length L sees L - d + j + 1).
 std::vector<int64_t> token_lengths(const DecodeStepCase& c) {
   std::vector<int64_t> lengths;
   for (size_t b = 0; b < c.decode_lens.size(); ++b) {

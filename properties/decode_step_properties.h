@@ -1,4 +1,4 @@
-// Properties of the indexer decode step (SPEC.md 6) as verdict functions of (implementation, case),
+// Properties of the indexer decode step (docs/ops.md 6) as verdict functions of (implementation, case),
 // shared by the RapidCheck suite and the fuzzers. Each stages the case in guarded device buffers
 // (every byte a kernel must not read poisoned, the shared top-k buffer's prefill rows holding a
 // pattern), runs the step and returns std::nullopt or one line saying how it failed.

@@ -1,4 +1,4 @@
-// RapidCheck generators for dense split-KV MLA decode (SPEC.md 5): batches with non-uniform lengths
+// RapidCheck generators for dense split-KV MLA decode (docs/ops.md 5): batches with non-uniform lengths
 // (0, shorter than q_len, straddling the 32-key tile and the 256-key split threshold), block tables
 // with shuffled, shared and garbage pages of 1 to 69 tokens, padded and offset cache and output
 // views, bf16 and fp8 q and cache, per-tensor scales (any fp32 value or a power of two), split

@@ -27,7 +27,7 @@ struct MlaDecodeImplCallsCase {
   friend void showValue(const MlaDecodeImplCallsCase& c, std::ostream& os);
 };
 
-// One eager call whose requests do not all have the same query length (vLLM #41778, BUGS.md K2):
+// One eager call whose requests do not all have the same query length (vLLM #41778, docs/bugs.md K2):
 // q holds their T tokens as [T, 1, H, 576], block_table and seq_lens the B requests' rows (inside
 // buffers of T rows, as an engine's are), host_query_lens the lengths. The impl must refuse it.
 struct MlaDecodeImplNonUniformCase {

@@ -1,4 +1,4 @@
-// Properties of dense split-KV MLA decode (SPEC.md 5) as verdict functions of (implementation,
+// Properties of dense split-KV MLA decode (docs/ops.md 5) as verdict functions of (implementation,
 // case), shared by the RapidCheck suite, the fuzzers and `mlacheck repro`. Each stages the case in
 // guarded buffers (every cache byte no request reads poisoned, garbage past each table row's pages,
 // o, lse and the used workspace the only bytes that may change), runs the implementation on the

@@ -1,4 +1,4 @@
-// RapidCheck generators for the indexer logits (SPEC.md 2): paged decode cases (2.1: 1-D and 2-D
+// RapidCheck generators for the indexer logits (docs/ops.md 2): paged decode cases (2.1: 1-D and 2-D
 // lengths, padding rows, lengths straddling block and tile boundaries, shuffled and shared pages of
 // 1 to 69 tokens, offset and padded views) and ragged prefill cases (2.2), KV caches with special
 // values, and both cases' text form (properties/case_text.h).
@@ -30,7 +30,7 @@ const char* key_pattern_name(KeyPattern p);
 // and so does every logit the generators' data can give.
 constexpr int kMaxKeyExponent = 100;
 
-// One paged decode logits call (SPEC.md 2.1) and where it runs.
+// One paged decode logits call (docs/ops.md 2.1) and where it runs.
 struct PagedLogitsCase {
   int64_t B = 1, next_n = 1, H = 1, D = 16, block_size = 64;
   bool lens_2d = false;
@@ -51,7 +51,7 @@ struct PagedLogitsCase {
   bool shuffled = false;
 
   int64_t rows() const { return B * next_n; }
-  // Row (b, j)'s length (SPEC.md 2.1).
+  // Row (b, j)'s length (docs/ops.md 2.1).
   int64_t row_len(int64_t b, int64_t j) const;
   int64_t longest(int64_t b) const;
   // Table columns request b reads.
@@ -61,7 +61,7 @@ struct PagedLogitsCase {
   friend void showValue(const PagedLogitsCase& c, std::ostream& os);
 };
 
-// One ragged prefill logits call (SPEC.md 2.2) and where it runs.
+// One ragged prefill logits call (docs/ops.md 2.2) and where it runs.
 struct PrefillLogitsCase {
   int64_t M = 1, N = 0, H = 1, D = 16;
   std::vector<int32_t> ks, ke;  // [M] each, 0 <= ks <= ke <= N

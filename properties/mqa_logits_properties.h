@@ -1,4 +1,4 @@
-// Properties of the indexer logits (SPEC.md 2) as verdict functions of (implementation, case), shared
+// Properties of the indexer logits (docs/ops.md 2) as verdict functions of (implementation, case), shared
 // by the RapidCheck suite, the fuzzers and `mlacheck repro`. Each stages its case in guarded buffers
 // (every byte an implementation must not read poisoned: NaN past the keys a request reads, in the
 // table's spare pages and in the row and block padding), runs the implementation on the case's
@@ -41,7 +41,7 @@ struct PagedLogitsOutcome {
 PagedLogitsOutcome run_paged_logits(kernels::Device& device, PagedMqaLogitsFn* impl, const PagedLogitsCase& c,
                                     const PagedRunOptions& options = {});
 
-// Oracle equivalence (SPEC.md 2.1, compared under the tolerance table's paged_mqa_logits entry on
+// Oracle equivalence (docs/ops.md 2.1, compared under the tolerance table's paged_mqa_logits entry on
 // the logits divided by 2^key_exponent, so huge and tiny caches meet the table's magnitudes), and
 // writes only inside the logits view: every row's columns [0, ctx) (every column in clean mode,
 // -inf past ctx); no byte of any buffer outside the view changes.
@@ -61,10 +61,10 @@ Verdict paged_logits_clean_equals_unclean(kernels::Device& device, PagedMqaLogit
 // commutes with every rounding of the sum; -inf stays -inf).
 Verdict paged_logits_weights_scale_exactly(kernels::Device& device, PagedMqaLogitsFn* impl, const PagedLogitsCase& c);
 
-// Metamorphic: each request's paged logits equal the prefill logits (SPEC.md 2.2, run by prefill)
+// Metamorphic: each request's paged logits equal the prefill logits (docs/ops.md 2.2, run by prefill)
 // of its q rows over its keys gathered contiguously out of the pages (request b's keys at
 // [offset_b, offset_b + longest_b) of one [N, D] key tensor, row r over [offset_b, offset_b + ctx_r)).
-// Both compute SPEC.md 2's formula but may sum in different orders, so they are compared under the
+// Both compute docs/ops.md 2's formula but may sum in different orders, so they are compared under the
 // tolerance table's mqa_logits logits entry (the bound each is held to against the oracle), the
 // prefill result as the reference, on logits divided by 2^key_exponent.
 Verdict paged_logits_equal_prefill_over_gathered_keys(kernels::Device& device, PagedMqaLogitsFn* impl,
@@ -83,7 +83,7 @@ struct PrefillLogitsOutcome {
 PrefillLogitsOutcome run_prefill_logits(kernels::Device& device, MqaLogitsFn* impl, const PrefillLogitsCase& c,
                                         const PrefillRunOptions& options = {});
 
-// Oracle equivalence (SPEC.md 2.2, the tolerance table's mqa_logits entry on logits divided by
+// Oracle equivalence (docs/ops.md 2.2, the tolerance table's mqa_logits entry on logits divided by
 // 2^key_exponent) and writes only inside the logits view; keys outside every row's range are poison.
 Verdict prefill_logits_equal_oracle(kernels::Device& device, MqaLogitsFn* impl, const PrefillLogitsCase& c);
 // Clean and unclean mode give the same logits, bit for bit, on each row's [ks, ke).

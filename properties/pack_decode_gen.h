@@ -1,5 +1,5 @@
-// RapidCheck generators for the packing steps of SPEC.md 6 (pack_decode, unpack_decode, copy_rows)
-// and SPEC.md 3's conversion to global slots (topk_to_global): batches with non-uniform decode
+// RapidCheck generators for the packing steps of docs/ops.md 6 (pack_decode, unpack_decode, copy_rows)
+// and docs/ops.md 3's conversion to global slots (topk_to_global): batches with non-uniform decode
 // lengths and padding requests, rows of several dtypes and shapes, every view offset and row-padded
 // inside a wider buffer, block tables with shuffled and shared pages of sizes 1 to 69; and their
 // text form (properties/case_text.h).

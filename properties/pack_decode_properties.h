@@ -1,4 +1,4 @@
-// Properties of the packing steps (SPEC.md 6) and of the conversion to global slots (SPEC.md 3) as
+// Properties of the packing steps (docs/ops.md 6) and of the conversion to global slots (docs/ops.md 3) as
 // verdict functions of (implementation, case), shared by the RapidCheck suite, the fuzzers and
 // `mlacheck repro`. Each stages the case in guarded device buffers (views offset and row-padded in
 // wider buffers whose other bytes must survive), runs it on the case's host warp size and schedule

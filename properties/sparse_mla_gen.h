@@ -1,4 +1,4 @@
-// RapidCheck generators for sparse MLA decode (SPEC.md 4): cases over FlashMLA's fp8_ds_mla cache
+// RapidCheck generators for sparse MLA decode (docs/ops.md 4): cases over FlashMLA's fp8_ds_mla cache
 // (padded token and block strides, offset views, spare pages, odd and production page sizes), top-k
 // rows mixing valid slots, duplicates, -1 and other invalid entries, topk_length and attn_sink,
 // rows with no valid entry, and the values in them (zero rows, huge and tiny latent magnitudes,

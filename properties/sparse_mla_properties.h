@@ -1,4 +1,4 @@
-// Properties of sparse MLA decode (SPEC.md 4) as verdict functions of (implementation, case), shared
+// Properties of sparse MLA decode (docs/ops.md 4) as verdict functions of (implementation, case), shared
 // by the RapidCheck suite, the fuzzers and `mlacheck repro`. Each stages the case in guarded
 // buffers (every cache byte no counted valid entry names poisoned, the words around the indices
 // naming a poisoned slot, out and lse the only bytes that may change), runs the implementation on

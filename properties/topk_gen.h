@@ -1,4 +1,4 @@
-// RapidCheck generators for top-k per row (SPEC.md 3): cases for the decode (1-D and 2-D seq_lens)
+// RapidCheck generators for top-k per row (docs/ops.md 3): cases for the decode (1-D and 2-D seq_lens)
 // and prefill variants with lengths straddling k and every row-length switch point, row patterns of
 // special values, logits and index views offset / row-padded / column-strided inside wider buffers,
 // the output a row-padded slice of a shared buffer; and their text form (properties/case_text.h).
@@ -40,7 +40,7 @@ void fill_topk_row(float* v, int64_t stride, int64_t n, TopkPattern pattern, std
 // Advances state (a cheap splitmix64 stream: the garbage fills whole buffers).
 float topk_garbage(uint64_t& state);
 
-// Where the rows' lengths come from (SPEC.md 3).
+// Where the rows' lengths come from (docs/ops.md 3).
 enum class TopkLengths { kDecode1D, kDecode2D, kPrefill };
 const char* topk_lengths_name(TopkLengths l);  // "decode-1d", "decode-2d", "prefill"
 

@@ -1,4 +1,4 @@
-// Properties of top-k per row (SPEC.md 3) as verdict functions of (implementation, case), shared by
+// Properties of top-k per row (docs/ops.md 3) as verdict functions of (implementation, case), shared by
 // the RapidCheck suite, the fuzzers and `mlacheck repro`. Each stages the case in guarded device
 // buffers (garbage that would win any selection around every row, the output a row-padded slice of
 // a shared buffer whose other rows must survive), runs it on the case's host warp size and schedule
@@ -42,7 +42,7 @@ TopkRun run_topk_path(kernels::Device& device, TopkLaunchFn* launch, kernels::To
 // "" when two runs of one case selected the same multiset of values in every row without NaN.
 std::string topk_same_selected_values(const TopkRun& a, const TopkRun& b);
 
-// Every row is an admissible top-k of its [0, n) (SPEC.md 3), nothing outside the output view is
+// Every row is an admissible top-k of its [0, n) (docs/ops.md 3), nothing outside the output view is
 // written, no input changes. c must be a decode case / a prefill case.
 Verdict topk_decode_rows_admissible(kernels::Device& device, TopkDecodeFn* impl, const TopkCase& c);
 Verdict topk_prefill_rows_admissible(kernels::Device& device, TopkPrefillFn* impl, const TopkCase& c);

@@ -26,7 +26,7 @@ rm -rf "$build/main-fuzz"
 "$build/tools/mlacheck" fuzz --target all --time "$fuzz_seconds" --jobs "$jobs" --minimize 10 --out "$build/main-fuzz" \
   | grep -Ev '^\s+\[' || status=1
 echo
-echo "kill matrix: every seeded-bug variant of BUGS.md on the host backend (mlacheck mutants):"
+echo "kill matrix: every seeded-bug variant of docs/bugs.md on the host backend (mlacheck mutants):"
 "$build/tools/mlacheck" mutants --backend host --budget 60 2>/dev/null | cut -c1-160 || status=1
 echo
 if [ $status -eq 0 ]; then echo "main job: all checks passed"; else echo "main job: FAILED (see above)"; fi

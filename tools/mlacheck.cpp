@@ -32,7 +32,7 @@ constexpr const char* kUsage = R"(mlacheck: correctness checks and fuzzing for s
 usage: mlacheck <command> [options]
 
 commands:
-  list [--plugin PATH]...   the backends and whether each is usable here, the ops of SPEC.md,
+  list [--plugin PATH]...   the backends and whether each is usable here, the ops of docs/ops.md,
                             their outputs' comparison rules, and registered implementations
   selfcheck [--seed N] [--samples N]
                             check the toolkit's own foundations (codecs, views, guarded buffers,
@@ -72,11 +72,11 @@ commands:
                             exit 0 no crash, 1 crashes found, 2 bad usage or setup
   mutants [--backend host|cuda] [--budget S] [--format table|json] [--only ID]... [--cases N]
           [--seed N] [--corpus DIR] [--save DIR] [--plugin PATH]... [--case-timeout S]
-                            the kill matrix: each seeded-bug variant (<op>@<BUGS.md id>) against
+                            the kill matrix: each seeded-bug variant (<op>@<docs/bugs.md id>) against
                             the property suite, the corpus regressions and random fuzzing, until
                             the first kill or S seconds (60; the named check alone gets what is
                             left of them, and each variant ends within S + 5%); the first check that killed it, its
-                            verdict, the time, and whether the check its BUGS.md row names kills it;
+                            verdict, the time, and whether the check its docs/bugs.md row names kills it;
                             --save DIR writes each killing case there, for repro.
                             exit 0 all killed, 1 one survived, 2 bad usage
   bench guards [--backend cuda|host] [--size production|small] [--repeats N] [--format table|json]
@@ -112,7 +112,7 @@ int cmd_list() {
     std::cout << "  " << name << std::string(6 - name.size(), ' ') << state
               << std::string(12 - std::string(state).size(), ' ') << b.detail << '\n';
   }
-  std::cout << "\nops (SPEC.md):\n";
+  std::cout << "\nops (docs/ops.md):\n";
   for (const OpInfo& op : spec_ops()) {
     std::cout << "  " << op.name << std::string(22 - op.name.size(), ' ') << "§" << op.section
               << std::string(5 - op.section.size(), ' ') << op.summary << '\n';

@@ -25,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The check each row of BUGS.md names ("what must catch it"), as the property that carries it.
+// The check each row of docs/bugs.md names ("what must catch it"), as the property that carries it.
 const std::map<std::string, std::string>& named_checks() {
   static const std::map<std::string, std::string> m = {
       {"decode_metadata@U1", "decode_metadata.equals_oracle"},              // non-uniform batch
@@ -105,7 +105,7 @@ void print_table(const Options& o, const std::vector<Row>& rows, std::ostream& o
                                            : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
     out << "; time to kill: median " << fixed(median, 2) << " s, max " << fixed(times.back(), 2) << " s";
   }
-  out << "\nnamed check: the property BUGS.md's row names; \"first kill\" when it killed first, else whether it "
+  out << "\nnamed check: the property docs/bugs.md's row names; \"first kill\" when it killed first, else whether it "
          "kills the variant when run alone\n";
   for (const Row& r : rows) {
     if (r.named_result == "killed") out << "  " << r.impl << " named check " << r.named << ": " << r.named_verdict << '\n';
@@ -144,7 +144,7 @@ void print_json(const Options& o, const std::vector<Row>& rows, std::ostream& ou
 const std::string& named_check_of(const std::string& variant) {
   const auto it = named_checks().find(variant);
   MLA_REQUIRE(it != named_checks().end(), "seeded-bug variant '", variant,
-              "' names no check (add its BUGS.md row's property to tools/mutants_command.cpp)");
+              "' names no check (add its docs/bugs.md row's property to tools/mutants_command.cpp)");
   return it->second;
 }
 

@@ -1,13 +1,13 @@
 // `mlacheck mutants [--backend host|cuda] [--budget SECONDS] [--format table|json] [--only ID]...
 // [--cases N] [--seed N] [--corpus DIR] [--save DIR]`: the kill matrix (--save writes each kill's
 // case as DIR/<op>-<id>.case, for `mlacheck repro`). For each seeded-bug variant
-// (kernels/mutants/, registered as <op>@<BUGS.md id>) it runs, until the first kill or the budget:
+// (kernels/mutants/, registered as <op>@<docs/bugs.md id>) it runs, until the first kill or the budget:
 //   1. the property suite (up to a third of the budget): each of the op's properties on its
 //      generator cases (the seed cases of corpus/<target>/) and then on --cases random cases (decoded from seeded random bytes through
 //      the property's own case readers, properties/fuzz_input.h);
 //   2. the corpus regressions of the op (corpus/regressions/);
 //   3. random fuzzing of the op's target for the rest of the budget.
-// When the first kill is not the check the variant's BUGS.md row names, that check is then run on
+// When the first kill is not the check the variant's docs/bugs.md row names, that check is then run on
 // its own (regressions, seeds, random cases) so the matrix shows whether it kills the variant too.
 // Each variant runs in a child process (core/backend/isolate.h): a crash or a sticky GPU fault is
 // a kill by that crash, not the end of the matrix.
@@ -19,11 +19,11 @@
 
 namespace mlacheck {
 
-// The check each variant's BUGS.md row names, by qualified name ("topk_decode@R4"): a property
+// The check each variant's docs/bugs.md row names, by qualified name ("topk_decode@R4"): a property
 // name. Every registered variant has one (a test checks it).
 const std::string& named_check_of(const std::string& variant);
 
-// Every seeded-bug variant in the registry ("<op>@<id>", id a BUGS.md id: a capital letter and
+// Every seeded-bug variant in the registry ("<op>@<id>", id a docs/bugs.md id: a capital letter and
 // digits), in registry order.
 std::vector<std::string> seeded_variants();
 

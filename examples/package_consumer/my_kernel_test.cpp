@@ -20,7 +20,7 @@ namespace {
 
 using namespace mlacheck;
 
-// The project's kernel (here a host loop): top-k of each decode row, with SPEC.md 3's row lengths.
+// The project's kernel (here a host loop): top-k of each decode row, with docs/ops.md 3's row lengths.
 kernels::TopkPath my_topk(kernels::Device&, const kernels::DeviceTensor& logits, int64_t next_n,
                           const kernels::DeviceTensor& seq_lens, int64_t k, const kernels::DeviceTensor& out,
                           const kernels::DeviceTensor&, const kernels::DeviceTensor&) {
@@ -37,7 +37,7 @@ kernels::TopkPath my_topk(kernels::Device&, const kernels::DeviceTensor& logits,
       const float v = x[r * lv.stride(0) + i * lv.stride(1)];
       return std::isnan(v) ? -INFINITY : v;
     };
-    // A row that fits is [0, 1, ..., n-1, -1, ...] in order (SPEC.md 3); a longer one, its k largest.
+    // A row that fits is [0, 1, ..., n-1, -1, ...] in order (docs/ops.md 3); a longer one, its k largest.
     if (n > k) std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return value(a) > value(b); });
     for (int64_t i = 0; i < k; ++i) o[r * out.view.stride(0) + i] = i < n ? idx[static_cast<size_t>(i)] : -1;
   }

@@ -9,7 +9,7 @@
 
 namespace example {
 
-// Row r of a decode top-k has this many candidates (SPEC.md 3): seq_lens[b, j] for 2-D lengths,
+// Row r of a decode top-k has this many candidates (docs/ops.md 3): seq_lens[b, j] for 2-D lengths,
 // max(0, seq_lens[b] - next_n + j + 1) for 1-D ones.
 #if defined(__CUDACC__)
 __host__ __device__

@@ -20,7 +20,7 @@ namespace example {
 
 namespace {
 
-// Orders candidates for the top-k: larger value first; NaN sorts last (SPEC.md leaves a row with a
+// Orders candidates for the top-k: larger value first; NaN sorts last (docs/ops.md leaves a row with a
 // NaN free to select any k distinct indices, so any consistent order is right).
 struct Candidate {
   float value;

@@ -1,4 +1,4 @@
-// An example stateful plugin: the indexer's decode step (SPEC.md 6) as a kernel engineer would
+// An example stateful plugin: the indexer's decode step (docs/ops.md 6) as a kernel engineer would
 // write one against include/mlacheck/plugin.h alone, registered as indexer_decode_step@example: its
 // metadata (metadata_step.h, as the example builder), paged fp8 logits over the metadata's rows,
 // top-k per row and global KV slots, on the host or as one CUDA kernel per stage (step_rows.h). The

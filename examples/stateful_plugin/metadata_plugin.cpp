@@ -1,4 +1,4 @@
-// An example stateful plugin: the indexer's decode metadata builder (SPEC.md 1) as a kernel engineer
+// An example stateful plugin: the indexer's decode metadata builder (docs/ops.md 1) as a kernel engineer
 // would write one against include/mlacheck/plugin.h alone, registered as decode_metadata@example.
 // The builder lives across steps: it remembers how far its last steps wrote, so a smaller step
 // resets the rows a larger one left (the stale-row bug of a persistent buffer). Built with

@@ -1,4 +1,4 @@
-// The per-row work of the example decode metadata builder (SPEC.md 1), written once for the host
+// The per-row work of the example decode metadata builder (docs/ops.md 1), written once for the host
 // loop (metadata_plugin.cpp) and the CUDA kernel (metadata_kernels.cu). It includes nothing of
 // mlacheck's but plugin.h, as a kernel engineer's own builder would.
 #pragma once

@@ -1,4 +1,4 @@
-// The example decode metadata builder's step (SPEC.md 1), shared by the builder plugin
+// The example decode metadata builder's step (docs/ops.md 1), shared by the builder plugin
 // (metadata_plugin.cpp) and the decode step plugin (decode_step_plugin.cpp), which builds its
 // metadata the same way. The state remembers how far its last steps wrote, so a smaller step resets
 // the rows a larger one left (the stale-row bug of a persistent buffer); with METADATA_PLUGIN_BUG=1

@@ -1,4 +1,4 @@
-// An example stateful plugin: the dense MLA decode impl an engine holds (SPEC.md 5), written as a
+// An example stateful plugin: the dense MLA decode impl an engine holds (docs/ops.md 5), written as a
 // kernel engineer would against include/mlacheck/plugin.h alone, registered as
 // mla_decode_impl@example. It refuses non-uniform query lengths, takes its scales from every eager
 // call, and captures graphs whose scales live in a buffer of its own (asked of mlacheck's allocator,

@@ -1,4 +1,4 @@
-// The per-row work of the example MLA decode impl (SPEC.md 5), written once for the host loop
+// The per-row work of the example MLA decode impl (docs/ops.md 5), written once for the host loop
 // (mla_impl_plugin.cpp) and the CUDA kernel (mla_kernels.cu): one (request, query token, head) row
 // of causal softmax attention over the paged cache, as plainly as it can be written. It includes
 // nothing of mlacheck's, as a kernel engineer's own impl would not.

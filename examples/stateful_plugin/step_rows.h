@@ -1,4 +1,4 @@
-// The per-element work of the example indexer decode step (SPEC.md 6), written once for the host
+// The per-element work of the example indexer decode step (docs/ops.md 6), written once for the host
 // loops (decode_step_plugin.cpp) and the CUDA kernels (step_kernels.cu): paged fp8 logits of one
 // (row, column), the top-k of one (row, candidate), the unpack and the global slot of one (token,
 // position). Rows are the metadata's: flattened, one per token, reading the per-token lengths and

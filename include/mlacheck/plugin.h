@@ -21,7 +21,7 @@
  *
  * after which `mlacheck check --plugin ./libmy_kernels.so --impl topk_decode@mine` runs every
  * top-k property on it. What each op computes, and the shapes and dtypes of its arguments, is
- * SPEC.md's contract; the argument structs below say which section.
+ * docs/ops.md's contract; the argument structs below say which section.
  *
  * Contracts (version 2). A real kernel is narrower than the spec: it assumes a contiguous output,
  * k up to what its shared memory holds, lengths >= 0, finite inputs. It says so after adding the
@@ -69,7 +69,7 @@ extern "C" {
 #define MLACHECK_PLUGIN_ABI_VERSION 3u
 #define MLACHECK_MAX_RANK 8
 
-/* Element types (SPEC.md "Conventions"). */
+/* Element types (docs/ops.md "Conventions"). */
 typedef enum mlacheck_dtype {
   MLACHECK_F64 = 0,
   MLACHECK_F32 = 1,
@@ -108,7 +108,7 @@ typedef struct mlacheck_device {
 
 /* ---- the ops -------------------------------------------------------------------------------- */
 
-/* SPEC.md 3, decode: logits fp32 [rows, cols] (column stride may exceed 1); row r = b * next_n + j
+/* docs/ops.md 3, decode: logits fp32 [rows, cols] (column stride may exceed 1); row r = b * next_n + j
  * has length seq_lens[b, j] (int32 [B, next_n]) or max(0, seq_lens[b] - next_n + j + 1) (int32 [B]);
  * out int32 [rows, k] gets each row's top k column indices, -1 after the row's length. workspace is
  * mlacheck's own top-k scratch (uint8; may be empty): use it or not. */
@@ -121,7 +121,7 @@ typedef struct mlacheck_topk_decode_args {
   mlacheck_tensor workspace;
 } mlacheck_topk_decode_args;
 
-/* SPEC.md 3, prefill: row r spans columns [ks[r], ke[r]) of logits; indices are relative to ks[r]. */
+/* docs/ops.md 3, prefill: row r spans columns [ks[r], ke[r]) of logits; indices are relative to ks[r]. */
 typedef struct mlacheck_topk_prefill_args {
   mlacheck_tensor logits;
   mlacheck_tensor ks, ke; /* int32 [rows] */
@@ -130,7 +130,7 @@ typedef struct mlacheck_topk_prefill_args {
   mlacheck_tensor workspace;
 } mlacheck_topk_prefill_args;
 
-/* SPEC.md 2.1: q fp8 [B, next_n, H, D]; kv_blocks uint8 [num_blocks, block_stride] (per block:
+/* docs/ops.md 2.1: q fp8 [B, next_n, H, D]; kv_blocks uint8 [num_blocks, block_stride] (per block:
  * block_size tokens x D fp8 key bytes, then block_size fp32 scales); weights fp32 [B * next_n, H];
  * context_lens int32 [B] or [B, next_n]; block_table int32 [B, W]; logits fp32
  * [B * next_n, max_context_len]. clean: columns past a row's length get -inf (else they are free).
@@ -143,7 +143,7 @@ typedef struct mlacheck_paged_mqa_logits_args {
   int64_t host_context_lens_count;
 } mlacheck_paged_mqa_logits_args;
 
-/* SPEC.md 2.2: q fp8 [M, H, D], k fp8 [N, D], k_scale fp32 [N], weights fp32 [M, H], ks/ke int32
+/* docs/ops.md 2.2: q fp8 [M, H, D], k fp8 [N, D], k_scale fp32 [N], weights fp32 [M, H], ks/ke int32
  * [M], logits fp32 [M, N]; host_ks / host_ke: the ranges on the host, or NULL. */
 typedef struct mlacheck_mqa_logits_args {
   mlacheck_tensor q, k, k_scale, weights, ks, ke, logits;
@@ -153,21 +153,21 @@ typedef struct mlacheck_mqa_logits_args {
   int64_t host_rows;
 } mlacheck_mqa_logits_args;
 
-/* SPEC.md 6 step 2 and its inverse: query_start_loc int32 [B + 1]; tokens [T, ...] <-> packed
+/* docs/ops.md 6 step 2 and its inverse: query_start_loc int32 [B + 1]; tokens [T, ...] <-> packed
  * [B, next_n', ...] left-aligned (pack writes every slot, padding slots zero; unpack writes exactly
  * the T token rows). */
 typedef struct mlacheck_pack_decode_args {
   mlacheck_tensor query_start_loc, tokens, packed;
 } mlacheck_pack_decode_args;
 
-/* SPEC.md 6 step 6: local int32 [T, k] request-local indices (or -1) -> global int32 [T, k] slots
+/* docs/ops.md 6 step 6: local int32 [T, k] request-local indices (or -1) -> global int32 [T, k] slots
  * block_table[b, i / page] * page + i % page; global may be local itself. */
 typedef struct mlacheck_topk_to_global_args {
   mlacheck_tensor query_start_loc, local, block_table, global;
   int64_t page;
 } mlacheck_topk_to_global_args;
 
-/* SPEC.md 4: q bf16 [b, s_q, h, 576]; kv_cache uint8 [num_blocks, page, 656] (fp8_ds_mla tokens);
+/* docs/ops.md 4: q bf16 [b, s_q, h, 576]; kv_cache uint8 [num_blocks, page, 656] (fp8_ds_mla tokens);
  * indices int32 [b, s_q, topk]; topk_length int32 [b] and attn_sink fp32 [h] optional; out bf16
  * [b, s_q, h, 512]; lse fp32 [b, h, s_q]. */
 typedef struct mlacheck_sparse_mla_decode_args {
@@ -175,7 +175,7 @@ typedef struct mlacheck_sparse_mla_decode_args {
   double softmax_scale;
 } mlacheck_sparse_mla_decode_args;
 
-/* SPEC.md 5: q bf16 or fp8 [B, q_len, H, 576]; kv_cache bf16 or fp8 [num_blocks, page, 576];
+/* docs/ops.md 5: q bf16 or fp8 [B, q_len, H, 576]; kv_cache bf16 or fp8 [num_blocks, page, 576];
  * block_table int32 [B, W]; seq_lens int32 [B]; softmax scale base_scale * q_scale * k_scale,
  * output scale k_scale; workspace fp32 (mlacheck's split scratch for num_splits: use it or not);
  * o bf16 [B, q_len, H, 512]; lse fp32 [B, q_len, H]; host_seq_lens: the lengths on the host, or
@@ -194,7 +194,7 @@ typedef struct mlacheck_mla_decode_args {
  * calls it step after step (as an engine does), then destroys it. The object keeps what it needs
  * between steps in its own state.
  *
- * SPEC.md 1, the decode metadata builder. Its persistent outputs are allocated by mlacheck once, at
+ * docs/ops.md 1, the decode metadata builder. Its persistent outputs are allocated by mlacheck once, at
  * their maximum size, zeroed, and lent to the builder for its whole life (so mlacheck can guard
  * every byte past what a step may write and see that no step moves them, as a captured CUDA graph
  * needs): the builder writes only there and keeps their addresses. */
@@ -260,7 +260,7 @@ typedef struct mlacheck_allocator {
   int (*allocate)(void* context, const char* name, int64_t bytes, void** data, char* error, size_t error_size);
 } mlacheck_allocator;
 
-/* SPEC.md 5, the MLA decode impl an engine holds: eager calls that take their scales from each call,
+/* docs/ops.md 5, the MLA decode impl an engine holds: eager calls that take their scales from each call,
  * and graphs captured once for a padded batch and replayed after the engine writes a new step's q,
  * seq_lens and block_table into fixed graph buffers. mlacheck lends a workspace (its own split
  * scratch, for the configuration's worst case: use it or not) and the graph buffers, allocated once
@@ -320,7 +320,7 @@ typedef struct mlacheck_mla_decode_impl {
   void (*destroy)(void* state);
 } mlacheck_mla_decode_impl;
 
-/* SPEC.md 6, the indexer's decode step as an engine runs it: metadata, pack if non-uniform, paged
+/* docs/ops.md 6, the indexer's decode step as an engine runs it: metadata, pack if non-uniform, paged
  * logits, top-k into the token rows of a shared buffer (its rows past the tokens belong to prefill
  * tokens and must survive), global KV slots. mlacheck lends the step's persistent buffers, allocated
  * once at their maximum: the metadata buffers (as a decode_metadata builder's), packed q and weights

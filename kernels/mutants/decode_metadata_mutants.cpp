@@ -1,6 +1,6 @@
 // Decode metadata seeded bugs (kernels/mutants/mutants.h). MetadataBuilderCopy is
 // MetadataBuilder::build (kernels/metadata_builder.cpp) written out again, with each decision the
-// BUGS.md rows get wrong made in its own virtual function that returns the production answer; each
+// docs/bugs.md rows get wrong made in its own virtual function that returns the production answer; each
 // variant overrides exactly one of them. tests/kernels/decode_metadata_test.cpp runs the suite on
 // the copy itself, so a kill is the overridden decision's doing, not the copy's.
 #include <algorithm>

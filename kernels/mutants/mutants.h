@@ -1,5 +1,5 @@
 // Seeded-bug variants: each the correct op with one wrong decision that shipped upstream (a row of
-// ../shared/BUGS.md), registered beside the correct implementation as <op>@<bug id> so every
+// docs/bugs.md), registered beside the correct implementation as <op>@<bug id> so every
 // property, fuzzer and corpus case can be pointed at it and must fail. They live here, apart from
 // the production code, which has no mutant switches.
 #pragma once
@@ -20,7 +20,7 @@ std::unique_ptr<Base> make_variant(Device& device, const Limits& limits) {
   return std::make_unique<Variant>(device, limits);
 }
 
-// MetadataBuilder::build written out again with each decision a BUGS.md row gets wrong in its own
+// MetadataBuilder::build written out again with each decision a docs/bugs.md row gets wrong in its own
 // virtual function, returning the production answer; the metadata variants override one each.
 // (The copy itself runs the property suite in tests/kernels/decode_metadata_test.cpp.)
 class MetadataBuilderCopy : public MetadataBuilder {

@@ -104,7 +104,7 @@ TEST(Fp16Reference, MatchesTheFormatDefinitions) {
   EXPECT_EQ(h.encode(65519.0f), 0x7BFFu);
   EXPECT_EQ(h.encode(65520.0f), 0x7C00u);  // max + half an ulp rounds to infinity
 
-  // bf16 is the upper half of an fp32 (SPEC.md "Conventions"): every finite code's value is the
+  // bf16 is the upper half of an fp32 (docs/ops.md "Conventions"): every finite code's value is the
   // float with those 16 bits on top.
   const ref::Codec& b = ref::bf16();
   EXPECT_EQ(b.values().size(), 0x7F80u);

@@ -1,4 +1,4 @@
-// Tests of kernels/metadata_builder.h (SPEC.md 1) through the shared properties
+// Tests of kernels/metadata_builder.h (docs/ops.md 1) through the shared properties
 // (properties/decode_metadata_properties.h): both layouts against the oracle, fast path against
 // general path, flattened against native, the views' contract, sequences of steps and a stateful
 // engine on one builder; wrong builds each caught; case text round trips; hand-worked cases,

@@ -1,4 +1,4 @@
-// Tests of kernels/indexer_decode_step.h (SPEC.md 6, the indexer half): the whole step against
+// Tests of kernels/indexer_decode_step.h (docs/ops.md 6, the indexer half): the whole step against
 // oracle::indexer_decode_step on randomized batches (uniform, non-uniform, padding requests, graph
 // padding, prefill rows sharing the top-k buffer, both layouts, both metadata paths), every buffer
 // guarded; one step object driven through a sequence of batches; bad input refused before any

@@ -1,4 +1,4 @@
-// Tests of kernels/mla_decode_glue.h (SPEC.md 5) through properties/mla_decode_properties.h: dense
+// Tests of kernels/mla_decode_glue.h (docs/ops.md 5) through properties/mla_decode_properties.h: dense
 // split-KV MLA decode against the oracle on randomized cases (host backend with 32- and 64-lane
 // warps and shuffled schedules; cuda when a GPU is usable), every buffer guarded and every unread
 // byte of the cache poisoned (special values among them); split-count path equivalence, batch

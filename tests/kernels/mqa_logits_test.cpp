@@ -44,7 +44,7 @@ constexpr gen::PagedCaseShape kTwoRuns{false, true};
 
 const char* path_tag(const PagedLogitsCase& c) { return c.fast_path_shape() ? "block-64 fast path" : "general path"; }
 
-// ---- paged decode logits (SPEC.md 2.1) ----------------------------------------------------------
+// ---- paged decode logits (docs/ops.md 2.1) ----------------------------------------------------------
 
 RC_GTEST_PROP(PagedMqaLogits, EqualsTheOracleAndWritesOnlyTheLogitsView, ()) {
   const PagedLogitsCase c = *gen::paged_logits_case();
@@ -161,7 +161,7 @@ TEST(PagedMqaLogits, LengthsPastTheViewOrTheTableAreCutAndBadPagesGiveNaN) {
   }
 }
 
-// ---- ragged prefill logits (SPEC.md 2.2) --------------------------------------------------------
+// ---- ragged prefill logits (docs/ops.md 2.2) --------------------------------------------------------
 
 RC_GTEST_PROP(MqaLogits, EqualsTheOracleAndWritesOnlyTheLogitsView, ()) {
   const PrefillLogitsCase c = *gen::prefill_logits_case();

@@ -1,4 +1,4 @@
-// Tests of kernels/sparse_mla_glue.h (SPEC.md 4) through properties/sparse_mla_properties.h: sparse
+// Tests of kernels/sparse_mla_glue.h (docs/ops.md 4) through properties/sparse_mla_properties.h: sparse
 // MLA decode against the oracle on randomized cases (host backend with 32- and 64-lane warps and
 // shuffled schedules; cuda when a GPU is usable), every buffer guarded and every cache byte no
 // counted valid index names poisoned (special values among them); top-k rows permuted; wrong

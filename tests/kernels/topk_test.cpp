@@ -1,4 +1,4 @@
-// Tests of kernels/topk_glue.h (SPEC.md 3): top-k per row, decode and prefill, both paths, on the host
+// Tests of kernels/topk_glue.h (docs/ops.md 3): top-k per row, decode and prefill, both paths, on the host
 // device (and cuda when usable), through the shared properties of properties/topk_properties.h;
 // production-size rows on host, the properties reporting wrong implementations, case text.
 #include "kernels/topk_glue.h"

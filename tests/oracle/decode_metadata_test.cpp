@@ -1,4 +1,4 @@
-// Tests of oracle/decode_metadata.h (SPEC.md 1): hand-worked batches, a brute-force count on random
+// Tests of oracle/decode_metadata.h (docs/ops.md 1): hand-worked batches, a brute-force count on random
 // batches, flattened = native per token, and clear errors for malformed batches.
 #include "oracle/decode_metadata.h"
 

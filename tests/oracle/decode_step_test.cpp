@@ -1,4 +1,4 @@
-// Tests of oracle/decode_step.h (SPEC.md 6): a hand-worked batch with padding, a non-uniform mix and a
+// Tests of oracle/decode_step.h (docs/ops.md 6): a hand-worked batch with padding, a non-uniform mix and a
 // short row; the whole step against one brute-force scalar loop on random batches; clear errors.
 #include "oracle/decode_step.h"
 
@@ -172,7 +172,7 @@ TEST(DecodeStep, AttentionFollowsTheGivenChoiceOfSlots) {
   EXPECT_EQ(other.lse.at({0, 0, 0}), r.attention.lse.at({0, 0, 0}));
 }
 
-// SPEC.md 6 as one scalar loop per token: ctx, logits, a stable sort, global slots, attention.
+// docs/ops.md 6 as one scalar loop per token: ctx, logits, a stable sort, global slots, attention.
 struct BruteForceToken {
   std::vector<int32_t> local, global;
   std::vector<double> out, lse;  // [heads, 512], [heads]

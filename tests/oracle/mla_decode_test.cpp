@@ -1,4 +1,4 @@
-// Tests of oracle/mla_decode.h (SPEC.md 5): hand-worked cases, a brute-force scalar loop on random
+// Tests of oracle/mla_decode.h (docs/ops.md 5): hand-worked cases, a brute-force scalar loop on random
 // batches, and clear errors for malformed inputs.
 #include "oracle/mla_decode.h"
 
@@ -288,7 +288,7 @@ double fill_random(Buffer& buf, std::mt19937& rng) {
   return f.scale;
 }
 
-// SPEC.md 5 as plain loops: for each (b, t, h), the keys [0, len) through the block table,
+// docs/ops.md 5 as plain loops: for each (b, t, h), the keys [0, len) through the block table,
 // score_s = base * q_scale * k_scale * q . K_s, lse = m + ln sum exp(score - m),
 // o = k_scale * sum exp(score_s - lse) K_s[:512]. Compares o and lse with the oracle's.
 void check_against_brute_force(const Case& c, const MlaDecodeResult& r, const std::string& what) {

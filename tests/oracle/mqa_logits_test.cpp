@@ -1,4 +1,4 @@
-// Tests of oracle/mqa_logits.h (SPEC.md 2): a hand-worked paged case, brute-force scalar loops on
+// Tests of oracle/mqa_logits.h (docs/ops.md 2): a hand-worked paged case, brute-force scalar loops on
 // random paged and prefill inputs, unclean-mode positions, and clear errors for malformed inputs.
 #include "oracle/mqa_logits.h"
 
@@ -47,7 +47,7 @@ struct PagedCase {
   int64_t row_len(int64_t b, int64_t j) const {
     return two_d ? ctx[static_cast<size_t>(b * next_n + j)] : std::max<int64_t>(0, ctx[static_cast<size_t>(b)] - next_n + j + 1);
   }
-  // SPEC.md 2.1 as a scalar loop over the raw bytes.
+  // docs/ops.md 2.1 as a scalar loop over the raw bytes.
   double brute_force(int64_t b, int64_t j, int64_t t) {
     const int32_t p = page(b, t / bs);
     const uint8_t* block = cache.data() + p * stride;

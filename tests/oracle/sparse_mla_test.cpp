@@ -1,4 +1,4 @@
-// Tests of oracle/sparse_mla.h (SPEC.md 4): hand-worked rows, a brute-force scalar loop on random inputs with
+// Tests of oracle/sparse_mla.h (docs/ops.md 4): hand-worked rows, a brute-force scalar loop on random inputs with
 // padded and offset views, and clear errors for malformed inputs.
 #include "oracle/sparse_mla.h"
 
@@ -260,7 +260,7 @@ TEST(SparseMlaDecode, LseIsLaidOutBatchHeadQuery) {
   }
 }
 
-// SPEC.md 4 as plain loops, decoding the token bytes with core/fp8.h and core/fp16.h directly: scores of the valid
+// docs/ops.md 4 as plain loops, decoding the token bytes with core/fp8.h and core/fp16.h directly: scores of the valid
 // entries, lse = ln sum exp(score), out = sum exp(score - lse) V, then the sink factor.
 // out is [b, s_q, h, 512] and lse [b, h, s_q], row-major.
 struct Expected {

@@ -1,4 +1,4 @@
-// Tests of oracle/topk.h (SPEC.md 3): row lengths of both variants by hand, the reference row against
+// Tests of oracle/topk.h (docs/ops.md 3): row lengths of both variants by hand, the reference row against
 // a brute-force sort and the independent checker (core/topk_check.h), global slots by hand.
 #include "oracle/topk.h"
 

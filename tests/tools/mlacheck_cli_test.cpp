@@ -73,7 +73,7 @@ TEST(MlacheckCli, ListShowsTheBackendsFirstWithTheirStatus) {
   EXPECT_NE(hip.find("not usable"), std::string::npos) << hip;
   EXPECT_NE(hip.find("gfx90a"), std::string::npos) << hip;
   // The ops still follow.
-  EXPECT_LT(r.out.find("backends:"), r.out.find("ops (SPEC.md):"));
+  EXPECT_LT(r.out.find("backends:"), r.out.find("ops (docs/ops.md):"));
 }
 
 TEST(MlacheckCli, SelfcheckPassesAndSummarises) {
