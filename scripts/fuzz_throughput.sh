@@ -3,8 +3,8 @@
 # then one line per target: inputs run, libFuzzer's average exec/s (every input, those the case
 # rules refuse and those past the budgets included), cases checked per second (the inputs that
 # decoded to a case within the budgets and had their property checked), coverage, and the
-# harness's own count of refused, skipped (past a budget) and slow inputs. The README's throughput
-# table comes from it.
+# harness's own count of refused, skipped (past a budget) and slow inputs. The throughput table of
+# docs/benchmarks.md comes from it.
 #
 #   scripts/fuzz_throughput.sh [--build DIR] [--seconds S] [--backend host|cuda] [--targets "a b"]
 #

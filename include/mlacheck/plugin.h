@@ -35,7 +35,7 @@
  *
  * mlacheck then draws cases only inside the contract, never reports a case outside it as a
  * failure (`check --contract-probe` runs a few apart and reports them in their own section), and
- * `mlacheck list --plugin` prints it, with each op's terms (README.md, "Contracts", has them all).
+ * `mlacheck list --plugin` prints it, with each op's terms (docs/plugins.md, "Contracts", has them all).
  * A malformed contract refuses the plugin at load with one line naming the clause.
  *
  * Calls: mlacheck calls an implementation with a device and the op's arguments; it returns 0 when

@@ -30,7 +30,7 @@ std::string random_input(std::mt19937_64& rng) {
 
 constexpr int kInputs = 300;
 
-// What each target's rules refuse: printed for the README, bounded so a parse function that stops
+// What each target's rules refuse: printed for docs/fuzzing.md, bounded so a parse function that stops
 // drawing constructively (a count not exact, a range not dependent) is noticed.
 TEST(FuzzInput, EveryTargetDecodesRoundTripsAndRefusesFew) {
   for (const FuzzTarget& target : fuzz_targets()) {
