@@ -309,6 +309,12 @@ LoadedPlugin load_plugin_isolated(const std::string& path) {
   return load_plugin(path);
 }
 
+std::vector<std::string> plugin_ops() {
+  std::vector<std::string> out;
+  for (const auto& [op, adder] : adders()) out.push_back(op);
+  return out;
+}
+
 std::vector<std::string> plugin_paths_from_environment() {
   std::vector<std::string> out;
   const char* env = std::getenv("MLACHECK_PLUGIN");

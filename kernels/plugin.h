@@ -30,6 +30,9 @@ LoadedPlugin load_plugin(const std::string& path);
 // an mlacheck::Error naming path and what happened), then in this process. The commands use this.
 LoadedPlugin load_plugin_isolated(const std::string& path);
 
+// The ops a plugin may implement (include/mlacheck/plugin.h), sorted.
+std::vector<std::string> plugin_ops();
+
 // The paths of $MLACHECK_PLUGIN (several separated by ':'), or none.
 std::vector<std::string> plugin_paths_from_environment();
 

@@ -2,25 +2,17 @@
 #include "properties/fuzz_input.h"
 
 #include "core/error.h"
+#include "core/ops.h"
 #include "kernels/registry.h"
 
 namespace mlacheck {
 
 const std::vector<FuzzTarget>& fuzz_targets() {
-  static const std::vector<FuzzTarget> targets = {
-      {"decode_metadata", "decode_metadata", "the indexer's decode metadata builder: steps, layouts, paths"},
-      {"paged_mqa_logits", "paged_mqa_logits", "paged fp8 indexer logits: block sizes, tables, clean / unclean"},
-      {"mqa_logits", "mqa_logits", "ragged prefill fp8 indexer logits over [ks, ke)"},
-      {"topk_decode", "topk_decode", "top-k per decode row: 1-D / 2-D lengths, k = 2048 fast path, split rows"},
-      {"topk_prefill", "topk_prefill", "top-k per prefill row over [ks, ke)"},
-      {"pack_decode", "pack_decode", "token rows -> left-aligned [B, next_n] slots"},
-      {"unpack_decode", "unpack_decode", "slots -> token rows"},
-      {"topk_to_global", "topk_to_global", "request-local top-k indices -> global KV slots"},
-      {"sparse_mla_decode", "sparse_mla_decode", "sparse MLA decode over fp8_ds_mla top-k rows"},
-      {"mla_decode", "mla_decode", "dense split-KV MLA decode"},
-      {"mla_decode_impl", "mla_decode_impl", "the MLA impl's call sequences: scales and lengths changing, capture / replay"},
-      {"indexer_decode_step", "indexer_decode_step", "the whole indexer decode step: metadata to global slots"},
-  };
+  static const std::vector<FuzzTarget> targets = [] {
+    std::vector<FuzzTarget> t;
+    for (const OpInfo& op : spec_ops()) t.push_back({std::string(op.name), std::string(op.name), std::string(op.fuzz_summary)});
+    return t;
+  }();
   return targets;
 }
 

@@ -24,7 +24,7 @@ struct FuzzTarget {
   std::string summary;  // one line
 };
 
-// One target per op: the SPEC ops, the whole decode step and the MLA impl's call sequences.
+// One target per op of the op table (core/ops.def), named after it, in its order.
 const std::vector<FuzzTarget>& fuzz_targets();
 // Throws mlacheck::Error naming the targets when there is none called name.
 const FuzzTarget& find_fuzz_target(const std::string& name);

@@ -1,0 +1,143 @@
+// The catalogue test of the op table (core/ops.def): every op it declares is present in every layer
+// that must have it, and nothing outside it claims to be an op. Remove an op's entry from any layer
+// (its @ref registration, its properties, its seeds, a tolerance, its fuzz harness, its plugin entry
+// point, its file families, its section of docs/ops.md) and a check here names the op and the layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "core/ops.h"
+#include "core/tolerances.h"
+#include "kernels/plugin.h"
+#include "kernels/registry.h"
+#include "properties/fuzz_input.h"
+#include "properties/property_registry.h"
+
+namespace mlacheck {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kSource = MLACHECK_SOURCE_DIR;
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::set<std::string> op_names() {
+  std::set<std::string> out;
+  for (const OpInfo& op : spec_ops()) out.insert(std::string(op.name));
+  return out;
+}
+
+TEST(OpCatalogue, TheTableHasTwelveDistinctOpsWithEveryField) {
+  EXPECT_EQ(spec_ops().size(), 12u);
+  EXPECT_EQ(op_names().size(), spec_ops().size()) << "an op is declared twice in core/ops.def";
+  for (const OpInfo& op : spec_ops()) {
+    EXPECT_FALSE(op.section.empty() || op.kernels.empty() || op.properties.empty() || op.summary.empty() ||
+                 op.fuzz_summary.empty())
+        << op.name << ": a field of its core/ops.def row is empty";
+  }
+}
+
+TEST(OpCatalogue, EveryOpHasARefImplementationAndNothingElseIsAnOp) {
+  std::set<std::string> registered;
+  for (const kernels::ImplementationInfo& info : kernels::registry().list()) registered.insert(info.op);
+  for (const std::string& op : op_names()) {
+    EXPECT_TRUE(kernels::registry().contains(op + "@ref")) << op << ": no " << op << "@ref in kernels/registry_builtin.cpp";
+  }
+  for (const std::string& op : registered) {
+    EXPECT_TRUE(op_names().count(op)) << "the registry has implementations of '" << op << "', which core/ops.def does not declare";
+  }
+}
+
+TEST(OpCatalogue, EveryOpHasPropertiesAndEveryPropertyAnOp) {
+  std::set<std::string> with_properties;
+  for (const PropertyEntry& p : property_registry().list()) {
+    EXPECT_TRUE(op_names().count(p.op)) << "property " << p.name << " belongs to '" << p.op << "', not an op of core/ops.def";
+    EXPECT_EQ(p.name.rfind(p.op + ".", 0), 0u) << "property " << p.name << " is not named <op>.<property>";
+    with_properties.insert(p.op);
+  }
+  for (const std::string& op : op_names()) {
+    EXPECT_TRUE(with_properties.count(op)) << op << ": no property registered (properties/property_registry_builtin.cpp)";
+  }
+}
+
+TEST(OpCatalogue, EveryOpHasSeedCasesAndAFuzzHarness) {
+  const std::string fuzz_cmake = read(kSource / "fuzz" / "CMakeLists.txt");
+  EXPECT_NE(fuzz_cmake.find("core/ops.def"), std::string::npos) << "fuzz/CMakeLists.txt no longer reads the op table";
+  for (const OpInfo& op : spec_ops()) {
+    const std::string name(op.name);
+    EXPECT_EQ(find_fuzz_target(name).op, name);
+    int seeds = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(kSource / "corpus" / name, ec)) seeds += e.path().extension() == ".case";
+    EXPECT_GT(seeds, 0) << name << ": no seed cases in corpus/" << name << "/";
+    const std::string harness = read(kSource / "fuzz" / (name + "_fuzzer.cpp"));
+    EXPECT_NE(harness.find("MLACHECK_FUZZ_HARNESS(\"" + name + "\")"), std::string::npos)
+        << name << ": fuzz/" << name << "_fuzzer.cpp does not define its harness";
+  }
+}
+
+TEST(OpCatalogue, EveryFloatOutputHasATolerance) {
+  std::set<std::string> used;
+  for (const OpInfo& op : spec_ops()) {
+    std::istringstream entries{std::string(op.tolerances)};
+    for (std::string entry; entries >> entry;) {
+      const size_t colon = entry.find(':');
+      ASSERT_NE(colon, std::string::npos) << op.name << ": tolerance '" << entry << "' is not op:output";
+      const std::string of = entry.substr(0, colon), output = entry.substr(colon + 1);
+      const auto& table = tolerance_table();
+      EXPECT_TRUE(std::any_of(table.begin(), table.end(),
+                              [&](const ToleranceEntry& t) { return t.op == of && t.output == output; }))
+          << op.name << ": no tolerance " << entry << " in core/tolerances.cpp";
+      used.insert(entry);
+    }
+  }
+  for (const ToleranceEntry& t : tolerance_table()) {
+    EXPECT_TRUE(used.count(std::string(t.op) + ":" + std::string(t.output)))
+        << "core/tolerances.cpp has " << t.op << ":" << t.output << ", which no op of core/ops.def compares with";
+  }
+}
+
+TEST(OpCatalogue, EveryOpIsAPluginEntryPointAndNothingElseIs) {
+  std::set<std::string> pluggable;
+  for (const std::string& op : kernels::plugin_ops()) {
+    EXPECT_TRUE(op_names().count(op)) << "kernels/plugin.cpp offers '" << op << "', not an op of core/ops.def";
+    pluggable.insert(op);
+  }
+  const std::string header = read(kSource / "include" / "mlacheck" / "plugin.h");
+  for (const std::string& op : op_names()) {
+    EXPECT_TRUE(pluggable.count(op)) << op << ": no plugin slot table in kernels/plugin.cpp";
+    EXPECT_NE(header.find("\"" + op + "\""), std::string::npos) << op << ": include/mlacheck/plugin.h never names it";
+  }
+}
+
+TEST(OpCatalogue, EveryOpsFileFamiliesExistAndItsSectionIsDocumented) {
+  const std::string ops_md = read(kSource / "docs" / "ops.md");
+  for (const OpInfo& op : spec_ops()) {
+    const std::string name(op.name), kernels(op.kernels), properties(op.properties), section(op.section);
+    EXPECT_TRUE(fs::exists(kSource / "kernels" / (kernels + ".h"))) << name << ": no kernels/" << kernels << ".h";
+    EXPECT_TRUE(fs::exists(kSource / "properties" / (properties + "_gen.h"))) << name << ": no properties/" << properties << "_gen.h";
+    EXPECT_TRUE(fs::exists(kSource / "properties" / (properties + "_properties.h")))
+        << name << ": no properties/" << properties << "_properties.h";
+    // Its section heading ("## 5. ..." or "### 2.1 ..."), and its name inside that section.
+    const std::string heading = section.find('.') == std::string::npos ? "\n## " + section + ". " : "\n### " + section + " ";
+    const size_t at = ops_md.find(heading);
+    ASSERT_NE(at, std::string::npos) << name << ": docs/ops.md has no section " << section;
+    const size_t end = ops_md.find("\n## ", at + heading.size());
+    EXPECT_NE(ops_md.substr(at, end == std::string::npos ? std::string::npos : end - at).find("`" + name + "`"),
+              std::string::npos)
+        << name << ": docs/ops.md section " << section << " never names `" << name << "`";
+  }
+}
+
+}  // namespace
+}  // namespace mlacheck
