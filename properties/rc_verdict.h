@@ -17,7 +17,8 @@ namespace mlacheck {
 
 // When MLACHECK_SAMPLE_DIR is set, writes the first MLACHECK_SAMPLE_COUNT (default 8) cases of each
 // property this process runs there as <property>-<n>.case: the generators' cases, to seed the
-// fuzzers with (scripts/sample_seeds.sh).
+// fuzzers with: MLACHECK_SAMPLE_DIR=corpus/<op> MLACHECK_SAMPLE_COUNT=4 <the op's property test binary>
+// (docs/adding-an-op.md, step 7).
 inline void sample_case(const CaseText& c) {
   const char* dir = std::getenv("MLACHECK_SAMPLE_DIR");
   if (!dir || !*dir || !c.has("property")) return;
