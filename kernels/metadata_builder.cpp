@@ -131,7 +131,7 @@ MetadataBuilder::MetadataBuilder(Device& device, const MetadataLimits& limits) :
 MetadataBuilder::~MetadataBuilder() = default;
 
 MetadataResult MetadataBuilder::build(const MetadataBatch& batch) {
-  const MetadataStepShape step = check_metadata_batch(batch, limits_);
+  const MetadataStepShape step = checked_step(batch);
   MetadataResult result;
   result.layout = batch.layout;
   result.num_decode_tokens = step.num_tokens;
@@ -140,13 +140,13 @@ MetadataResult MetadataBuilder::build(const MetadataBatch& batch) {
   const int32_t* decode_lens = batch.decode_lens.data<int32_t>();
 
   if (batch.layout == MetadataLayout::kNative) {
-    // Rows of next_n' (not next_n) elements: the view is C-contiguous, as the consumer steps it.
+    GuardedMemory& buffer = native_buffer();
     NativeContextLensParams p;
     p.seq_lens = seq_lens;
     p.decode_lens = decode_lens;
     p.num_requests = step.B;
-    p.row_stride = step.max_len;
-    p.context_lens = reinterpret_cast<int32_t*>(context_lens_->data());
+    p.row_stride = native_row_stride(step);
+    p.context_lens = reinterpret_cast<int32_t*>(buffer.data());
     const int64_t live = int64_t(step.B) * p.row_stride;
     p.reset_end = std::max(live, native_dirty_elements_);
     native_dirty_elements_ = p.reset_end;  // stays conservative if the launch throws
@@ -154,7 +154,7 @@ MetadataResult MetadataBuilder::build(const MetadataBatch& batch) {
     native_dirty_elements_ = live;
     result.path = MetadataPath::kNative;
     result.rows = step.B;
-    result.context_lens = {context_lens_->data(), View::contiguous(DType::kI32, {step.B, step.max_len})};
+    result.context_lens = {buffer.data(), native_view(step)};
     result.block_table = batch.block_table;
     return result;
   }
@@ -171,23 +171,18 @@ MetadataResult MetadataBuilder::build(const MetadataBatch& batch) {
   p.num_requests = step.B;
   p.num_tokens = static_cast<int32_t>(step.num_tokens);
   p.out = out;
-  // The fused kernel maps row r to request r / d: right only when every request has the same d and
-  // none is padding (d = 0), i.e. min == max > 0 (vLLM #39458 checked max > 1 alone).
-  const bool uniform = batch.path == MetadataPathChoice::kAuto && step.B > 0 && step.min_len == step.max_len &&
-                       step.min_len > 0;
+  const bool uniform = uniform_path(step, batch);
   ResetFlatTailParams reset;
   reset.out = out;
   reset.begin = p.num_tokens;
-  reset.end = static_cast<int32_t>(std::max(step.num_tokens, flat_dirty_rows_));
-  flat_dirty_rows_ = reset.end;  // stays conservative if a launch throws
-  if (uniform) {
-    p.uniform_decode_len = step.max_len;
-    MLA_DISPATCH(device_, expand_metadata_uniform, p);
-  } else {
-    MLA_DISPATCH(device_, expand_metadata_general, p);
-  }
+  reset.end = static_cast<int32_t>(flat_reset_end(step));
+  const int64_t dirty_before = flat_dirty_rows_;
+  flat_dirty_rows_ = std::max<int64_t>(reset.end, dirty_before);  // stays conservative if a launch throws
+  if (uniform) p.uniform_decode_len = step.max_len;
+  expand(uniform, p);
   MLA_DISPATCH(device_, reset_flat_metadata_tail, reset);
-  flat_dirty_rows_ = step.num_tokens;
+  // What the next step must reset: this step's tokens, or rows a reset that stopped short left.
+  flat_dirty_rows_ = dirty_before > reset.end ? dirty_before : step.num_tokens;
 
   result.path = uniform ? MetadataPath::kUniform : MetadataPath::kGeneral;
   result.rows = step.rows;
@@ -196,6 +191,34 @@ MetadataResult MetadataBuilder::build(const MetadataBatch& batch) {
   result.block_table = {block_table_->data(),
                         View(DType::kI32, {step.rows, batch.block_table.view.size(1)}, {limits_.block_table_width, 1})};
   return result;
+}
+
+// ---- the decisions, as production makes them ---------------------------------------------------
+
+MetadataStepShape MetadataBuilder::checked_step(const MetadataBatch& batch) {
+  return check_metadata_batch(batch, limits_);
+}
+bool MetadataBuilder::uniform_path(const MetadataStepShape& s, const MetadataBatch& batch) const {
+  // The fused kernel maps row r to request r / d: right only when every request has the same d and
+  // none is padding (d = 0), i.e. min == max > 0 (vLLM #39458 checked max > 1 alone).
+  return batch.path == MetadataPathChoice::kAuto && s.B > 0 && s.min_len == s.max_len && s.min_len > 0;
+}
+int64_t MetadataBuilder::flat_reset_end(const MetadataStepShape& s) const {
+  return std::max(s.num_tokens, flat_dirty_rows_);  // a larger step's rows past this one's go too
+}
+int32_t MetadataBuilder::native_row_stride(const MetadataStepShape& s) const {
+  return s.max_len;  // rows of next_n' (not next_n) elements: C-contiguous, as the consumer steps it
+}
+View MetadataBuilder::native_view(const MetadataStepShape& s) const {
+  return View::contiguous(DType::kI32, {s.B, s.max_len});
+}
+GuardedMemory& MetadataBuilder::native_buffer() { return *context_lens_; }  // one buffer for life
+void MetadataBuilder::expand(bool uniform, const ExpandMetadataParams& p) {
+  if (uniform) {
+    MLA_DISPATCH(device_, expand_metadata_uniform, p);
+  } else {
+    MLA_DISPATCH(device_, expand_metadata_general, p);
+  }
 }
 
 }  // namespace mlacheck::kernels

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/guarded_buffer.h"
+#include "kernels/decode_metadata.h"
 #include "kernels/device.h"
 
 namespace mlacheck::kernels {
@@ -101,7 +102,7 @@ class MetadataBuilder {
 
   // Checks the batch (a one-line mlacheck::Error before any launch when it breaks the contract or
   // the limits), launches the step's kernels on the device's stream and returns the views. Does not
-  // synchronize. (Virtual for the seeded-bug variants of kernels/mutants/.)
+  // synchronize. (Virtual for plugins' builders, kernels/plugin_stateful.cpp.)
   virtual MetadataResult build(const MetadataBatch& batch);
 
   const MetadataLimits& limits() const { return limits_; }
@@ -119,6 +120,17 @@ class MetadataBuilder {
   int64_t native_dirty_elements() const { return native_dirty_elements_; }
 
  protected:
+  // The decisions build() makes that docs/bugs.md's metadata rows get wrong, each returning the
+  // production answer. A seeded-bug variant (kernels/mutants/) overrides exactly one, so @ref and
+  // every variant run this same build().
+  virtual MetadataStepShape checked_step(const MetadataBatch& batch);                          // U2
+  virtual bool uniform_path(const MetadataStepShape& step, const MetadataBatch& batch) const;  // U1
+  virtual int64_t flat_reset_end(const MetadataStepShape& step) const;                         // U5
+  virtual int32_t native_row_stride(const MetadataStepShape& step) const;                      // C1, C3
+  virtual View native_view(const MetadataStepShape& step) const;                               // C1, C3
+  virtual GuardedMemory& native_buffer();                                                      // C2
+  virtual void expand(bool uniform, const ExpandMetadataParams& p);                            // U3, U6
+
   Device& device_;
   MetadataLimits limits_;
   std::unique_ptr<GuardedMemory> seq_lens_;

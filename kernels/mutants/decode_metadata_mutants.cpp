@@ -1,8 +1,6 @@
-// Decode metadata seeded bugs (kernels/mutants/mutants.h). MetadataBuilderCopy is
-// MetadataBuilder::build (kernels/metadata_builder.cpp) written out again, with each decision the
-// docs/bugs.md rows get wrong made in its own virtual function that returns the production answer; each
-// variant overrides exactly one of them. tests/kernels/decode_metadata_test.cpp runs the suite on
-// the copy itself, so a kill is the overridden decision's doing, not the copy's.
+// Decode metadata seeded bugs (kernels/mutants/mutants.h): the production MetadataBuilder
+// (kernels/metadata_builder.cpp) with exactly one of its decision hooks overridden, so @ref and
+// every variant run the same build().
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -14,103 +12,14 @@
 
 namespace mlacheck::kernels {
 
-MetadataResult MetadataBuilderCopy::build(const MetadataBatch& batch) {
-  const MetadataStepShape step = checked_step(batch);
-  MetadataResult result;
-  result.layout = batch.layout;
-  result.num_decode_tokens = step.num_tokens;
-  result.next_n_live = step.max_len;
-  const int32_t* seq_lens = batch.seq_lens.data<int32_t>();
-  const int32_t* decode_lens = batch.decode_lens.data<int32_t>();
-
-  if (batch.layout == MetadataLayout::kNative) {
-    GuardedMemory& buffer = native_buffer();
-    NativeContextLensParams p;
-    p.seq_lens = seq_lens;
-    p.decode_lens = decode_lens;
-    p.num_requests = step.B;
-    p.row_stride = native_row_stride(step);
-    p.context_lens = reinterpret_cast<int32_t*>(buffer.data());
-    const int64_t live = int64_t(step.B) * p.row_stride;
-    p.reset_end = std::max(live, native_dirty_elements_);
-    native_dirty_elements_ = p.reset_end;
-    MLA_DISPATCH(device_, native_context_lens, p);
-    native_dirty_elements_ = live;
-    result.path = MetadataPath::kNative;
-    result.rows = step.B;
-    result.context_lens = {buffer.data(), native_view(step)};
-    result.block_table = batch.block_table;
-    return result;
-  }
-
-  FlatMetadataOutputs out;
-  out.seq_lens = reinterpret_cast<int32_t*>(seq_lens_->data());
-  out.decode_lens = reinterpret_cast<int32_t*>(decode_lens_->data());
-  out.block_table = reinterpret_cast<int32_t*>(block_table_->data());
-  out.block_table_row_stride = limits_.block_table_width;
-  out.width = static_cast<int32_t>(limits_.block_table_width);
-
-  ExpandMetadataParams p;
-  p.seq_lens = seq_lens;
-  p.decode_lens = decode_lens;
-  p.query_start_loc = batch.query_start_loc.data<int32_t>();
-  p.block_table = batch.block_table.data<int32_t>();
-  p.block_table_row_stride = batch.block_table.view.stride(0);
-  p.block_table_width = static_cast<int32_t>(batch.block_table.view.size(1));
-  p.num_requests = step.B;
-  p.num_tokens = static_cast<int32_t>(step.num_tokens);
-  p.out = out;
-  const bool uniform = uniform_path(step, batch);
-  ResetFlatTailParams reset;
-  reset.out = out;
-  reset.begin = p.num_tokens;
-  reset.end = static_cast<int32_t>(flat_reset_end(step));
-  const int64_t dirty_before = flat_dirty_rows_;
-  flat_dirty_rows_ = std::max<int64_t>(reset.end, dirty_before);  // stays conservative if a launch throws
-  if (uniform) p.uniform_decode_len = step.max_len;
-  expand(uniform, p);
-  MLA_DISPATCH(device_, reset_flat_metadata_tail, reset);
-  flat_dirty_rows_ = dirty_before > reset.end ? dirty_before : step.num_tokens;  // rows a reset left
-
-  result.path = uniform ? MetadataPath::kUniform : MetadataPath::kGeneral;
-  result.rows = step.rows;
-  result.seq_lens = {seq_lens_->data(), View::contiguous(DType::kI32, {step.rows})};
-  result.decode_lens = {decode_lens_->data(), View::contiguous(DType::kI32, {step.rows})};
-  result.block_table = {block_table_->data(),
-                        View(DType::kI32, {step.rows, batch.block_table.view.size(1)}, {limits_.block_table_width, 1})};
-  return result;
-}
-
-MetadataStepShape MetadataBuilderCopy::checked_step(const MetadataBatch& batch) {
-  return check_metadata_batch(batch, limits_);
-}
-bool MetadataBuilderCopy::uniform_path(const MetadataStepShape& s, const MetadataBatch& batch) const {
-  return batch.path == MetadataPathChoice::kAuto && s.B > 0 && s.min_len == s.max_len && s.min_len > 0;
-}
-int64_t MetadataBuilderCopy::flat_reset_end(const MetadataStepShape& s) const {
-  return std::max(s.num_tokens, flat_dirty_rows_);
-}
-int32_t MetadataBuilderCopy::native_row_stride(const MetadataStepShape& s) const { return s.max_len; }
-View MetadataBuilderCopy::native_view(const MetadataStepShape& s) const {
-  return View::contiguous(DType::kI32, {s.B, s.max_len});
-}
-GuardedMemory& MetadataBuilderCopy::native_buffer() { return *context_lens_; }
-void MetadataBuilderCopy::expand(bool uniform, const ExpandMetadataParams& p) {
-  if (uniform) {
-    MLA_DISPATCH(device_, expand_metadata_uniform, p);
-  } else {
-    MLA_DISPATCH(device_, expand_metadata_general, p);
-  }
-}
-
 namespace {
 
 // U1 (vLLM #39458): the uniform fused kernel is taken whenever the longest decode length is above
 // 1, without checking that every request has it: short requests' tokens get another request's
 // context and block-table row.
-class UniformPathWhenMaxAboveOne final : public MetadataBuilderCopy {
+class UniformPathWhenMaxAboveOne final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   bool uniform_path(const MetadataStepShape& s, const MetadataBatch& batch) const override {
     return batch.path == MetadataPathChoice::kAuto && s.max_len > 1;
   }
@@ -118,9 +27,9 @@ class UniformPathWhenMaxAboveOne final : public MetadataBuilderCopy {
 
 // U2 (vLLM #39458 as merged): num_decode_tokens is overwritten with B * max_len instead of being
 // required to equal the sum of the decode lengths (they differ for non-uniform or padded batches).
-class TokenCountFromBatchTimesMax final : public MetadataBuilderCopy {
+class TokenCountFromBatchTimesMax final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   MetadataStepShape checked_step(const MetadataBatch& batch) override {
     MetadataBatch unchecked = batch;
     unchecked.num_decode_tokens = -1;
@@ -133,18 +42,18 @@ class TokenCountFromBatchTimesMax final : public MetadataBuilderCopy {
 
 // U5: the flat buffers' rows past this step's tokens are not reset, so a smaller step after a
 // larger one hands the larger step's rows on as if they were graph padding.
-class FlatTailNotReset final : public MetadataBuilderCopy {
+class FlatTailNotReset final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   int64_t flat_reset_end(const MetadataStepShape& s) const override { return s.num_tokens; }
 };
 
 // C1 (vLLM #42135): native context_lens written in rows of the configured next_n and handed out as
 // the [B, next_n'] slice of them: not contiguous when next_n' < next_n and B >= 2, while the
 // consumer steps rows by next_n'.
-class NativeRowsOfNextNSliced final : public MetadataBuilderCopy {
+class NativeRowsOfNextNSliced final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   int32_t native_row_stride(const MetadataStepShape&) const override { return static_cast<int32_t>(limits_.next_n); }
   View native_view(const MetadataStepShape& s) const override {
     return View(DType::kI32, {s.B, s.max_len}, {limits_.next_n, 1});
@@ -153,9 +62,9 @@ class NativeRowsOfNextNSliced final : public MetadataBuilderCopy {
 
 // C2 (review of vLLM #42135): C1 "fixed" with a fresh contiguous buffer every native step, so the
 // address changes and a graph captured on an earlier step reads the old buffer.
-class FreshContextLensEachStep final : public MetadataBuilderCopy {
+class FreshContextLensEachStep final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   GuardedMemory& native_buffer() override {
     retired_.push_back(std::move(context_lens_));  // a captured graph still points into it
     context_lens_ = device_.allocate("metadata context_lens", limits_.max_requests * limits_.next_n * 4);
@@ -168,9 +77,9 @@ class FreshContextLensEachStep final : public MetadataBuilderCopy {
 };
 
 // C3: the native layout has next_n columns (the configured next_n) instead of next_n'.
-class NativeColumnsOfNextN final : public MetadataBuilderCopy {
+class NativeColumnsOfNextN final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   int32_t native_row_stride(const MetadataStepShape&) const override { return static_cast<int32_t>(limits_.next_n); }
   View native_view(const MetadataStepShape& s) const override {
     return View::contiguous(DType::kI32, {s.B, limits_.next_n});
@@ -179,9 +88,9 @@ class NativeColumnsOfNextN final : public MetadataBuilderCopy {
 
 // U3 (vLLM #51538): the expansion kernels do not clamp the context length at 0, so a padding
 // request (L = 0), or a request shorter than its decode tokens, gets a negative length.
-class ContextLengthNotClamped final : public MetadataBuilderCopy {
+class ContextLengthNotClamped final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   void expand(bool uniform, const ExpandMetadataParams& p) override {
     if (uniform) {
       MLA_DISPATCH(device_, expand_metadata_uniform_u3, p);
@@ -192,14 +101,14 @@ class ContextLengthNotClamped final : public MetadataBuilderCopy {
 };
 
 // U6: the uniform fused kernel's context length is one more than the general path's.
-class UniformPathOffByOne final : public MetadataBuilderCopy {
+class UniformPathOffByOne final : public MetadataBuilder {
  public:
-  using MetadataBuilderCopy::MetadataBuilderCopy;
+  using MetadataBuilder::MetadataBuilder;
   void expand(bool uniform, const ExpandMetadataParams& p) override {
     if (uniform) {
       MLA_DISPATCH(device_, expand_metadata_uniform_u6, p);
     } else {
-      MetadataBuilderCopy::expand(uniform, p);
+      MetadataBuilder::expand(uniform, p);
     }
   }
 };

@@ -20,24 +20,6 @@ std::unique_ptr<Base> make_variant(Device& device, const Limits& limits) {
   return std::make_unique<Variant>(device, limits);
 }
 
-// MetadataBuilder::build written out again with each decision a docs/bugs.md row gets wrong in its own
-// virtual function, returning the production answer; the metadata variants override one each.
-// (The copy itself runs the property suite in tests/kernels/decode_metadata_test.cpp.)
-class MetadataBuilderCopy : public MetadataBuilder {
- public:
-  using MetadataBuilder::MetadataBuilder;
-  MetadataResult build(const MetadataBatch& batch) override;
-
- protected:
-  virtual MetadataStepShape checked_step(const MetadataBatch& batch);                           // U2
-  virtual bool uniform_path(const MetadataStepShape& step, const MetadataBatch& batch) const;   // U1
-  virtual int64_t flat_reset_end(const MetadataStepShape& step) const;                          // U5
-  virtual int32_t native_row_stride(const MetadataStepShape& step) const;                       // C1, C3
-  virtual View native_view(const MetadataStepShape& step) const;                                // C1, C3
-  virtual GuardedMemory& native_buffer();                                                  // C2
-  virtual void expand(bool uniform, const ExpandMetadataParams& p);                        // U3, U6
-};
-
 // U1, U2, U3, U5, U6, C1, C2, C3 (decode metadata builder and kernels, vLLM #39458, #42135, #51538).
 void register_decode_metadata_mutants(Registry& reg);
 

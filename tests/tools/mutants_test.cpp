@@ -62,25 +62,6 @@ TEST(Mutants, ACorrectImplementationUnderABugNameSurvives) {
   EXPECT_NE(r.out.find("0 of 1 killed"), std::string::npos) << r.out;
 }
 
-// The metadata variants share MetadataBuilderCopy, the production build() written out again with
-// its decisions in virtual functions: with none overridden it must survive the whole matrix, or a
-// metadata variant's kill could be the copy's doing rather than its one wrong decision.
-TEST(Mutants, TheMetadataBuilderCopyWithNoWrongDecisionSurvives) {
-  static const bool registered = [] {
-    kernels::registry().add({"decode_metadata", "Z8", "test only: MetadataBuilderCopy, no decision overridden"},
-                            +[](kernels::Device& d, const kernels::MetadataLimits& l)
-                                -> std::unique_ptr<kernels::MetadataBuilder> {
-                              return std::make_unique<kernels::MetadataBuilderCopy>(d, l);
-                            });
-    return true;
-  }();
-  (void)registered;
-  const Outcome r = run({"--only", "Z8", "--budget", "20", "--cases", "40"});
-  EXPECT_EQ(r.status, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("decode_metadata@Z8  SURVIVED"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("suite false positive"), std::string::npos) << r.out;
-}
-
 TEST(Mutants, BadUsageIsOneLineAndExitTwo) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--budget", "soon"}, {"--format", "xml"}, {"--only", "Q7"}, {"--frobnicate", "1"},
