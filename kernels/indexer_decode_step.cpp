@@ -184,9 +184,10 @@ IndexerDecodeStepResult IndexerDecodeStep::run(const IndexerDecodeStepInputs& in
     r.topk_path = topk_per_row_decode(device_, r.logits, r.next_n, context_lens, k, out, workspace);
     if (r.padded_topk && T > 0) {
       if (flattened) {
-        copy_rows(device_, out, r.topk);  // the T token rows of the graph-padded rows
+        copy_rows(device_, out, row_slice(in.topk_buffer, 0, rows_into_shared_buffer(r, in)));
       } else {
-        unpack_decode(device_, batch.query_start_loc, at_start(*padded_topk_, DType::kI32, {B, r.next_n, k}), r.topk);
+        unpack_decode(device_, batch.query_start_loc,
+                      at_start(*padded_topk_, DType::kI32, {B, unpack_next_n(r), k}), r.topk);
       }
     }
   }
@@ -195,6 +196,16 @@ IndexerDecodeStepResult IndexerDecodeStep::run(const IndexerDecodeStepInputs& in
   r.global = row_slice(in.topk_global, 0, T);
   topk_to_global(device_, batch.query_start_loc, r.topk, batch.block_table, in.block_size, r.global);
   return r;
+}
+
+// ---- the decisions, as production makes them ---------------------------------------------------
+
+int64_t IndexerDecodeStep::rows_into_shared_buffer(const IndexerDecodeStepResult& r,
+                                                   const IndexerDecodeStepInputs&) const {
+  return r.num_decode_tokens;  // the token rows: the shared buffer's later rows are prefill tokens'
+}
+int64_t IndexerDecodeStep::unpack_next_n(const IndexerDecodeStepResult& r) const {
+  return r.next_n;  // next_n' of this step, explicitly (never the configured next_n, never -1)
 }
 
 }  // namespace mlacheck::kernels

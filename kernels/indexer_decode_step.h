@@ -95,6 +95,14 @@ class IndexerDecodeStep {
   GuardedMemory& workspace_memory() { return *workspace_; }
 
  protected:
+  // The decisions run() makes that docs/bugs.md's rows R1 and R2 get wrong, each returning the
+  // production answer; a seeded-bug variant (kernels/mutants/) overrides one, so @ref and the
+  // variants run this same run().
+  // Flattened with graph padding: how many of the padded top-k rows go into the shared buffer.
+  virtual int64_t rows_into_shared_buffer(const IndexerDecodeStepResult& r, const IndexerDecodeStepInputs& in) const;
+  // Native and packed: the slots per request the padded top-k rows are regrouped by to unpack.
+  virtual int64_t unpack_next_n(const IndexerDecodeStepResult& r) const;
+
   Device& device_;
   IndexerDecodeStepLimits limits_;
   int64_t max_rows_ = 0;
