@@ -123,7 +123,9 @@ std::unique_ptr<DeviceGraph> MlaDecodeImpl::capture(int64_t B, int64_t q_len, co
   MlaDecodeCall call;
   call.q = g.q;
   call.kv_cache = kv_cache;
-  call.block_table = g.block_table;
+  const int64_t W = graph_table_columns(B);
+  call.block_table = {g.block_table.base, View(DType::kI32, {B, W}, {config_.block_table_width, 1},
+                                               g.block_table.view.byte_offset())};
   call.seq_lens = g.seq_lens;
   call.base_scale = base_scale;
   call.q_scale = q_scale;
@@ -134,6 +136,12 @@ std::unique_ptr<DeviceGraph> MlaDecodeImpl::capture(int64_t B, int64_t q_len, co
   // block table can hold; the bounds of each split come from the device seq_lens at replay.
   const int64_t splits = splits_for(B, q_len, config_.block_table_width * config_.page);
   return device_.capture([&] { launch(call, splits); });
+}
+
+int64_t MlaDecodeImpl::graph_table_columns(int64_t) {
+  // All of them: a replay's sequences may reach any length the table holds, and the kernel bounds
+  // each row by its seq_len on the device.
+  return config_.block_table_width;
 }
 
 }  // namespace mlacheck::kernels

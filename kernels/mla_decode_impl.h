@@ -101,6 +101,10 @@ class MlaDecodeImpl {
  protected:
   // The checked launch of both stages into the workspace.
   void launch(const MlaDecodeCall& call, int64_t num_splits);
+  // How many columns of the graph block table a capture launches over (the key range a replay can
+  // reach is columns x page): all of them. The decision docs/bugs.md's T1 gets wrong; its seeded
+  // variant (kernels/mutants/) overrides it, so @ref and T1 run this same capture().
+  virtual int64_t graph_table_columns(int64_t padded_batch);
 
   Device& device_;
   MlaDecodeImplConfig config_;

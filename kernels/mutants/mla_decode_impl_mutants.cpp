@@ -82,30 +82,17 @@ class WorkspaceGrownOnDemand final : public MlaDecodeImpl {
 
 // T1 (vLLM #42885): a captured graph's key range comes from the host's max_seq_len at capture
 // time instead of the device seq_lens at replay, so replaying with longer sequences drops keys. Here
-// the capture reads the graph seq_lens it would replay and launches with the block-table columns
-// that cover that longest length only (the kernel clamps each row to width x page keys).
+// the production capture asks for the block-table columns and gets those that cover the longest
+// length in the graph seq_lens at capture only (the kernel clamps each row to width x page keys).
 class KeyRangeFromCaptureTime final : public MlaDecodeImpl {
  public:
   using MlaDecodeImpl::MlaDecodeImpl;
-  std::unique_ptr<DeviceGraph> capture(int64_t B, int64_t q_len, const DeviceTensor& kv_cache, double base_scale,
-                                       double q_scale, double k_scale) override {
-    const MlaGraphBuffers g = graph_buffers(B, q_len);
+  int64_t graph_table_columns(int64_t B) override {
     std::vector<int32_t> lens(static_cast<size_t>(B));
     graph_seq_lens_memory().read(0, lens.data(), 4 * B);
     int64_t longest = 1;
     for (int32_t l : lens) longest = std::max<int64_t>(longest, l);
-    const int64_t W = std::min<int64_t>(config_.block_table_width, (longest + config_.page - 1) / config_.page);
-    MlaDecodeCall call;
-    call.q = g.q;
-    call.kv_cache = kv_cache;
-    call.block_table = {g.block_table.base,
-                        View(DType::kI32, {B, W}, {config_.block_table_width, 1}, g.block_table.view.byte_offset())};
-    call.seq_lens = g.seq_lens;
-    call.base_scale = base_scale, call.q_scale = q_scale, call.k_scale = k_scale;
-    call.o = g.o;
-    call.lse = g.lse;
-    const int64_t splits = splits_for(B, q_len, config_.block_table_width * config_.page);
-    return device_.capture([&] { launch(call, splits); });
+    return std::min<int64_t>(config_.block_table_width, (longest + config_.page - 1) / config_.page);
   }
 };
 
