@@ -10,12 +10,12 @@
 //
 //   mlacheck check --plugin ./libmlacheck_decode_step_plugin.so
 //   mlacheck check --plugin ./libmlacheck_decode_step_plugin_buggy.so   # FAIL: a write past the token rows
-#include <cstdarg>
 #include <cstdio>
 #include <new>
 
 #include "metadata_step.h"
 #include "mlacheck/plugin.h"
+#include "plugin_error.h"
 #include "step_rows.h"
 
 namespace example_step {
@@ -36,15 +36,7 @@ struct Step {
   bool cuda;
 };
 
-__attribute__((format(printf, 3, 4))) int fail(char* error, size_t size, const char* format, ...) {
-  if (error != nullptr && size > 0) {
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(error, size, format, args);
-    va_end(args);
-  }
-  return 1;
-}
+using example_plugins::fail;
 
 // int32 [>= rows, k] with unit column stride.
 bool is_topk_rows(const mlacheck_tensor& t, int64_t rows, int64_t k) {
@@ -153,8 +145,8 @@ int run(void* state, const mlacheck_device* device, const mlacheck_indexer_decod
   result->logits.shape[0] = j.rows, result->logits.shape[1] = j.cols;
   // Each token's logits row: its own (flattened) or its slot's (native), from the host decode_lens.
   for (int64_t b = 0, t = 0; b < batch.batch_size; ++b) {
-    for (int32_t s = 0; s < batch.host_decode_lens[b] && t < T; ++s, ++t) {
-      result->logits_row_of_token[t] = native ? b * j.n + s : t;
+    for (int32_t slot = 0; slot < batch.host_decode_lens[b] && t < T; ++slot, ++t) {
+      result->logits_row_of_token[t] = native ? b * j.n + slot : t;
     }
   }
   result->topk = in->topk_buffer;

@@ -10,13 +10,13 @@
 //   mlacheck check --plugin ./libmlacheck_mla_impl_plugin.so
 //   mlacheck check --plugin ./libmlacheck_mla_impl_plugin_buggy.so   # FAIL: replay, with the case
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <new>
 #include <vector>
 
 #include "mla_rows.h"
 #include "mlacheck/plugin.h"
+#include "plugin_error.h"
 
 namespace example_mla {
 namespace {
@@ -43,16 +43,7 @@ struct Impl {
   bool slot_used[kMaxGraphs];
 };
 
-// Writes one formatted line into error and returns 1.
-__attribute__((format(printf, 3, 4))) int fail(char* error, size_t size, const char* format, ...) {
-  if (error != nullptr && size > 0) {
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(error, size, format, args);
-    va_end(args);
-  }
-  return 1;
-}
+using example_plugins::fail;
 
 // The job of one decode over these tensors, or a refusal.
 int make_job(const Impl& s, const mlacheck_tensor& q, const mlacheck_tensor& kv, const mlacheck_tensor& table,

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -57,65 +58,46 @@ TEST(PluginCli, TheBuggyTwinFailsWithAVerdictAndACaseThatReproFails) {
   EXPECT_EQ(lines(unknown.out), 1) << unknown.out;
 }
 
+// A stateful example plugin of examples/stateful_plugin/ and its buggy twin: check PASSes the
+// plugin; the twin FAILs with every needle in its report; the twin's saved case FAILs again on the
+// twin under repro and PASSes on the plugin.
+void expect_example_and_twin(const std::string& op, const std::string& plugin, const std::string& twin,
+                             const std::vector<std::string>& needles) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_" + op;
+  const CliResult r = run_mlacheck("check --plugin " + plugin + " --budget 8 --save " + dir);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(op + "@example  PASS"), std::string::npos) << r.out;
+  const CliResult bug = run_mlacheck("check --plugin " + twin + " --budget 10 --save " + dir);
+  EXPECT_EQ(bug.status, 1) << bug.out;
+  EXPECT_NE(bug.out.find(op + "@example_buggy  FAIL"), std::string::npos) << bug.out;
+  for (const std::string& needle : needles) EXPECT_NE(bug.out.find(needle), std::string::npos) << needle << "\n" << bug.out;
+  const std::string saved = dir + "/" + op + "-example_buggy.case";
+  const CliResult again = run_mlacheck("repro " + saved + " --plugin " + twin);
+  EXPECT_EQ(again.status, 1) << again.out;
+  const CliResult fixed = run_mlacheck("repro " + saved + " --plugin " + plugin + " --impl " + op + "@example");
+  EXPECT_EQ(fixed.status, 0) << fixed.out;
+}
+
+// The builder's twin resets only its own padding: a larger step's rows survive a smaller one.
+TEST(PluginCli, AStatefulBuilderPluginPassesAndItsTwinIsCaughtWithCoordinates) {
+  expect_example_and_twin("decode_metadata", METADATA_PLUGIN, METADATA_PLUGIN_BUGGY, {" row "});
+}
+
+// The MLA impl's twin bounds a graph's keys by the lengths at capture: a replay after they grow is wrong.
+TEST(PluginCli, AStatefulMlaImplPluginPassesAndItsTwinIsCaughtOnReplay) {
+  expect_example_and_twin("mla_decode_impl", MLA_IMPL_PLUGIN, MLA_IMPL_PLUGIN_BUGGY, {": replay: ", " worst at ["});
+}
+
+// The decode step's twin runs its flattened top-k over the graph-padded rows into the shared
+// buffer's prefill rows: the guard names the row past the view ("at row T, column 0 (past the
+// view's T rows)").
+TEST(PluginCli, AStatefulDecodeStepPluginPassesAndItsTwinIsCaughtPastTheTokenRows) {
+  expect_example_and_twin("indexer_decode_step", DECODE_STEP_PLUGIN, DECODE_STEP_PLUGIN_BUGGY,
+                          {"guard of topk_buffer: ", "nearest output view 'decode rows'", " rows)"});
+}
+
 // A production-style kernel with its contract declared: PASS, though it breaks outside the contract
 // (the probe shows it, never as a failure); its twin's bug inside the contract is caught.
-TEST(PluginCli, AStatefulBuilderPluginPassesAndItsTwinIsCaughtWithCoordinates) {
-  const std::string dir = ::testing::TempDir() + "plugin_cli_metadata";
-  const CliResult r = run_mlacheck("check --plugin " METADATA_PLUGIN " --budget 8 --save " + dir);
-  EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("decode_metadata@example  PASS"), std::string::npos) << r.out;
-  // The twin resets only its own padding: a larger step's rows survive a smaller one.
-  const CliResult twin = run_mlacheck("check --plugin " METADATA_PLUGIN_BUGGY " --budget 10 --save " + dir);
-  EXPECT_EQ(twin.status, 1) << twin.out;
-  EXPECT_NE(twin.out.find("decode_metadata@example_buggy  FAIL"), std::string::npos) << twin.out;
-  EXPECT_NE(twin.out.find(" row "), std::string::npos) << twin.out;
-  const CliResult again =
-      run_mlacheck("repro " + dir + "/decode_metadata-example_buggy.case --plugin " METADATA_PLUGIN_BUGGY);
-  EXPECT_EQ(again.status, 1) << again.out;
-  const CliResult fixed = run_mlacheck("repro " + dir + "/decode_metadata-example_buggy.case --plugin " METADATA_PLUGIN
-                                       " --impl decode_metadata@example");
-  EXPECT_EQ(fixed.status, 0) << fixed.out;
-}
-
-TEST(PluginCli, AStatefulMlaImplPluginPassesAndItsTwinIsCaughtOnReplay) {
-  const std::string dir = ::testing::TempDir() + "plugin_cli_mla_impl";
-  const CliResult r = run_mlacheck("check --plugin " MLA_IMPL_PLUGIN " --budget 8 --save " + dir);
-  EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("mla_decode_impl@example  PASS"), std::string::npos) << r.out;
-  // The twin bounds a graph's keys by the lengths at capture: a replay after they grow is wrong.
-  const CliResult twin = run_mlacheck("check --plugin " MLA_IMPL_PLUGIN_BUGGY " --budget 10 --save " + dir);
-  EXPECT_EQ(twin.status, 1) << twin.out;
-  EXPECT_NE(twin.out.find("mla_decode_impl@example_buggy  FAIL"), std::string::npos) << twin.out;
-  EXPECT_NE(twin.out.find(": replay: "), std::string::npos) << twin.out;
-  EXPECT_NE(twin.out.find(" worst at ["), std::string::npos) << twin.out;  // the row and head
-  const CliResult again =
-      run_mlacheck("repro " + dir + "/mla_decode_impl-example_buggy.case --plugin " MLA_IMPL_PLUGIN_BUGGY);
-  EXPECT_EQ(again.status, 1) << again.out;
-  const CliResult fixed = run_mlacheck("repro " + dir + "/mla_decode_impl-example_buggy.case --plugin " MLA_IMPL_PLUGIN
-                                       " --impl mla_decode_impl@example");
-  EXPECT_EQ(fixed.status, 0) << fixed.out;
-}
-
-TEST(PluginCli, AStatefulDecodeStepPluginPassesAndItsTwinIsCaughtPastTheTokenRows) {
-  const std::string dir = ::testing::TempDir() + "plugin_cli_decode_step";
-  const CliResult r = run_mlacheck("check --plugin " DECODE_STEP_PLUGIN " --budget 8 --save " + dir);
-  EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("indexer_decode_step@example  PASS"), std::string::npos) << r.out;
-  // The twin's flattened top-k runs over the graph-padded rows into the shared buffer's prefill rows.
-  const CliResult twin = run_mlacheck("check --plugin " DECODE_STEP_PLUGIN_BUGGY " --budget 10 --save " + dir);
-  EXPECT_EQ(twin.status, 1) << twin.out;
-  EXPECT_NE(twin.out.find("indexer_decode_step@example_buggy  FAIL"), std::string::npos) << twin.out;
-  EXPECT_NE(twin.out.find("guard of topk_buffer: "), std::string::npos) << twin.out;
-  EXPECT_NE(twin.out.find("nearest output view 'decode rows'"), std::string::npos) << twin.out;
-  EXPECT_NE(twin.out.find(" rows)"), std::string::npos) << twin.out;  // "at row T, column 0 (past the view's T rows)"
-  const CliResult again =
-      run_mlacheck("repro " + dir + "/indexer_decode_step-example_buggy.case --plugin " DECODE_STEP_PLUGIN_BUGGY);
-  EXPECT_EQ(again.status, 1) << again.out;
-  const CliResult fixed = run_mlacheck("repro " + dir + "/indexer_decode_step-example_buggy.case --plugin "
-                                       DECODE_STEP_PLUGIN " --impl indexer_decode_step@example");
-  EXPECT_EQ(fixed.status, 0) << fixed.out;
-}
-
 TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_production";
   const CliResult r = run_mlacheck("check --plugin " PRODUCTION_PLUGIN " --budget 8 --contract-probe --save " + dir);
