@@ -1,5 +1,7 @@
 // Generators of mla_decode_impl call sequences and graph replays, and their text form
 // (properties/mla_decode_impl_gen.h).
+// Why one file past 500 lines: the impl's three case kinds (calls, a replay, an engine sequence)
+// are built from one another and share the readers of their sub-cases.
 #include "properties/mla_decode_impl_gen.h"
 
 #include <algorithm>

@@ -1,4 +1,6 @@
 // Properties of the indexer logits (properties/mqa_logits_properties.h).
+// Why one file past 500 lines: the paged (decode) and ragged (prefill) logits share their staging,
+// their comparison and the property that runs one as the other (paged = prefill over gathered keys).
 #include "properties/mqa_logits_properties.h"
 
 #include <algorithm>

@@ -1,4 +1,6 @@
 // Guarded device memory: pattern fills, arm() through host staging, and the stray-write check and checksum kernels.
+// Why one file past 500 lines: the kernels and the host side that batches them (arm_all, check_all)
+// share the private layout of the batched work lists, which no header should expose.
 #include "core/backend/cuda_guarded_buffer.h"
 
 #include <cuda_runtime.h>

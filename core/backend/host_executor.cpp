@@ -1,4 +1,6 @@
 // The host backend's executor: blocks as fibers, barriers and warp collectives, fault reports.
+// Why one file past 500 lines: the fiber scheduler, barriers, warp collectives and fault reports all
+// work on one private per-thread state (GpuThread) that is kept out of every header on purpose.
 #include "core/backend/host_executor.h"
 
 #include <algorithm>

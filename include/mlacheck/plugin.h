@@ -1,5 +1,7 @@
 /* mlacheck's plugin interface: how a shared library of your own kernels is driven by mlacheck.
  *
+ * (One header past 500 lines on purpose: a plugin includes nothing of mlacheck's but this file.)
+ *
  * A plugin is a shared library that includes only this header and defines one symbol with
  * MLACHECK_DEFINE_PLUGIN: a version field and a registration function. mlacheck (`--plugin PATH`
  * on check, fuzz, repro and mutants; MLACHECK_PLUGIN for a fuzz harness) opens the library, refuses

@@ -3,6 +3,7 @@
 // x 2, paged = prefill over the gathered keys) on randomized cases (host backend with 32- and
 // 64-lane warps and shuffled schedules; cuda when a GPU is usable), each shown to catch a wrong
 // implementation; case text round trips; production sizes; and bad input refused before any launch.
+// Why one file past 500 lines: a test file per public header (docs/design.md, "Style").
 #include "kernels/mqa_logits_glue.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,7 @@
 // Tests of kernels/topk_glue.h (docs/ops.md 3): top-k per row, decode and prefill, both paths, on the host
 // device (and cuda when usable), through the shared properties of properties/topk_properties.h;
 // production-size rows on host, the properties reporting wrong implementations, case text.
+// Why one file past 500 lines: a test file per public header (docs/design.md, "Style").
 #include "kernels/topk_glue.h"
 
 #include <gtest/gtest.h>

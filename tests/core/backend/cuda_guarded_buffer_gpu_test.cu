@@ -4,6 +4,7 @@
 // host GuardedBuffer and a DeviceGuardedBuffer of the same layout and compares the reports' text.
 // Plain main, one line per check; exits 0 on pass, 1 on a failure, 77 ("skipped: no GPU") when
 // probe_device() finds no usable GPU.
+// Why one file past 500 lines: a test file per public header (docs/design.md, "Style").
 #include <cuda_runtime.h>
 
 #include <cmath>
