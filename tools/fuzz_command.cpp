@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "kernels/plugin.h"
 #include "properties/fuzz_input.h"
+#include "tools/fuzz_log.h"
 #include "tools/suite_runner.h"
 
 namespace fs = std::filesystem;
@@ -157,118 +158,6 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-struct Stats {
-  int64_t execs = 0, cov = 0, ft = 0, corpus = 0, exec_per_s = 0;
-};
-
-// The last libFuzzer status line in text: "#N ... cov: C ft: F corp: K[/..] ... exec/s: E".
-Stats parse_stats(const std::string& text) {
-  Stats s;
-  size_t at = text.rfind("\n#");
-  while (at != std::string::npos) {
-    const size_t end = text.find('\n', at + 1);
-    const std::string line = text.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
-    if (line.find("cov: ") != std::string::npos && line.find("exec/s") != std::string::npos) {
-      auto number_after = [&](const char* key) -> int64_t {
-        const size_t k = line.find(key);
-        return k == std::string::npos ? 0 : std::atoll(line.c_str() + k + std::strlen(key));
-      };
-      s.execs = std::atoll(line.c_str() + 1);
-      s.cov = number_after("cov: ");
-      s.ft = number_after("ft: ");
-      s.corpus = number_after("corp: ");
-      s.exec_per_s = line.find("exec/s: ") != std::string::npos ? number_after("exec/s: ") : number_after("exec/s ");
-      return s;
-    }
-    if (at == 0) break;
-    at = text.rfind("\n#", at - 1);
-  }
-  return s;
-}
-
-std::vector<fs::path> crash_files(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    for (const char* p : {"crash-", "timeout-", "oom-", "leak-"}) {  // a slow unit is not a failure
-      if (n.rfind(p, 0) == 0) out.push_back(e.path());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// Digits -> '#', so "row 7 of 12" and "row 3 of 12" share a key.
-std::string without_numbers(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch >= '0' && ch <= '9') {
-      if (out.empty() || out.back() != '#') out += '#';
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
-struct Triage {
-  std::string key;      // verdict or stack: what deduplicates
-  std::string summary;  // one line for the report
-  std::string property;
-};
-
-// What a harness printed for one crashing input: a property violation (its verdict), or a
-// sanitizer / libFuzzer report (its kind and the first frames of project code).
-Triage triage_output(const std::string& log) {
-  Triage t;
-  const size_t v = log.find("==mlacheck== violation: ");
-  if (v != std::string::npos) {
-    const size_t e = log.find('\n', v);
-    const std::string head = log.substr(v + 24, e - v - 24);
-    t.property = head.substr(0, head.find(' '));
-    const size_t w = log.find("==mlacheck== verdict: ", v);
-    const std::string verdict = w == std::string::npos ? "" : log.substr(w + 22, log.find('\n', w) - w - 22);
-    t.key = t.property + ": " + without_numbers(verdict);
-    t.summary = t.property + ": " + verdict;
-    return t;
-  }
-  std::string kind = "crash";
-  for (const char* k : {"ERROR: AddressSanitizer: ", "ERROR: LeakSanitizer: ", "ERROR: libFuzzer: ", "runtime error: "}) {
-    const size_t at = log.find(k);
-    if (at != std::string::npos) {
-      kind = log.substr(at, log.find('\n', at) - at);
-      if (kind.size() > 120) kind.resize(120);
-      break;
-    }
-  }
-  std::string frames;
-  int n = 0;
-  std::istringstream lines(log);
-  for (std::string line; n < 3 && std::getline(lines, line);) {
-    const size_t in = line.find(" in ");
-    if (line.find("    #") != 0 || in == std::string::npos) continue;
-    const std::string fn = line.substr(in + 4, line.find(' ', in + 4) - in - 4);
-    if (fn.find("__sanitizer") != std::string::npos || fn.find("__asan") != std::string::npos ||
-        fn.find("fuzzer::") != std::string::npos || fn.find("__ubsan") != std::string::npos ||
-        fn.rfind("std::", 0) == 0 || fn == "abort" || fn == "raise" || fn.find("libc") != std::string::npos) {
-      continue;
-    }
-    frames += (n++ ? " < " : "") + fn;
-  }
-  t.key = without_numbers(kind) + " at " + frames;
-  t.summary = kind + (frames.empty() ? "" : " at " + frames);
-  return t;
-}
-
-std::string hex_key(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(h & 0xffffffffffffull));
-  return buf;
-}
-
 std::string now_utc() {
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -292,7 +181,7 @@ constexpr const char* kHelp =
 
 struct Summary {
   std::string target;
-  Stats stats;
+  FuzzStats stats;
   size_t corpus = 0, crashes = 0, distinct = 0;
   double seconds = 0;
 };
@@ -455,7 +344,7 @@ Summary run_campaign(Options o, std::ostream& out) {
         << ", " << o.jobs << " job(s); log " << log.string() << '\n';
     out.flush();
     double last_print = 0;
-    Stats stats;
+    FuzzStats stats;
     const double limit =
         o.runs >= 0 ? 0 : std::max(1.0, budget.seconds - 0.5 * budget.reserve() - budget.elapsed());
     // Fuzzing also stops early enough for the merge to fit: the corpus rerun once by one process, at
@@ -470,7 +359,7 @@ Summary run_campaign(Options o, std::ostream& out) {
     run_child(argv, env, log, limit, [&](double s) {
       if (s - last_print < 5) return !merge_fits();
       last_print = s;
-      stats = parse_stats(read_all(log));
+      stats = parse_fuzz_stats(read_all(log));
       const size_t crashes = crash_files(dir / "crashes").size() - before.size();
       char line[200];
       std::snprintf(line, sizeof line, "  [%4.0fs] exec/s %lld  cov %lld  ft %lld  corpus %lld  crashes %zu\n", s,
@@ -481,7 +370,7 @@ Summary run_campaign(Options o, std::ostream& out) {
       return !merge_fits();
     });
     const std::string text = read_all(log);
-    stats = parse_stats(text);
+    stats = parse_fuzz_stats(text);
     if (text.find("mlacheck fuzz: ") != std::string::npos && stats.execs == 0) {
       const size_t at = text.find("mlacheck fuzz: ");
       throw Error(text.substr(at + 15, text.find('\n', at) - at - 15));
