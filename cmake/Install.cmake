@@ -1,20 +1,22 @@
 # The installable package: `cmake --install build/<preset> --prefix P`, then in a kernel project
 #   find_package(mlacheck REQUIRED)        # with CMAKE_PREFIX_PATH=P
-#   target_link_libraries(my_tests PRIVATE mlacheck::topk_properties mlacheck::oracle ...)
-# gives the oracle, the generators and properties, guarded buffers and the host backend as static
-# libraries with their headers (include/mlacheck/<layer>/...), the plugin header
-# (include/mlacheck/plugin.h) and the mlacheck command. Built with the compiler and flags of this
-# build (an ASan build's libraries need -fsanitize=address,undefined in the consumer too).
+#   target_link_libraries(my_tests PRIVATE mlacheck::mlacheck)
+#   #include "mlacheck/properties.h"      // or memory.h, oracle.h, cases.h; plugin.h for a plugin
+# The public API is the headers of include/mlacheck/ and the target mlacheck::mlacheck: cases,
+# guarded buffers, the oracle, properties and verdicts, the plugin ABI. The static libraries behind
+# it and the headers the public ones include (include/mlacheck/internal/<layer>/) are installed
+# because they need them, not as API. Built with the compiler and flags of this build (an ASan
+# build's libraries need -fsanitize=address,undefined in the consumer too).
 include(CMakePackageConfigHelpers)
 
 get_property(mlacheck_libraries GLOBAL PROPERTY MLACHECK_INSTALLED_LIBRARIES)
 install(TARGETS ${mlacheck_libraries} EXPORT mlacheckTargets ARCHIVE DESTINATION lib)
 install(TARGETS mlacheck RUNTIME DESTINATION bin)
-foreach(layer core oracle kernels properties)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION include/mlacheck/${layer}
+foreach(layer core oracle kernels harness properties)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION include/mlacheck/internal/${layer}
           FILES_MATCHING PATTERN "*.h")
 endforeach()
-install(FILES ${PROJECT_SOURCE_DIR}/include/mlacheck/plugin.h DESTINATION include/mlacheck)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mlacheck/ DESTINATION include/mlacheck FILES_MATCHING PATTERN "*.h")
 install(EXPORT mlacheckTargets NAMESPACE mlacheck:: DESTINATION lib/cmake/mlacheck)
 
 set(MLACHECK_PACKAGE_WITH_CUDA ${MLACHECK_HAVE_CUDA})

@@ -8,19 +8,20 @@ set(MLACHECK_WARNINGS -Wall -Wextra)
 set(MLACHECK_PROPERTY_CASES 1000 CACHE STRING "RapidCheck cases per property in ctest runs")
 
 # mlacheck_add_library(name SOURCES ... DEPS ...): a static library of the project's code. The
-# libraries of the layers a kernel project builds on (core, oracle, kernels, properties) are
-# installed and exported as mlacheck::<name without "mlacheck_"> (cmake/Install.cmake), their
-# headers under include/mlacheck/ so that "core/view.h" resolves the same way installed.
+# libraries of the layers a kernel project builds on (core, oracle, kernels, harness, properties)
+# are installed and exported as mlacheck::<name without "mlacheck_"> (cmake/Install.cmake) for the
+# package's one target, mlacheck::mlacheck (include/CMakeLists.txt), to link; their headers go under
+# include/mlacheck/internal/ so that "core/view.h" resolves the same way installed.
 function(mlacheck_add_library name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${A_SOURCES})
   target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-                                            $<INSTALL_INTERFACE:include/mlacheck> $<INSTALL_INTERFACE:include>)
+                                            $<INSTALL_INTERFACE:include/mlacheck/internal> $<INSTALL_INTERFACE:include>)
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MLACHECK_WARNINGS}>)
   target_link_libraries(${name} PUBLIC ${A_DEPS})
   file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
   string(REGEX REPLACE "/.*" "" layer "${rel}")
-  if(layer MATCHES "^(core|oracle|kernels|properties)$")
+  if(layer MATCHES "^(core|oracle|kernels|harness|properties)$")
     string(REGEX REPLACE "^mlacheck_" "" short ${name})
     set_target_properties(${name} PROPERTIES EXPORT_NAME ${short})
     set_property(GLOBAL APPEND PROPERTY MLACHECK_INSTALLED_LIBRARIES ${name})

@@ -14,7 +14,7 @@
 //   lengths one-of decode-1d  any case key of the op, bounded or limited to some of its words
 //
 // The names are the op's terms (contract_terms(op) lists them) or the keys of its case files. A
-// contract compiles to limits on case keys, which the case readers (properties/case_text.h) apply
+// contract compiles to limits on case keys, which the case readers (harness/case_text.h) apply
 // while they draw: generators and fuzz decoders draw only inside the contract, and a case file
 // outside it is refused with OutsideContract, never run as a failure.
 #pragma once

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
 #include "properties/decode_step_gen.h"
 
 namespace {

@@ -15,8 +15,8 @@
 #include "core/error.h"
 #include "kernels/device.h"
 #include "kernels/plugin.h"
-#include "properties/fuzz_input.h"
-#include "properties/staged_buffer.h"
+#include "fuzz/fuzz_input.h"
+#include "harness/staged_buffer.h"
 
 namespace mlacheck::fuzz {
 
@@ -181,7 +181,7 @@ int harness_run(const uint8_t* data, size_t size) {
   // larger case is given up like one past the memory budget (the property suite covers those).
   std::optional<simt::host::ScopedWorkBudget> work;
   if (s.max_steps > 0) work.emplace(s.max_steps);
-  kernels::ScopedStagingBudget staging(s.budget);  // the device's budget, checked before the data is made
+  ScopedStagingBudget staging(s.budget);  // the device's budget, checked before the data is made
   const auto over_budget = [&] { return device.exceeded() || staging.exceeded() || (work && work->exceeded()); };
   Verdict verdict;
   const auto start = std::chrono::steady_clock::now();

@@ -1,4 +1,4 @@
-// The body every op harness shares: libFuzzer input bytes -> case (properties/fuzz_input.h) -> the
+// The body every op harness shares: libFuzzer input bytes -> case (fuzz/fuzz_input.h) -> the
 // case's property run under guarded buffers -> on a violation, the case text and the verdict, then
 // abort, so libFuzzer keeps the input as a crash.
 //
@@ -37,7 +37,7 @@ int harness_run(const uint8_t* data, size_t size);
 
 }  // namespace mlacheck::fuzz
 
-// Defines a harness's two libFuzzer entry points for target (a properties/fuzz_input.h target).
+// Defines a harness's two libFuzzer entry points for target (a fuzz/fuzz_input.h target).
 #define MLACHECK_FUZZ_HARNESS(target)                                                              \
   extern "C" int LLVMFuzzerInitialize(int*, char*** argv) {                                         \
     return ::mlacheck::fuzz::harness_init(target, (*argv)[0]);                                     \

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "properties/schedule_gen.h"
 #include "properties/block_table_gen.h"
 
 namespace mlacheck {
@@ -76,7 +77,7 @@ void step_to_text(const MetadataStep& c, const std::string& p, CaseText& out) {
   }
   out.set(p + "num_padded_tokens", c.num_padded_tokens).set(p + "num_decode_tokens", c.give_num_decode_tokens);
   out.set(p + "host_seq_lens", c.give_host_seq_lens).set(p + "query_start_loc", c.give_query_start_loc);
-  out.set(p + "seed", c.seed).set(p + "warp", int64_t{c.warp_size}).set(p + "shuffled", c.shuffled);
+  write_schedule(c, out, p);
 }
 
 // `none`, or a value in [lo, hi] (none < lo): whether it is none is drawn when drawing, read from
@@ -93,7 +94,7 @@ int64_t none_or_integer(const CaseText& t, const std::string& key, int64_t none,
 }
 
 // Each value's range depends only on values read before it, so that fuzz input bytes decode to a
-// case almost always (properties/case_text.h). The limits' next_n and max_requests come first, then
+// case almost always (harness/case_text.h). The limits' next_n and max_requests come first, then
 // each step's batch, then the limits' table_width and max_tokens (which hold every step's tokens),
 // then the rest of each step.
 MetadataLimits request_limits_from_text(const CaseText& t) {
@@ -166,9 +167,7 @@ void step_from_text(const CaseText& t, const std::string& p, const MetadataLimit
   c.give_host_seq_lens = t.flag(p + "host_seq_lens");
   // The flattened layout's general path reads query_start_loc.
   c.give_query_start_loc = t.integer(p + "query_start_loc", flat ? 1 : 0, 1) != 0;
-  c.seed = t.unsigned_integer(p + "seed");
-  c.warp_size = static_cast<int>(t.one_of(p + "warp", {32, 64}));
-  c.shuffled = t.flag(p + "shuffled");
+  read_schedule(c, t, p);
 }
 
 }  // namespace
@@ -292,9 +291,7 @@ rc::Gen<MetadataStep> metadata_step(const MetadataLimits& l, MetadataMix mix) {
     }
     c.give_num_decode_tokens = *rc::gen::inRange(0, 4) != 0;
     c.give_host_seq_lens = *rc::gen::arbitrary<bool>();
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
+    draw_schedule(c);
     return c;
   });
 }

@@ -1,7 +1,7 @@
 // RapidCheck generators for decode_metadata (docs/ops.md 1): builder limits and decode steps under them
 // (uniform and non-uniform decode lengths, padding requests, graph padding, both layouts and both
 // paths, lengths straddling d and near INT32_MAX, offset inputs, row-padded block tables of distinct
-// or paged entries), and their text form (properties/case_text.h).
+// or paged entries), and their text form (harness/case_text.h).
 #pragma once
 
 #include <algorithm>
@@ -15,7 +15,8 @@
 #include <rapidcheck.h>
 
 #include "kernels/metadata_builder.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
+#include "harness/schedule.h"
 
 namespace mlacheck {
 namespace kernels {
@@ -29,7 +30,7 @@ void showValue(const MetadataLimits& l, std::ostream& os);
 enum class MetadataTable { kDistinct, kPaged };
 
 // One step's decode batch under a builder's limits, with the layout of its device inputs.
-struct MetadataStep {
+struct MetadataStep : CaseSchedule {  // seed: the host schedule's
   std::vector<int32_t> seq_lens, decode_lens;  // [B]; d = 0 is a padding request
   kernels::MetadataLayout layout = kernels::MetadataLayout::kFlattened;
   kernels::MetadataPathChoice path = kernels::MetadataPathChoice::kAuto;
@@ -44,9 +45,6 @@ struct MetadataStep {
   bool give_num_decode_tokens = true;              // else -1: the builder takes the sum
   bool give_host_seq_lens = true;                  // the optional host copy of seq_lens
   bool give_query_start_loc = true;                // native may omit it (its kernel never reads it)
-  uint64_t seed = 0;                               // the host schedule's
-  int warp_size = 32;
-  bool shuffled = false;
 
   int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
   int64_t T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
@@ -73,7 +71,7 @@ void decode_metadata_to_text(const kernels::MetadataLimits& l, const MetadataSte
 // of B x W entries, offsets and pads <= 64, buffers of at most 2^23 elements): a hand-edited case
 // that breaks one throws mlacheck::Error naming the key.
 // Each value's range depends only on values read before it, so fuzz input bytes decode to a case
-// (properties/case_text.h).
+// (harness/case_text.h).
 std::pair<kernels::MetadataLimits, MetadataStep> decode_metadata_from_text(const CaseText& t);
 // The same, for a property that takes uniform batches only (MetadataStep::uniform): a batch that
 // is not is refused, and fuzz input bytes decode to uniform batches.

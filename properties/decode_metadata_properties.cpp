@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "core/backend/host_executor.h"
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "oracle/decode_metadata.h"
@@ -246,30 +245,32 @@ Verdict run_metadata_step(Device& device, MetadataBuildFn* build, MetadataBuilde
     const int64_t elements = std::max(c.B() * c.next_n_live(), builder.native_dirty_elements());
     if (elements > 0) native.declare_output("context_lens", View::contiguous(DType::kI32, {elements}));
   }
-  std::vector<GuardedMemory*> all = {flat[0], flat[1], flat[2], &native};
-  for (Buffer* b : s.all()) all.push_back(b->memory.get());
-  arm_all(all);
-
+  // The inputs and the builder's four buffers in the testbed (harness/testbed.h); a refusal or a
+  // replaced buffer ends the launch before any guard is read (a replaced one may be freed already).
+  struct Stop {
+    std::string why;
+  };
+  Testbed bed(device, c);
+  for (Buffer* b : s.all()) bed.input(*b);
+  for (GuardedMemory* m : {flat[0], flat[1], flat[2], &native}) bed.guard(*m);
   const std::vector<uintptr_t> addresses = metadata_buffer_addresses(builder);
   const MetadataBatch batch = metadata_batch(s, c);
   try {
-    simt::host::Options options;
-    options.warp_size = c.warp_size;
-    options.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-    options.seed = c.seed;
-    const simt::host::ScopedOptions scope(options);
-    o.result = build(builder, batch);
-    device.synchronize();
-  } catch (const Error& e) {
-    return std::string("a valid batch was refused: ") + e.what();
-  }
-  // Checked before any buffer is touched: a replaced one may be freed already.
-  if (metadata_buffer_addresses(builder) != addresses) {
-    return "the builder replaced or moved a persistent buffer during a step (a captured graph keeps the old address)";
-  }
-  const std::vector<GuardReport> guards = check_all(all);
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (!guards[i].ok()) return "guard of " + all[i]->name() + ": " + guards[i].describe();
+    if (Verdict v = bed.launch([&] {
+          try {
+            o.result = build(builder, batch);
+          } catch (const Error& e) {
+            throw Stop{std::string("a valid batch was refused: ") + e.what()};
+          }
+          if (metadata_buffer_addresses(builder) != addresses) {
+            throw Stop{"the builder replaced or moved a persistent buffer during a step (a captured graph keeps the old "
+                       "address)"};
+          }
+        })) {
+      return v;
+    }
+  } catch (const Stop& stop) {
+    return stop.why;
   }
   o.seq_lens = read_all(*flat[0]);
   o.decode_lens = read_all(*flat[1]);

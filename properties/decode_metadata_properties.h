@@ -14,8 +14,8 @@
 #include "kernels/device.h"
 #include "kernels/metadata_builder.h"
 #include "properties/decode_metadata_gen.h"
-#include "properties/property_registry.h"
-#include "properties/staged_buffer.h"
+#include "harness/property.h"
+#include "harness/testbed.h"
 #include "properties/view_properties.h"
 
 namespace mlacheck {
@@ -31,8 +31,8 @@ kernels::MetadataResult metadata_build_ref(kernels::MetadataBuilder& builder, co
 // and batch a step may have), so one set of device buffers serves every step of an engine; every
 // byte outside the step's views holds poison.
 struct MetadataInputs {
-  kernels::Buffer seq_lens, decode_lens, qsl, table;
-  std::vector<kernels::Buffer*> all() { return {&seq_lens, &decode_lens, &qsl, &table}; }
+  Buffer seq_lens, decode_lens, qsl, table;
+  std::vector<Buffer*> all() { return {&seq_lens, &decode_lens, &qsl, &table}; }
 };
 // Writes step c's inputs into s: allocates the device buffers when s has none, else rewrites the
 // existing ones in place (the same addresses, new contents), as an engine refills its input buffers.

@@ -2,6 +2,7 @@
 #include "properties/decode_step_gen.h"
 
 #include "core/error.h"
+#include "properties/schedule_gen.h"
 #include "kernels/mqa_logits.h"
 
 namespace mlacheck::gen {
@@ -60,9 +61,7 @@ rc::Gen<DecodeStepCase> decode_step_case(const DecodeStepEngine& e) {
     c.table_row_pad = *rc::gen::inRange(0, 3);
     c.pass_host_seq_lens = *rc::gen::arbitrary<bool>();
     c.ue8m0 = *rc::gen::arbitrary<bool>();
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
+    draw_schedule(c);
     return c;
   });
 }
@@ -80,8 +79,8 @@ void decode_step_to_text(const DecodeStepEngine& e, const DecodeStepCase& c, Cas
   out.set_list("decode_lens", c.decode_lens).set_list("seq_lens", c.seq_lens);
   out.set("graph_padding", c.graph_padding).set("prefill_rows", c.prefill_rows);
   out.set("max_context_len", c.max_context_len).set("table_row_pad", c.table_row_pad);
-  out.set("host_seq_lens", c.pass_host_seq_lens).set("ue8m0", c.ue8m0).set("seed", c.seed);
-  out.set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+  out.set("host_seq_lens", c.pass_host_seq_lens).set("ue8m0", c.ue8m0);
+  write_schedule(c, out);
 }
 
 namespace {
@@ -98,7 +97,7 @@ int64_t max_head_dim(int64_t H) {
 }  // namespace
 
 // Each value's range depends only on values read before it, so that fuzz input bytes decode to a
-// case almost always (properties/case_text.h): seq_lens before decode_lens (a request with a
+// case almost always (harness/case_text.h): seq_lens before decode_lens (a request with a
 // length has tokens), the batch before max_tokens (it holds the batch's tokens).
 std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText& t) {
   DecodeStepEngine e;
@@ -134,9 +133,7 @@ std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText
   c.table_row_pad = t.integer("table_row_pad", 0, 64);
   c.pass_host_seq_lens = t.flag("host_seq_lens");
   c.ue8m0 = t.flag("ue8m0");
-  c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
-  c.shuffled = t.flag("shuffled");
+  read_schedule(c, t);
   return {e, c};
 }
 

@@ -13,7 +13,8 @@
 #include <rapidcheck.h>
 
 #include "kernels/indexer_decode_step.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
+#include "harness/schedule.h"
 
 namespace mlacheck {
 
@@ -39,7 +40,7 @@ struct DecodeStepEngine {
 };
 
 // One step's batch under an engine.
-struct DecodeStepCase {
+struct DecodeStepCase : CaseSchedule {
   std::vector<int32_t> decode_lens, seq_lens;  // [B]; d = 0 is a padding request with L = 0
   kernels::MetadataLayout layout = kernels::MetadataLayout::kFlattened;
   kernels::MetadataPathChoice path = kernels::MetadataPathChoice::kAuto;
@@ -48,9 +49,6 @@ struct DecodeStepCase {
   int64_t max_context_len = 1; // this step's logits columns
   int64_t table_row_pad = 0;
   bool pass_host_seq_lens = false, ue8m0 = false;
-  uint64_t seed = 0;
-  int warp_size = 32;
-  bool shuffled = false;
 
   int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
   int64_t T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
@@ -76,7 +74,7 @@ void decode_step_to_text(const DecodeStepEngine& e, const DecodeStepCase& c, Cas
 // lengths <= 65536) and against each other (one seq_len per request, a padding request of length 0,
 // a request's length covered by the table, T + graph padding within max_tokens, ...): a hand-edited
 // case that breaks one throws mlacheck::Error naming the key. Each value's range depends only on
-// values read before it, so fuzz input bytes decode to a case (properties/case_text.h).
+// values read before it, so fuzz input bytes decode to a case (harness/case_text.h).
 std::pair<DecodeStepEngine, DecodeStepCase> decode_step_from_text(const CaseText& t);
 
 namespace gen {

@@ -10,7 +10,6 @@
 #include <tuple>
 #include <vector>
 
-#include "core/backend/host_executor.h"
 #include "core/compare.h"
 #include "core/error.h"
 #include "core/fp8.h"
@@ -20,7 +19,7 @@
 #include "oracle/decode_step.h"
 #include "oracle/quantize.h"
 #include "oracle/topk.h"
-#include "properties/staged_buffer.h"
+#include "harness/testbed.h"
 #include "properties/random_values.h"
 
 namespace mlacheck {
@@ -124,28 +123,18 @@ IndexerDecodeStepInputs decode_step_inputs(const DecodeStepBuffers& s, const Dec
 
 namespace {
 
-// Uploads the staged case s, runs it on step with every buffer guarded, and reads every buffer back. Returns
-// the first guard violation, if any.
+// Runs the staged case s on step in the testbed (harness/testbed.h), every buffer guarded and the
+// decode and global rows the only outputs; their host bytes then hold the device's.
 Verdict run_staged_step(Device& device, IndexerDecodeStep& step, const DecodeStepEngine& e, const DecodeStepCase& c,
                         DecodeStepBuffers& s, IndexerDecodeStepResult& r) {
   const int64_t T = c.T(), k = e.k;
-  for (Buffer* b : s.all()) b->upload(device);
-  s.topk.memory->declare_output("decode rows", View::padded_rows(DType::kI32, {T, k}, k + 1));
-  s.global.memory->declare_output("global rows", View::padded_rows(DType::kI32, {T, k}, k + 2, 4));
-  arm_buffers(s.all());
-
-  const IndexerDecodeStepInputs in = decode_step_inputs(s, e, c);
-
-  simt::host::Options options;
-  options.warp_size = c.warp_size;
-  options.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-  options.seed = c.seed;
-  simt::host::ScopedOptions scope(options);
-  r = step.run(in);
-  device.synchronize();
-  if (std::string guard = check_buffers(s.all()); !guard.empty()) return guard;
-  for (Buffer* b : s.all()) b->download();
-  return std::nullopt;
+  Testbed bed(device, c);
+  for (Buffer* b : s.all()) {
+    if (b != &s.topk && b != &s.global) bed.input(*b);
+  }
+  bed.output(s.topk, "decode rows", View::padded_rows(DType::kI32, {T, k}, k + 1));
+  bed.output(s.global, "global rows", View::padded_rows(DType::kI32, {T, k}, k + 2, 4));
+  return bed.launch([&] { r = step.run(decode_step_inputs(s, e, c)); });
 }
 
 // Stages the case and runs it (run_staged_step).

@@ -10,8 +10,8 @@
 #include "kernels/device.h"
 #include "kernels/indexer_decode_step.h"
 #include "properties/decode_step_gen.h"
-#include "properties/property_registry.h"
-#include "properties/staged_buffer.h"
+#include "harness/property.h"
+#include "harness/testbed.h"
 #include "properties/view_properties.h"
 
 namespace mlacheck {
@@ -20,9 +20,9 @@ namespace mlacheck {
 // device memory. Every byte a kernel must not read is poison (fp8 NaN); the shared top-k buffer
 // has c.prefill_rows rows after the T token rows, holding a pattern that must survive.
 struct DecodeStepBuffers {
-  kernels::Buffer seq_lens, decode_lens, qsl, table, q, weights, kv, topk, global;
+  Buffer seq_lens, decode_lens, qsl, table, q, weights, kv, topk, global;
   std::vector<int32_t> host_table;  // [B, W] dense, for the oracle's conversion to global slots
-  std::vector<kernels::Buffer*> all() { return {&seq_lens, &decode_lens, &qsl, &table, &q, &weights, &kv, &topk, &global}; }
+  std::vector<Buffer*> all() { return {&seq_lens, &decode_lens, &qsl, &table, &q, &weights, &kv, &topk, &global}; }
 };
 // Host side only; the index weights are multiplied by weight_scale.
 DecodeStepBuffers make_decode_step_buffers(const DecodeStepEngine& e, const DecodeStepCase& c,

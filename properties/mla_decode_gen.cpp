@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "properties/schedule_gen.h"
 #include "properties/block_table_gen.h"
 
 namespace mlacheck {
@@ -53,7 +54,7 @@ void mla_decode_to_text(const MlaDecodeCase& c, CaseText& out) {
   out.set("num_splits", c.num_splits).set("workspace_extra", c.workspace_extra);
   out.set("host_seq_lens", c.pass_host_lens).set("poison", int64_t{c.poison}).set("kv_tail", c.kv_tail);
   out.set("magnitude_log2", int64_t{c.magnitude_log2}).set("zero_rows", c.zero_rows);
-  out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+  write_schedule(c, out);
 }
 
 namespace {
@@ -168,9 +169,7 @@ MlaDecodeCase mla_decode_from_text(const CaseText& t, const std::string& p, cons
   c.poison = static_cast<uint8_t>(t.integer(p + "poison", 0, 255));
   c.kv_tail = t.integer(p + "kv_tail", 0, 1 << 20);
   c.zero_rows = t.flag(p + "zero_rows");
-  c.seed = t.unsigned_integer(p + "seed");
-  c.warp_size = static_cast<int>(t.one_of(p + "warp", {32, 64}));
-  c.shuffled = t.flag(p + "shuffled");
+  read_schedule(c, t, p);
   // The columns a request reads hold pages (>= 0; num_blocks, read next, covers them), the rest any
   // int32 (garbage the kernel must not read). The two come last: the cache's size takes the block
   // stride, and a table drawn from fuzz input bytes after the other keys takes fewer of them.
@@ -262,9 +261,7 @@ rc::Gen<MlaDecodeCase> mla_decode_case(MlaDecodeSize size) {
     c.poison = *rc::gen::element<uint8_t>(0xFF, 0x7F);
     c.magnitude_log2 = *rc::gen::weightedOneOf<int>({{6, rc::gen::just(0)}, {1, rc::gen::element(-100, -40, 40, 100)}});
     c.zero_rows = *rc::gen::inRange(0, 4) == 0;
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
+    draw_schedule(c);
     return c;
   });
 }

@@ -3,7 +3,7 @@
 // with shuffled, shared and garbage pages of 1 to 69 tokens, padded and offset cache and output
 // views, bf16 and fp8 q and cache, per-tensor scales (any fp32 value or a power of two), split
 // counts from 1 to 64, and the values in them (zero rows, huge and tiny magnitudes); and their text
-// form (properties/case_text.h).
+// form (harness/case_text.h).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,8 @@
 #include <rapidcheck.h>
 
 #include "kernels/mla_decode.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
+#include "harness/schedule.h"
 
 namespace mlacheck {
 
@@ -25,7 +26,8 @@ constexpr int64_t kMlaMaxCaseKeys = int64_t{1} << 16;
 
 // One launch of dense MLA decode: shapes, the layout of every view, the block table and lengths,
 // the scales, the split count and what fills the buffers (the seed; magnitudes and zero rows).
-struct MlaDecodeCase {
+// The schedule fields (seed: the values of q and the keys) come from CaseSchedule.
+struct MlaDecodeCase : CaseSchedule {
   int64_t B = 1, q_len = 1, H = 1, page = 64;
   std::vector<int32_t> lens;  // seq_lens [B]
   int64_t W = 0, table_row_pad = 0, num_blocks = 0;
@@ -42,9 +44,6 @@ struct MlaDecodeCase {
   // when fp8), so the scores stay put while o moves to huge or tiny magnitudes.
   int magnitude_log2 = 0;
   bool zero_rows = false;  // some q rows (a head of a token) and some keys all zero
-  uint64_t seed = 0;       // the values of q and the keys
-  int warp_size = 32;
-  bool shuffled = false;
 
   int64_t needed(int64_t b) const { return (lens[static_cast<size_t>(b)] + page - 1) / page; }
   int64_t block_stride() const { return page * token_stride + block_pad; }

@@ -1,7 +1,7 @@
 // RapidCheck generators for the MLA impl's call sequences (mla_decode_impl): an impl configuration,
 // eager calls on it (each a dense MLA decode case of properties/mla_decode_gen.h with its own batch,
 // views and scales), graph replay steps (lengths growing past the capture's, new block tables and
-// q, padding rows), and their text form (properties/case_text.h).
+// q, padding rows), and their text form (harness/case_text.h).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <rapidcheck.h>
 
 #include "kernels/mla_decode_impl.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
 #include "properties/mla_decode_gen.h"
 
 namespace mlacheck {

@@ -22,15 +22,6 @@ namespace {
 
 constexpr int64_t kLatent = kernels::kMlaValueDim;
 
-// The case's host schedule, for the scope of a run (as the dense properties run it).
-simt::host::Options host_options(const MlaDecodeCase& c) {
-  simt::host::Options options;
-  options.warp_size = c.warp_size;
-  options.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-  options.seed = c.seed;
-  return options;
-}
-
 // The call the engine makes for case c staged and uploaded in st: its views, its lengths on the host, its scales.
 kernels::MlaDecodeCall call_of(const MlaDecodeBuffers& st, const MlaDecodeCase& c) {
   const kernels::MlaDecodeArgs a = st.args(c);
@@ -74,8 +65,7 @@ Verdict mla_decode_impl_eager_call(Device& device, MlaDecodeImpl& impl, const Ml
   const uint8_t* const workspace_data = workspace.data();
   workspace.clear_outputs();
   workspace.declare_output("workspace", View::contiguous(DType::kU8, {workspace.size()}));
-  simt::host::ScopedOptions scope(host_options(c));
-  if (Verdict v = st.run_guarded(device, [&] {  // the buffers are uploaded now
+  if (Verdict v = st.run_guarded(device, c, [&] {  // the buffers are uploaded now
         workspace.arm();
         impl.forward(call_of(st, c));
       })) {
@@ -137,7 +127,7 @@ Verdict mla_decode_impl_replay_step(Device& device, MlaDecodeImpl& impl, kernels
   MlaDecodeBuffers st(c);
   const oracle::MlaDecodeResult want = oracle::mla_decode(st.oracle_inputs(c));
   write_step(impl, cache, st, c);
-  simt::host::ScopedOptions scope(host_options(c));
+  const simt::host::ScopedOptions scope(c.host_options());
   graph.replay();
   device.synchronize();
   GraphOutputs replayed = read_graph_outputs(impl, c);

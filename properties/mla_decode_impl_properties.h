@@ -9,7 +9,7 @@
 #include "kernels/device.h"
 #include "kernels/mla_decode_impl.h"
 #include "properties/mla_decode_impl_gen.h"
-#include "properties/property_registry.h"
+#include "harness/property.h"
 #include "properties/view_properties.h"
 
 namespace mlacheck {

@@ -14,8 +14,8 @@
 #include "kernels/mla_decode_glue.h"
 #include "oracle/mla_decode.h"
 #include "properties/mla_decode_gen.h"
-#include "properties/property_registry.h"
-#include "properties/staged_buffer.h"
+#include "harness/property.h"
+#include "harness/testbed.h"
 #include "properties/view_properties.h"
 
 namespace mlacheck {
@@ -26,7 +26,7 @@ using MlaDecodeFn = decltype(kernels::mla_decode);
 // A case's buffers: inputs filled from the case's seed (poison wherever the kernel must not read),
 // outputs poisoned by their guards when armed.
 struct MlaDecodeBuffers {
-  kernels::Buffer q, kv, table, lens, workspace, o, lse;
+  Buffer q, kv, table, lens, workspace, o, lse;
   View workspace_used;  // the part the kernel may write
 
   explicit MlaDecodeBuffers(const MlaDecodeCase& c);
@@ -34,9 +34,10 @@ struct MlaDecodeBuffers {
   oracle::MlaDecodeInputs oracle_inputs(const MlaDecodeCase& c);
   // The launch's arguments over the uploaded buffers; host_seq_lens points into c when it passes them.
   kernels::MlaDecodeArgs args(const MlaDecodeCase& c) const;
-  // Uploads everything, declares the outputs, arms, runs launch and checks every guard; o, lse and
-  // workspace then hold the device's bytes.
-  Verdict run_guarded(kernels::Device& device, const std::function<void()>& launch);
+  // Runs launch in the testbed (harness/testbed.h) under c's schedule: uploads everything,
+  // declares the outputs, arms, launches and checks every guard; o, lse and workspace then hold
+  // the device's bytes.
+  Verdict run_guarded(kernels::Device& device, const MlaDecodeCase& c, const std::function<void()>& launch);
 };
 
 // What one run gave.

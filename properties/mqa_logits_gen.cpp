@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "properties/schedule_gen.h"
 #include "properties/block_table_gen.h"
 
 namespace mlacheck {
@@ -60,11 +61,12 @@ namespace {
 const char* mode_name(LogitsMode m) { return m == LogitsMode::kClean ? "clean" : "unclean"; }
 
 // The keys every case shares: data, special values and schedule.
-void common_to_text(LogitsMode mode, bool ue8m0, KeyPattern keys, int key_exponent, uint8_t poison, uint64_t seed,
-                    int warp, bool shuffled, CaseText& out) {
-  out.set("mode", mode_name(mode)).set("scales", ue8m0 ? "ue8m0" : "fp32");
-  out.set("keys", key_pattern_name(keys)).set("key_exponent", int64_t{key_exponent});
-  out.set("poison", int64_t{poison}).set("seed", seed).set("warp", int64_t{warp}).set("shuffled", shuffled);
+template <class Case>
+void common_to_text(const Case& c, CaseText& out) {
+  out.set("mode", mode_name(c.mode)).set("scales", c.ue8m0 ? "ue8m0" : "fp32");
+  out.set("keys", key_pattern_name(c.keys)).set("key_exponent", int64_t{c.key_exponent});
+  out.set("poison", int64_t{c.poison});
+  write_schedule(c, out);
 }
 
 template <class Case>
@@ -74,9 +76,7 @@ void common_from_text(const CaseText& t, Case& c) {
   c.keys = static_cast<KeyPattern>(t.choice("keys", {"random", "zero-rows", "shared-scale", "below-floor", "mixed"}));
   c.key_exponent = static_cast<int>(t.integer("key_exponent", -kMaxKeyExponent, kMaxKeyExponent));
   c.poison = static_cast<uint8_t>(t.integer("poison", 0x7E, 0x7F));
-  c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
-  c.shuffled = t.flag("shuffled");
+  read_schedule(c, t);
 }
 
 constexpr int64_t kMaxLen = 65536, kSlack = 4096;
@@ -103,10 +103,10 @@ void paged_logits_to_text(const PagedLogitsCase& c, CaseText& out) {
   out.set("num_blocks", c.num_blocks).set_list("block_table", c.table);
   out.set("block_stride", c.block_stride).set("kv_offset", c.kv_offset);
   out.set("logits_stride", c.logits_stride).set("logits_offset", c.logits_offset).set("host_lens", c.pass_host_lens);
-  common_to_text(c.mode, c.ue8m0, c.keys, c.key_exponent, c.poison, c.seed, c.warp_size, c.shuffled, out);
+  common_to_text(c, out);
 }
 
-// Reads constructively (properties/case_text.h, "Fuzz inputs"): each value's range follows from the
+// Reads constructively (harness/case_text.h, "Fuzz inputs"): each value's range follows from the
 // values read before it, so the rules are the readers' ranges and almost any fuzz input bytes make
 // a case. The scalars come first and the lists last (the bytes a fuzzer mutates first steer the
 // shape; the long lists take the rest); max_context_len before the lengths it bounds, block_stride
@@ -165,7 +165,7 @@ void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out) {
   out.set("k_stride", c.k_stride).set("k_offset", c.k_offset).set("scale_stride", c.scale_stride);
   out.set("range_stride", c.range_stride).set("logits_stride", c.logits_stride).set("logits_offset", c.logits_offset);
   out.set("host_ranges", c.pass_host_ranges);
-  common_to_text(c.mode, c.ue8m0, c.keys, c.key_exponent, c.poison, c.seed, c.warp_size, c.shuffled, out);
+  common_to_text(c, out);
 }
 
 // Reads constructively, as paged_logits_from_text does: keys_count within what rows x logits_stride
@@ -265,9 +265,7 @@ rc::Gen<PagedLogitsCase> paged_logits_case(PagedCaseShape shape) {
     c.keys = *key_pattern();
     c.key_exponent = *key_exponent();
     c.poison = *rc::gen::element<uint8_t>(0x7F, 0x7E);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
+    draw_schedule(c);
     return c;
   });
 }
@@ -305,9 +303,7 @@ rc::Gen<PrefillLogitsCase> prefill_logits_case() {
     c.keys = *key_pattern();
     c.key_exponent = *key_exponent();
     c.poison = *rc::gen::element<uint8_t>(0x7F, 0x7E);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
+    draw_schedule(c);
     return c;
   });
 }

@@ -1,7 +1,7 @@
 // RapidCheck generators for the indexer logits (docs/ops.md 2): paged decode cases (2.1: 1-D and 2-D
 // lengths, padding rows, lengths straddling block and tile boundaries, shuffled and shared pages of
 // 1 to 69 tokens, offset and padded views) and ragged prefill cases (2.2), KV caches with special
-// values, and both cases' text form (properties/case_text.h).
+// values, and both cases' text form (harness/case_text.h).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,8 @@
 #include <rapidcheck.h>
 
 #include "kernels/mqa_logits.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
+#include "harness/schedule.h"
 
 namespace mlacheck {
 
@@ -31,7 +32,7 @@ const char* key_pattern_name(KeyPattern p);
 constexpr int kMaxKeyExponent = 100;
 
 // One paged decode logits call (docs/ops.md 2.1) and where it runs.
-struct PagedLogitsCase {
+struct PagedLogitsCase : CaseSchedule {
   int64_t B = 1, next_n = 1, H = 1, D = 16, block_size = 64;
   bool lens_2d = false;
   int64_t lens_stride = 1;    // 1-D only
@@ -46,9 +47,6 @@ struct PagedLogitsCase {
   KeyPattern keys = KeyPattern::kRandom;
   int key_exponent = 0;   // every key scale times 2^key_exponent: huge (> 0) and tiny (< 0) logits
   uint8_t poison = 0x7F;  // unread bytes: 0x7F fp8 NaN keys; 0x7E 448 with a huge scale
-  uint64_t seed = 0;      // the data: q, weights, keys, the views' offsets into their buffers
-  int warp_size = 32;
-  bool shuffled = false;
 
   int64_t rows() const { return B * next_n; }
   // Row (b, j)'s length (docs/ops.md 2.1).
@@ -62,7 +60,7 @@ struct PagedLogitsCase {
 };
 
 // One ragged prefill logits call (docs/ops.md 2.2) and where it runs.
-struct PrefillLogitsCase {
+struct PrefillLogitsCase : CaseSchedule {
   int64_t M = 1, N = 0, H = 1, D = 16;
   std::vector<int32_t> ks, ke;  // [M] each, 0 <= ks <= ke <= N
   int64_t k_stride = 16, k_offset = 0, scale_stride = 1, range_stride = 1;  // elements / bytes for k
@@ -72,9 +70,6 @@ struct PrefillLogitsCase {
   KeyPattern keys = KeyPattern::kRandom;
   int key_exponent = 0;
   uint8_t poison = 0x7F;
-  uint64_t seed = 0;
-  int warp_size = 32;
-  bool shuffled = false;
   friend void showValue(const PrefillLogitsCase& c, std::ostream& os);
 };
 
@@ -87,7 +82,7 @@ void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out);
 // and checked against the others (one length per request or row, every length within
 // max_context_len and the table, the table's needed columns inside the cache, strides that hold a
 // row): a hand-edited case that breaks one throws mlacheck::Error naming the key. They read
-// constructively (properties/case_text.h, "Fuzz inputs"): each value's range follows from the values
+// constructively (harness/case_text.h, "Fuzz inputs"): each value's range follows from the values
 // read before it, so almost any fuzz input bytes decode to a case.
 PagedLogitsCase paged_logits_from_text(const CaseText& t);
 PrefillLogitsCase prefill_logits_from_text(const CaseText& t);

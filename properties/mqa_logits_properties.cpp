@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "core/backend/host_executor.h"
 #include "core/compare.h"
 #include "core/error.h"
 #include "core/fp8.h"
@@ -65,28 +64,15 @@ oracle::Fp8Rows make_keys(std::mt19937_64& rng, int64_t n, int64_t D, bool ue8m0
   return keys;
 }
 
-// Uploads every buffer, declares out's view as the launch's only output, arms, launches and checks
-// every guard; out.host then holds the device's bytes.
-Verdict run_guarded(Device& device, const std::vector<Buffer*>& inputs, Buffer& out, const std::function<void()>& launch) {
-  std::vector<Buffer*> all = inputs;
-  all.push_back(&out);
-  for (Buffer* b : all) b->upload(device);
-  out.memory->declare_output(out.name, out.view);
-  arm_buffers(all);
-  launch();
-  device.synchronize();
-  if (std::string guard = check_buffers(all); !guard.empty()) return guard;
-  out.download();
-  return std::nullopt;
-}
-
-// The host backend's schedule of a case, for the scope of one run.
-simt::host::Options schedule(int warp_size, bool shuffled, uint64_t seed) {
-  simt::host::Options o;
-  o.warp_size = warp_size;
-  o.schedule = shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-  o.seed = seed;
-  return o;
+// Runs launch in the testbed (harness/testbed.h) under the case's schedule, every buffer guarded
+// and out's view the launch's only output; out.host then holds the device's bytes. (No payload is
+// declared non-zero: a case of one head of head_dim 1 may draw a zero q, and keys may be zero rows.)
+Verdict run_guarded(Device& device, const CaseSchedule& schedule, const std::vector<Buffer*>& inputs, Buffer& out,
+                    const std::function<void()>& launch) {
+  Testbed bed(device, schedule);
+  for (Buffer* b : inputs) bed.input(*b);
+  bed.output(out);
+  return bed.launch(launch);
 }
 
 // The logits view's values, [rows, cols] dense.
@@ -200,8 +186,7 @@ PagedStaged stage_paged(const PagedLogitsCase& c, float weight_scale) {
 // Runs impl on the staged case; s.logits.host then holds the device's bytes.
 Verdict launch_paged(Device& device, PagedMqaLogitsFn* impl, const PagedLogitsCase& c, PagedStaged& s,
                      bool pass_host_lens) {
-  simt::host::ScopedOptions scope(schedule(c.warp_size, c.shuffled, c.seed));
-  return run_guarded(device, {&s.q, &s.w, &s.lens, &s.table, &s.kv}, s.logits, [&] {
+  return run_guarded(device, c, {&s.q, &s.w, &s.lens, &s.table, &s.kv}, s.logits, [&] {
     PagedMqaLogitsArgs a;
     a.q = s.q.device_tensor();
     a.kv_blocks = s.kv.device_tensor();
@@ -328,9 +313,8 @@ PrefillStaged stage_prefill(const PrefillLogitsCase& c, float weight_scale) {
 }
 
 Verdict launch_prefill(Device& device, MqaLogitsFn* impl, PrefillStaged& s, LogitsMode mode, bool pass_host_ranges,
-                       const simt::host::Options& options) {
-  simt::host::ScopedOptions scope(options);
-  return run_guarded(device, {&s.q, &s.w, &s.k, &s.scale, &s.ks, &s.ke}, s.logits, [&] {
+                       const CaseSchedule& schedule) {
+  return run_guarded(device, schedule, {&s.q, &s.w, &s.k, &s.scale, &s.ks, &s.ke}, s.logits, [&] {
     MqaLogitsArgs a;
     a.q = s.q.device_tensor();
     a.k = s.k.device_tensor();
@@ -364,7 +348,7 @@ PrefillLogitsOutcome run_prefill_logits(Device& device, MqaLogitsFn* impl, const
     want = oracle::mqa_logits({s.q.host_tensor(), s.k.host_tensor(), s.scale.host_tensor(), s.w.host_tensor(),
                                s.ks.host_tensor(), s.ke.host_tensor()});
   }
-  out.failure = launch_prefill(device, impl, s, c.mode, c.pass_host_ranges, schedule(c.warp_size, c.shuffled, c.seed));
+  out.failure = launch_prefill(device, impl, s, c.mode, c.pass_host_ranges, c);
   if (out.failure) return out;
   out.got = dense(s.logits);
   if (options.compare_with_oracle) out.failure = compare_with_oracle(out.got, want, c.mode, c.key_exponent, "mqa_logits");
@@ -438,7 +422,7 @@ Verdict paged_logits_equal_prefill_over_gathered_keys(Device& device, PagedMqaLo
     p.ke.put<int32_t>({r}, p.host_ke.back());
   }
   p.logits = Buffer("logits", View::padded_rows(DType::kF32, {rows, N}, std::max<int64_t>(N, 1)), 0, kLogitsFill);
-  if (Verdict v = launch_prefill(device, prefill, p, c.mode, true, schedule(c.warp_size, c.shuffled, c.seed))) {
+  if (Verdict v = launch_prefill(device, prefill, p, c.mode, true, c)) {
     return "prefill over the gathered keys: " + *v;
   }
   const std::vector<float> gathered = dense(p.logits);

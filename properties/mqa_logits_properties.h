@@ -12,8 +12,8 @@
 #include "kernels/mqa_logits_glue.h"
 #include "oracle/mqa_logits.h"
 #include "properties/mqa_logits_gen.h"
-#include "properties/property_registry.h"
-#include "properties/staged_buffer.h"
+#include "harness/property.h"
+#include "harness/testbed.h"
 #include "properties/view_properties.h"
 
 namespace mlacheck {
@@ -29,7 +29,7 @@ struct PagedRunOptions {
   bool compare_with_oracle = true;   // false: the guards only (metamorphic properties)
   // Changes the lengths or the table the implementation sees after the oracle has read them (for
   // behaviour outside the contract; the host copy of the lengths is not passed then).
-  std::function<void(kernels::Buffer& lens, kernels::Buffer& table)> tamper;
+  std::function<void(Buffer& lens, Buffer& table)> tamper;
 };
 
 // What one paged run gave.

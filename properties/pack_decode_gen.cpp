@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "properties/schedule_gen.h"
 #include "properties/block_table_gen.h"
 
 namespace mlacheck {
@@ -63,7 +64,7 @@ void pack_decode_to_text(const PackDecodeCase& c, CaseText& out) {
   out.set("packed_lead_rows", c.packed_lead_rows).set("packed_row_pad", c.packed_row_pad);
   out.set("packed_tail_rows", c.packed_tail_rows).set("dst_lead_rows", c.dst_lead_rows);
   out.set("dst_row_pad", c.dst_row_pad).set("dst_tail_rows", c.dst_tail_rows).set("qsl_lead", c.qsl_lead);
-  out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+  write_schedule(c, out);
 }
 
 PackDecodeCase pack_decode_from_text(const CaseText& t) {
@@ -86,9 +87,7 @@ PackDecodeCase pack_decode_from_text(const CaseText& t) {
   c.dst_row_pad = t.integer("dst_row_pad", 0, 64);
   c.dst_tail_rows = t.integer("dst_tail_rows", 0, 64);
   c.qsl_lead = t.integer("qsl_lead", 0, 64);
-  c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
-  c.shuffled = t.flag("shuffled");
+  read_schedule(c, t);
   return c;
 }
 
@@ -98,7 +97,7 @@ void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out) {
   out.set("table_lead", c.table_lead).set("table_row_pad", c.table_row_pad).set("local_row_pad", c.local_row_pad);
   out.set("global_lead_rows", c.global_lead_rows).set("global_row_pad", c.global_row_pad);
   out.set("qsl_lead", c.qsl_lead).set("in_place", c.in_place);
-  out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+  write_schedule(c, out);
 }
 
 TopkToGlobalCase topk_to_global_from_text(const CaseText& t) {
@@ -138,9 +137,7 @@ TopkToGlobalCase topk_to_global_from_text(const CaseText& t) {
   c.global_lead_rows = t.integer("global_lead_rows", 0, 64);
   c.qsl_lead = t.integer("qsl_lead", 0, 64);
   c.in_place = t.flag("in_place");
-  c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
-  c.shuffled = t.flag("shuffled");
+  read_schedule(c, t);
   return c;
 }
 
@@ -198,9 +195,7 @@ rc::Gen<PackDecodeCase> pack_decode_case() {
     c.dst_row_pad = *rc::gen::inRange<int64_t>(0, 4);
     c.dst_tail_rows = *rc::gen::inRange<int64_t>(0, 4);
     c.qsl_lead = *rc::gen::inRange<int64_t>(0, 3);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    draw_schedule(c, ShuffleOdds::kMostly);
     return c;
   });
 }
@@ -236,9 +231,7 @@ rc::Gen<TopkToGlobalCase> topk_to_global_case() {
     c.global_row_pad = *rc::gen::inRange<int64_t>(0, 3);
     c.qsl_lead = *rc::gen::inRange<int64_t>(0, 3);
     c.in_place = *rc::gen::arbitrary<bool>();
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    draw_schedule(c, ShuffleOdds::kMostly);
     return c;
   });
 }

@@ -2,7 +2,7 @@
 // and docs/ops.md 3's conversion to global slots (topk_to_global): batches with non-uniform decode
 // lengths and padding requests, rows of several dtypes and shapes, every view offset and row-padded
 // inside a wider buffer, block tables with shuffled and shared pages of sizes 1 to 69; and their
-// text form (properties/case_text.h).
+// text form (harness/case_text.h).
 #pragma once
 
 #include <cstdint>
@@ -12,12 +12,13 @@
 #include <rapidcheck.h>
 
 #include "core/dtype.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
+#include "harness/schedule.h"
 
 namespace mlacheck {
 
 // Token rows [T, row_shape...] packed into [B, next_n, row_shape...] slots and back.
-struct PackDecodeCase {
+struct PackDecodeCase : CaseSchedule {
   std::vector<int32_t> decode_lens;  // [B], each in [0, next_n]; 0: a padding request
   int64_t next_n = 1;                // slots per request: max(1, max decode_lens), or more (graph padding)
   std::vector<int64_t> row_shape = {1};  // a row's trailing dimensions (one or two), contiguous
@@ -27,9 +28,6 @@ struct PackDecodeCase {
   int64_t packed_lead_rows = 0, packed_row_pad = 0, packed_tail_rows = 0;  // the slots
   int64_t dst_lead_rows = 0, dst_row_pad = 0, dst_tail_rows = 0;  // unpack's token rows: the tail rows belong to prefill
   int64_t qsl_lead = 0;  // query_start_loc starts this many int32 into its buffer
-  uint64_t seed = 0;     // the row bytes
-  int warp_size = 32;
-  bool shuffled = true;
 
   int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
   int64_t T() const;
@@ -39,7 +37,7 @@ struct PackDecodeCase {
 };
 
 // Request-local top-k indices [T, k] -> global slots through a block table [B, W].
-struct TopkToGlobalCase {
+struct TopkToGlobalCase : CaseSchedule {
   std::vector<int32_t> decode_lens;  // [B] tokens per request
   std::vector<int32_t> seq_lens;     // [B] each request's context length: its tokens' indices lie in [0, L)
   int64_t k = 1, page = 64, W = 1;
@@ -47,9 +45,6 @@ struct TopkToGlobalCase {
   int64_t table_lead = 0, table_row_pad = 0;
   int64_t local_row_pad = 0, global_lead_rows = 0, global_row_pad = 0, qsl_lead = 0;
   bool in_place = false;  // global is local itself
-  uint64_t seed = 0;      // the local indices
-  int warp_size = 32;
-  bool shuffled = true;
 
   int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
   int64_t T() const;
@@ -76,7 +71,7 @@ void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out);
 // overflows int32, the table holding B x W entries); a bad one throws mlacheck::Error naming the key.
 // Each value's range depends only on values read before it (seq_lens after the table's width and
 // page, so a request's pages lie within the table), so fuzz input bytes decode to a case
-// (properties/case_text.h); what no range says (a 2-D row_shape's product, a read page past int32
+// (harness/case_text.h); what no range says (a 2-D row_shape's product, a read page past int32
 // slots) stays a check.
 PackDecodeCase pack_decode_from_text(const CaseText& t);
 TopkToGlobalCase topk_to_global_from_text(const CaseText& t);

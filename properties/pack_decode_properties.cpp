@@ -5,11 +5,10 @@
 #include <random>
 #include <string>
 
-#include "core/backend/host_executor.h"
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "oracle/topk.h"
-#include "properties/staged_buffer.h"
+#include "harness/testbed.h"
 
 namespace mlacheck {
 
@@ -20,14 +19,6 @@ namespace {
 constexpr uint8_t kIndexPoison = 0x7F;    // int32 0x7F7F7F7F around query_start_loc and the table
 constexpr uint8_t kSlotPoison = 0xEE;     // unpack's padding slots: a read shows in a token row
 constexpr uint8_t kSharedPattern = 0x2A;  // the shared destination's rows that are not the view's
-
-simt::host::Options host_options(int warp_size, bool shuffled, uint64_t seed) {
-  simt::host::Options o;
-  o.warp_size = warp_size;
-  o.schedule = shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-  o.seed = seed;
-  return o;
-}
 
 // A view of rows [rows, shape...] with the trailing dimensions contiguous, each row `pad` elements
 // longer than its data, starting lead_rows rows into its buffer.
@@ -60,12 +51,6 @@ void fill_random(std::vector<uint8_t>& bytes, std::mt19937_64& rng) {
   for (uint8_t& x : bytes) x = static_cast<uint8_t>(rng());
 }
 
-Verdict check_guards(const std::vector<Buffer*>& buffers, const std::string& when) {
-  if (std::string guard = check_buffers(buffers); !guard.empty()) return when + guard;
-  for (Buffer* b : buffers) b->download();
-  return std::nullopt;
-}
-
 std::string slot_name(int64_t b, int64_t j) { return "slot (" + std::to_string(b) + ", " + std::to_string(j) + ")"; }
 
 // The staged packing case: query_start_loc, the token rows (random bytes everywhere) and the slots.
@@ -92,16 +77,14 @@ PackBuffers make_pack_buffers(const PackDecodeCase& c) {
   return s;
 }
 
+// Packs in the testbed (harness/testbed.h); s.packed.host then holds the device's bytes.
 Verdict run_pack(Device& device, PackDecodeFn* pack, const PackDecodeCase& c, PackBuffers& s) {
-  for (Buffer* b : {&s.qsl, &s.tokens, &s.packed}) b->upload(device);
-  s.packed.memory->declare_output("packed", s.packed.view);
-  arm_buffers({&s.qsl, &s.tokens, &s.packed});
-  {
-    const simt::host::ScopedOptions scoped(host_options(c.warp_size, c.shuffled, c.seed));
-    pack(device, s.qsl.device_tensor(), s.tokens.device_tensor(), s.packed.device_tensor());
-    device.synchronize();
+  Testbed bed(device, c);
+  bed.input(s.qsl).input(s.tokens).output(s.packed);
+  if (Verdict v = bed.launch([&] { pack(device, s.qsl.device_tensor(), s.tokens.device_tensor(), s.packed.device_tensor()); })) {
+    return "pack: " + *v;
   }
-  return check_guards({&s.qsl, &s.tokens, &s.packed}, "pack: ");
+  return std::nullopt;
 }
 
 }  // namespace
@@ -130,27 +113,22 @@ Verdict unpack_decode_inverts_pack(Device& device, PackDecodeFn* pack, UnpackDec
   PackBuffers s = make_pack_buffers(c);
   const std::vector<uint8_t> tokens = s.tokens.host;
   if (Verdict v = run_pack(device, pack, c, s)) return v;
-  // Poison the padding slots: unpack reads no padding slot.
+  // The packed slots as pack left them, the padding slots poisoned: unpack reads no padding slot.
   const std::vector<uint8_t> poison(static_cast<size_t>(s.row_bytes), kSlotPoison);
   for (int64_t b = 0; b < c.B(); ++b) {
     for (int64_t j = c.decode_lens[static_cast<size_t>(b)]; j < c.next_n; ++j) {
-      s.packed.memory->write(row_offset(s.packed.view, {b, j}), poison.data(), s.row_bytes);
+      std::memcpy(s.packed.host.data() + row_offset(s.packed.view, {b, j}), poison.data(), static_cast<size_t>(s.row_bytes));
     }
   }
   // The first T rows of a shared buffer whose other rows belong to prefill tokens.
   const View dst_view = row_view(c.dtype, c.T(), c.row_shape, c.dst_row_pad, c.dst_lead_rows);
   const int64_t esize = static_cast<int64_t>(dtype_size(c.dtype));
   Buffer dst("shared", dst_view, (c.dst_tail_rows * dst_view.stride(0) + 1) * esize, kSharedPattern);
-  dst.upload(device);
-  dst.memory->declare_output("decode rows", dst_view);
-  s.packed.memory->clear_outputs();
-  arm_buffers({&s.qsl, &s.tokens, &s.packed, &dst});
-  {
-    const simt::host::ScopedOptions scoped(host_options(c.warp_size, c.shuffled, c.seed));
-    unpack(device, s.qsl.device_tensor(), s.packed.device_tensor(), dst.device_tensor());
-    device.synchronize();
+  Testbed bed(device, c);
+  bed.input(s.qsl).input(s.tokens).input(s.packed).output(dst, "decode rows", dst_view);
+  if (Verdict v = bed.launch([&] { unpack(device, s.qsl.device_tensor(), s.packed.device_tensor(), dst.device_tensor()); })) {
+    return "unpack: " + *v;
   }
-  if (Verdict v = check_guards({&s.qsl, &s.tokens, &s.packed, &dst}, "unpack: ")) return v;
   for (int64_t t = 0; t < c.T(); ++t) {
     const uint8_t* got = dst.host.data() + row_offset(dst_view, {t});
     if (std::memcmp(got, tokens.data() + row_offset(s.tokens.view, {t}), static_cast<size_t>(s.row_bytes)) != 0) {
@@ -179,17 +157,15 @@ Verdict topk_to_global_equals_oracle(Device& device, TopkToGlobalFn* to_global, 
   Buffer global("global", View::padded_rows(DType::kI32, {T, k}, gs, c.global_lead_rows * gs * 4), (gs + 2) * 4, 3);
   Buffer& dst = c.in_place ? local : global;
   const std::vector<uint8_t> local_bytes = local.host;
-  for (Buffer* b : {&q, &table, &local, &global}) b->upload(device);
-  dst.memory->declare_output("global", dst.view);
-  arm_buffers({&q, &table, &local, &global});
-  // arm() poisons the outputs; in place the output is also the input, so write it again.
-  if (c.in_place) local.memory->write(0, local_bytes.data(), static_cast<int64_t>(local_bytes.size()));
-  {
-    const simt::host::ScopedOptions scoped(host_options(c.warp_size, c.shuffled, c.seed));
-    to_global(device, q.device_tensor(), local.device_tensor(), table.device_tensor(), c.page, dst.device_tensor());
-    device.synchronize();
+  Testbed bed(device, c);
+  bed.input(q).input(table).input(c.in_place ? global : local).output(dst, "global", dst.view);
+  // Arming poisons the outputs; in place the output is also the input, so write it again.
+  if (c.in_place) bed.after_arm([&] { local.memory->write(0, local_bytes.data(), static_cast<int64_t>(local_bytes.size())); });
+  if (Verdict v = bed.launch([&] {
+        to_global(device, q.device_tensor(), local.device_tensor(), table.device_tensor(), c.page, dst.device_tensor());
+      })) {
+    return v;
   }
-  if (Verdict v = check_guards({&q, &table, &local, &global}, "")) return v;
   const HostTensor host_table = table.host_tensor();
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = qsl[static_cast<size_t>(b)]; t < qsl[static_cast<size_t>(b) + 1]; ++t) {
@@ -216,12 +192,9 @@ Verdict copy_rows_copies_first_rows(Device& device, CopyRowsFn* copy, const Copy
   fill_random(src.host, rng);
   const View dst_view = row_view(c.dtype, c.n, {c.H}, c.dst_row_pad, 0);
   Buffer dst("shared", dst_view, (c.dst_tail_rows * dst_view.stride(0) + 1) * esize, kSharedPattern);
-  for (Buffer* b : {&src, &dst}) b->upload(device);
-  dst.memory->declare_output("token rows", dst_view);
-  arm_buffers({&src, &dst});
-  copy(device, src.device_tensor(), dst.device_tensor());
-  device.synchronize();
-  if (Verdict v = check_guards({&src, &dst}, "")) return v;
+  Testbed bed(device, CaseSchedule{});  // the copy has no schedule of its own: ordered, warp 32
+  bed.input(src).output(dst, "token rows", dst_view);
+  if (Verdict v = bed.launch([&] { copy(device, src.device_tensor(), dst.device_tensor()); })) return v;
   for (int64_t r = 0; r < c.n; ++r) {
     if (std::memcmp(dst.host.data() + row_offset(dst_view, {r}), src.host.data() + row_offset(src.view, {r}),
                     static_cast<size_t>(c.H * esize)) != 0) {

@@ -10,7 +10,7 @@
 #include "kernels/device.h"
 #include "kernels/pack_decode_glue.h"
 #include "properties/pack_decode_gen.h"
-#include "properties/property_registry.h"
+#include "harness/property.h"
 #include "properties/view_properties.h"
 
 namespace mlacheck {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "properties/schedule_gen.h"
 #include "oracle/sparse_mla.h"
 #include "properties/random_values.h"
 
@@ -119,10 +120,10 @@ void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out) {
   out.set("poison", int64_t{c.poison}).set("trap", int64_t{c.trap});
   out.set("scale_format", c.scale_format == SparseMlaScaleFormat::kFp32 ? "fp32" : "ue8m0");
   out.set("magnitude_log2", int64_t{c.magnitude_log2}).set("zero_rows", c.zero_rows);
-  out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+  write_schedule(c, out);
 }
 
-// Reads constructively (properties/case_text.h, "Fuzz inputs"): each value's range follows from the
+// Reads constructively (harness/case_text.h, "Fuzz inputs"): each value's range follows from the
 // values read before it, so almost any fuzz input bytes make a case. heads and topk are bounded by
 // the query rows and entries batch x s_q leave, the strides come before num_blocks (the cache is at
 // most 256 MiB), the lists' lengths follow the shapes and flags. The scalars come first and the
@@ -152,9 +153,7 @@ SparseMlaCase sparse_mla_from_text(const CaseText& t) {
                                                                     : SparseMlaScaleFormat::kUe8m0;
   c.magnitude_log2 = static_cast<int>(t.integer("magnitude_log2", -100, 100));
   c.zero_rows = t.flag("zero_rows");
-  c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
-  c.shuffled = t.flag("shuffled");
+  read_schedule(c, t);
   // topk_length: one per request when has_topk_length, else none (the key stays, empty); so too
   // attn_sink, one per head.
   c.has_length = t.flag("has_topk_length");
@@ -200,9 +199,7 @@ rc::Gen<SparseMlaCase> sparse_mla_case() {
     c.scale_format = *rc::gen::element(SparseMlaScaleFormat::kFp32, SparseMlaScaleFormat::kUe8m0);
     c.magnitude_log2 = *rc::gen::weightedOneOf<int>({{6, rc::gen::just(0)}, {1, rc::gen::element(-100, -40, 40, 100)}});
     c.zero_rows = *rc::gen::inRange(0, 4) == 0;
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::arbitrary<bool>();
+    draw_schedule(c);
     fill_sparse_mla_entries(c, live, *rc::gen::inRange(0, 4), true);
     return c;
   });

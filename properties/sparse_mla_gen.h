@@ -2,7 +2,7 @@
 // (padded token and block strides, offset views, spare pages, odd and production page sizes), top-k
 // rows mixing valid slots, duplicates, -1 and other invalid entries, topk_length and attn_sink,
 // rows with no valid entry, and the values in them (zero rows, huge and tiny latent magnitudes,
-// fp32 and ue8m0 tile scales); and their text form (properties/case_text.h).
+// fp32 and ue8m0 tile scales); and their text form (harness/case_text.h).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,8 @@
 #include <rapidcheck.h>
 
 #include "kernels/sparse_mla.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
+#include "harness/schedule.h"
 
 namespace mlacheck {
 
@@ -22,7 +23,7 @@ enum class SparseMlaScaleFormat { kFp32, kUe8m0 };
 
 // One launch of sparse MLA decode: shapes, the layout of every view, the top-k rows and what fills
 // the buffers (the seed; magnitudes and zero rows).
-struct SparseMlaCase {
+struct SparseMlaCase : CaseSchedule {
   int64_t B = 1, S = 1, H = 1, topk = 1, page = 64, num_blocks = 2;
   int64_t token_stride = kernels::kSparseMlaTokenBytes;                      // bytes, a multiple of 16
   int64_t block_stride = 64 * kernels::kSparseMlaTokenBytes, kv_offset = 0;  // bytes, multiples of 16
@@ -40,9 +41,6 @@ struct SparseMlaCase {
   // 2^-magnitude_log2: the scores stay put while out moves to huge or tiny magnitudes.
   int magnitude_log2 = 0;
   bool zero_rows = false;  // some q rows (a head of a token) and some cache tokens all zero
-  uint64_t seed = 0;       // the values of q, the cache tokens
-  int warp_size = 32;
-  bool shuffled = false;
 
   int64_t num_slots() const { return num_blocks * page; }
   int64_t row_length(int64_t b) const { return has_length ? lengths[static_cast<size_t>(b)] : topk; }
@@ -58,7 +56,7 @@ void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out);
 // The inverse. Every value is checked against the limits staging needs (shapes, strides multiples
 // of 16 and wide enough, one index per (b, s, k), topk_length in [0, topk], |softmax_scale| <= 0.25,
 // a cache of at most 256 MiB, ...): a hand-edited case that breaks one throws mlacheck::Error
-// naming the key. It reads constructively (properties/case_text.h, "Fuzz inputs"): each value's
+// naming the key. It reads constructively (harness/case_text.h, "Fuzz inputs"): each value's
 // range follows from the values read before it, so almost any fuzz input bytes decode to a case.
 SparseMlaCase sparse_mla_from_text(const CaseText& t);
 

@@ -9,7 +9,6 @@
 #include <set>
 #include <string>
 
-#include "core/backend/host_executor.h"
 #include "core/compare.h"
 #include "core/error.h"
 #include "core/fp16.h"
@@ -18,12 +17,12 @@
 #include "kernels/registry.h"
 #include "oracle/oracle_tensor.h"
 #include "oracle/sparse_mla.h"
-#include "properties/staged_buffer.h"
+#include "harness/testbed.h"
 #include "properties/random_values.h"
 
 namespace mlacheck {
 
-using kernels::Buffer;
+
 using kernels::Device;
 
 namespace {
@@ -117,11 +116,15 @@ struct Staged {
     }
   }
 
-  std::vector<Buffer*> inputs(const SparseMlaCase& c) {
-    std::vector<Buffer*> in = {&q, &kv, &indices};
-    if (c.has_length) in.push_back(&lengths);
-    if (c.has_sink) in.push_back(&sink);
-    return in;
+  // Runs launch in the testbed (harness/testbed.h) under c's schedule; out and lse then hold the
+  // device's bytes. q is 576 random values a row unless the case zeroes rows on purpose.
+  Verdict run(Device& device, const SparseMlaCase& c, const std::function<void()>& launch) {
+    Testbed bed(device, c);
+    bed.input(q, c.zero_rows ? Content::kAny : Content::kNonZero).input(kv).input(indices);
+    if (c.has_length) bed.input(lengths);
+    if (c.has_sink) bed.input(sink);
+    bed.output(out).output(lse);
+    return bed.launch(launch);
   }
 
   kernels::SparseMlaArgs args(const SparseMlaCase& c) const {
@@ -137,22 +140,6 @@ struct Staged {
     return a;
   }
 };
-
-// Uploads every buffer, declares each output's view as the only bytes its buffer may change, arms,
-// launches and checks every guard; the outputs' host bytes then hold the device's.
-Verdict run_guarded(Device& device, const std::vector<Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                    const std::function<void()>& launch) {
-  std::vector<Buffer*> all = inputs;
-  all.insert(all.end(), outputs.begin(), outputs.end());
-  for (Buffer* b : all) b->upload(device);
-  for (Buffer* b : outputs) b->memory->declare_output(b->name, b->view);
-  arm_buffers(all);
-  launch();
-  device.synchronize();
-  if (std::string guard = check_buffers(all); !guard.empty()) return guard;
-  for (Buffer* b : outputs) b->download();
-  return std::nullopt;
-}
 
 bool same_special(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
@@ -172,13 +159,8 @@ CompareReport compare_out(const HostTensor& got, const oracle::OracleTensor& wan
 
 SparseMlaOutcome run_sparse_mla(Device& device, SparseMlaFn* fn, const SparseMlaCase& c, bool compare) {
   Staged st(c);
-  simt::host::Options options;
-  options.warp_size = c.warp_size;
-  options.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-  options.seed = c.seed;
-  simt::host::ScopedOptions scope(options);
   SparseMlaOutcome o;
-  o.failure = run_guarded(device, st.inputs(c), {&st.out, &st.lse}, [&] { fn(device, st.args(c)); });
+  o.failure = st.run(device, c, [&] { fn(device, st.args(c)); });
   if (o.failure) return o;
   o.out.resize(static_cast<size_t>(st.out.view.numel()));
   std::memcpy(o.out.data(), st.out.host.data() + st.out.view.byte_offset(), 2 * o.out.size());

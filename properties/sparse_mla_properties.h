@@ -11,7 +11,7 @@
 #include "kernels/device.h"
 #include "kernels/sparse_mla_glue.h"
 #include "oracle/sparse_mla.h"
-#include "properties/property_registry.h"
+#include "harness/property.h"
 #include "properties/sparse_mla_gen.h"
 #include "properties/view_properties.h"
 

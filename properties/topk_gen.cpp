@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/topk.h"
-#include "kernels/topk.h"
+#include "properties/schedule_gen.h"
 
 namespace mlacheck {
 
@@ -150,7 +150,7 @@ void topk_to_text(const TopkCase& c, CaseText& out) {
   for (TopkPattern p : c.patterns) names.push_back(topk_pattern_name(p));
   out.set_words("patterns", names);
   for (size_t r = 0; r < c.explicit_rows.size(); ++r) out.set_floats("values_" + std::to_string(r), c.explicit_rows[r]);
-  out.set("seed", c.seed).set("warp", int64_t{c.warp_size}).set("shuffled", c.shuffled);
+  write_schedule(c, out);
 }
 
 namespace {
@@ -198,9 +198,7 @@ TopkCase read_topk_case(const CaseText& t, std::initializer_list<TopkLengths> al
       c.explicit_rows.push_back(t.floats_exactly(key, static_cast<size_t>(n[r])));
     }
   }
-  c.seed = t.unsigned_integer("seed");
-  c.warp_size = static_cast<int>(t.one_of("warp", {32, 64}));
-  c.shuffled = t.flag("shuffled");
+  read_schedule(c, t);
   return c;
 }
 
@@ -240,6 +238,7 @@ TopkCase topk_rows_of_lengths(int64_t k, const std::vector<int64_t>& lengths, in
   c.out_rows_after = 2;
   c.index_lead = 1;
   c.seed = seed;
+  c.shuffled = true;
   return c;
 }
 
@@ -317,9 +316,7 @@ rc::Gen<TopkCase> topk_case(TopkLengths lengths, int64_t min_k, int64_t max_k, i
     c.out_rows_before = *rc::gen::inRange<int64_t>(0, 3);
     c.out_rows_after = *rc::gen::inRange<int64_t>(0, 3);
     c.index_lead = *rc::gen::inRange<int64_t>(0, 3);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    draw_schedule(c, ShuffleOdds::kMostly);
     return c;
   });
 }
@@ -367,9 +364,7 @@ rc::Gen<TopkCase> topk_split_row_case() {
     c.out_rows_before = *rc::gen::inRange<int64_t>(0, 2);
     c.out_rows_after = *rc::gen::inRange<int64_t>(0, 2);
     c.index_lead = *rc::gen::inRange<int64_t>(0, 3);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    c.warp_size = *rc::gen::element(32, 64);
-    c.shuffled = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+    draw_schedule(c, ShuffleOdds::kMostly);
     return c;
   });
 }

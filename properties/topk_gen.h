@@ -1,7 +1,7 @@
 // RapidCheck generators for top-k per row (docs/ops.md 3): cases for the decode (1-D and 2-D seq_lens)
 // and prefill variants with lengths straddling k and every row-length switch point, row patterns of
 // special values, logits and index views offset / row-padded / column-strided inside wider buffers,
-// the output a row-padded slice of a shared buffer; and their text form (properties/case_text.h).
+// the output a row-padded slice of a shared buffer; and their text form (harness/case_text.h).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,8 @@
 
 #include <rapidcheck.h>
 
-#include "properties/case_text.h"
+#include "harness/case_text.h"
+#include "harness/schedule.h"
 
 namespace mlacheck {
 
@@ -44,7 +45,8 @@ float topk_garbage(uint64_t& state);
 enum class TopkLengths { kDecode1D, kDecode2D, kPrefill };
 const char* topk_lengths_name(TopkLengths l);  // "decode-1d", "decode-2d", "prefill"
 
-struct TopkCase {
+// The schedule fields (seed: the logits data) come from CaseSchedule.
+struct TopkCase : CaseSchedule {
   TopkLengths lengths = TopkLengths::kDecode1D;
   int64_t k = 1;
   int64_t next_n = 1;             // decode: rows = B * next_n; prefill: 1
@@ -58,9 +60,6 @@ struct TopkCase {
   int64_t index_lead = 0;  // seq_lens / ks / ke start this many int32 into their buffers
   std::vector<TopkPattern> patterns;              // one per row
   std::vector<std::vector<float>> explicit_rows;  // when not empty: row r's [0, n) instead of its pattern
-  uint64_t seed = 0;                              // the logits data
-  int warp_size = 32;                             // host backend only
-  bool shuffled = true;                           // host backend: shuffled block schedule
 
   bool prefill() const { return lengths == TopkLengths::kPrefill; }
   friend void showValue(const TopkCase& c, std::ostream& os);

@@ -8,12 +8,11 @@
 #include <random>
 #include <sstream>
 
-#include "core/backend/host_executor.h"
 #include "core/error.h"
 #include "core/topk_check.h"
 #include "kernels/registry.h"
 #include "oracle/topk.h"
-#include "properties/staged_buffer.h"
+#include "harness/testbed.h"
 
 namespace mlacheck {
 
@@ -23,16 +22,9 @@ namespace {
 
 constexpr uint8_t kIndexPoison = 0x7F;  // int32 0x7F7F7F7F around seq_lens / ks / ke
 
-// The staged buffers of one case (host side filled, then uploaded and armed by run_staged).
+// The staged buffers of one case (host side filled, then run through the testbed by run_staged).
 struct TopkBuffers {
   Buffer logits, out, workspace, counts, seq_lens, ks, ke;
-  std::vector<Buffer*> all() {
-    std::vector<Buffer*> v;
-    for (Buffer* b : {&logits, &out, &workspace, &counts, &seq_lens, &ks, &ke}) {
-      if (!b->host.empty()) v.push_back(b);
-    }
-    return v;
-  }
 };
 
 // The tensors a launch takes.
@@ -90,42 +82,37 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   if (ws_bytes > 0) s.workspace = Buffer("workspace", View::contiguous(DType::kU8, {ws_bytes}), 0, 0);
   s.counts = Buffer("row_class_counts", View::contiguous(DType::kI32, {kTopkRowClassCount}), 0, 0);
 
-  for (Buffer* b : s.all()) b->upload(device);
-  s.out.memory->declare_output("out", out_view);
-  if (ws_bytes > 0) s.workspace.memory->declare_output("workspace", s.workspace.view);
-  s.counts.memory->declare_output("counts", s.counts.view);
-  arm_buffers(s.all());
-  const std::vector<int32_t> zeros(kTopkRowClassCount, 0);
-  s.counts.memory->write(0, zeros.data(), kTopkRowClassCount * 4);  // arm() poisoned them
-
-  TopkTensors t;
-  t.logits = s.logits.device_tensor();
-  t.out = s.out.device_tensor();
-  t.counts = s.counts.device_tensor();
-  if (ws_bytes > 0) t.workspace = s.workspace.device_tensor();
-  if (c.prefill()) {
-    t.ks = s.ks.device_tensor();
-    t.ke = s.ke.device_tensor();
-  } else {
-    t.seq_lens = s.seq_lens.device_tensor();
+  // The tensors a launch takes, made once the testbed has uploaded the buffers.
+  const auto tensors = [&] {
+    TopkTensors t;
+    t.logits = s.logits.device_tensor();
+    t.out = s.out.device_tensor();
+    t.counts = s.counts.device_tensor();
+    if (ws_bytes > 0) t.workspace = s.workspace.device_tensor();
+    if (c.prefill()) {
+      t.ks = s.ks.device_tensor();
+      t.ke = s.ke.device_tensor();
+    } else {
+      t.seq_lens = s.seq_lens.device_tensor();
+    }
+    return t;
+  };
+  Testbed bed(device, c);
+  bed.input(s.logits).output(s.out, "out", out_view).output(s.counts, "counts", s.counts.view);
+  if (ws_bytes > 0) bed.output(s.workspace, "workspace", s.workspace.view);
+  for (Buffer* b : {&s.seq_lens, &s.ks, &s.ke}) {
+    if (!b->host.empty()) bed.input(*b);
   }
-  {
-    simt::host::Options o;
-    o.warp_size = c.warp_size;
-    o.schedule = c.shuffled ? simt::host::Schedule::kShuffled : simt::host::Schedule::kOrdered;
-    o.seed = c.seed;
-    const simt::host::ScopedOptions scoped(o);
-    run.path = launch(device, t);
-    device.synchronize();
+  bed.after_arm([&] {
+    const std::vector<int32_t> zeros(kTopkRowClassCount, 0);
+    s.counts.memory->write(0, zeros.data(), kTopkRowClassCount * 4);  // arming poisoned them
+  });
+  if (Verdict guard = bed.launch([&] { run.path = launch(device, tensors()); })) {
+    run.problem = *guard;
+    return run;
   }
 
   std::ostringstream problems;
-  const std::vector<Buffer*> all = s.all();
-  const std::vector<GuardReport> guards = check_all(guarded_memory(all));
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (!guards[i].ok()) problems << "guard of " << all[i]->name << ": " << guards[i].describe() << "; ";
-    all[i]->download();
-  }
   const HostTensor out_tensor = s.out.host_tensor();
   const HostTensor logits_tensor = s.logits.host_tensor();
   const TopkReport report = check_topk(out_tensor, logits_tensor, starts, run.lengths);

@@ -10,7 +10,7 @@
 
 #include "kernels/device.h"
 #include "kernels/topk_glue.h"
-#include "properties/property_registry.h"
+#include "harness/property.h"
 #include "properties/topk_gen.h"
 #include "properties/view_properties.h"
 

@@ -1,6 +1,4 @@
 // Properties of core views, as verdict functions shared by the RapidCheck suite and the fuzzer.
-//
-// A verdict is std::nullopt when the property holds, or one line saying how it failed.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +7,9 @@
 #include <vector>
 
 #include "core/view.h"
+#include "harness/verdict.h"
 
 namespace mlacheck {
-
-using Verdict = std::optional<std::string>;
 
 // Brute force: the strides under which `shape` enumerates the elements of v in v's row-major order,
 // found by reading the address step of each new dim off the element list and then checking every

@@ -13,7 +13,7 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
-#include "properties/fuzz_input.h"
+#include "fuzz/fuzz_input.h"
 #include "tools/suite_runner.h"
 
 namespace mlacheck {

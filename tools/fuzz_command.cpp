@@ -22,7 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/plugin.h"
-#include "properties/fuzz_input.h"
+#include "fuzz/fuzz_input.h"
 #include "tools/fuzz_log.h"
 #include "tools/suite_runner.h"
 

@@ -1,6 +1,6 @@
 // `mlacheck fuzz --target T`: a supervised libFuzzer campaign on one op's harness.
 //
-// It seeds the harness with the target's case files (encoded to bytes, properties/fuzz_input.h),
+// It seeds the harness with the target's case files (encoded to bytes, fuzz/fuzz_input.h),
 // runs libFuzzer in fork mode (a crash or a sticky GPU fault ends one job, not the campaign) for a
 // time budget or a fixed number of runs, prints a progress line, then triages the crashes: each is
 // rerun, keyed by its verdict (a property violation) or its stack (a sanitizer report), one per key

@@ -16,7 +16,7 @@
 #include "core/tolerances.h"
 #include "kernels/registry.h"
 #include "properties/property_registry.h"
-#include "properties/fuzz_input.h"
+#include "fuzz/fuzz_input.h"
 #include "kernels/plugin.h"
 #include "tools/bench_command.h"
 #include "tools/check_command.h"

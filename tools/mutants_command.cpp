@@ -15,7 +15,7 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
-#include "properties/fuzz_input.h"
+#include "fuzz/fuzz_input.h"
 #include "properties/property_registry.h"
 #include "tools/suite_runner.h"
 

@@ -4,7 +4,7 @@
 // (kernels/mutants/, registered as <op>@<docs/bugs.md id>) it runs, until the first kill or the budget:
 //   1. the property suite (up to a third of the budget): each of the op's properties on its
 //      generator cases (the seed cases of corpus/<target>/) and then on --cases random cases (decoded from seeded random bytes through
-//      the property's own case readers, properties/fuzz_input.h);
+//      the property's own case readers, fuzz/fuzz_input.h);
 //   2. the corpus regressions of the op (corpus/regressions/);
 //   3. random fuzzing of the op's target for the rest of the budget.
 // When the first kill is not the check the variant's docs/bugs.md row names, that check is then run on

@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "kernels/device.h"
 #include "kernels/plugin.h"
-#include "properties/case_text.h"
-#include "properties/fuzz_input.h"
+#include "harness/case_text.h"
+#include "fuzz/fuzz_input.h"
 #include "properties/property_registry.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_runtime.h"

@@ -1,6 +1,6 @@
 // `mlacheck repro FILE|--all DIR [--backend B] [--impl I] [--target T] [--plugin PATH]...`: reruns a
 // case file, or a raw fuzz input (decoded through its target's harness decoder,
-// properties/fuzz_input.h), and prints its verdict. --plugin loads a plugin's implementations
+// fuzz/fuzz_input.h), and prints its verdict. --plugin loads a plugin's implementations
 // first (kernels/plugin.h); every case then runs in a child process.
 #pragma once
 

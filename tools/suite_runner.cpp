@@ -20,8 +20,8 @@
 #include "core/backend/isolate.h"
 #include "core/error.h"
 #include "kernels/registry.h"
-#include "properties/case_bytes.h"
-#include "properties/fuzz_input.h"
+#include "harness/case_bytes.h"
+#include "fuzz/fuzz_input.h"
 #include "properties/property_registry.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_runtime.h"
@@ -300,7 +300,7 @@ class SuiteRun {
       bytes = w.bytes();
     }
     // Mostly small bytes, so mostly small cases (a byte's value is how far into its range a value
-    // lies, properties/case_bytes.h), and now and then any byte, for the large values.
+    // lies, harness/case_bytes.h), and now and then any byte, for the large values.
     const size_t n = 8 + rng() % 248;
     for (size_t i = 0; i < n; ++i) {
       const uint64_t roll = rng() % 16;

@@ -4,7 +4,7 @@
 // killed, and the case it was in is not judged unless it had run past the case timeout, a hang):
 //   1. the property suite (up to a third of the budget): each of the op's properties on its seed
 //      cases (corpus/<target>/), then on `cases` random cases each (decoded from seeded random
-//      bytes through the property's own case readers, properties/fuzz_input.h);
+//      bytes through the property's own case readers, fuzz/fuzz_input.h);
 //   2. the corpus regressions of the op (corpus/regressions/);
 //   3. random fuzzing of the op's target for the rest of the budget.
 // A failure counts only if <op>@ref passes the same case; otherwise it is the suite's own false

@@ -9,12 +9,8 @@
 #include <numeric>
 #include <vector>
 
-#include "core/guarded_buffer.h"
-#include "kernels/device.h"
-#include "oracle/topk.h"
-#include "properties/rc_verdict.h"
-#include "properties/topk_gen.h"
-#include "properties/topk_properties.h"
+// Only the public headers (include/mlacheck/): the catalogue test checks this file includes no other.
+#include "mlacheck/properties.h"
 
 namespace {
 

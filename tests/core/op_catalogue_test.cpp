@@ -1,7 +1,8 @@
 // The catalogue test of the op table (core/ops.def): every op it declares is present in every layer
 // that must have it, and nothing outside it claims to be an op. Remove an op's entry from any layer
 // (its @ref registration, its properties, its seeds, a tolerance, its fuzz harness, its plugin entry
-// point, its file families, its section of docs/ops.md) and a check here names the op and the layer.
+// point, its file families, its section of docs/ops.md, its place in the public headers) and a check
+// here names the op and the layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +16,7 @@
 #include "core/tolerances.h"
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
-#include "properties/fuzz_input.h"
+#include "fuzz/fuzz_input.h"
 #include "properties/property_registry.h"
 
 namespace mlacheck {
@@ -137,6 +138,34 @@ TEST(OpCatalogue, EveryOpsFileFamiliesExistAndItsSectionIsDocumented) {
               std::string::npos)
         << name << ": docs/ops.md section " << section << " never names `" << name << "`";
   }
+}
+
+TEST(OpCatalogue, EveryOpIsInThePublicHeaders) {
+  const std::string cases = read(kSource / "include" / "mlacheck" / "cases.h");
+  const std::string properties = read(kSource / "include" / "mlacheck" / "properties.h");
+  for (const OpInfo& op : spec_ops()) {
+    const std::string family(op.properties);
+    EXPECT_NE(cases.find("#include \"properties/" + family + "_gen.h\""), std::string::npos)
+        << op.name << ": include/mlacheck/cases.h does not include properties/" << family << "_gen.h";
+    EXPECT_NE(properties.find("#include \"properties/" + family + "_properties.h\""), std::string::npos)
+        << op.name << ": include/mlacheck/properties.h does not include properties/" << family << "_properties.h";
+  }
+}
+
+// The package example is what a kernel project copies: it must need nothing but the public API.
+TEST(PublicApi, ThePackageExampleIncludesOnlyThePublicHeaders) {
+  int quoted = 0;
+  for (const auto& entry : fs::directory_iterator(kSource / "examples" / "package_consumer")) {
+    if (entry.path().extension() != ".cpp" && entry.path().extension() != ".h") continue;
+    std::istringstream lines(read(entry.path()));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("#include \"", 0) != 0) continue;
+      ++quoted;
+      EXPECT_EQ(line.rfind("#include \"mlacheck/", 0), 0u)
+          << entry.path().filename().string() << " includes a header outside include/mlacheck/: " << line;
+    }
+  }
+  EXPECT_GT(quoted, 0) << "examples/package_consumer includes no mlacheck header at all";
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 #include "kernels/registry.h"
 #include "properties/decode_metadata_properties.h"
 #include "properties/property_registry.h"
-#include "properties/rc_verdict.h"
+#include "harness/rc_verdict.h"
 
 namespace mlacheck::kernels {
 namespace {

@@ -24,8 +24,8 @@
 #include "properties/decode_step_properties.h"
 #include "properties/permutation_gen.h"
 #include "properties/property_registry.h"
-#include "properties/rc_verdict.h"
-#include "properties/staged_buffer.h"
+#include "harness/rc_verdict.h"
+#include "harness/staged_buffer.h"
 
 namespace mlacheck::kernels {
 namespace {

@@ -23,7 +23,7 @@
 #include "properties/mla_decode_impl_properties.h"
 #include "properties/mla_decode_properties.h"
 #include "properties/property_registry.h"
-#include "properties/rc_verdict.h"
+#include "harness/rc_verdict.h"
 
 namespace mlacheck {
 namespace {
@@ -233,7 +233,7 @@ TEST(MlaDecodeImpl, NonUniformQueryLengthsAreRefusedBeforeAnyLaunch) {
   cfg.max_batch = 4, cfg.max_q_len = 4, cfg.heads = 2, cfg.block_table_width = 4, cfg.page = 4;
   MlaDecodeImpl impl(*device, cfg);
   const auto staged_call = [&](MlaDecodeBuffers& st, const MlaDecodeCase& c) {
-    for (kernels::Buffer* b : {&st.q, &st.kv, &st.table, &st.lens, &st.workspace, &st.o, &st.lse}) b->upload(*device);
+    for (Buffer* b : {&st.q, &st.kv, &st.table, &st.lens, &st.workspace, &st.o, &st.lse}) b->upload(*device);
     const kernels::MlaDecodeArgs a = st.args(c);
     MlaDecodeCall call;
     call.q = a.q, call.kv_cache = a.kv_cache, call.block_table = a.block_table, call.seq_lens = a.seq_lens;

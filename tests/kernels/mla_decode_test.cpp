@@ -25,7 +25,7 @@
 #include "kernels/registry.h"
 #include "properties/mla_decode_properties.h"
 #include "properties/property_registry.h"
-#include "properties/rc_verdict.h"
+#include "harness/rc_verdict.h"
 #include "tests/support/refusal.h"
 
 namespace mlacheck::kernels {
@@ -143,7 +143,7 @@ TEST(MlaDecode, ScalesAreTakenFromEachCall) {
   for (const auto& [qs, ks] : {std::pair{1.0, 1.0}, {2.0, 1.0}, {1.0, 0.5}, {0.75, 1.5}}) {
     c.q_scale = qs, c.k_scale = ks;
     const oracle::MlaDecodeResult want = oracle::mla_decode(st.oracle_inputs(c));
-    ASSERT_EQ(st.run_guarded(*device, [&] { mla_decode(*device, st.args(c)); }).value_or(""), "");
+    ASSERT_EQ(st.run_guarded(*device, c, [&] { mla_decode(*device, st.args(c)); }).value_or(""), "");
     EXPECT_EQ(compare_mla_decode(st.o.host_tensor(), st.lse.host_tensor(), want).value_or(""), "")
         << "q_scale " << qs << " k_scale " << ks;
     results.emplace_back(st.o.host.begin(), st.o.host.end());

@@ -21,7 +21,8 @@
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "properties/mqa_logits_properties.h"
-#include "properties/rc_verdict.h"
+#include "properties/property_registry.h"
+#include "harness/rc_verdict.h"
 #include "tests/support/refusal.h"
 
 namespace mlacheck::kernels {

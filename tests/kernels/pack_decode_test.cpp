@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "properties/pack_decode_properties.h"
 #include "properties/property_registry.h"
-#include "properties/rc_verdict.h"
+#include "harness/rc_verdict.h"
 
 namespace mlacheck::kernels {
 namespace {

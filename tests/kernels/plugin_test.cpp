@@ -17,8 +17,8 @@
 #include "kernels/mla_decode_impl.h"
 #include "kernels/topk_glue.h"
 #include "mlacheck/plugin.h"
-#include "properties/case_text.h"
-#include "properties/fuzz_input.h"
+#include "harness/case_text.h"
+#include "fuzz/fuzz_input.h"
 #include "properties/property_registry.h"
 
 namespace mlacheck::kernels {

@@ -20,7 +20,7 @@
 #include "kernels/registry.h"
 #include "kernels/sparse_mla_glue.h"
 #include "properties/property_registry.h"
-#include "properties/rc_verdict.h"
+#include "harness/rc_verdict.h"
 #include "properties/sparse_mla_properties.h"
 #include "tests/support/refusal.h"
 

@@ -22,8 +22,8 @@
 #include "core/topk_check.h"
 #include "kernels/pack_decode_glue.h"
 #include "properties/property_registry.h"
-#include "properties/rc_verdict.h"
-#include "properties/staged_buffer.h"
+#include "harness/rc_verdict.h"
+#include "harness/staged_buffer.h"
 #include "properties/topk_properties.h"
 
 namespace mlacheck::kernels {

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "kernels/topk_glue.h"
-#include "properties/case_text.h"
+#include "harness/case_text.h"
 #include "properties/property_registry.h"
 
 namespace mlacheck {

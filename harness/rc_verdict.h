@@ -10,7 +10,7 @@
 
 #include <rapidcheck.h>
 
-#include "properties/case_text.h"
+#include "harness/case_text.h"
 #include "properties/view_properties.h"
 
 namespace mlacheck {

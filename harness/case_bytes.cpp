@@ -1,5 +1,5 @@
-// The fuzz input byte codec (properties/case_bytes.h).
-#include "properties/case_bytes.h"
+// The fuzz input byte codec (harness/case_bytes.h).
+#include "harness/case_bytes.h"
 
 #include <algorithm>
 #include <climits>

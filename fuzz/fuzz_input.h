@@ -1,9 +1,9 @@
 // Fuzz targets and their inputs: which properties each libFuzzer harness applies, how its input
 // bytes decode to a case, and how a case file encodes back to bytes.
 //
-// An input's first value (properties/case_bytes.h) picks one of the target's properties; that
+// An input's first value (harness/case_bytes.h) picks one of the target's properties; that
 // property's parse function, run over a CaseText drawing from the rest of the bytes, reads every
-// other value (properties/case_text.h). So any bytes decode, deterministically, to a case within
+// other value (harness/case_text.h). So any bytes decode, deterministically, to a case within
 // the ranges the parse functions state, or to a one-line refusal when the drawn values break a rule
 // no range expresses. Encoding runs the same parse function over the case's text and records the
 // bytes each value takes, so regression and seed cases in corpus/ seed the fuzzers.
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "properties/case_text.h"
+#include "harness/case_text.h"
 #include "properties/property_registry.h"
 
 namespace mlacheck {

@@ -14,7 +14,7 @@
 #include "core/tensor.h"
 #include "kernels/device.h"
 
-namespace mlacheck::kernels {
+namespace mlacheck {
 
 // A cap on the bytes Buffers may stage on this host thread, for fuzzing: a case's data is made on
 // the host before any of it reaches a device, so a device's allocation budget alone comes too late
@@ -73,8 +73,8 @@ struct Buffer {
     std::memcpy(host.data() + view.byte_offset_of(coords), &value, sizeof(T));
   }
   HostTensor host_tensor() { return HostTensor(host.data(), view); }
-  DeviceTensor device_tensor() const { return {memory->data(), view}; }
-  void upload(Device& device) {
+  kernels::DeviceTensor device_tensor() const { return {memory->data(), view}; }
+  void upload(kernels::Device& device) {
     memory = device.allocate(name, static_cast<int64_t>(host.size()));
     memory->write(0, host.data(), static_cast<int64_t>(host.size()));
   }
@@ -101,4 +101,4 @@ inline std::string check_buffers(const std::vector<Buffer*>& buffers) {
   return "";
 }
 
-}  // namespace mlacheck::kernels
+}  // namespace mlacheck

@@ -1,5 +1,5 @@
-// The case text format (properties/case_text.h).
-#include "properties/case_text.h"
+// The case text format (harness/case_text.h).
+#include "harness/case_text.h"
 
 #include <cerrno>
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "core/error.h"
-#include "properties/case_bytes.h"
+#include "harness/case_bytes.h"
 
 namespace mlacheck {
 

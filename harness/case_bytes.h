@@ -1,5 +1,5 @@
 // The byte codec of fuzz inputs: how a case's values are read from (and written to) the raw bytes
-// libFuzzer mutates. A CaseText decoding bytes (properties/case_text.h) draws each value it is asked
+// libFuzzer mutates. A CaseText decoding bytes (harness/case_text.h) draws each value it is asked
 // for through this codec, so any bytes decode; encoding writes what decodes back to the same values.
 //
 // Unsigned integers are compact so that small values, the common case, cost one byte:

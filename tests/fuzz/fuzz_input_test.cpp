@@ -1,6 +1,6 @@
-// Tests of properties/fuzz_input.h: every target's inputs decode deterministically, a decoded case
+// Tests of fuzz/fuzz_input.h: every target's inputs decode deterministically, a decoded case
 // encodes back to bytes that decode to the same case, and the case rules refuse few inputs.
-#include "properties/fuzz_input.h"
+#include "fuzz/fuzz_input.h"
 
 #include <gtest/gtest.h>
 

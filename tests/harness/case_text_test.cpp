@@ -1,6 +1,6 @@
-// Tests of properties/case_text.h: printed cases read back to themselves, readers check ranges and
+// Tests of harness/case_text.h: printed cases read back to themselves, readers check ranges and
 // counts, and malformed text is refused with one line naming the line or key.
-#include "properties/case_text.h"
+#include "harness/case_text.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -1,6 +1,6 @@
-// Tests of properties/case_bytes.h: what the codec writes reads back as the same value, at every
+// Tests of harness/case_bytes.h: what the codec writes reads back as the same value, at every
 // tier's edges and for every range shape; any bytes read as some value.
-#include "properties/case_bytes.h"
+#include "harness/case_bytes.h"
 
 #include <gtest/gtest.h>
 

@@ -21,7 +21,7 @@
 //
 // Fuzz inputs. The readers below are also the decoder of fuzz input bytes: a CaseText made by
 // decoding(bytes) answers every reader asking for a key it does not hold by drawing a value from the
-// bytes (properties/case_bytes.h) inside the reader's range, and sets the key. A parse function run
+// bytes (harness/case_bytes.h) inside the reader's range, and sets the key. A parse function run
 // over it therefore yields a case within the ranges its readers state, and the CaseText afterwards
 // is that case's text. A list whose length the case fixes is read with a *_exactly reader (its
 // length is not drawn); a list of up to max_count values draws its length. A CaseText made by

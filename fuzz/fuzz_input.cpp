@@ -1,5 +1,5 @@
-// Fuzz targets and inputs (properties/fuzz_input.h).
-#include "properties/fuzz_input.h"
+// Fuzz targets and inputs (fuzz/fuzz_input.h).
+#include "fuzz/fuzz_input.h"
 
 #include "core/error.h"
 #include "core/ops.h"

@@ -1,0 +1,99 @@
+// The staging sequence of a launch (harness/testbed.h).
+#include "harness/testbed.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/poison.h"
+
+namespace mlacheck {
+
+Testbed& Testbed::input(Buffer& b, Content content) {
+  staged_.push_back({&b, false, content, "", b.view});
+  return *this;
+}
+
+Testbed& Testbed::output(Buffer& b, Content content) { return output(b, b.name, b.view, content); }
+
+Testbed& Testbed::output(Buffer& b, const std::string& view_name, const View& view, Content content) {
+  staged_.push_back({&b, true, content, view_name, view});
+  return *this;
+}
+
+Testbed& Testbed::guard(GuardedMemory& memory) {
+  guarded_.push_back(&memory);
+  return *this;
+}
+
+Testbed& Testbed::after_arm(std::function<void()> f) {
+  after_arm_ = std::move(f);
+  return *this;
+}
+
+std::vector<Buffer*> Testbed::buffers() const {
+  std::vector<Buffer*> all;
+  for (const Staged& s : staged_) {
+    if (std::find(all.begin(), all.end(), s.buffer) == all.end()) all.push_back(s.buffer);
+  }
+  return all;
+}
+
+Verdict Testbed::refuse_all_zero(bool outputs) const {
+  for (const Staged& s : staged_) {
+    if (s.output != outputs || s.content != Content::kNonZero || s.view.numel() == 0) continue;
+    if (!all_zero(HostTensor(s.buffer->host.data(), s.view))) continue;
+    return std::string("testbed: ") + (outputs ? "output '" + s.view_name + "'" : "input '" + s.buffer->name + "'") +
+           " is all zero, so the case cannot tell a kernel that " + (outputs ? "writes zeros" : "ignores it") +
+           " from a correct one (a staging fault of the case, not of the kernel)";
+  }
+  return std::nullopt;
+}
+
+void Testbed::stage(Buffer& b) {
+  const int64_t bytes = static_cast<int64_t>(b.host.size());
+  if (b.memory && b.memory->size() == bytes) {
+    b.memory->write(0, b.host.data(), bytes);
+    b.memory->clear_outputs();
+  } else {
+    b.upload(device_);
+  }
+}
+
+Verdict Testbed::launch(const std::function<void()>& fn) {
+  MLA_REQUIRE(!staged_.empty(), "testbed: a launch with no buffers declared");
+  if (Verdict v = refuse_all_zero(false)) return v;
+  const std::vector<Buffer*> all = buffers();
+  for (Buffer* b : all) stage(*b);
+  for (const Staged& s : staged_) {
+    if (s.output) s.buffer->memory->declare_output(s.view_name, s.view);
+  }
+  std::vector<GuardedMemory*> memory = guarded_memory(all);
+  memory.insert(memory.end(), guarded_.begin(), guarded_.end());
+  arm_all(memory);
+  if (after_arm_) after_arm_();
+  {
+    const simt::host::ScopedOptions scope(schedule_.host_options());
+    fn();
+    device_.synchronize();
+  }
+  const std::vector<GuardReport> reports = check_all(memory);
+  for (size_t i = 0; i < memory.size(); ++i) {
+    if (!reports[i].ok()) {
+      return "guard of " + (i < all.size() ? all[i]->name : memory[i]->name()) + ": " + reports[i].describe();
+    }
+  }
+  for (Buffer* b : all) {
+    if (std::any_of(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.buffer == b && s.output; })) {
+      b->download();
+    }
+  }
+  return std::nullopt;
+}
+
+Verdict Testbed::run(const std::function<void()>& fn, const std::function<Verdict()>& compare) {
+  if (Verdict v = launch(fn)) return v;
+  if (Verdict v = compare()) return v;
+  return refuse_all_zero(true);
+}
+
+}  // namespace mlacheck

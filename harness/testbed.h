@@ -1,0 +1,85 @@
+// The testbed: the one staging sequence every op's properties run a launch through. After
+// CUTLASS's Testbed: declare the buffers a launch reads and writes (Buffer: the host bytes the
+// oracle reads, then guarded memory on the device) and the output views inside them, then run:
+//
+//   upload every buffer; declare each output view as the only bytes its buffer may change; arm
+//   (poison the outputs, snapshot the rest, restore the red zones); refuse an input that was
+//   declared non-zero but is all zero; launch under the case's host schedule; synchronize; check
+//   every guard; read the outputs back; compare; refuse an output declared non-zero that came
+//   back all zero (the oracle agreed, so the case could not tell a kernel that writes zeros).
+//
+//   Testbed bed(device, c);                        // c: the case, a CaseSchedule
+//   bed.input(s.q, Content::kNonZero).input(s.table).output(s.o);
+//   Verdict v = bed.run([&] { fn(device, args); }, [&] { return compare(s.o.host_tensor(), want); });
+//
+// The all-zero rule (CUTLASS asserts the norm of every operand and result is positive) applies to
+// the buffers an op declares kNonZero: payloads whose generators fill every element at random, where
+// an all-zero view means the case stages nothing a kernel must read, never a property of the kernel.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/schedule.h"
+#include "harness/staged_buffer.h"
+#include "harness/verdict.h"
+#include "kernels/device.h"
+
+namespace mlacheck {
+
+enum class Content {
+  kAny,      // zeros are a case of their own (lengths, indices, padding, top-k values with ties)
+  kNonZero,  // a random payload: all zero only when staging failed, and then the case is refused
+};
+
+class Testbed {
+ public:
+  Testbed(kernels::Device& device, const CaseSchedule& schedule) : device_(device), schedule_(schedule) {}
+  Testbed(const Testbed&) = delete;
+  Testbed& operator=(const Testbed&) = delete;
+
+  // A buffer the launch reads: uploaded, armed and checked whole (no byte of it may change).
+  Testbed& input(Buffer& b, Content content = Content::kAny);
+  // A buffer the launch writes: its view (or the named view given) is the only part it may change,
+  // poisoned before the launch and read back after. A buffer may carry several output views.
+  Testbed& output(Buffer& b, Content content = Content::kAny);
+  Testbed& output(Buffer& b, const std::string& view_name, const View& view, Content content = Content::kAny);
+  // Memory the implementation owns (a builder's persistent buffers, an allocator's blocks): armed
+  // and checked with the buffers. Its output views are the caller's to declare beforehand.
+  Testbed& guard(GuardedMemory& memory);
+  // Runs after arming, before the launch: to set up bytes arming poisoned (counters the launch
+  // adds to start at zero).
+  Testbed& after_arm(std::function<void()> f);
+  // Every launch writes each buffer's host bytes to the device: into the allocation it already has
+  // when its size is unchanged (the same addresses, as an engine refills its buffers between
+  // steps), else into a new one. Output views are declared afresh each launch.
+
+  // The sequence above without a comparison: nullopt when the guards held (the outputs' host
+  // bytes then hold the device's), else the first failure. A launch that throws propagates.
+  Verdict launch(const std::function<void()>& fn);
+  // launch(fn), then compare() when the guards held, then the all-zero rule on the outputs.
+  Verdict run(const std::function<void()>& fn, const std::function<Verdict()>& compare);
+
+  const CaseSchedule& schedule() const { return schedule_; }
+
+ private:
+  struct Staged {
+    Buffer* buffer;
+    bool output;
+    Content content;
+    std::string view_name;  // outputs
+    View view;              // outputs: the declared view; inputs: the buffer's view
+  };
+  std::vector<Buffer*> buffers() const;  // each once, in declaration order
+  void stage(Buffer& b);
+  Verdict refuse_all_zero(bool outputs) const;
+
+  kernels::Device& device_;
+  CaseSchedule schedule_;
+  std::vector<Staged> staged_;
+  std::vector<GuardedMemory*> guarded_;  // guard()
+  std::function<void()> after_arm_;
+};
+
+}  // namespace mlacheck

@@ -1,0 +1,151 @@
+// Tests of the testbed (harness/testbed.h) on the host backend: staging, guards, read-back,
+// comparison, the case's schedule and the all-zero rule.
+#include "harness/testbed.h"
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "core/backend/host_executor.h"
+#include "core/poison.h"
+
+namespace mlacheck {
+namespace {
+
+struct Bed : ::testing::Test {
+  std::unique_ptr<kernels::Device> device = kernels::make_device(Backend::kHost);
+  CaseSchedule schedule;
+  Buffer in{"in", View::contiguous(DType::kF32, {4}), 0, 0};
+  // Two rows of 3 floats, the view taking the first 2 of each row.
+  Buffer out{"out", View(DType::kF32, {2, 2}, {3, 1}, 0), 0, 0};
+  Bed() {
+    for (int i = 0; i < 4; ++i) in.put<float>({i}, 1.0f + i);
+  }
+  // Copies in[0..3] into out's four view elements, as a kernel would, through the device's bytes.
+  void copy() {
+    const float* src = reinterpret_cast<const float*>(in.memory->data());
+    float* dst = reinterpret_cast<float*>(out.memory->data());
+    for (int r = 0; r < 2; ++r) {
+      for (int c = 0; c < 2; ++c) dst[r * 3 + c] = src[r * 2 + c];
+    }
+  }
+};
+
+TEST_F(Bed, StagesRunsAndReadsTheOutputsBack) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  EXPECT_EQ(bed.launch([&] { copy(); }), std::nullopt);
+  EXPECT_EQ(*reinterpret_cast<const float*>(out.host.data() + out.view.byte_offset_of({1, 1})), 4.0f);
+}
+
+TEST_F(Bed, AnUnwrittenOutputElementComesBackPoisoned) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  ASSERT_EQ(bed.launch([] {}), std::nullopt);
+  EXPECT_TRUE(is_output_poison(DType::kF32, out.host.data()));
+}
+
+TEST_F(Bed, AStrayWriteIsTheGuardsVerdictAndSkipsTheComparison) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  bool compared = false;
+  const Verdict v = bed.run(
+      [&] {
+        copy();
+        out.memory->data()[2 * 4] = 1;  // row 0, column 2: past the view's 2 columns
+      },
+      [&] {
+        compared = true;
+        return Verdict();
+      });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rfind("guard of out: ", 0), 0u) << *v;
+  EXPECT_FALSE(compared);
+}
+
+TEST_F(Bed, AWriteToAnInputIsCaught) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  const Verdict v = bed.launch([&] { in.memory->data()[0] ^= 1; });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rfind("guard of in: ", 0), 0u) << *v;
+}
+
+TEST_F(Bed, TheComparisonsVerdictIsTheRunsVerdict) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  EXPECT_EQ(bed.run([&] { copy(); }, [] { return Verdict("element (1, 1) differs"); }),
+            Verdict("element (1, 1) differs"));
+}
+
+TEST_F(Bed, TheLaunchRunsUnderTheCasesSchedule) {
+  schedule.warp_size = 64, schedule.shuffled = true, schedule.seed = 7;
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  simt::host::Options seen;
+  ASSERT_EQ(bed.launch([&] { seen = simt::host::current_options(); }), std::nullopt);
+  EXPECT_EQ(seen.warp_size, 64);
+  EXPECT_EQ(seen.schedule, simt::host::Schedule::kShuffled);
+  EXPECT_EQ(seen.seed, 7u);
+  EXPECT_EQ(simt::host::current_options().warp_size, 32);  // restored after the launch
+}
+
+TEST_F(Bed, AfterArmRunsBetweenArmingAndTheLaunch) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  float first = 0;
+  bed.after_arm([&] {
+    const float zero = 0;
+    out.memory->write(0, &zero, 4);  // arming poisoned it
+  });
+  ASSERT_EQ(bed.launch([&] { std::memcpy(&first, out.memory->data(), 4); }), std::nullopt);
+  EXPECT_EQ(first, 0.0f);
+}
+
+TEST_F(Bed, SeveralOutputViewsOfOneBuffer) {
+  Testbed bed(*device, schedule);
+  bed.input(in)
+      .output(out, "row 0", View(DType::kF32, {2}, {1}, 0))
+      .output(out, "row 1", View(DType::kF32, {2}, {1}, 12));
+  EXPECT_EQ(bed.launch([&] { copy(); }), std::nullopt);
+  const Verdict v = bed.launch([&] { out.memory->data()[8] = 1; });  // between the two views (staged as 0)
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("guard of out"), std::string::npos) << *v;
+}
+
+TEST_F(Bed, AnAllZeroPayloadIsRefusedAsTheCasesFault) {
+  std::fill(in.host.begin(), in.host.end(), uint8_t{0});
+  {
+    Testbed bed(*device, schedule);
+    bed.input(in).output(out);
+    EXPECT_EQ(bed.launch([&] { copy(); }), std::nullopt) << "zeros are a case of their own unless declared";
+  }
+  Testbed bed(*device, schedule);
+  bed.input(in, Content::kNonZero).output(out);
+  bool launched = false;
+  const Verdict v = bed.launch([&] { launched = true; });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rfind("testbed: input 'in' is all zero", 0), 0u) << *v;
+  EXPECT_FALSE(launched);
+}
+
+TEST_F(Bed, AnAllZeroOutputThatPassedIsRefused) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out, Content::kNonZero);
+  const auto zeros = [&] {
+    float* dst = reinterpret_cast<float*>(out.memory->data());
+    for (int i = 0; i < 6; ++i) dst[i] = (i % 3 == 2) ? dst[i] : 0.0f;
+  };
+  const Verdict v = bed.run(zeros, [] { return Verdict(); });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rfind("testbed: output 'out' is all zero", 0), 0u) << *v;
+  EXPECT_EQ(bed.run([&] { copy(); }, [] { return Verdict(); }), std::nullopt);
+}
+
+TEST_F(Bed, ALaunchWithNothingDeclaredIsAnError) {
+  Testbed bed(*device, schedule);
+  EXPECT_THROW(bed.launch([] {}), Error);
+}
+
+}  // namespace
+}  // namespace mlacheck
