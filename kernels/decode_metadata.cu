@@ -20,10 +20,14 @@ struct alignas(16) Int4 {
 MLA_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // ctx(b, t) = max(0, L - d + t + 1), in 64 bits so that no int32 input wraps: a padding request
-// (L = 0) gets 0, never a negative length that a consumer would read as 4e9 keys.
+// (L = 0) gets 0, never a negative length that a consumer would read as 4e9 keys. kBug is
+// MetadataBug::kNone but for a seeded variant (kernels/mutants/).
+template <MetadataBug kBug = MetadataBug::kNone>
 MLA_DEVICE int32_t context_len(int32_t seq_len, int32_t decode_len, int32_t token) {
   const int64_t ctx = int64_t(seq_len) - decode_len + token + 1;
-  return ctx > 0 ? static_cast<int32_t>(ctx) : 0;
+  if (kBug == MetadataBug::kU3NoClampAtZero) return static_cast<int32_t>(ctx);
+  const int32_t clamped = ctx > 0 ? static_cast<int32_t>(ctx) : 0;
+  return kBug == MetadataBug::kU6UniformOneLonger ? clamped + 1 : clamped;
 }
 
 // The calling warp writes one output row: block-table columns [0, src_width) from src (nothing past
@@ -64,17 +68,19 @@ MLA_DEVICE int64_t warp_stride() { return int64_t(simt::grid_dim().x) * (simt::b
 
 // Uniform fast path: every request has d = uniform_decode_len >= 1 tokens, so row r is token r % d of
 // request r / d; no prefix sums are read. Only valid when all d_b are equal and none is padding.
+template <MetadataBug kBug>
 MLA_KERNEL void expand_uniform_kernel(ExpandMetadataParams p) {
   const int32_t d = p.uniform_decode_len;
   for (int64_t r = first_warp(); r < p.num_tokens; r += warp_stride()) {
     const int32_t b = static_cast<int32_t>(r / d), t = static_cast<int32_t>(r % d);
-    write_row(p.out, r, context_len(p.seq_lens[b], d, t), 1, p.block_table + b * p.block_table_row_stride,
+    write_row(p.out, r, context_len<kBug>(p.seq_lens[b], d, t), 1, p.block_table + b * p.block_table_row_stride,
               p.block_table_width);
   }
 }
 
 // General path: row r belongs to the last request b with query_start_loc[b] <= r (a padding request
 // shares its start with the next one and owns no row), found by binary search; t = r - start.
+template <MetadataBug kBug>
 MLA_KERNEL void expand_general_kernel(ExpandMetadataParams p) {
   for (int64_t r = first_warp(); r < p.num_tokens; r += warp_stride()) {
     int32_t lo = 0, hi = p.num_requests - 1;
@@ -84,7 +90,7 @@ MLA_KERNEL void expand_general_kernel(ExpandMetadataParams p) {
       else hi = mid - 1;
     }
     const int32_t t = static_cast<int32_t>(r - p.query_start_loc[lo]), d = p.decode_lens[lo];
-    write_row(p.out, r, context_len(p.seq_lens[lo], d, t), 1, p.block_table + lo * p.block_table_row_stride,
+    write_row(p.out, r, context_len<kBug>(p.seq_lens[lo], d, t), 1, p.block_table + lo * p.block_table_row_stride,
               p.block_table_width);
   }
 }
@@ -124,13 +130,39 @@ constexpr int64_t kThreadsPerRow = 32;
 }  // namespace
 
 void expand_metadata_uniform(const ExpandMetadataParams& p, void* stream) {
-  if (p.num_tokens <= 0) return;
-  MLA_LAUNCH(expand_uniform_kernel, config_for(p.num_tokens * kThreadsPerRow, stream), p);
+  expand_metadata_seeded(true, p, MetadataBug::kNone, stream);
 }
 
 void expand_metadata_general(const ExpandMetadataParams& p, void* stream) {
+  expand_metadata_seeded(false, p, MetadataBug::kNone, stream);
+}
+
+void expand_metadata_seeded(bool uniform, const ExpandMetadataParams& p, MetadataBug bug, void* stream) {
   if (p.num_tokens <= 0) return;
-  MLA_LAUNCH(expand_general_kernel, config_for(p.num_tokens * kThreadsPerRow, stream), p);
+  const simt::LaunchConfig config = config_for(p.num_tokens * kThreadsPerRow, stream);
+  switch (bug) {
+    case MetadataBug::kNone:
+      if (uniform) {
+        MLA_LAUNCH(expand_uniform_kernel<MetadataBug::kNone>, config, p);
+      } else {
+        MLA_LAUNCH(expand_general_kernel<MetadataBug::kNone>, config, p);
+      }
+      break;
+    case MetadataBug::kU3NoClampAtZero:
+      if (uniform) {
+        MLA_LAUNCH(expand_uniform_kernel<MetadataBug::kU3NoClampAtZero>, config, p);
+      } else {
+        MLA_LAUNCH(expand_general_kernel<MetadataBug::kU3NoClampAtZero>, config, p);
+      }
+      break;
+    case MetadataBug::kU6UniformOneLonger:
+      if (uniform) {
+        MLA_LAUNCH(expand_uniform_kernel<MetadataBug::kU6UniformOneLonger>, config, p);
+      } else {
+        MLA_LAUNCH(expand_general_kernel<MetadataBug::kNone>, config, p);  // U6 is the uniform path's alone
+      }
+      break;
+  }
 }
 
 void reset_flat_metadata_tail(const ResetFlatTailParams& p, void* stream) {

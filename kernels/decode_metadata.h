@@ -54,9 +54,19 @@ struct NativeContextLensParams {
   int64_t reset_end = 0;                 // elements written: at least B * row_stride
 };
 
+// The seeded-bug variants' decisions inside the production kernels (docs/bugs.md), switched at
+// compile time: kNone is production, and a variant's launch compiles the same kernel source with
+// one decision changed.
+enum class MetadataBug {
+  kNone,
+  kU3NoClampAtZero,     // U3 (vLLM #51538): ctx = L - d + t + 1 unclamped, negative for a padding request
+  kU6UniformOneLonger,  // U6: the uniform path's context length one past the general path's
+};
+
 #define MLA_DECODE_METADATA_LAUNCHERS                                           \
   void expand_metadata_uniform(const ExpandMetadataParams& p, void* stream);   \
   void expand_metadata_general(const ExpandMetadataParams& p, void* stream);   \
+  void expand_metadata_seeded(bool uniform, const ExpandMetadataParams& p, MetadataBug bug, void* stream); \
   void reset_flat_metadata_tail(const ResetFlatTailParams& p, void* stream);   \
   void native_context_lens(const NativeContextLensParams& p, void* stream);
 namespace host { MLA_DECODE_METADATA_LAUNCHERS }

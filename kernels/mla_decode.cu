@@ -298,7 +298,9 @@ MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
   }
 }
 
-// One (b, t, h) per 32 threads: merges the splits' rows of workspace[b, t, h, :, :].
+// One (b, t, h) per 32 threads: merges the splits' rows of workspace[b, t, h, :, :]. kBug is
+// MlaDecodeBug::kNone but for a seeded variant (kernels/mutants/).
+template <MlaDecodeBug kBug>
 MLA_KERNEL void mla_decode_merge_kernel(MlaDecodeParams p) {
   const int tid = static_cast<int>(simt::thread_idx().x);
   const int64_t rows = int64_t(p.batch) * p.q_len * p.heads;
@@ -314,7 +316,7 @@ MLA_KERNEL void mla_decode_merge_kernel(MlaDecodeParams p) {
     if (m != m) break;
   }
   uint16_t* o = p.o + r * kMlaValueDim;
-  if (m == negative_infinity()) {  // no key at all: o = 0, lse = -inf
+  if (kBug != MlaDecodeBug::kT5MergeNoEmptyRow && m == negative_infinity()) {  // no key at all: o = 0, lse = -inf
     for (int c = 0; c < kMergeColumns; ++c) o[lane + c * kMergeLanes] = 0;
     if (lane == 0) p.lse[r] = negative_infinity();
     return;
@@ -358,13 +360,21 @@ void launch_mla_decode_split(const MlaDecodeParams& p, void* stream) {
 }
 
 void launch_mla_decode_merge(const MlaDecodeParams& p, void* stream) {
+  launch_mla_decode_merge_seeded(p, MlaDecodeBug::kNone, stream);
+}
+
+void launch_mla_decode_merge_seeded(const MlaDecodeParams& p, MlaDecodeBug bug, void* stream) {
   const int64_t rows = int64_t(p.batch) * p.q_len * p.heads;
   if (rows == 0) return;
   const simt::LaunchConfig config{{static_cast<unsigned>((rows + kMergeHeads - 1) / kMergeHeads)},
                                   {kMergeThreads},
                                   0,
                                   static_cast<simt::Stream>(stream)};
-  MLA_LAUNCH(mla_decode_merge_kernel, config, p);
+  if (bug == MlaDecodeBug::kT5MergeNoEmptyRow) {
+    MLA_LAUNCH(mla_decode_merge_kernel<MlaDecodeBug::kT5MergeNoEmptyRow>, config, p);
+  } else {
+    MLA_LAUNCH(mla_decode_merge_kernel<MlaDecodeBug::kNone>, config, p);
+  }
 }
 
 }  // namespace mlacheck::kernels::MLA_BACKEND_NS

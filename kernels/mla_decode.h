@@ -48,9 +48,18 @@ struct MlaDecodeParams {
   float* lse = nullptr;        // fp32 [B, q_len, H], contiguous
 };
 
+// The seeded-bug variants' decisions inside the production kernels (docs/bugs.md), switched at
+// compile time: kNone is production, and a variant's launch compiles the same kernel source with
+// one decision changed.
+enum class MlaDecodeBug {
+  kNone,
+  kT5MergeNoEmptyRow,  // T5 (vLLM #51065): the merge has no branch for a row without keys: 0 / 0 = NaN
+};
+
 #define MLA_MLA_DECODE_LAUNCHERS                                    \
   void launch_mla_decode_split(const MlaDecodeParams& p, void* stream); \
-  void launch_mla_decode_merge(const MlaDecodeParams& p, void* stream);
+  void launch_mla_decode_merge(const MlaDecodeParams& p, void* stream); \
+  void launch_mla_decode_merge_seeded(const MlaDecodeParams& p, MlaDecodeBug bug, void* stream);
 namespace host { MLA_MLA_DECODE_LAUNCHERS }
 namespace cuda { MLA_MLA_DECODE_LAUNCHERS }
 namespace hip { MLA_MLA_DECODE_LAUNCHERS }

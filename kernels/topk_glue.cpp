@@ -96,7 +96,10 @@ const char* topk_path_name(TopkPath path) {
   return "?";
 }
 
-TopkPath topk_path_for(int64_t k) { return k == kTopkFastK ? TopkPath::kFastK2048 : TopkPath::kGeneral; }
+TopkPath topk_path_for(int64_t k, TopkBug bug) {
+  const bool fast = bug == TopkBug::kR4FastPathForAnyLargeK ? k >= kTopkFastK : k == kTopkFastK;
+  return fast ? TopkPath::kFastK2048 : TopkPath::kGeneral;
+}
 
 int64_t topk_workspace_bytes(int64_t rows, int64_t k, int64_t cols) {
   if (cols <= kTopkSplitRowMinLen || cols <= k || rows <= 0) return 0;
@@ -154,8 +157,15 @@ void launch_topk(Device& device, const TopkParams& p, TopkPath path) {
 TopkPath topk_per_row_decode(Device& device, const DeviceTensor& logits, int64_t next_n, const DeviceTensor& seq_lens,
                              int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
                              const DeviceTensor& row_class_counts) {
+  return topk_per_row_decode_seeded(device, logits, next_n, seq_lens, k, out, workspace, row_class_counts,
+                                    TopkBug::kNone);
+}
+
+TopkPath topk_per_row_decode_seeded(Device& device, const DeviceTensor& logits, int64_t next_n,
+                                    const DeviceTensor& seq_lens, int64_t k, const DeviceTensor& out,
+                                    const DeviceTensor& workspace, const DeviceTensor& row_class_counts, TopkBug bug) {
   const TopkParams p = topk_decode_params(logits, next_n, seq_lens, k, out, workspace, row_class_counts);
-  const TopkPath path = topk_path_for(k);
+  const TopkPath path = topk_path_for(k, bug);
   dispatch(device, p, path);
   return path;
 }

@@ -20,8 +20,14 @@ namespace mlacheck::kernels {
 enum class TopkPath { kGeneral, kFastK2048, kUnstated };
 const char* topk_path_name(TopkPath path);
 
+// The seeded-bug variants' decisions inside the production glue (docs/bugs.md); kNone is production.
+enum class TopkBug {
+  kNone,
+  kR4FastPathForAnyLargeK,  // R4 (vLLM #42072): the dispatch compares k >= 2048 where it must compare ==
+};
+
 // The path the glue takes for k: the fast path exactly when k == kTopkFastK.
-TopkPath topk_path_for(int64_t k);
+TopkPath topk_path_for(int64_t k, TopkBug bug = TopkBug::kNone);
 
 // Scratch bytes a call needs for very long rows: 0 unless cols > kTopkSplitRowMinLen (and cols > k).
 // The caller allocates it once for its largest (rows, k, cols) and passes the same bytes to every
@@ -39,6 +45,10 @@ int64_t topk_workspace_bytes(int64_t rows, int64_t k, int64_t cols);
 TopkPath topk_per_row_decode(Device& device, const DeviceTensor& logits, int64_t next_n, const DeviceTensor& seq_lens,
                              int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
                              const DeviceTensor& row_class_counts = {});
+// The same with a seeded variant's decision (kernels/mutants/); topk_per_row_decode is kNone.
+TopkPath topk_per_row_decode_seeded(Device& device, const DeviceTensor& logits, int64_t next_n,
+                                    const DeviceTensor& seq_lens, int64_t k, const DeviceTensor& out,
+                                    const DeviceTensor& workspace, const DeviceTensor& row_class_counts, TopkBug bug);
 
 // Prefill: row r spans columns [ks[r], ke[r]) of logits; ks and ke are int32 [rows], contiguous;
 // indices are relative to ks[r]. Otherwise as topk_per_row_decode.

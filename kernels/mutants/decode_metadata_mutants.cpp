@@ -7,7 +7,6 @@
 
 #include "kernels/decode_metadata.h"
 #include "kernels/metadata_builder.h"
-#include "kernels/mutants/decode_metadata_mutant_kernels.h"
 #include "kernels/mutants/mutants.h"
 
 namespace mlacheck::kernels {
@@ -92,11 +91,7 @@ class ContextLengthNotClamped final : public MetadataBuilder {
  public:
   using MetadataBuilder::MetadataBuilder;
   void expand(bool uniform, const ExpandMetadataParams& p) override {
-    if (uniform) {
-      MLA_DISPATCH(device_, expand_metadata_uniform_u3, p);
-    } else {
-      MLA_DISPATCH(device_, expand_metadata_general_u3, p);
-    }
+    MLA_DISPATCH(device_, expand_metadata_seeded, uniform, p, MetadataBug::kU3NoClampAtZero);
   }
 };
 
@@ -105,11 +100,7 @@ class UniformPathOffByOne final : public MetadataBuilder {
  public:
   using MetadataBuilder::MetadataBuilder;
   void expand(bool uniform, const ExpandMetadataParams& p) override {
-    if (uniform) {
-      MLA_DISPATCH(device_, expand_metadata_uniform_u6, p);
-    } else {
-      MetadataBuilder::expand(uniform, p);
-    }
+    MLA_DISPATCH(device_, expand_metadata_seeded, uniform, p, MetadataBug::kU6UniformOneLonger);
   }
 };
 

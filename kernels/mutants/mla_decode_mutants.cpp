@@ -1,7 +1,7 @@
 // Dense MLA decode seeded bugs (kernels/mutants/mutants.h): the production entry point
-// (kernels/mla_decode_glue.h) with one of its two kernels replaced by a wrong one.
+// (kernels/mla_decode_glue.h) with its merge kernel compiled with one decision switched
+// (MlaDecodeBug, kernels/mla_decode.h).
 #include "kernels/mla_decode_glue.h"
-#include "kernels/mutants/mla_decode_mutant_kernels.h"
 #include "kernels/mutants/mutants.h"
 
 namespace mlacheck::kernels {
@@ -12,7 +12,7 @@ namespace {
 void mla_decode_t5(Device& device, const MlaDecodeArgs& args) {
   const MlaDecodeParams p = mla_decode_params(args);
   MLA_DISPATCH(device, launch_mla_decode_split, p);
-  MLA_DISPATCH(device, launch_mla_decode_merge_t5, p);
+  MLA_DISPATCH(device, launch_mla_decode_merge_seeded, p, MlaDecodeBug::kT5MergeNoEmptyRow);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // Seeded-bug variants: each the correct op with one wrong decision that shipped upstream (a row of
 // docs/bugs.md), registered beside the correct implementation as <op>@<bug id> so every
-// property, fuzzer and corpus case can be pointed at it and must fail. They live here, apart from
-// the production code, which has no mutant switches.
+// property, fuzzer and corpus case can be pointed at it and must fail. Each is the production code
+// with that one decision switched, never a copy of it: a compile-time bug parameter of a kernel
+// (MetadataBug, MlaDecodeBug) or of the glue (TopkBug), or a decision hook of a stateful object
+// (MetadataBuilder, IndexerDecodeStep, MlaDecodeImpl) overridden. This folder holds the switches'
+// registrations; the decisions themselves sit in the production sources.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
-// Top-k seeded bugs (kernels/mutants/mutants.h): the production glue's parameters and kernels, one
-// dispatch decision changed.
+// Top-k seeded bugs (kernels/mutants/mutants.h): the production glue with its dispatch decision
+// switched (TopkBug, kernels/topk_glue.h).
 #include "kernels/device.h"
 #include "kernels/mutants/mutants.h"
 #include "kernels/topk.h"
@@ -14,13 +14,8 @@ namespace {
 TopkPath topk_decode_r4(Device& device, const DeviceTensor& logits, int64_t next_n, const DeviceTensor& seq_lens,
                         int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
                         const DeviceTensor& row_class_counts) {
-  const TopkParams p = topk_decode_params(logits, next_n, seq_lens, k, out, workspace, row_class_counts);
-  if (k >= kTopkFastK) {
-    MLA_DISPATCH(device, topk_per_row_k2048, p);
-    return TopkPath::kFastK2048;
-  }
-  MLA_DISPATCH(device, topk_per_row, p);
-  return TopkPath::kGeneral;
+  return topk_per_row_decode_seeded(device, logits, next_n, seq_lens, k, out, workspace, row_class_counts,
+                                    TopkBug::kR4FastPathForAnyLargeK);
 }
 
 }  // namespace
