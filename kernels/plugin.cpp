@@ -16,6 +16,7 @@
 #include "core/contract.h"
 #include "core/error.h"
 #include "kernels/indexer_decode_step.h"
+#include "kernels/k_cache_insert_glue.h"
 #include "kernels/metadata_builder.h"
 #include "kernels/mla_decode_glue.h"
 #include "kernels/mla_decode_impl.h"
@@ -111,6 +112,13 @@ void topk_to_global_slot(Device& device, const DeviceTensor& qsl, const DeviceTe
   call<mlacheck_topk_to_global_fn>("topk_to_global", I, device, a);
 }
 template <size_t I>
+void indexer_k_cache_insert_slot(Device& device, const DeviceTensor& k, const DeviceTensor& slot_mapping,
+                                 const DeviceTensor& kv_cache, int64_t block_size, bool ue8m0) {
+  const mlacheck_indexer_k_cache_insert_args a{c_tensor(k), c_tensor(slot_mapping), c_tensor(kv_cache), block_size,
+                                               ue8m0 ? 1 : 0};
+  call<mlacheck_indexer_k_cache_insert_fn>("indexer_k_cache_insert", I, device, a);
+}
+template <size_t I>
 void sparse_mla_decode_slot(Device& device, const SparseMlaArgs& p) {
   const mlacheck_sparse_mla_decode_args a{c_tensor(p.q),         c_tensor(p.kv_cache),  c_tensor(p.indices),
                                           c_tensor(p.topk_length), c_tensor(p.attn_sink), c_tensor(p.out),
@@ -168,6 +176,7 @@ MLA_SLOT_TABLE(unpack_decode, decltype(unpack_decode))
 MLA_SLOT_TABLE(topk_to_global, decltype(topk_to_global))
 MLA_SLOT_TABLE(sparse_mla_decode, decltype(sparse_mla_decode))
 MLA_SLOT_TABLE(mla_decode, decltype(mla_decode))
+MLA_SLOT_TABLE(indexer_k_cache_insert, decltype(indexer_k_cache_insert))
 MLA_SLOT_TABLE(decode_metadata, MetadataFactory)
 MLA_SLOT_TABLE(mla_decode_impl, MlaImplFactory)
 MLA_SLOT_TABLE(indexer_decode_step, StepFactory)
@@ -181,6 +190,7 @@ const std::map<std::string, Adder>& adders() {
       {"topk_to_global", &add_topk_to_global}, {"sparse_mla_decode", &add_sparse_mla_decode},
       {"mla_decode", &add_mla_decode},         {"decode_metadata", &add_decode_metadata},
       {"mla_decode_impl", &add_mla_decode_impl}, {"indexer_decode_step", &add_indexer_decode_step},
+      {"indexer_k_cache_insert", &add_indexer_k_cache_insert},
   };
   return m;
 }
@@ -224,6 +234,12 @@ int add_impl(void* context, const char* op, const char* name, const char* summar
                   "add: " + o + "@" + n + ": the plugin declares plugin ABI version " + std::to_string(r.abi_version) +
                       ", and the stateful " + o + " came with version 3: rebuild it against this "
                       "mlacheck's include/mlacheck/plugin.h");
+  }
+  if (o == "indexer_k_cache_insert" && r.abi_version < 4) {
+    return refuse(r, error, error_size,
+                  "add: " + o + "@" + n + ": the plugin declares plugin ABI version " + std::to_string(r.abi_version) +
+                      ", and " + o + " came with version 4: rebuild it against this mlacheck's "
+                      "include/mlacheck/plugin.h");
   }
   const std::string qualified = o + "@" + n;
   if (registry().contains(qualified)) return refuse(r, error, error_size, "add: " + qualified + " is taken");

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "kernels/indexer_decode_step.h"
+#include "kernels/k_cache_insert_glue.h"
 #include "kernels/metadata_builder.h"
 #include "kernels/mutants/mutants.h"
 #include "kernels/mla_decode_glue.h"
@@ -49,6 +50,8 @@ Registry& registry() {
             +[](Device& device, const MlaDecodeImplConfig& config) {
               return std::make_unique<MlaDecodeImpl>(device, config);
             });
+    reg.add({"indexer_k_cache_insert", "ref", "fp8 keys with per-token fp32 / ue8m0 scales into the block-flat cache"},
+            &indexer_k_cache_insert);
     // The seeded-bug variants, as <op>@<bug id> (kernels/mutants/).
     register_mutants(reg);
     return reg;

@@ -7,6 +7,7 @@
 #include "properties/pack_decode_properties.h"
 #include "properties/sparse_mla_properties.h"
 #include "properties/topk_properties.h"
+#include "properties/k_cache_insert_properties.h"
 #include "properties/property_registry.h"
 
 namespace mlacheck {
@@ -22,6 +23,7 @@ const PropertyRegistry& property_registry() {
     register_mla_decode_properties(reg);
     register_mla_decode_impl_properties(reg);
     register_decode_step_properties(reg);
+    register_k_cache_insert_properties(reg);
     return reg;
   }();
   return r;

@@ -113,14 +113,16 @@ int cmd_list() {
               << std::string(12 - std::string(state).size(), ' ') << b.detail << '\n';
   }
   std::cout << "\nops (docs/ops.md):\n";
+  size_t name_width = 0;
+  for (const OpInfo& op : spec_ops()) name_width = std::max(name_width, op.name.size());
   for (const OpInfo& op : spec_ops()) {
-    std::cout << "  " << op.name << std::string(22 - op.name.size(), ' ') << "§" << op.section
-              << std::string(5 - op.section.size(), ' ') << op.summary << '\n';
+    std::cout << "  " << op.name << std::string(name_width + 2 - op.name.size(), ' ') << "§" << op.section
+              << std::string(op.section.size() < 5 ? 5 - op.section.size() : 1, ' ') << op.summary << '\n';
   }
   std::cout << "\nfloat outputs and their tolerances (integer outputs compare exactly):\n";
   for (const ToleranceEntry& e : tolerance_table()) {
     const std::string name = std::string(e.op) + "." + std::string(e.output);
-    std::cout << "  " << name << std::string(26 - name.size(), ' ') << "atol " << e.tolerance.atol << ", rtol "
+    std::cout << "  " << name << std::string(name.size() < 26 ? 26 - name.size() : 1, ' ') << "atol " << e.tolerance.atol << ", rtol "
               << e.tolerance.rtol << ", cosine distance <= " << e.tolerance.max_cosine_distance << '\n';
   }
   const auto impls = mlacheck::kernels::registry().list();

@@ -5,10 +5,12 @@
 // family is here. See include/mlacheck/memory.h for what is public.
 #pragma once
 
+#include "harness/case_schema.h"
 #include "harness/case_text.h"
 #include "harness/schedule.h"
 #include "properties/decode_metadata_gen.h"
 #include "properties/decode_step_gen.h"
+#include "properties/k_cache_insert_gen.h"
 #include "properties/mla_decode_gen.h"
 #include "properties/mla_decode_impl_gen.h"
 #include "properties/mqa_logits_gen.h"

@@ -66,9 +66,9 @@
 extern "C" {
 #endif
 
-/* Version 2 added contract (mlacheck_plugin_api); version 3 the stateful decode_metadata builder.
- * mlacheck loads plugins of versions 1 to 3. */
-#define MLACHECK_PLUGIN_ABI_VERSION 3u
+/* Version 2 added contract (mlacheck_plugin_api); version 3 the stateful decode_metadata builder;
+ * version 4 indexer_k_cache_insert. mlacheck loads plugins of versions 1 to 4. */
+#define MLACHECK_PLUGIN_ABI_VERSION 4u
 #define MLACHECK_MAX_RANK 8
 
 /* Element types (docs/ops.md "Conventions"). */
@@ -168,6 +168,16 @@ typedef struct mlacheck_topk_to_global_args {
   mlacheck_tensor query_start_loc, local, block_table, global;
   int64_t page;
 } mlacheck_topk_to_global_args;
+
+/* docs/ops.md 2.3 (version 4): k bf16 [T, D] (unit column stride) quantized per token to fp8 into
+ * kv_cache uint8 [num_blocks, block_stride], the block-flat layout of 2.1 (a block's block_size x D
+ * codes, then its block_size fp32 scales); slot_mapping int32 [T], -1 for a token not written;
+ * ue8m0 non-zero for power-of-two scales. */
+typedef struct mlacheck_indexer_k_cache_insert_args {
+  mlacheck_tensor k, slot_mapping, kv_cache;
+  int64_t block_size;
+  int32_t ue8m0;
+} mlacheck_indexer_k_cache_insert_args;
 
 /* docs/ops.md 4: q bf16 [b, s_q, h, 576]; kv_cache uint8 [num_blocks, page, 656] (fp8_ds_mla tokens);
  * indices int32 [b, s_q, topk]; topk_length int32 [b] and attn_sink fp32 [h] optional; out bf16
@@ -399,6 +409,8 @@ typedef int (*mlacheck_topk_to_global_fn)(const mlacheck_device*, const mlacheck
 typedef int (*mlacheck_sparse_mla_decode_fn)(const mlacheck_device*, const mlacheck_sparse_mla_decode_args*, char*,
                                              size_t);
 typedef int (*mlacheck_mla_decode_fn)(const mlacheck_device*, const mlacheck_mla_decode_args*, char*, size_t);
+typedef int (*mlacheck_indexer_k_cache_insert_fn)(const mlacheck_device*, const mlacheck_indexer_k_cache_insert_args*,
+                                                  char*, size_t);
 /* Stateful: makes a builder into *builder (0), or refuses (non-zero, why in error). */
 typedef int (*mlacheck_decode_metadata_fn)(const mlacheck_device*, const mlacheck_decode_metadata_limits*,
                                            const mlacheck_decode_metadata_buffers*,
@@ -417,8 +429,9 @@ typedef int (*mlacheck_indexer_decode_step_fn)(const mlacheck_device*, const mla
 
 /* What mlacheck hands the registration function. add registers fn as op@name (op: "topk_decode",
  * "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
- * "topk_to_global", "sparse_mla_decode", "mla_decode", and from version 3 the stateful
- * "decode_metadata", "mla_decode_impl" and "indexer_decode_step"; name: letters, digits and '_'),
+ * "topk_to_global", "sparse_mla_decode", "mla_decode", from version 3 the stateful
+ * "decode_metadata", "mla_decode_impl" and "indexer_decode_step", from version 4
+ * "indexer_k_cache_insert"; name: letters, digits and '_'),
  * with a one-line summary; it returns 0, or non-zero after writing why into error (an unknown op, a name
  * taken). */
 typedef struct mlacheck_plugin_api {
@@ -473,6 +486,7 @@ MLACHECK_TYPED_(pack_decode)
 MLACHECK_TYPED_(topk_to_global)
 MLACHECK_TYPED_(sparse_mla_decode)
 MLACHECK_TYPED_(mla_decode)
+MLACHECK_TYPED_(indexer_k_cache_insert)
 MLACHECK_TYPED_(decode_metadata)
 MLACHECK_TYPED_(mla_decode_impl)
 MLACHECK_TYPED_(indexer_decode_step)
@@ -497,6 +511,9 @@ MLACHECK_TYPED_(indexer_decode_step)
   MLACHECK_ADD_(api, "sparse_mla_decode", name, summary, mlacheck_erase_sparse_mla_decode(fn))
 #define MLACHECK_ADD_MLA_DECODE(api, name, summary, fn) \
   MLACHECK_ADD_(api, "mla_decode", name, summary, mlacheck_erase_mla_decode(fn))
+/* Version 4. */
+#define MLACHECK_ADD_INDEXER_K_CACHE_INSERT(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "indexer_k_cache_insert", name, summary, mlacheck_erase_indexer_k_cache_insert(fn))
 /* Version 3: fn makes a decode metadata builder (see "stateful ops"). */
 #define MLACHECK_ADD_DECODE_METADATA(api, name, summary, fn) \
   MLACHECK_ADD_(api, "decode_metadata", name, summary, mlacheck_erase_decode_metadata(fn))

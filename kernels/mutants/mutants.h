@@ -37,6 +37,9 @@ void register_mla_decode_mutants(Registry& reg);
 // non-uniform query lengths run a token per row; a graph's key range fixed at capture; workspace
 // allocated per call; workspace sized for q_len 1 and grown.
 void register_mla_decode_impl_mutants(Registry& reg);
+// L1 (indexer K-cache insert): slots written token-interleaved, so 2.1's reader takes scales out of
+// fp8 value bytes.
+void register_k_cache_insert_mutants(Registry& reg);
 
 // Every variant above.
 inline void register_mutants(Registry& reg) {
@@ -45,6 +48,7 @@ inline void register_mutants(Registry& reg) {
   register_indexer_decode_step_mutants(reg);
   register_mla_decode_mutants(reg);
   register_mla_decode_impl_mutants(reg);
+  register_k_cache_insert_mutants(reg);
 }
 
 }  // namespace mlacheck::kernels

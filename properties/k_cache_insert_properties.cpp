@@ -1,0 +1,168 @@
+// Properties of the indexer's K-cache insert (properties/k_cache_insert_properties.h).
+#include "properties/k_cache_insert_properties.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "core/fp16.h"
+#include "harness/testbed.h"
+#include "kernels/registry.h"
+#include "oracle/k_cache_insert.h"
+#include "properties/random_values.h"
+
+namespace mlacheck {
+
+using kernels::Device;
+
+namespace {
+
+constexpr uint8_t kKeyPoison = 0x7F;   // bf16 0x7F7F, 3.4e38: a read past a key row spoils its amax
+constexpr uint8_t kSlotPoison = 0x7F;  // int32 0x7F7F7F7F around the slot mapping
+
+std::string str(int64_t x) { return std::to_string(x); }
+
+// Key value (i, d) of the staged k, decoded from its bf16 bytes.
+float key_value(const Buffer& k, int64_t i, int64_t d) {
+  uint16_t bits = 0;
+  std::memcpy(&bits, k.host.data() + k.view.byte_offset_of({i, d}), 2);
+  return bf16_to_float(bits);
+}
+
+struct Staged {
+  Buffer k, slots, cache;
+  std::vector<int32_t> mapping;
+
+  explicit Staged(const KCacheInsertCase& c)
+      : k("k", View(DType::kBF16, {c.T, c.D}, {c.D + c.k_row_pad, 1}, 2 * c.k_lead * (c.D + c.k_row_pad)), 16,
+          kKeyPoison),
+        slots("slot_mapping", View::contiguous(DType::kI32, {c.T}, 4), 8, kSlotPoison),
+        cache("kv_cache", View(DType::kU8, {c.num_blocks(), c.block_stride()}, {c.block_stride(), 1}, 4 * c.cache_lead),
+              8, 0),
+        mapping(c.slot_mapping()) {
+    std::mt19937_64 rng(c.seed);
+    for (int64_t i = 0; i < c.T; ++i) {
+      const bool zero = c.zero_keys && rng() % 4 == 0;
+      for (int64_t d = 0; d < c.D; ++d) {
+        float x = uniform(rng, -1.0f, 1.0f);
+        if (x == 0.0f) x = 0.5f;  // a key is all zero only when the case says so
+        k.put<uint16_t>({i, d}, float_to_bf16(zero ? 0.0f : std::ldexp(x, c.magnitude_log2)));
+      }
+      slots.put<int32_t>({i}, mapping[static_cast<size_t>(i)]);
+    }
+    for (uint8_t& b : cache.host) b = static_cast<uint8_t>(rng());  // what the other slots hold
+  }
+  oracle::PagedIndexerCache oracle_cache(std::vector<uint8_t>& bytes, const KCacheInsertCase& c) const {
+    oracle::PagedIndexerCache p;
+    p.blocks = HostTensor(bytes.data(), cache.view);
+    p.block_size = c.block_size;
+    p.head_dim = c.D;
+    return p;
+  }
+};
+
+View codes_view(const KCacheInsertCase& c, int64_t slot, int64_t lead) {
+  return View::contiguous(DType::kU8, {c.D}, lead + (slot / c.block_size) * c.block_stride() + (slot % c.block_size) * c.D);
+}
+View scale_view(const KCacheInsertCase& c, int64_t slot, int64_t lead) {
+  return View::contiguous(DType::kU8, {4}, lead + (slot / c.block_size) * c.block_stride() + c.block_size * c.D +
+                                               4 * (slot % c.block_size));
+}
+
+// Runs the insert in the testbed; the cache's host bytes then hold the device's.
+Verdict run_insert(Device& device, KCacheInsertFn* insert, const KCacheInsertCase& c, Staged& s) {
+  Testbed bed(device, c);
+  bed.input(s.k, c.zero_keys ? Content::kAny : Content::kNonZero).input(s.slots);
+  const int64_t lead = s.cache.view.byte_offset();
+  for (int32_t slot : s.mapping) {
+    if (slot < 0) continue;
+    bed.output(s.cache, "slot " + str(slot) + " codes", codes_view(c, slot, lead));
+    bed.output(s.cache, "slot " + str(slot) + " scale", scale_view(c, slot, lead));
+  }
+  if (std::all_of(s.mapping.begin(), s.mapping.end(), [](int32_t x) { return x < 0; })) bed.input(s.cache);
+  return bed.launch([&] {
+    insert(device, s.k.device_tensor(), s.slots.device_tensor(), s.cache.device_tensor(), c.block_size, c.ue8m0);
+  });
+}
+
+oracle::ScaleFormat format(const KCacheInsertCase& c) {
+  return c.ue8m0 ? oracle::ScaleFormat::kUe8m0 : oracle::ScaleFormat::kFp32;
+}
+
+}  // namespace
+
+Verdict k_cache_insert_equals_oracle(Device& device, KCacheInsertFn* insert, const KCacheInsertCase& c) {
+  Staged s(c);
+  std::vector<uint8_t> want = s.cache.host;
+  oracle::indexer_k_cache_insert({s.k.host_tensor(), s.slots.host_tensor(), format(c)}, s.oracle_cache(want, c));
+  if (Verdict v = run_insert(device, insert, c, s)) return v;
+  const int64_t lead = s.cache.view.byte_offset();
+  for (int64_t i = 0; i < c.T; ++i) {
+    const int32_t slot = s.mapping[static_cast<size_t>(i)];
+    if (slot < 0) continue;
+    const std::string where = "token " + str(i) + " (slot " + str(slot) + ": block " + str(slot / c.block_size) +
+                              ", slot " + str(slot % c.block_size) + ")";
+    const int64_t at = codes_view(c, slot, lead).byte_offset();
+    for (int64_t d = 0; d < c.D; ++d) {
+      const uint8_t got = s.cache.host[static_cast<size_t>(at + d)], exp = want[static_cast<size_t>(at + d)];
+      if (got != exp) {
+        return where + ": code " + str(d) + " is " + str(got) + ", the oracle's " + str(exp) + " (of " + str(c.D) +
+               " codes)";
+      }
+    }
+    float got = 0, exp = 0;
+    const int64_t sat = scale_view(c, slot, lead).byte_offset();
+    std::memcpy(&got, s.cache.host.data() + sat, 4);
+    std::memcpy(&exp, want.data() + sat, 4);
+    if (std::memcmp(&got, &exp, 4) != 0) {
+      return where + ": scale " + std::to_string(got) + ", the oracle's " + std::to_string(exp) +
+             (c.ue8m0 ? " (ue8m0)" : " (fp32)");
+    }
+  }
+  return std::nullopt;
+}
+
+Verdict k_cache_insert_reader_gets_the_keys(Device& device, KCacheInsertFn* insert, const KCacheInsertCase& c) {
+  Staged s(c);
+  if (Verdict v = run_insert(device, insert, c, s)) return v;
+  const oracle::PagedIndexerCache read = s.oracle_cache(s.cache.host, c);
+  for (int64_t i = 0; i < c.T; ++i) {
+    const int32_t slot = s.mapping[static_cast<size_t>(i)];
+    if (slot < 0) continue;
+    const std::vector<double> got = oracle::read_indexer_key(read, slot);
+    float amax = 0;
+    for (int64_t d = 0; d < c.D; ++d) amax = std::max(amax, std::fabs(key_value(s.k, i, d)));
+    // The widest scale the spec allows (ue8m0 rounds up to at most twice fp32's), then half an
+    // e4m3 step: 2^-4 of the value for normals, 2^-10 of the scale for subnormals.
+    const double scale = 2.0 * std::max(amax, 1e-4f) / 448.0;
+    for (int64_t d = 0; d < c.D; ++d) {
+      const double x = key_value(s.k, i, d);
+      const double bound = std::max(std::fabs(x) * 0x1p-4, scale * 0x1p-10) * (1 + 1e-6);
+      if (!(std::fabs(got[static_cast<size_t>(d)] - x) <= bound)) {
+        return "token " + str(i) + " read back from slot " + str(slot) + " in the reader's layout: value " + str(d) +
+               " is " + std::to_string(got[static_cast<size_t>(d)]) + ", the key's " + std::to_string(x) +
+               " (more than fp8 rounding apart)";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void register_k_cache_insert_properties(PropertyRegistry& r) {
+  r.add(make_property<KCacheInsertCase>(
+      "indexer_k_cache_insert.equals_oracle", "indexer_k_cache_insert",
+      "each token's slot holds the oracle's fp8 codes and scale byte for byte; no other byte of the cache changes",
+      read_case<KCacheInsertCase>, [](Device& device, const std::string& impl, const KCacheInsertCase& c) {
+        return k_cache_insert_equals_oracle(device, kernels::registry().find<KCacheInsertFn>(impl), c);
+      }));
+  r.add(make_property<KCacheInsertCase>(
+      "indexer_k_cache_insert.reader_gets_the_keys", "indexer_k_cache_insert",
+      "each token read back in the paged reader's block-flat layout is its key within fp8 rounding",
+      read_case<KCacheInsertCase>, [](Device& device, const std::string& impl, const KCacheInsertCase& c) {
+        return k_cache_insert_reader_gets_the_keys(device, kernels::registry().find<KCacheInsertFn>(impl), c);
+      }));
+}
+
+}  // namespace mlacheck

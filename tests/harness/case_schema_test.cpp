@@ -1,0 +1,125 @@
+// Tests of the case schema (harness/case_schema.h) on a toy case: the reader, the writer and the
+// generator that follow from one fields() function, ranges that depend on earlier fields, rules,
+// favourites, and fuzz bytes decoding through the reader.
+#include "harness/case_schema.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace mlacheck {
+namespace {
+
+enum class Shape { kRound, kSquare };
+
+struct ToyCase : CaseSchedule {
+  int64_t rows = 1, cols = 1, k = 1;
+  bool padded = false;
+  Shape shape = Shape::kRound;
+  std::vector<int32_t> lengths;
+  std::vector<int> order;
+};
+
+template <class V>
+void fields(V& v, ToyCase& c) {
+  v.integer("rows", c.rows, 1, 8, Favor{8, 100});  // 100 lies outside the range: never drawn
+  v.integer("cols", c.cols, 1, 16);
+  v.integer("k", c.k, 1, c.cols);  // a range that depends on a field read before it
+  v.flag("padded", c.padded);
+  v.choice("shape", c.shape, {"round", "square"});
+  v.list("lengths", c.lengths, c.rows, 0, c.cols);
+  v.permutation("order", c.order, c.rows);
+  v.rule(c.shape != Shape::kSquare || c.rows == c.cols, "shape: a square case has rows == cols");
+  v.schedule(c);
+}
+
+std::string text_of(const ToyCase& c) {
+  CaseText t;
+  write_case(c, t);
+  return t.format();
+}
+
+TEST(CaseSchema, WritesEveryFieldInOrderAndReadsItBack) {
+  ToyCase c;
+  c.rows = 2, c.cols = 5, c.k = 3, c.padded = true, c.lengths = {5, 0}, c.order = {1, 0}, c.seed = 9, c.warp_size = 64;
+  const std::string text = text_of(c);
+  EXPECT_NE(text.find("rows 2\ncols 5\nk 3\npadded 1\nshape round\nlengths 5 0\norder 1 0\nseed 0x9\nwarp 64\nshuffled 0\n"),
+            std::string::npos)
+      << text;
+  const ToyCase back = read_case<ToyCase>(CaseText::parse(text));
+  EXPECT_EQ(text_of(back), text);
+}
+
+TEST(CaseSchema, TheReaderNamesTheKeyOutsideItsRange) {
+  ToyCase c;
+  c.rows = 2, c.cols = 5, c.k = 3, c.lengths = {1, 2}, c.order = {0, 1};
+  std::string text = text_of(c);
+  text.replace(text.find("k 3"), 3, "k 6");  // k's range is [1, cols] = [1, 5]
+  try {
+    read_case<ToyCase>(CaseText::parse(text));
+    FAIL() << "k 6 with cols 5 was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'k'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CaseSchema, TheReaderChecksTheRules) {
+  ToyCase c;
+  c.rows = 2, c.cols = 5, c.k = 3, c.shape = Shape::kSquare, c.lengths = {1, 2}, c.order = {0, 1};
+  try {
+    read_case<ToyCase>(CaseText::parse(text_of(c)));
+    FAIL() << "a square case with rows 2 and cols 5 was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a square case has rows == cols"), std::string::npos) << e.what();
+  }
+}
+
+RC_GTEST_PROP(CaseSchema, DrawnCasesLieInTheirRangesAndReadBack, ()) {
+  CaseDrawer d;
+  ToyCase c;
+  try {
+    fields(d, c);
+  } catch (const Error&) {
+    RC_DISCARD("the toy schema's draws may break its rule (a square case is drawn at random)");
+  }
+  RC_ASSERT(c.rows >= 1 && c.rows <= 8 && c.k >= 1 && c.k <= c.cols);
+  RC_ASSERT(static_cast<int64_t>(c.lengths.size()) == c.rows);
+  RC_ASSERT(std::all_of(c.lengths.begin(), c.lengths.end(), [&](int32_t x) { return x >= 0 && x <= c.cols; }));
+  std::vector<int> sorted = c.order;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) RC_ASSERT(sorted[i] == static_cast<int>(i));
+  RC_ASSERT(text_of(read_case<ToyCase>(CaseText::parse(text_of(c)))) == text_of(c));
+}
+
+TEST(CaseSchema, TheDrawerFavoursItsValuesInsideTheRange) {
+  int draws = 0, eights = 0, outside = 0;
+  rc::check([&] {
+    ToyCase t;
+    CaseDrawer d;
+    d.integer("rows", t.rows, 1, 8, Favor{8, 100});
+    ++draws;
+    eights += t.rows == 8;
+    outside += t.rows < 1 || t.rows > 8;
+  });
+  EXPECT_EQ(outside, 0);
+  EXPECT_GT(eights, draws * 3 / 10) << "8 is a favourite: about half the draws, plus its uniform share";
+}
+
+TEST(CaseSchema, AnyFuzzBytesDecodeThroughTheReader) {
+  for (int i = 0; i < 200; ++i) {
+    std::string bytes;
+    for (int j = 0; j < 64; ++j) bytes.push_back(static_cast<char>((i * 131 + j * 17) & 0xFF));
+    const CaseText t = CaseText::decoding(bytes);
+    try {
+      const ToyCase c = read_case<ToyCase>(t);
+      EXPECT_TRUE(c.k >= 1 && c.k <= c.cols);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("a square case"), std::string::npos) << "only the rule may refuse: " << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mlacheck
