@@ -1,4 +1,10 @@
 // The case text format (harness/case_text.h).
+//
+// Over 500 lines, on purpose: this is one class, and its three parts share private machinery. The
+// store and the text format, the typed readers, and the contract narrowing all go through the
+// drawing codec (Codec, draw_if_missing: a reader over a drawing CaseText draws the value it is
+// asked for), which is a template over each reader's draw and would otherwise have to sit in the
+// public header.
 #include "harness/case_text.h"
 
 #include <cerrno>

@@ -1,5 +1,11 @@
 // The suite runner (tools/suite_runner.h): one implementation against the property suite, the
 // corpus regressions and random fuzzing of its op, in a child process.
+//
+// Over 500 lines, on purpose: the two sides of one isolation protocol. The child's run (SuiteRun:
+// the three stages, writing its progress file) and the parent's reading of how the child ended
+// (the result line through the pipe, the progress file of a child that crashed, hung or ran out
+// of budget, the rerun on @ref that tells a finding from a false positive) share the row's clock,
+// the result's wire format and the progress file's, and are read together when either changes.
 #include "tools/suite_runner.h"
 
 #include <fcntl.h>
