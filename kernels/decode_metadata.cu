@@ -127,6 +127,16 @@ simt::LaunchConfig config_for(int64_t threads_wanted, void* stream) {
 // One warp per row: ask for 32 threads per row (a 64-lane warp then takes two rows in turn).
 constexpr int64_t kThreadsPerRow = 32;
 
+// The expansion on one path, compiled with kBug's decision.
+template <MetadataBug kBug>
+void launch_expand(bool uniform, const simt::LaunchConfig& config, const ExpandMetadataParams& p) {
+  if (uniform) {
+    MLA_LAUNCH(expand_uniform_kernel<kBug>, config, p);
+  } else {
+    MLA_LAUNCH(expand_general_kernel<kBug>, config, p);
+  }
+}
+
 }  // namespace
 
 void expand_metadata_uniform(const ExpandMetadataParams& p, void* stream) {
@@ -141,27 +151,11 @@ void expand_metadata_seeded(bool uniform, const ExpandMetadataParams& p, Metadat
   if (p.num_tokens <= 0) return;
   const simt::LaunchConfig config = config_for(p.num_tokens * kThreadsPerRow, stream);
   switch (bug) {
-    case MetadataBug::kNone:
-      if (uniform) {
-        MLA_LAUNCH(expand_uniform_kernel<MetadataBug::kNone>, config, p);
-      } else {
-        MLA_LAUNCH(expand_general_kernel<MetadataBug::kNone>, config, p);
-      }
-      break;
-    case MetadataBug::kU3NoClampAtZero:
-      if (uniform) {
-        MLA_LAUNCH(expand_uniform_kernel<MetadataBug::kU3NoClampAtZero>, config, p);
-      } else {
-        MLA_LAUNCH(expand_general_kernel<MetadataBug::kU3NoClampAtZero>, config, p);
-      }
-      break;
-    case MetadataBug::kU6UniformOneLonger:
-      if (uniform) {
-        MLA_LAUNCH(expand_uniform_kernel<MetadataBug::kU6UniformOneLonger>, config, p);
-      } else {
-        MLA_LAUNCH(expand_general_kernel<MetadataBug::kNone>, config, p);  // U6 is the uniform path's alone
-      }
-      break;
+    case MetadataBug::kNone: return launch_expand<MetadataBug::kNone>(uniform, config, p);
+    case MetadataBug::kU3NoClampAtZero: return launch_expand<MetadataBug::kU3NoClampAtZero>(uniform, config, p);
+    case MetadataBug::kU6UniformOneLonger:  // the uniform path's alone
+      return uniform ? launch_expand<MetadataBug::kU6UniformOneLonger>(true, config, p)
+                     : launch_expand<MetadataBug::kNone>(false, config, p);
   }
 }
 
