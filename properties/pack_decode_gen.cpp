@@ -25,13 +25,38 @@ std::vector<int32_t> prefix_sums(const std::vector<int32_t>& d) {
 
 int32_t pages_needed(int32_t len, int64_t page) { return static_cast<int32_t>((int64_t{len} + page - 1) / page); }
 
-// One of kRowDTypes, by name.
-DType read_row_dtype(const CaseText& t) {
-  return kRowDTypes[t.choice("dtype", {"fp32", "bf16", "fp8_e4m3", "int32"})];
-}
 
 
 }  // namespace
+
+const std::vector<std::pair<const char*, DType>>& row_dtype_names() {
+  static const std::vector<std::pair<const char*, DType>> names = {
+      {"fp32", DType::kF32}, {"bf16", DType::kBF16}, {"fp8_e4m3", DType::kFP8E4M3}, {"int32", DType::kI32}};
+  return names;
+}
+
+int64_t PackDecodeCase::longest() const {
+  return decode_lens.empty() ? 1 : std::max<int64_t>(1, *std::max_element(decode_lens.begin(), decode_lens.end()));
+}
+
+// 1 to 8 requests of at most max_d tokens (mostly 1 to 4), a uniform batch one time in four.
+std::vector<int32_t> draw_pack_decode_lens() {
+  const int64_t max_d = *rc::gen::weightedElement<int64_t>({{4, 1}, {4, 2}, {4, 3}, {4, 4}, {1, 8}});
+  const int64_t B = *rc::gen::inRange<int64_t>(1, 9);
+  if (*rc::gen::weightedElement<int>({{1, 0}, {3, 1}}) == 0) {
+    return std::vector<int32_t>(static_cast<size_t>(B), static_cast<int32_t>(*rc::gen::inRange<int64_t>(1, max_d + 1)));
+  }
+  return *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(B),
+                                                   rc::gen::inRange<int32_t>(0, static_cast<int32_t>(max_d + 1)));
+}
+
+// Mostly one dimension of 1 to 9 elements, else two: [1..4, 1 | 3 | 16].
+std::vector<int64_t> draw_row_shape() {
+  return *rc::gen::weightedOneOf<std::vector<int64_t>>(
+      {{3, rc::gen::map(rc::gen::inRange<int64_t>(1, 10), [](int64_t h) { return std::vector<int64_t>{h}; })},
+       {1, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(1, 5), rc::gen::element<int64_t>(1, 3, 16)),
+                        [](const std::pair<int64_t, int64_t>& p) { return std::vector<int64_t>{p.first, p.second}; })}});
+}
 
 int64_t PackDecodeCase::T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
 int64_t PackDecodeCase::row_elements() const {
@@ -41,11 +66,6 @@ std::vector<int32_t> PackDecodeCase::query_start_loc() const { return prefix_sum
 int64_t TopkToGlobalCase::T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
 std::vector<int32_t> TopkToGlobalCase::query_start_loc() const { return prefix_sums(decode_lens); }
 
-void showValue(const PackDecodeCase& c, std::ostream& os) {
-  CaseText t;
-  pack_decode_to_text(c, t);
-  os << t.format();
-}
 void showValue(const TopkToGlobalCase& c, std::ostream& os) {
   CaseText t;
   topk_to_global_to_text(c, t);
@@ -57,39 +77,9 @@ void showValue(const CopyRowsCase& c, std::ostream& os) {
      << c.dst_tail_rows << " seed " << c.seed;
 }
 
-void pack_decode_to_text(const PackDecodeCase& c, CaseText& out) {
-  out.set_list("decode_lens", c.decode_lens).set("next_n", c.next_n).set_list("row_shape", c.row_shape);
-  out.set("dtype", std::string(dtype_name(c.dtype)));
-  out.set("token_lead_rows", c.token_lead_rows).set("token_row_pad", c.token_row_pad);
-  out.set("packed_lead_rows", c.packed_lead_rows).set("packed_row_pad", c.packed_row_pad);
-  out.set("packed_tail_rows", c.packed_tail_rows).set("dst_lead_rows", c.dst_lead_rows);
-  out.set("dst_row_pad", c.dst_row_pad).set("dst_tail_rows", c.dst_tail_rows).set("qsl_lead", c.qsl_lead);
-  write_schedule(c, out);
-}
+void pack_decode_to_text(const PackDecodeCase& c, CaseText& out) { write_case(c, out); }
 
-PackDecodeCase pack_decode_from_text(const CaseText& t) {
-  PackDecodeCase c;
-  c.next_n = t.integer("next_n", 1, 16);
-  // A batch has at least one request.
-  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, c.next_n, t.list_length("decode_lens", 1, 256));
-  // One or two sizes, at most 4096 elements in all.
-  const size_t dims = t.list_length("row_shape", 1, 2);
-  c.row_shape = t.list_exactly<int64_t>("row_shape", 1, 4096, dims);
-  MLA_REQUIRE(c.row_elements() <= 4096, "case: row_shape ", c.row_shape[0], " ", c.row_shape.back(), " has ",
-              c.row_elements(), " elements, more than 4096");
-  c.dtype = read_row_dtype(t);
-  c.token_lead_rows = t.integer("token_lead_rows", 0, 64);
-  c.token_row_pad = t.integer("token_row_pad", 0, 64);
-  c.packed_lead_rows = t.integer("packed_lead_rows", 0, 64);
-  c.packed_row_pad = t.integer("packed_row_pad", 0, 64);
-  c.packed_tail_rows = t.integer("packed_tail_rows", 0, 64);
-  c.dst_lead_rows = t.integer("dst_lead_rows", 0, 64);
-  c.dst_row_pad = t.integer("dst_row_pad", 0, 64);
-  c.dst_tail_rows = t.integer("dst_tail_rows", 0, 64);
-  c.qsl_lead = t.integer("qsl_lead", 0, 64);
-  read_schedule(c, t);
-  return c;
-}
+PackDecodeCase pack_decode_from_text(const CaseText& t) { return read_case<PackDecodeCase>(t); }
 
 void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out) {
   out.set_list("decode_lens", c.decode_lens).set_list("seq_lens", c.seq_lens);
@@ -168,37 +158,7 @@ std::vector<int32_t> topk_to_global_locals(const TopkToGlobalCase& c) {
 
 namespace gen {
 
-rc::Gen<PackDecodeCase> pack_decode_case() {
-  return rc::gen::exec([] {
-    PackDecodeCase c;
-    const int64_t max_d = *rc::gen::weightedElement<int64_t>({{4, 1}, {4, 2}, {4, 3}, {4, 4}, {1, 8}});
-    const int64_t B = *rc::gen::inRange<int64_t>(1, 9);
-    if (*rc::gen::weightedElement<int>({{1, 0}, {3, 1}}) == 0) {
-      c.decode_lens.assign(static_cast<size_t>(B), static_cast<int32_t>(*rc::gen::inRange<int64_t>(1, max_d + 1)));
-    } else {
-      c.decode_lens = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(B),
-                                                                rc::gen::inRange<int32_t>(0, static_cast<int32_t>(max_d + 1)));
-    }
-    const int32_t longest = *std::max_element(c.decode_lens.begin(), c.decode_lens.end());
-    c.next_n = std::max<int64_t>(1, longest) + *rc::gen::weightedElement<int64_t>({{6, 0}, {1, 1}});
-    c.dtype = *rc::gen::elementOf(std::vector<DType>(std::begin(kRowDTypes), std::end(kRowDTypes)));
-    c.row_shape = *rc::gen::weightedOneOf<std::vector<int64_t>>(
-        {{3, rc::gen::map(rc::gen::inRange<int64_t>(1, 10), [](int64_t h) { return std::vector<int64_t>{h}; })},
-         {1, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(1, 5), rc::gen::element<int64_t>(1, 3, 16)),
-                          [](const std::pair<int64_t, int64_t>& p) { return std::vector<int64_t>{p.first, p.second}; })}});
-    c.token_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
-    c.token_row_pad = *rc::gen::inRange<int64_t>(0, 4);
-    c.packed_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
-    c.packed_row_pad = *rc::gen::inRange<int64_t>(0, 4);
-    c.packed_tail_rows = *rc::gen::inRange<int64_t>(0, 3);
-    c.dst_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
-    c.dst_row_pad = *rc::gen::inRange<int64_t>(0, 4);
-    c.dst_tail_rows = *rc::gen::inRange<int64_t>(0, 4);
-    c.qsl_lead = *rc::gen::inRange<int64_t>(0, 3);
-    draw_schedule(c, ShuffleOdds::kMostly);
-    return c;
-  });
-}
+rc::Gen<PackDecodeCase> pack_decode_case() { return draw_case<PackDecodeCase>(3); }
 
 rc::Gen<TopkToGlobalCase> topk_to_global_case() {
   return rc::gen::exec([] {

@@ -12,6 +12,7 @@
 #include <rapidcheck.h>
 
 #include "core/dtype.h"
+#include "harness/case_schema.h"
 #include "harness/case_text.h"
 #include "harness/schedule.h"
 
@@ -33,8 +34,40 @@ struct PackDecodeCase : CaseSchedule {
   int64_t T() const;
   int64_t row_elements() const;
   std::vector<int32_t> query_start_loc() const;  // [B + 1] prefix sums
-  friend void showValue(const PackDecodeCase& c, std::ostream& os);
+  int64_t longest() const;                       // max(1, the longest decode length)
+  friend void showValue(const PackDecodeCase& c, std::ostream& os) { show_case(c, os); }
 };
+
+// The generator's own draws of the fields whose distribution matters (pack_decode_gen.cpp).
+std::vector<int32_t> draw_pack_decode_lens();
+std::vector<int64_t> draw_row_shape();
+// The dtypes a packed row may have, by name.
+const std::vector<std::pair<const char*, DType>>& row_dtype_names();
+
+// The schema of a packing case (harness/case_schema.h): keys, ranges and draws, in reading order.
+// Every range follows from the fields before it (next_n from the longest decode length), so fuzz
+// bytes decode to a case; the row's element count (at most 4096) is the one rule.
+template <class V>
+void fields(V& v, PackDecodeCase& c) {
+  // A batch has at least one request; 0 is a padding request.
+  v.list("decode_lens", c.decode_lens, Length{1, 256}, 0, 16, draw_pack_decode_lens);
+  // next_n' itself, or one more (graph padding), mostly the former.
+  v.integer("next_n", c.next_n, c.longest(), 16,
+            [&c] { return c.longest() + *rc::gen::weightedElement<int64_t>({{6, 0}, {1, 1}}); });
+  v.list("row_shape", c.row_shape, Length{1, 2}, 1, 4096, draw_row_shape);
+  v.rule(c.row_elements() <= 4096, "row_shape has " + std::to_string(c.row_elements()) + " elements, more than 4096");
+  v.named("dtype", c.dtype, row_dtype_names());
+  v.integer("token_lead_rows", c.token_lead_rows, 0, 64, UpTo{2});
+  v.integer("token_row_pad", c.token_row_pad, 0, 64, UpTo{3});
+  v.integer("packed_lead_rows", c.packed_lead_rows, 0, 64, UpTo{2});
+  v.integer("packed_row_pad", c.packed_row_pad, 0, 64, UpTo{3});
+  v.integer("packed_tail_rows", c.packed_tail_rows, 0, 64, UpTo{2});
+  v.integer("dst_lead_rows", c.dst_lead_rows, 0, 64, UpTo{2});
+  v.integer("dst_row_pad", c.dst_row_pad, 0, 64, UpTo{3});
+  v.integer("dst_tail_rows", c.dst_tail_rows, 0, 64, UpTo{3});
+  v.integer("qsl_lead", c.qsl_lead, 0, 64, UpTo{2});
+  v.schedule(c);
+}
 
 // Request-local top-k indices [T, k] -> global slots through a block table [B, W].
 struct TopkToGlobalCase : CaseSchedule {
