@@ -88,6 +88,13 @@ class CaseReader {
   void list(const char* key, std::vector<Int>& v, const Length& n, int64_t lo, int64_t hi, const Draw& = nullptr) {
     v = t_.list_exactly<Int>(key, lo, hi, t_.list_length(key, static_cast<size_t>(n.lo), static_cast<size_t>(n.hi)));
   }
+  // lo.size() values, value i in [lo[i], hi] (a block table: the columns a request reads hold
+  // pages, the others anything).
+  template <class Int, class Draw = std::nullptr_t>
+  void list_from(const char* key, std::vector<Int>& v, const std::vector<int64_t>& lo, int64_t hi, const Draw& = nullptr) {
+    v.clear();
+    for (int64_t x : t_.integers_from(key, lo, hi)) v.push_back(static_cast<Int>(x));
+  }
   void permutation(const char* key, std::vector<int>& v, int64_t n) { v = t_.permutation(key, n); }
   void schedule(CaseSchedule& s, SeedKey seed = SeedKey::kWritten) { read_schedule(s, t_, "", seed); }
   void rule(bool holds, const std::string& why) { MLA_REQUIRE(holds, "case: ", why); }
@@ -120,6 +127,10 @@ class CaseWriter {
   }
   template <class Int, class Count, class Draw = std::nullptr_t>
   void list(const char* key, std::vector<Int>& v, const Count&, int64_t, int64_t, const Draw& = nullptr) {
+    out_.set_list(key, v);
+  }
+  template <class Int, class Draw = std::nullptr_t>
+  void list_from(const char* key, std::vector<Int>& v, const std::vector<int64_t>&, int64_t, const Draw& = nullptr) {
     out_.set_list(key, v);
   }
   void permutation(const char* key, std::vector<int>& v, int64_t) { out_.set_list(key, v); }
@@ -183,6 +194,19 @@ class CaseDrawer {
                   "case schema: the draw of '", key, "' gave ", v.size(), " values, outside [", n.lo, ", ", n.hi, "]");
       for (Int x : v) within(key, static_cast<int64_t>(x), lo, hi);
     }
+  }
+  template <class Int, class Draw = std::nullptr_t>
+  void list_from(const char* key, std::vector<Int>& v, const std::vector<int64_t>& lo, int64_t hi,
+                 const Draw& draw = nullptr) {
+    if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
+      v.clear();
+      for (int64_t l : lo) v.push_back(static_cast<Int>(uniform(l, hi)));
+    } else {
+      v = draw();
+    }
+    MLA_REQUIRE(v.size() == lo.size(), "case schema: the draw of '", key, "' gave ", v.size(), " values, the field holds ",
+                lo.size());
+    for (size_t i = 0; i < v.size(); ++i) within(key, static_cast<int64_t>(v[i]), lo[i], hi);
   }
   // A uniform permutation of 0..n-1 (a Lehmer code: position i takes one of the n - i left).
   void permutation(const char*, std::vector<int>& v, int64_t n) {

@@ -66,11 +66,6 @@ std::vector<int32_t> PackDecodeCase::query_start_loc() const { return prefix_sum
 int64_t TopkToGlobalCase::T() const { return std::accumulate(decode_lens.begin(), decode_lens.end(), int64_t{0}); }
 std::vector<int32_t> TopkToGlobalCase::query_start_loc() const { return prefix_sums(decode_lens); }
 
-void showValue(const TopkToGlobalCase& c, std::ostream& os) {
-  CaseText t;
-  topk_to_global_to_text(c, t);
-  os << t.format();
-}
 void showValue(const CopyRowsCase& c, std::ostream& os) {
   os << "n " << c.n << " extra " << c.extra << " H " << c.H << " dtype " << dtype_name(c.dtype) << " src_lead_rows "
      << c.src_lead_rows << " src_row_pad " << c.src_row_pad << " dst_row_pad " << c.dst_row_pad << " dst_tail_rows "
@@ -81,54 +76,67 @@ void pack_decode_to_text(const PackDecodeCase& c, CaseText& out) { write_case(c,
 
 PackDecodeCase pack_decode_from_text(const CaseText& t) { return read_case<PackDecodeCase>(t); }
 
-void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out) {
-  out.set_list("decode_lens", c.decode_lens).set_list("seq_lens", c.seq_lens);
-  out.set("k", c.k).set("page", c.page).set("table_width", c.W).set_list("block_table", c.block_table);
-  out.set("table_lead", c.table_lead).set("table_row_pad", c.table_row_pad).set("local_row_pad", c.local_row_pad);
-  out.set("global_lead_rows", c.global_lead_rows).set("global_row_pad", c.global_row_pad);
-  out.set("qsl_lead", c.qsl_lead).set("in_place", c.in_place);
-  write_schedule(c, out);
+void topk_to_global_to_text(const TopkToGlobalCase& c, CaseText& out) { write_case(c, out); }
+
+TopkToGlobalCase topk_to_global_from_text(const CaseText& t) { return read_case<TopkToGlobalCase>(t); }
+
+int64_t TopkToGlobalCase::row_room() const {
+  constexpr int64_t kMaxElements = int64_t{1} << 24;
+  return T() == 0 ? kMaxElements : kMaxElements / T();  // >= 4096: T <= 256 x 16
 }
 
-TopkToGlobalCase topk_to_global_from_text(const CaseText& t) {
-  TopkToGlobalCase c;
-  c.decode_lens = t.list_exactly<int32_t>("decode_lens", 0, 16, t.list_length("decode_lens", 1, 256));
-  const size_t B = c.decode_lens.size();
-  // The local and global rows hold T x (k + local_row_pad + global_row_pad) elements, at most 2^24.
-  constexpr int64_t kMaxElements = int64_t{1} << 24;
-  const int64_t row_room = c.T() == 0 ? kMaxElements : kMaxElements / c.T();  // >= 4096: T <= 256 x 16
-  c.k = t.integer("k", 1, std::min<int64_t>(4096, row_room));
-  c.local_row_pad = t.integer("local_row_pad", 0, std::min<int64_t>(64, row_room - c.k));
-  c.global_row_pad = t.integer("global_row_pad", 0, std::min<int64_t>(64, row_room - c.k - c.local_row_pad));
-  c.page = t.integer("page", 1, 1024);
-  // A case file's line holds at most 65536 values: the table's B x W among them.
-  c.W = t.integer("table_width", 1, std::min<int64_t>(4096, 65536 / static_cast<int64_t>(B)));
-  // A request's indices lie in [0, L): its pages, ceil(L / page) of them, lie within the table.
-  c.seq_lens = t.list_exactly<int32_t>("seq_lens", 0, std::min<int64_t>(int64_t{1} << 20, c.W * c.page), B);
-  // The pages a request's indices reach must hold real pages whose slots fit int32; the columns
-  // past them hold garbage (any int32) that nothing reads.
-  const int64_t max_page = (int64_t{std::numeric_limits<int32_t>::max()} - c.page + 1) / c.page;
-  std::vector<int64_t> lows(B * static_cast<size_t>(c.W), std::numeric_limits<int32_t>::min());
-  for (size_t b = 0; b < B; ++b) {
-    const int32_t need = pages_needed(c.seq_lens[b], c.page);
-    for (int32_t w = 0; w < need; ++w) lows[b * static_cast<size_t>(c.W) + static_cast<size_t>(w)] = 0;
+std::vector<int64_t> TopkToGlobalCase::table_lows() const {
+  std::vector<int64_t> lows(static_cast<size_t>(B() * W), std::numeric_limits<int32_t>::min());
+  for (int64_t b = 0; b < B(); ++b) {
+    const int32_t need = pages_needed(seq_lens[static_cast<size_t>(b)], page);
+    for (int32_t w = 0; w < need; ++w) lows[static_cast<size_t>(b * W + w)] = 0;
   }
-  for (int64_t p : t.integers_from("block_table", lows, std::numeric_limits<int32_t>::max())) {
-    c.block_table.push_back(static_cast<int32_t>(p));
+  return lows;
+}
+
+std::string TopkToGlobalCase::table_pages_problem() const {
+  const int64_t max_page = (int64_t{std::numeric_limits<int32_t>::max()} - page + 1) / page;
+  const std::vector<int64_t> lows = table_lows();
+  for (size_t i = 0; i < lows.size() && i < block_table.size(); ++i) {
+    if (lows[i] >= 0 && block_table[i] > max_page) {
+      const size_t b = i / static_cast<size_t>(W), w = i % static_cast<size_t>(W);
+      return "block_table[" + std::to_string(b) + ", " + std::to_string(w) + "] = " + std::to_string(block_table[i]) +
+             " is not a page in [0, " + std::to_string(max_page) + "] (request " + std::to_string(b) + " reads it)";
+    }
   }
-  for (size_t i = 0; i < lows.size(); ++i) {
-    const int32_t p = c.block_table[i];
-    MLA_REQUIRE(lows[i] < 0 || p <= max_page, "case: block_table[", i / static_cast<size_t>(c.W), ", ",
-                i % static_cast<size_t>(c.W), "] = ", p, " is not a page in [0, ", max_page, "] (request ",
-                i / static_cast<size_t>(c.W), " reads it)");
+  return "";
+}
+
+// 1 to 8 requests of 0 to next_n tokens, next_n in [1, 4].
+std::vector<int32_t> draw_global_decode_lens() {
+  const int64_t B = *rc::gen::inRange<int64_t>(1, 9);
+  const int32_t next_n = *rc::gen::inRange(1, 5);
+  return *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(B), rc::gen::inRange(0, next_n + 1));
+}
+
+// Lengths on and around page boundaries, or anywhere up to 4 pages (0 for a padding request),
+// within the table's W pages.
+std::vector<int32_t> draw_global_seq_lens(const TopkToGlobalCase& c) {
+  std::vector<int32_t> lens;
+  for (int64_t b = 0; b < c.B(); ++b) {
+    const int64_t L = c.decode_lens[static_cast<size_t>(b)] == 0
+                          ? 0
+                          : *rc::gen::weightedOneOf<int64_t>(
+                                {{2, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(1, 4), rc::gen::inRange<int64_t>(-1, 2)),
+                                                  [page = c.page](const std::pair<int64_t, int64_t>& p) {
+                                                    return std::max<int64_t>(0, p.first * page + p.second);
+                                                  })},
+                                 {2, rc::gen::inRange<int64_t>(0, 4 * c.page + 1)}});
+    lens.push_back(static_cast<int32_t>(std::min<int64_t>(L, c.W * c.page)));
   }
-  c.table_lead = t.integer("table_lead", 0, 64);
-  c.table_row_pad = t.integer("table_row_pad", 0, 64);
-  c.global_lead_rows = t.integer("global_lead_rows", 0, 64);
-  c.qsl_lead = t.integer("qsl_lead", 0, 64);
-  c.in_place = t.flag("in_place");
-  read_schedule(c, t);
-  return c;
+  return lens;
+}
+
+// Shuffled, shared pages for the columns each request reads (block_table_gen.h), garbage past them.
+std::vector<int32_t> draw_global_block_table(const TopkToGlobalCase& c) {
+  std::vector<int64_t> needed;
+  for (int32_t L : c.seq_lens) needed.push_back(pages_needed(L, c.page));
+  return (*gen::paged_block_table(needed, c.W)).table;
 }
 
 std::vector<int32_t> topk_to_global_locals(const TopkToGlobalCase& c) {
@@ -160,41 +168,7 @@ namespace gen {
 
 rc::Gen<PackDecodeCase> pack_decode_case() { return draw_case<PackDecodeCase>(3); }
 
-rc::Gen<TopkToGlobalCase> topk_to_global_case() {
-  return rc::gen::exec([] {
-    TopkToGlobalCase c;
-    const int64_t B = *rc::gen::inRange<int64_t>(1, 9);
-    const int32_t next_n = *rc::gen::inRange(1, 5);
-    c.decode_lens = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(B), rc::gen::inRange(0, next_n + 1));
-    c.k = *rc::gen::weightedOneOf<int64_t>({{6, rc::gen::inRange<int64_t>(1, 10)}, {1, rc::gen::just<int64_t>(64)}});
-    c.page = *rc::gen::element<int64_t>(1, 2, 3, 53, 61, 64, 69);
-    // Lengths on and around page boundaries, 0 (padding), or anywhere up to 4 pages.
-    std::vector<int64_t> needed;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t L = c.decode_lens[static_cast<size_t>(b)] == 0
-                            ? 0
-                            : *rc::gen::weightedOneOf<int64_t>(
-                                  {{2, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(1, 4), rc::gen::inRange<int64_t>(-1, 2)),
-                                                    [page = c.page](const std::pair<int64_t, int64_t>& p) {
-                                                      return std::max<int64_t>(0, p.first * page + p.second);
-                                                    })},
-                                   {2, rc::gen::inRange<int64_t>(0, 4 * c.page + 1)}});
-      c.seq_lens.push_back(static_cast<int32_t>(L));
-      needed.push_back(pages_needed(static_cast<int32_t>(L), c.page));
-    }
-    c.W = std::max<int64_t>(1, *std::max_element(needed.begin(), needed.end())) + *rc::gen::inRange<int64_t>(0, 3);
-    c.block_table = (*paged_block_table(needed, c.W)).table;
-    c.table_lead = *rc::gen::inRange<int64_t>(0, 3);
-    c.table_row_pad = *rc::gen::inRange<int64_t>(0, 3);
-    c.local_row_pad = *rc::gen::inRange<int64_t>(0, 3);
-    c.global_lead_rows = *rc::gen::inRange<int64_t>(0, 3);
-    c.global_row_pad = *rc::gen::inRange<int64_t>(0, 3);
-    c.qsl_lead = *rc::gen::inRange<int64_t>(0, 3);
-    c.in_place = *rc::gen::arbitrary<bool>();
-    draw_schedule(c, ShuffleOdds::kMostly);
-    return c;
-  });
-}
+rc::Gen<TopkToGlobalCase> topk_to_global_case() { return draw_case<TopkToGlobalCase>(3); }
 
 rc::Gen<CopyRowsCase> copy_rows_case() {
   return rc::gen::exec([] {

@@ -5,7 +5,10 @@
 // text form (harness/case_text.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <string>
 #include <ostream>
 #include <vector>
 
@@ -82,8 +85,46 @@ struct TopkToGlobalCase : CaseSchedule {
   int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
   int64_t T() const;
   std::vector<int32_t> query_start_loc() const;
-  friend void showValue(const TopkToGlobalCase& c, std::ostream& os);
+  // The most elements a local or global row may take (k and its padding): T x row <= 2^24.
+  int64_t row_room() const;
+  // block_table's lowest value per entry: 0 for a column request b reads (its ceil(L / page)
+  // pages), int32's least for the others (garbage nothing reads).
+  std::vector<int64_t> table_lows() const;
+  // "" when every page a request reads keeps its slots inside int32, else which does not.
+  std::string table_pages_problem() const;
+  friend void showValue(const TopkToGlobalCase& c, std::ostream& os) { show_case(c, os); }
 };
+
+// The generator's own draws (pack_decode_gen.cpp).
+std::vector<int32_t> draw_global_decode_lens();
+std::vector<int32_t> draw_global_seq_lens(const TopkToGlobalCase& c);
+std::vector<int32_t> draw_global_block_table(const TopkToGlobalCase& c);
+
+// The schema of a global-slots case (harness/case_schema.h). Each range follows from the fields
+// before it: the table's width from the batch (B x W values on a case-file line), each request's
+// length from the width and the page (its pages lie within the table), the table's read columns
+// from the lengths; a read page whose slots pass int32 is the one rule.
+template <class V>
+void fields(V& v, TopkToGlobalCase& c) {
+  v.list("decode_lens", c.decode_lens, Length{1, 256}, 0, 16, draw_global_decode_lens);
+  v.integer("k", c.k, 1, std::min<int64_t>(4096, c.row_room()),
+            [] { return *rc::gen::weightedOneOf<int64_t>({{6, rc::gen::inRange<int64_t>(1, 10)}, {1, rc::gen::just<int64_t>(64)}}); });
+  v.integer("local_row_pad", c.local_row_pad, 0, std::min<int64_t>(64, c.row_room() - c.k), UpTo{2});
+  v.integer("global_row_pad", c.global_row_pad, 0, std::min<int64_t>(64, c.row_room() - c.k - c.local_row_pad), UpTo{2});
+  v.integer("page", c.page, 1, 1024, Favor{1, 2, 3, 53, 61, 64, 69});
+  v.integer("table_width", c.W, 1, std::min<int64_t>(4096, 65536 / c.B()), UpTo{6});
+  v.list("seq_lens", c.seq_lens, c.B(), 0, std::min<int64_t>(int64_t{1} << 20, c.W * c.page),
+         [&c] { return draw_global_seq_lens(c); });
+  v.list_from("block_table", c.block_table, c.table_lows(), std::numeric_limits<int32_t>::max(),
+              [&c] { return draw_global_block_table(c); });
+  v.rule(c.table_pages_problem().empty(), c.table_pages_problem());
+  v.integer("table_lead", c.table_lead, 0, 64, UpTo{2});
+  v.integer("table_row_pad", c.table_row_pad, 0, 64, UpTo{2});
+  v.integer("global_lead_rows", c.global_lead_rows, 0, 64, UpTo{2});
+  v.integer("qsl_lead", c.qsl_lead, 0, 64, UpTo{2});
+  v.flag("in_place", c.in_place);
+  v.schedule(c);
+}
 
 // The first n of n + extra source rows [.., H] (row-padded, offset) into a row-padded destination
 // whose tail rows must survive. copy_rows has no registry op yet, so no text form.
