@@ -124,6 +124,13 @@ TEST(Plugin, AVersion2PluginCannotAddAStatefulBuilder) {
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
+TEST(Plugin, AVersion3PluginCannotAddTheKCacheInsert) {
+  const std::string e = error_of([] { load_plugin(FIXTURE_V3_K_CACHE); });
+  EXPECT_NE(e.find("declares plugin ABI version 3, and indexer_k_cache_insert came with version 4"), std::string::npos)
+      << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 // A stateful object's own allocations are guarded: a write past one is the call's error, with the
 // allocation's name; an allocation mlacheck cannot give fails make with the allocator's reason.
 TEST(Plugin, AStatefulObjectsOwnAllocationIsGuardedAndABadOneRefused) {

@@ -20,6 +20,8 @@
 #define FIXTURE_NAME "fixture_v1"
 #elif defined(FIXTURE_V2_METADATA)
 #define FIXTURE_NAME "fixture_v2"
+#elif defined(FIXTURE_V3_K_CACHE)
+#define FIXTURE_NAME "fixture_v3"
 #elif defined(FIXTURE_STATEFUL)
 #define FIXTURE_NAME "fixture_stateful"
 #else
@@ -33,6 +35,15 @@ static int make_builder(const mlacheck_device* device, const mlacheck_decode_met
                         char* error, size_t error_size) {
   (void)device, (void)limits, (void)buffers, (void)out;
   return mlacheck_error(error, error_size, "fixture: never makes a builder");
+}
+#endif
+
+#if defined(FIXTURE_V3_K_CACHE)
+/* Never called: the registration is refused. */
+static int insert_keys(const mlacheck_device* device, const mlacheck_indexer_k_cache_insert_args* a, char* error,
+                       size_t error_size) {
+  (void)device, (void)a;
+  return mlacheck_error(error, error_size, "fixture: never inserts");
 }
 #endif
 
@@ -118,6 +129,9 @@ static int register_impls(const mlacheck_plugin_api* api) {
 #elif defined(FIXTURE_STATEFUL)
   if (MLACHECK_ADD_MLA_DECODE_IMPL(api, "fixture_stray", "writes past its own allocation", make_stray) != 0) return 1;
   return MLACHECK_ADD_MLA_DECODE_IMPL(api, "fixture_negative", "asks for -1 bytes", make_negative);
+#elif defined(FIXTURE_V3_K_CACHE)
+  return MLACHECK_ADD_INDEXER_K_CACHE_INSERT(api, FIXTURE_NAME, "the K-cache insert from a version 3 plugin",
+                                             insert_keys);
 #elif defined(FIXTURE_V2_METADATA)
   return MLACHECK_ADD_DECODE_METADATA(api, FIXTURE_NAME, "a stateful builder from a version 2 plugin", make_builder);
 #elif defined(FIXTURE_BAD_CONTRACT) || defined(FIXTURE_BAD_LAYOUT) || defined(FIXTURE_V1_CONTRACT) || \
@@ -141,6 +155,10 @@ int not_a_plugin(void) { return register_impls(NULL); }
 #elif defined(FIXTURE_V2_METADATA)
 /* Declaring version 2, as a plugin built before stateful ops: adding a builder is refused. */
 MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {2, "fixture v2",
+                                                                                    register_impls};
+#elif defined(FIXTURE_V3_K_CACHE)
+/* Declaring version 3, as a plugin built before the K-cache insert: adding one is refused. */
+MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {3, "fixture v3",
                                                                                     register_impls};
 #elif defined(FIXTURE_V1_CONTRACT)
 /* Built against version 2 but declaring version 1, as a plugin of version 1 would: contract() is
