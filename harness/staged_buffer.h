@@ -83,22 +83,13 @@ struct Buffer {
 };
 
 // The guarded memory of each buffer, for arm_all and check_all (core/guarded_buffer.h), which arm
-// or check a launch's buffers together (on cuda in one pass with one synchronization).
+// or check a launch's buffers together (on cuda in one pass with one synchronization); the testbed
+// (harness/testbed.h) runs every launch through them.
 inline std::vector<GuardedMemory*> guarded_memory(const std::vector<Buffer*>& buffers) {
   std::vector<GuardedMemory*> memory;
   memory.reserve(buffers.size());
   for (Buffer* b : buffers) memory.push_back(b->memory.get());
   return memory;
-}
-inline void arm_buffers(const std::vector<Buffer*>& buffers) { arm_all(guarded_memory(buffers)); }
-// "" when every buffer's guard held after the launch; else "guard of <buffer>: <report>" of the
-// first buffer whose guard did not.
-inline std::string check_buffers(const std::vector<Buffer*>& buffers) {
-  const std::vector<GuardReport> reports = check_all(guarded_memory(buffers));
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    if (!reports[i].ok()) return "guard of " + buffers[i]->name + ": " + reports[i].describe();
-  }
-  return "";
 }
 
 }  // namespace mlacheck
