@@ -11,6 +11,14 @@
 //     v.schedule(c);                                              // seed, warp, shuffled
 //   }
 //
+// More kinds of field: multiple (a multiple of a step), one_of (one of a few integers), real (a
+// finite double), floats and choices (lists of floats and of named values, their length fixed by the
+// case), present (an optional group of keys: whether the text holds it), prefixed (a nested case's
+// fields under a key prefix, "s0." say) and bespoke (a field the kinds above cannot say, read,
+// written and drawn by three functions of its own: keep it for the odd one). An op whose readers
+// differ by family (a property that reads only decode cases, say) passes its family as an extra
+// argument: fields(v, c, family), read_case<Case>(t, family), draw_case<Case>(odds, family).
+//
 // from which the three things a case needs follow (read_case, write_case, draw_case below):
 //   - CaseReader: the case-file reader. Each value is read within its range (a range may depend on
 //     the fields before it, which are read by then) and each rule is checked, so a hand-edited file
@@ -60,81 +68,175 @@ struct UpTo {
 struct Length {
   int64_t lo, hi, draw_hi = 8;
 };
+// How the generator draws a real: one of these values (each inside the field's range).
+struct Among {
+  std::vector<double> values;
+  Among(std::initializer_list<double> v) : values(v) {}
+};
 
-class CaseReader {
+// The key prefix every visitor shares: prefixed(p, f) runs f with p before every key it names, so
+// a nested case's fields (a step of a sequence, a call of an impl) are written once too.
+class SchemaKeys {
+ public:
+  template <class F>
+  void prefixed(const std::string& p, F&& f) {
+    const std::string saved = prefix_;
+    prefix_ += p;
+    try {
+      f();
+    } catch (...) {
+      prefix_ = saved;
+      throw;
+    }
+    prefix_ = saved;
+  }
+  const std::string& prefix() const { return prefix_; }
+
+ protected:
+  std::string key(const std::string& k) const { return prefix_ + k; }
+
+ private:
+  std::string prefix_;
+};
+
+class CaseReader : public SchemaKeys {
  public:
   explicit CaseReader(const CaseText& t) : t_(t) {}
   template <class Int, class How = Favor>
-  void integer(const char* key, Int& v, int64_t lo, int64_t hi, const How& = {}) {
-    v = static_cast<Int>(t_.integer(key, lo, hi));
+  void integer(const std::string& k, Int& v, int64_t lo, int64_t hi, const How& = {}) {
+    v = static_cast<Int>(t_.integer(key(k), lo, hi));
   }
-  void flag(const char* key, bool& v) { v = t_.flag(key); }
+  // A multiple of step in [lo, hi].
+  template <class Int, class How = Favor>
+  void multiple(const std::string& k, Int& v, int64_t step, int64_t lo, int64_t hi, const How& = {}) {
+    v = static_cast<Int>(t_.multiple(key(k), step, lo, hi));
+  }
+  template <class Int>
+  void one_of(const std::string& k, Int& v, std::initializer_list<int64_t> allowed) {
+    v = static_cast<Int>(t_.one_of(key(k), allowed));
+  }
+  // A finite real in [lo, hi].
+  template <class How = Among>
+  void real(const std::string& k, double& v, double lo, double hi, const How& = {0.0}) {
+    v = t_.real(key(k), lo, hi);
+  }
+  void flag(const std::string& k, bool& v) { v = t_.flag(key(k)); }
   template <class Enum>
-  void choice(const char* key, Enum& v, std::initializer_list<const char*> names) {
-    v = static_cast<Enum>(t_.choice(key, names));
+  void choice(const std::string& k, Enum& v, std::initializer_list<const char*> names) {
+    v = static_cast<Enum>(t_.choice(key(k), names));
   }
   // A value of T by its name (a dtype, say).
   template <class T>
-  void named(const char* key, T& v, const std::vector<std::pair<const char*, T>>& names) {
+  void named(const std::string& k, T& v, const std::vector<std::pair<const char*, T>>& names) {
     std::vector<const char*> words;
     for (const auto& n : names) words.push_back(n.first);
-    v = names[static_cast<size_t>(t_.choices_exactly(key, words, 1).front())].second;
+    v = names[static_cast<size_t>(t_.choices_exactly(key(k), words, 1).front())].second;
+  }
+  // count values of Enum by their names (names[i] names Enum(i)).
+  template <class Enum, class Draw = std::nullptr_t>
+  void choices(const std::string& k, std::vector<Enum>& v, int64_t count, const std::vector<const char*>& names,
+               const Draw& = nullptr) {
+    v.clear();
+    for (int i : t_.choices_exactly(key(k), names, static_cast<size_t>(count))) v.push_back(static_cast<Enum>(i));
+  }
+  // count floats (nan, inf, -inf or finite).
+  template <class Draw = std::nullptr_t>
+  void floats(const std::string& k, std::vector<float>& v, int64_t count, const Draw& = nullptr) {
+    v = t_.floats_exactly(key(k), static_cast<size_t>(count));
   }
   template <class Int, class Draw = std::nullptr_t>
-  void list(const char* key, std::vector<Int>& v, int64_t count, int64_t lo, int64_t hi, const Draw& = nullptr) {
-    v = t_.list_exactly<Int>(key, lo, hi, static_cast<size_t>(count));
+  void list(const std::string& k, std::vector<Int>& v, int64_t count, int64_t lo, int64_t hi, const Draw& = nullptr) {
+    v = t_.list_exactly<Int>(key(k), lo, hi, static_cast<size_t>(count));
   }
   template <class Int, class Draw = std::nullptr_t>
-  void list(const char* key, std::vector<Int>& v, const Length& n, int64_t lo, int64_t hi, const Draw& = nullptr) {
-    v = t_.list_exactly<Int>(key, lo, hi, t_.list_length(key, static_cast<size_t>(n.lo), static_cast<size_t>(n.hi)));
+  void list(const std::string& k, std::vector<Int>& v, const Length& n, int64_t lo, int64_t hi, const Draw& = nullptr) {
+    v = t_.list_exactly<Int>(key(k), lo, hi,
+                             t_.list_length(key(k), static_cast<size_t>(n.lo), static_cast<size_t>(n.hi)));
   }
   // lo.size() values, value i in [lo[i], hi] (a block table: the columns a request reads hold
   // pages, the others anything).
   template <class Int, class Draw = std::nullptr_t>
-  void list_from(const char* key, std::vector<Int>& v, const std::vector<int64_t>& lo, int64_t hi, const Draw& = nullptr) {
+  void list_from(const std::string& k, std::vector<Int>& v, const std::vector<int64_t>& lo, int64_t hi,
+                 const Draw& = nullptr) {
     v.clear();
-    for (int64_t x : t_.integers_from(key, lo, hi)) v.push_back(static_cast<Int>(x));
+    for (int64_t x : t_.integers_from(key(k), lo, hi)) v.push_back(static_cast<Int>(x));
   }
-  void permutation(const char* key, std::vector<int>& v, int64_t n) { v = t_.permutation(key, n); }
-  void schedule(CaseSchedule& s, SeedKey seed = SeedKey::kWritten) { read_schedule(s, t_, "", seed); }
+  void permutation(const std::string& k, std::vector<int>& v, int64_t n) { v = t_.permutation(key(k), n); }
+  // Whether the optional group under key is there: the text's answer (has is the writer's).
+  bool present(const std::string& k, bool /*has*/) { return t_.has(key(k)); }
+  // A field of its own: read(text, prefixed key) reads it.
+  template <class Read, class Write, class Draw>
+  void bespoke(const std::string& k, const Read& read, const Write&, const Draw&) {
+    read(t_, key(k));
+  }
+  void schedule(CaseSchedule& s, SeedKey seed = SeedKey::kWritten) { read_schedule(s, t_, prefix(), seed); }
   void rule(bool holds, const std::string& why) { MLA_REQUIRE(holds, "case: ", why); }
 
  private:
   const CaseText& t_;
 };
 
-class CaseWriter {
+class CaseWriter : public SchemaKeys {
  public:
   explicit CaseWriter(CaseText& out) : out_(out) {}
   template <class Int, class How = Favor>
-  void integer(const char* key, Int& v, int64_t, int64_t, const How& = {}) {
-    out_.set(key, static_cast<int64_t>(v));
+  void integer(const std::string& k, Int& v, int64_t, int64_t, const How& = {}) {
+    out_.set(key(k), static_cast<int64_t>(v));
   }
-  void flag(const char* key, bool& v) { out_.set(key, v); }
+  template <class Int, class How = Favor>
+  void multiple(const std::string& k, Int& v, int64_t, int64_t, int64_t, const How& = {}) {
+    out_.set(key(k), static_cast<int64_t>(v));
+  }
+  template <class Int>
+  void one_of(const std::string& k, Int& v, std::initializer_list<int64_t>) {
+    out_.set(key(k), static_cast<int64_t>(v));
+  }
+  template <class How = Among>
+  void real(const std::string& k, double& v, double, double, const How& = {0.0}) {
+    out_.set_real(key(k), v);
+  }
+  void flag(const std::string& k, bool& v) { out_.set(key(k), v); }
   template <class Enum>
-  void choice(const char* key, Enum& v, std::initializer_list<const char*> names) {
-    out_.set(key, names.begin()[static_cast<size_t>(v)]);
+  void choice(const std::string& k, Enum& v, std::initializer_list<const char*> names) {
+    out_.set(key(k), names.begin()[static_cast<size_t>(v)]);
   }
   template <class T>
-  void named(const char* key, T& v, const std::vector<std::pair<const char*, T>>& names) {
+  void named(const std::string& k, T& v, const std::vector<std::pair<const char*, T>>& names) {
     for (const auto& n : names) {
       if (n.second == v) {
-        out_.set(key, n.first);
+        out_.set(key(k), n.first);
         return;
       }
     }
-    throw Error(std::string("case: '") + key + "' holds a value without a name");
+    throw Error("case: '" + key(k) + "' holds a value without a name");
+  }
+  template <class Enum, class Draw = std::nullptr_t>
+  void choices(const std::string& k, std::vector<Enum>& v, int64_t, const std::vector<const char*>& names,
+               const Draw& = nullptr) {
+    std::vector<std::string> words;
+    for (Enum e : v) words.push_back(names[static_cast<size_t>(e)]);
+    out_.set_words(key(k), std::move(words));
+  }
+  template <class Draw = std::nullptr_t>
+  void floats(const std::string& k, std::vector<float>& v, int64_t, const Draw& = nullptr) {
+    out_.set_floats(key(k), v);
   }
   template <class Int, class Count, class Draw = std::nullptr_t>
-  void list(const char* key, std::vector<Int>& v, const Count&, int64_t, int64_t, const Draw& = nullptr) {
-    out_.set_list(key, v);
+  void list(const std::string& k, std::vector<Int>& v, const Count&, int64_t, int64_t, const Draw& = nullptr) {
+    out_.set_list(key(k), v);
   }
   template <class Int, class Draw = std::nullptr_t>
-  void list_from(const char* key, std::vector<Int>& v, const std::vector<int64_t>&, int64_t, const Draw& = nullptr) {
-    out_.set_list(key, v);
+  void list_from(const std::string& k, std::vector<Int>& v, const std::vector<int64_t>&, int64_t,
+                 const Draw& = nullptr) {
+    out_.set_list(key(k), v);
   }
-  void permutation(const char* key, std::vector<int>& v, int64_t) { out_.set_list(key, v); }
-  void schedule(CaseSchedule& s, SeedKey seed = SeedKey::kWritten) { write_schedule(s, out_, "", seed); }
+  void permutation(const std::string& k, std::vector<int>& v, int64_t) { out_.set_list(key(k), v); }
+  bool present(const std::string&, bool has) { return has; }
+  template <class Read, class Write, class Draw>
+  void bespoke(const std::string& k, const Read&, const Write& write, const Draw&) {
+    write(out_, key(k));
+  }
+  void schedule(CaseSchedule& s, SeedKey seed = SeedKey::kWritten) { write_schedule(s, out_, prefix(), seed); }
   void rule(bool, const std::string&) {}
 
  private:
@@ -142,10 +244,10 @@ class CaseWriter {
 };
 
 // Draws inside rc::gen::exec (or a RapidCheck property).
-class CaseDrawer {
+class CaseDrawer : public SchemaKeys {
  public:
   template <class Int, class How = Favor>
-  void integer(const char* key, Int& v, int64_t lo, int64_t hi, const How& how = {}) {
+  void integer(const std::string& key, Int& v, int64_t lo, int64_t hi, const How& how = {}) {
     int64_t x = 0;
     if constexpr (std::is_same_v<How, Favor>) {
       std::vector<int64_t> inside;
@@ -161,19 +263,76 @@ class CaseDrawer {
     within(key, x, lo, hi);
     v = static_cast<Int>(x);
   }
-  void flag(const char*, bool& v) { v = *rc::gen::arbitrary<bool>(); }
+  // A multiple of step: the favourites, bound and draw of integer() are in multiples (Favor{0, 2}
+  // with step 16 favours 0 and 32), a callable's draw is the value itself.
+  template <class Int, class How = Favor>
+  void multiple(const std::string& key, Int& v, int64_t step, int64_t lo, int64_t hi, const How& how = {}) {
+    const int64_t first = (lo + step - 1) / step, last = hi / step;  // lo >= 0
+    int64_t x = 0;
+    if constexpr (std::is_same_v<How, Favor> || std::is_same_v<How, UpTo>) {
+      integer(key, x, first, last, how);
+      x *= step;
+    } else {
+      x = static_cast<int64_t>(how());
+    }
+    within(key, x, lo, hi);
+    MLA_REQUIRE(x % step == 0, "case schema: the draw of '", key, "' gave ", x, ", not a multiple of ", step);
+    v = static_cast<Int>(x);
+  }
+  template <class Int>
+  void one_of(const std::string&, Int& v, std::initializer_list<int64_t> allowed) {
+    v = static_cast<Int>(*rc::gen::elementOf(std::vector<int64_t>(allowed)));
+  }
+  // Among: one of its values; a callable: its value; either must lie in [lo, hi].
+  template <class How = Among>
+  void real(const std::string& key, double& v, double lo, double hi, const How& how = {0.0}) {
+    if constexpr (std::is_same_v<How, Among>) {
+      v = *rc::gen::elementOf(how.values);
+    } else {
+      v = static_cast<double>(how());
+    }
+    MLA_REQUIRE(v >= lo && v <= hi, "case schema: the draw of '", key, "' gave ", v, ", outside its range [", lo, ", ",
+                hi, "] (a bug of the schema's draws)");
+  }
+  void flag(const std::string&, bool& v) { v = *rc::gen::arbitrary<bool>(); }
   template <class Enum>
-  void choice(const char*, Enum& v, std::initializer_list<const char*> names) {
+  void choice(const std::string&, Enum& v, std::initializer_list<const char*> names) {
     v = static_cast<Enum>(*rc::gen::inRange<int>(0, static_cast<int>(names.size())));
   }
   template <class T>
-  void named(const char*, T& v, const std::vector<std::pair<const char*, T>>& names) {
+  void named(const std::string&, T& v, const std::vector<std::pair<const char*, T>>& names) {
     v = names[static_cast<size_t>(*rc::gen::inRange<size_t>(0, names.size()))].second;
+  }
+  // count names, each uniform unless the field has a draw of its own (returning the whole list).
+  template <class Enum, class Draw = std::nullptr_t>
+  void choices(const std::string& key, std::vector<Enum>& v, int64_t count, const std::vector<const char*>& names,
+               const Draw& draw = nullptr) {
+    if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
+      v.clear();
+      for (int64_t i = 0; i < count; ++i) v.push_back(static_cast<Enum>(uniform(0, static_cast<int64_t>(names.size()) - 1)));
+    } else {
+      v = draw();
+    }
+    MLA_REQUIRE(static_cast<int64_t>(v.size()) == count, "case schema: the draw of '", key, "' gave ", v.size(),
+                " values, the field holds ", count);
+  }
+  // count floats: uniform in [-1, 1] unless the field has a draw of its own.
+  template <class Draw = std::nullptr_t>
+  void floats(const std::string& key, std::vector<float>& v, int64_t count, const Draw& draw = nullptr) {
+    if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
+      v.clear();
+      for (int64_t i = 0; i < count; ++i) v.push_back(static_cast<float>(uniform(-1000, 1000)) / 1000.0f);
+    } else {
+      v = draw();
+    }
+    MLA_REQUIRE(static_cast<int64_t>(v.size()) == count, "case schema: the draw of '", key, "' gave ", v.size(),
+                " values, the field holds ", count);
   }
   // count values, each uniform in [lo, hi] unless the field has a draw of its own (a callable
   // returning the whole list); a Length draws the count first.
   template <class Int, class Draw = std::nullptr_t>
-  void list(const char* key, std::vector<Int>& v, int64_t count, int64_t lo, int64_t hi, const Draw& draw = nullptr) {
+  void list(const std::string& key, std::vector<Int>& v, int64_t count, int64_t lo, int64_t hi,
+            const Draw& draw = nullptr) {
     if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
       v.clear();
       for (int64_t i = 0; i < count; ++i) v.push_back(static_cast<Int>(uniform(lo, hi)));
@@ -185,7 +344,8 @@ class CaseDrawer {
     for (Int x : v) within(key, static_cast<int64_t>(x), lo, hi);
   }
   template <class Int, class Draw = std::nullptr_t>
-  void list(const char* key, std::vector<Int>& v, const Length& n, int64_t lo, int64_t hi, const Draw& draw = nullptr) {
+  void list(const std::string& key, std::vector<Int>& v, const Length& n, int64_t lo, int64_t hi,
+            const Draw& draw = nullptr) {
     if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
       list(key, v, uniform(n.lo, std::max(n.lo, std::min(n.hi, n.draw_hi))), lo, hi);
     } else {
@@ -196,7 +356,7 @@ class CaseDrawer {
     }
   }
   template <class Int, class Draw = std::nullptr_t>
-  void list_from(const char* key, std::vector<Int>& v, const std::vector<int64_t>& lo, int64_t hi,
+  void list_from(const std::string& key, std::vector<Int>& v, const std::vector<int64_t>& lo, int64_t hi,
                  const Draw& draw = nullptr) {
     if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
       v.clear();
@@ -209,7 +369,7 @@ class CaseDrawer {
     for (size_t i = 0; i < v.size(); ++i) within(key, static_cast<int64_t>(v[i]), lo[i], hi);
   }
   // A uniform permutation of 0..n-1 (a Lehmer code: position i takes one of the n - i left).
-  void permutation(const char*, std::vector<int>& v, int64_t n) {
+  void permutation(const std::string&, std::vector<int>& v, int64_t n) {
     std::vector<int> left(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) left[static_cast<size_t>(i)] = static_cast<int>(i);
     v.clear();
@@ -218,6 +378,12 @@ class CaseDrawer {
       v.push_back(left[j]);
       left.erase(left.begin() + static_cast<std::ptrdiff_t>(j));
     }
+  }
+  // The generator decides whether an optional group is drawn: has, the case's own answer so far.
+  bool present(const std::string&, bool has) { return has; }
+  template <class Read, class Write, class Draw>
+  void bespoke(const std::string&, const Read&, const Write&, const Draw& draw) {
+    draw();
   }
   // The shared fields; how often a drawn case is shuffled is the op's to say (ShuffleOdds).
   void schedule(CaseSchedule& s, SeedKey seed = SeedKey::kWritten) { schedule(s, shuffled_in_4_, seed); }
@@ -237,7 +403,7 @@ class CaseDrawer {
 
  private:
   static int64_t uniform(int64_t lo, int64_t hi) { return *rc::gen::inRange<int64_t>(lo, hi + 1); }
-  static void within(const char* key, int64_t x, int64_t lo, int64_t hi) {
+  static void within(const std::string& key, int64_t x, int64_t lo, int64_t hi) {
     MLA_REQUIRE(x >= lo && x <= hi, "case schema: the draw of '", key, "' gave ", x, ", outside its range [", lo, ", ",
                 hi, "] (a bug of the schema's draws)");
   }
@@ -245,36 +411,37 @@ class CaseDrawer {
 };
 
 // The case in a case file's keys (fields(CaseReader&, Case&) found by argument-dependent lookup).
-template <class Case>
-Case read_case(const CaseText& t) {
+// extra: what fields() takes after the case (an op's family), passed on.
+template <class Case, class... Extra>
+Case read_case(const CaseText& t, const Extra&... extra) {
   Case c;
   CaseReader r(t);
-  fields(r, c);
+  fields(r, c, extra...);
   return c;
 }
-template <class Case>
-void write_case(const Case& c, CaseText& out) {
+template <class Case, class... Extra>
+void write_case(const Case& c, CaseText& out, const Extra&... extra) {
   Case copy = c;  // the visitor takes fields by reference; the writer only reads them
   CaseWriter w(out);
-  fields(w, copy);
+  fields(w, copy, extra...);
 }
 // The generator; shuffled_in_4: how many drawn cases in 4 run the host's threads shuffled (ops
 // whose kernels synchronise between threads draw 3).
-template <class Case>
-rc::Gen<Case> draw_case(int shuffled_in_4 = 2) {
-  return rc::gen::exec([shuffled_in_4] {
+template <class Case, class... Extra>
+rc::Gen<Case> draw_case(int shuffled_in_4 = 2, Extra... extra) {
+  return rc::gen::exec([shuffled_in_4, extra...] {
     Case c;
     CaseDrawer d;
     d.shuffled_in_4(shuffled_in_4);
-    fields(d, c);
+    fields(d, c, extra...);
     return c;
   });
 }
 // What RapidCheck prints for a case: its case-file keys.
-template <class Case>
-void show_case(const Case& c, std::ostream& os) {
+template <class Case, class... Extra>
+void show_case(const Case& c, std::ostream& os, const Extra&... extra) {
   CaseText t;
-  write_case(c, t);
+  write_case(c, t, extra...);
   os << t.format();
 }
 

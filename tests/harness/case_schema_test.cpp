@@ -107,6 +107,107 @@ TEST(CaseSchema, TheDrawerFavoursItsValuesInsideTheRange) {
   EXPECT_GT(eights, draws * 3 / 10) << "8 is a favourite: about half the draws, plus its uniform share";
 }
 
+// The other kinds of field on a second toy: a nested step under a prefix, multiples, one_of, a real,
+// named lists, floats, an optional group, a bespoke field and a family passed as an extra argument.
+enum class Mark { kDot, kDash, kStar };
+struct ToyStep : CaseSchedule {
+  int64_t width = 16;
+  std::vector<Mark> marks;
+};
+struct ToyFamily {
+  int64_t max_marks;
+};
+struct RichCase : CaseSchedule {
+  int64_t lanes = 32;
+  double scale = 0.5;
+  std::vector<float> sink;
+  bool has_extra = false;
+  std::vector<float> extra;
+  int64_t odd = 1;  // bespoke: written as "odd_twice 2 x odd"
+  ToyStep step;
+};
+
+template <class V>
+void fields(V& v, ToyStep& s, const ToyFamily& f) {
+  v.multiple("width", s.width, 16, 16, 256, Favor{1, 16});
+  v.choices("marks", s.marks, f.max_marks, {"dot", "dash", "star"});
+  v.schedule(s);
+}
+
+template <class V>
+void fields(V& v, RichCase& c, const ToyFamily& f) {
+  v.one_of("lanes", c.lanes, {32, 64});
+  v.real("scale", c.scale, -0.25, 1.0, Among{0.5, -0.25});
+  v.floats("sink", c.sink, 2);
+  if (v.present("extra", c.has_extra)) {
+    c.has_extra = true;
+    v.floats("extra", c.extra, 3);
+  }
+  v.bespoke(
+      "odd_twice",
+      [&](const CaseText& t, const std::string& k) { c.odd = t.integer(k, 2, 20) / 2; },
+      [&](CaseText& out, const std::string& k) { out.set(k, 2 * c.odd); },
+      [&] { c.odd = *rc::gen::inRange<int64_t>(1, 11); });
+  v.prefixed("s0.", [&] { fields(v, c.step, f); });
+  v.schedule(c);
+}
+
+std::string rich_text(const RichCase& c, const ToyFamily& f) {
+  CaseText t;
+  write_case(c, t, f);
+  return t.format();
+}
+
+TEST(CaseSchema, TheOtherKindsOfFieldRoundTrip) {
+  const ToyFamily f{2};
+  RichCase c;
+  c.lanes = 64, c.scale = -0.25, c.sink = {1.5f, -2.0f}, c.has_extra = true, c.extra = {0.0f, 1.0f, 2.0f}, c.odd = 3;
+  c.step.width = 48, c.step.marks = {Mark::kStar, Mark::kDot}, c.step.seed = 5;
+  const std::string text = rich_text(c, f);
+  EXPECT_NE(text.find("lanes 64\nscale -0.25\nsink 1.5 -2\nextra 0 1 2\nodd_twice 6\ns0.width 48\ns0.marks star dot\n"
+                      "s0.seed 0x5\n"),
+            std::string::npos)
+      << text;
+  const RichCase back = read_case<RichCase>(CaseText::parse(text), f);
+  EXPECT_EQ(back.odd, 3);
+  EXPECT_EQ(back.step.width, 48);
+  EXPECT_EQ(rich_text(back, f), text);
+  // Without the optional group the reader leaves it out.
+  std::string without = text;
+  without.erase(without.find("extra 0 1 2\n"), 12);
+  EXPECT_FALSE(read_case<RichCase>(CaseText::parse(without), f).has_extra);
+}
+
+TEST(CaseSchema, ThePrefixAndTheFamilyReachTheReader) {
+  RichCase c;
+  c.sink = {0, 0}, c.step.marks = {Mark::kDot, Mark::kDot};
+  std::string text = rich_text(c, ToyFamily{2});
+  try {
+    read_case<RichCase>(CaseText::parse(text), ToyFamily{3});  // the family wants three marks
+    FAIL() << "two marks read for a family of three";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("s0.marks"), std::string::npos) << e.what();
+  }
+  text.replace(text.find("s0.width 16"), 11, "s0.width 17");
+  try {
+    read_case<RichCase>(CaseText::parse(text), ToyFamily{2});
+    FAIL() << "a width of 17 was read as a multiple of 16";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("s0.width"), std::string::npos) << e.what();
+  }
+}
+
+RC_GTEST_PROP(CaseSchema, DrawnRichCasesReadBack, ()) {
+  const ToyFamily f{*rc::gen::inRange<int64_t>(0, 5)};
+  const RichCase c = *draw_case<RichCase>(2, f);
+  RC_ASSERT(c.lanes == 32 || c.lanes == 64);
+  RC_ASSERT(c.scale == 0.5 || c.scale == -0.25);
+  RC_ASSERT(c.step.width % 16 == 0 && c.step.width >= 16 && c.step.width <= 256);
+  RC_ASSERT(static_cast<int64_t>(c.step.marks.size()) == f.max_marks);
+  RC_ASSERT(c.odd >= 1 && c.odd <= 10);
+  RC_ASSERT(rich_text(read_case<RichCase>(CaseText::parse(rich_text(c, f)), f), f) == rich_text(c, f));
+}
+
 TEST(CaseSchema, AnyFuzzBytesDecodeThroughTheReader) {
   for (int i = 0; i < 200; ++i) {
     std::string bytes;
