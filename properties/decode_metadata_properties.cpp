@@ -15,7 +15,7 @@ using namespace kernels;
 
 namespace {
 
-constexpr int64_t kMaxPad = 64;   // the largest offset or row pad a step has (decode_metadata_from_text)
+constexpr int64_t kMaxPad = kMetadataMaxPad;  // the largest offset or row pad a step has (its schema's)
 constexpr uint8_t kPoison = 0xA7; // int32 0xA7A7A7A7: a length or page read from outside a view shows
 
 std::string str(int64_t x) { return std::to_string(x); }

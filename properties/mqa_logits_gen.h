@@ -1,18 +1,24 @@
-// RapidCheck generators for the indexer logits (docs/ops.md 2): paged decode cases (2.1: 1-D and 2-D
-// lengths, padding rows, lengths straddling block and tile boundaries, shuffled and shared pages of
-// 1 to 69 tokens, offset and padded views) and ragged prefill cases (2.2), KV caches with special
-// values, and both cases' text form (harness/case_text.h).
+// Cases of the indexer logits (docs/ops.md 2): paged decode cases (2.1: 1-D and 2-D lengths,
+// padding rows, lengths straddling block and tile boundaries, shuffled and shared pages of 1 to 69
+// tokens, offset and padded views) and ragged prefill cases (2.2), KV caches with special values.
+// Each case is described once, by its schema (fields() below, harness/case_schema.h): the
+// generator, the case-file reader (also the fuzz decoder) and the writer all follow from it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include <rapidcheck.h>
 
 #include "kernels/mqa_logits.h"
+#include "harness/case_schema.h"
 #include "harness/case_text.h"
 #include "harness/schedule.h"
+#include "properties/block_table_gen.h"
 
 namespace mlacheck {
 
@@ -25,11 +31,31 @@ enum class KeyPattern {
   kBelowFloor,   // tiny keys (amax 1e-6 .. 1e-5, under the scale floor): small and subnormal fp8 codes
   kMixed,        // each special kind above, token by token
 };
+// The patterns' names in case text, in the enum's order.
+const std::vector<const char*>& key_pattern_names();
 const char* key_pattern_name(KeyPattern p);
 
 // The largest |key_exponent|: every scale times 2^e stays a finite normal fp32 (and a ue8m0 value),
 // and so does every logit the generators' data can give.
 constexpr int kMaxKeyExponent = 100;
+
+// What a case may hold (sizes the host backend runs in seconds): lengths, keys, table widths and
+// pages up to kLogitsMaxLen; strides and offsets up to kLogitsSlack past the tightest; at most
+// kLogitsMaxListValues values on a case-file line (CaseText::parse); the KV cache within
+// kLogitsMaxCacheBytes and the logits within kLogitsMaxElements.
+constexpr int64_t kLogitsMaxLen = 65536, kLogitsSlack = 4096;
+constexpr int64_t kLogitsMaxListValues = (int64_t{1} << 16) - 1;
+constexpr int64_t kLogitsMaxCacheBytes = int64_t{1} << 28, kLogitsMaxElements = int64_t{1} << 26;
+// The largest head_dim whose H x D fits one block's shared memory (the glue refuses more).
+int64_t max_logits_head_dim(int64_t H);
+
+namespace gen {
+// What paged_logits_case draws from (the readers take every case).
+struct PagedCaseShape {
+  bool block64_fast_path = false;  // only cases the reference kernel runs on its block-64 fast path
+  bool short_rows = false;         // next_n <= 4 and lengths <= 200 (+1): for properties that run a case twice
+};
+}  // namespace gen
 
 // One paged decode logits call (docs/ops.md 2.1) and where it runs.
 struct PagedLogitsCase : CaseSchedule {
@@ -52,11 +78,21 @@ struct PagedLogitsCase : CaseSchedule {
   // Row (b, j)'s length (docs/ops.md 2.1).
   int64_t row_len(int64_t b, int64_t j) const;
   int64_t longest(int64_t b) const;
-  // Table columns request b reads.
+  int64_t longest() const;  // over every request
+  // Table columns request b reads, and the most any request reads.
   int64_t needed(int64_t b) const { return (longest(b) + block_size - 1) / block_size; }
+  int64_t most_needed() const;
+  // block_table's lowest value per entry: 0 (a page) where a request reads, int32's least elsewhere.
+  std::vector<int64_t> table_lows() const;
+  // The most pages a cache may have at this block_stride (at most kLogitsMaxLen and kLogitsMaxCacheBytes).
+  int64_t max_blocks() const { return std::min(kLogitsMaxLen, kLogitsMaxCacheBytes / block_stride); }
+  // "" when every page a request reads is below max_blocks(), else which is not.
+  std::string table_pages_problem() const;
+  // The fewest pages the cache needs: one past the largest page read (at least 1).
+  int64_t pages_read() const;
   // Whether the reference kernel takes its block-64 fast path (16-byte key loads) on this case.
   bool fast_path_shape() const;
-  friend void showValue(const PagedLogitsCase& c, std::ostream& os);
+  friend void showValue(const PagedLogitsCase& c, std::ostream& os) { show_case(c, os); }
 };
 
 // One ragged prefill logits call (docs/ops.md 2.2) and where it runs.
@@ -70,30 +106,147 @@ struct PrefillLogitsCase : CaseSchedule {
   KeyPattern keys = KeyPattern::kRandom;
   int key_exponent = 0;
   uint8_t poison = 0x7F;
-  friend void showValue(const PrefillLogitsCase& c, std::ostream& os);
+  friend void showValue(const PrefillLogitsCase& c, std::ostream& os) { show_case(c, os); }
 };
 
-// The cases as case-text keys, appended to out (after its property / impl / backend).
+// The generator's own draws (mqa_logits_gen.cpp).
+KeyPattern draw_key_pattern();  // random 3 times in 5, else one of the special patterns
+int draw_key_exponent();        // 0 4 times in 5, else -90 or 90
+// 1-D or 2-D lengths (as the case's layout says): zeros, anything up to 5, 70, 200 or 400, and
+// lengths next to the kernel's switch points (one or two pages, 64, 128 or 256 keys, +- 1).
+std::vector<int32_t> draw_paged_lens(const PagedLogitsCase& c, bool short_rows);
+// Pairs of row ends (an empty row one time in 6), ends at 64-key tiles +- 1 one time in 4.
+void draw_prefill_ranges(const PrefillLogitsCase& c, std::vector<int32_t>& ks, std::vector<int32_t>& ke);
+
+// The fields both cases share: mode, scale format, special keys, poison and schedule.
+template <class V, class Case>
+void logits_data_fields(V& v, Case& c) {
+  v.choice("mode", c.mode, {"clean", "unclean"});
+  v.choice("scales", c.ue8m0, {"fp32", "ue8m0"});
+  v.bespoke(  // a choice drawn by weight: the random pattern the most often
+      "keys", [&c](const CaseText& t, const std::string& k) {
+        c.keys = static_cast<KeyPattern>(t.choices_exactly(k, key_pattern_names(), 1).front());
+      },
+      [&c](CaseText& out, const std::string& k) { out.set(k, key_pattern_name(c.keys)); },
+      [&c] { c.keys = draw_key_pattern(); });
+  v.integer("key_exponent", c.key_exponent, -kMaxKeyExponent, kMaxKeyExponent, draw_key_exponent);
+  v.integer("poison", c.poison, 0x7E, 0x7F);
+  v.schedule(c);
+}
+
+// The schema of a paged case (harness/case_schema.h), in reading order: the scalars first and the
+// lists last (the bytes a fuzzer mutates first steer the shape; the long lists take the rest).
+// Each range follows from the fields before it: max_context_len from what rows x logits_stride
+// allows, the lengths within it and within a table of batch x table_width values, the table's
+// needed columns from the lengths, num_blocks from the pages they read. That a read page lies
+// within the largest cache is the one rule (the garbage past a request's columns shares the
+// list's top). The shape only steers the draws.
+template <class V>
+void fields(V& v, PagedLogitsCase& c, const gen::PagedCaseShape& shape = {}) {
+  bool aligned = shape.block64_fast_path;  // drawn: strides and offsets that let block size 64 take the fast path
+  int64_t drawn_blocks = 1;                // drawn with the table
+  v.integer("batch", c.B, 1, 256, UpTo{4});
+  v.integer("next_n", c.next_n, 1, 64, [&] {
+    return shape.short_rows ? *rc::gen::inRange<int64_t>(1, 5)
+                            : *rc::gen::weightedOneOf<int64_t>(
+                                  {{8, rc::gen::inRange<int64_t>(1, 5)}, {1, rc::gen::inRange<int64_t>(15, 20)}});
+  });
+  v.integer("heads", c.H, 1, 128, UpTo{70});
+  v.integer("head_dim", c.D, 1, max_logits_head_dim(c.H), [&] {
+    return shape.block64_fast_path ? *rc::gen::element<int64_t>(16, 32, 48, 64)
+                                   : *rc::gen::weightedOneOf<int64_t>(
+                                         {{2, rc::gen::element<int64_t>(16, 32, 64)}, {1, rc::gen::inRange<int64_t>(1, 41)}});
+  });
+  v.integer("block_size", c.block_size, 1, 1024, [&] {
+    return shape.block64_fast_path ? 64
+                                   : *rc::gen::weightedOneOf<int64_t>(
+                                         {{1, rc::gen::just<int64_t>(64)},
+                                          {2, rc::gen::element<int64_t>(1, 2, 3, 53, 61, 64, 69)}});
+  });
+  v.choice("lens_layout", c.lens_2d, {"1d", "2d"});
+  v.integer("lens_stride", c.lens_stride, 1, c.lens_2d ? 1 : 64, UpTo{2});  // 2-D lengths are C-contiguous
+  // Every row's logits fit a logits_stride >= max_context_len within kLogitsMaxElements. Drawn: the
+  // lengths first (the list below takes them), then a little room past the longest.
+  v.integer("max_context_len", c.max_context_len, 0, std::min(kLogitsMaxLen, kLogitsMaxElements / c.rows()), [&] {
+    c.lens = draw_paged_lens(c, shape.short_rows);
+    return c.longest() + *rc::gen::element<int64_t>(0, 1, 13, 64, 70);
+  });
+  v.integer("logits_stride", c.logits_stride, std::max<int64_t>(c.max_context_len, 1),
+            std::min(c.max_context_len + kLogitsSlack, kLogitsMaxElements / c.rows()), [&] {
+              return std::max<int64_t>(1, *rc::gen::arbitrary<bool>() ? (c.max_context_len + 255) / 256 * 256
+                                                                      : c.max_context_len + *rc::gen::inRange(0, 5));
+            });
+  v.integer("logits_offset", c.logits_offset, 0, kLogitsSlack, UpTo{8});
+  v.integer("kv_offset", c.kv_offset, 0, kLogitsSlack, [&] {
+    aligned = aligned || *rc::gen::arbitrary<bool>();
+    return aligned ? 16 * *rc::gen::inRange(0, 3) : 4 * *rc::gen::inRange(0, 9);
+  });
+  v.integer("table_row_pad", c.table_row_pad, 0, 64, UpTo{2});
+  v.flag("host_lens", c.pass_host_lens);
+  const int64_t block_bytes = c.block_size * (c.D + 4);
+  v.multiple("block_stride", c.block_stride, 4, block_bytes, block_bytes + kLogitsSlack, [&] {
+    return aligned ? (block_bytes + 16 * *rc::gen::inRange(0, 2) + 15) / 16 * 16
+                   : (block_bytes + 4 * *rc::gen::inRange(0, 5) + 3) / 4 * 4;
+  });
+  logits_data_fields(v, c);
+  // A request's longest row is its 1-D length L (row next_n - 1), or its longest 2-D row.
+  v.list("context_lens", c.lens, c.lens_2d ? c.rows() : c.B, 0,
+         std::min(c.max_context_len, c.block_size * (kLogitsMaxListValues / c.B)), [&c] { return c.lens; });
+  v.integer("table_width", c.W, c.most_needed(), std::min(kLogitsMaxLen, kLogitsMaxListValues / c.B),
+            [&c] { return c.most_needed() + *rc::gen::inRange(0, 3); });
+  v.list_from("block_table", c.table, c.table_lows(), std::numeric_limits<int32_t>::max(), [&] {
+    std::vector<int64_t> pages;
+    for (int64_t b = 0; b < c.B; ++b) pages.push_back(c.needed(b));
+    const PagedBlockTable t = *gen::paged_block_table(pages, c.W);
+    drawn_blocks = t.num_blocks;
+    return t.table;
+  });
+  v.rule(c.table_pages_problem().empty(), c.table_pages_problem());
+  v.integer("num_blocks", c.num_blocks, c.pages_read(), c.max_blocks(), [&] { return drawn_blocks; });
+}
+
+// The schema of a prefill case: keys_count within what rows x logits_stride >= keys_count allows,
+// k's row stride within the cache's bytes, the lists last, ks before ke (ke[m] >= ks[m]).
+template <class V>
+void fields(V& v, PrefillLogitsCase& c) {
+  std::vector<int32_t> drawn_ke;  // drawn with ks
+  v.integer("rows", c.M, 1, 4096, [] {
+    return *rc::gen::weightedOneOf<int64_t>({{8, rc::gen::inRange<int64_t>(1, 7)}, {1, rc::gen::inRange<int64_t>(15, 36)}});
+  });
+  v.integer("keys_count", c.N, 0, std::min(kLogitsMaxLen, kLogitsMaxElements / c.M),
+            [] { return *rc::gen::element<int64_t>(0, 1, 5, 64, 70, 130, 200); });
+  v.integer("heads", c.H, 1, 128, UpTo{40});
+  v.integer("head_dim", c.D, 1, max_logits_head_dim(c.H), [] {
+    return *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::element<int64_t>(16, 32, 64)}, {1, rc::gen::inRange<int64_t>(1, 41)}});
+  });
+  // keys_count x k_stride within kLogitsMaxCacheBytes (N <= 65536 leaves k_stride at least 4096 >= D).
+  v.integer("k_stride", c.k_stride, c.D, std::min(c.D + kLogitsSlack, kLogitsMaxCacheBytes / std::max<int64_t>(c.N, 1)),
+            [&c] { return c.D + *rc::gen::inRange(0, 20); });
+  v.integer("k_offset", c.k_offset, 0, kLogitsSlack, UpTo{39});
+  v.integer("scale_stride", c.scale_stride, 1, 64, UpTo{2});
+  v.integer("range_stride", c.range_stride, 1, 64, UpTo{2});
+  v.integer("logits_stride", c.logits_stride, std::max<int64_t>(c.N, 1), std::min(c.N + kLogitsSlack, kLogitsMaxElements / c.M),
+            [&c] { return std::max<int64_t>(c.N + *rc::gen::element<int64_t>(0, 1, 3, 64), 1); });
+  v.integer("logits_offset", c.logits_offset, 0, kLogitsSlack, UpTo{8});
+  v.flag("host_ranges", c.pass_host_ranges);
+  logits_data_fields(v, c);
+  v.list("ks", c.ks, c.M, 0, c.N, [&] {
+    std::vector<int32_t> ks;
+    draw_prefill_ranges(c, ks, drawn_ke);
+    return ks;
+  });
+  v.list_from("ke", c.ke, std::vector<int64_t>(c.ks.begin(), c.ks.end()), c.N, [&] { return drawn_ke; });
+}
+
+// The cases as case-text keys, appended to out (after its property / impl / backend), and back:
+// a value out of its range or breaking a rule throws mlacheck::Error naming the key.
 void paged_logits_to_text(const PagedLogitsCase& c, CaseText& out);
 void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out);
-// The inverses. Every value is range-checked (sizes the host backend runs in seconds: B <= 256,
-// H <= 128, D <= 576 and H x D within one block's shared memory, lengths <= 65536, pages of 1..1024
-// tokens, strides and offsets within 4096 of the tightest, a block table of at most 65535 entries)
-// and checked against the others (one length per request or row, every length within
-// max_context_len and the table, the table's needed columns inside the cache, strides that hold a
-// row): a hand-edited case that breaks one throws mlacheck::Error naming the key. They read
-// constructively (harness/case_text.h, "Fuzz inputs"): each value's range follows from the values
-// read before it, so almost any fuzz input bytes decode to a case.
 PagedLogitsCase paged_logits_from_text(const CaseText& t);
 PrefillLogitsCase prefill_logits_from_text(const CaseText& t);
 
 namespace gen {
 
-// What paged_logits_case draws from.
-struct PagedCaseShape {
-  bool block64_fast_path = false;  // only cases the reference kernel runs on its block-64 fast path
-  bool short_rows = false;         // next_n <= 4 and lengths <= 200 (+1): for properties that run a case twice
-};
 // Small paged cases: 1-D and 2-D lengths (zeros, and lengths at block size, 64, 128 and 256 +- 1),
 // page sizes 1, 2, 3, 53, 61, 64, 69, shuffled, shared and garbage pages (properties/block_table_gen.h),
 // aligned and unaligned block strides and cache offsets, padded and offset logits rows, up to 20

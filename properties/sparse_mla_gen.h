@@ -1,17 +1,22 @@
-// RapidCheck generators for sparse MLA decode (docs/ops.md 4): cases over FlashMLA's fp8_ds_mla cache
-// (padded token and block strides, offset views, spare pages, odd and production page sizes), top-k
-// rows mixing valid slots, duplicates, -1 and other invalid entries, topk_length and attn_sink,
-// rows with no valid entry, and the values in them (zero rows, huge and tiny latent magnitudes,
-// fp32 and ue8m0 tile scales); and their text form (harness/case_text.h).
+// Cases of sparse MLA decode (docs/ops.md 4) over FlashMLA's fp8_ds_mla cache (padded token and block
+// strides, offset views, spare pages, odd and production page sizes), top-k rows mixing valid
+// slots, duplicates, -1 and other invalid entries, topk_length and attn_sink, rows with no valid
+// entry, and the values in them (zero rows, huge and tiny latent magnitudes, fp32 and ue8m0 tile
+// scales). The case is described once, by its schema (fields() below, harness/case_schema.h): the
+// generator, the case-file reader (also the fuzz decoder) and the writer all follow from it.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <ostream>
 #include <vector>
 
 #include <rapidcheck.h>
 
 #include "kernels/sparse_mla.h"
+#include "harness/case_schema.h"
 #include "harness/case_text.h"
 #include "harness/schedule.h"
 
@@ -48,17 +53,18 @@ struct SparseMlaCase : CaseSchedule {
   // Whether entry i of row (b, s) names a slot the kernel must read.
   bool counted_valid(int64_t b, int64_t s, int64_t i) const;
 
-  friend void showValue(const SparseMlaCase& c, std::ostream& os);
-};
+  friend void showValue(const SparseMlaCase& c, std::ostream& os) { show_case(c, os); }
 
-// The case as case-text keys, appended to out (after its property / impl / backend).
-void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out);
-// The inverse. Every value is checked against the limits staging needs (shapes, strides multiples
-// of 16 and wide enough, one index per (b, s, k), topk_length in [0, topk], |softmax_scale| <= 0.25,
-// a cache of at most 256 MiB, ...): a hand-edited case that breaks one throws mlacheck::Error
-// naming the key. It reads constructively (harness/case_text.h, "Fuzz inputs"): each value's
-// range follows from the values read before it, so almost any fuzz input bytes decode to a case.
-SparseMlaCase sparse_mla_from_text(const CaseText& t);
+  static constexpr int64_t kMaxRows = 65536;                    // query rows (batch x s_q x heads)
+  static constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage
+  // The most values a case file's line holds (CaseText::parse: a key and at most 2^16 - 1 values).
+  static constexpr int64_t kMaxListValues = (int64_t{1} << 16) - 1;
+  // The largest |softmax_scale|: lse's tolerance (core/tolerances.cpp) bounds fp32 log-sum-exp
+  // rounding only, not the scores' own fp32 rounding, which grows with the scale: on random cases
+  // sparse_mla_decode@ref exceeds it at |scale| 0.5 (1.5x) and far past it at 2 and more. The
+  // generator's largest scale is 0.25; production's is 1 / sqrt(192) = 0.072 (x 1.87 with YaRN).
+  static constexpr double kMaxSoftmaxScale = 0.25;
+};
 
 // Fills c.indices, c.trap and (when c.has_length / c.has_sink) c.lengths and c.sink from c.seed:
 // the first `live` pages of a shuffled order hold the slots counted entries name, the rest are
@@ -66,6 +72,76 @@ SparseMlaCase sparse_mla_from_text(const CaseText& t);
 // proportions set by invalid_mix (0: all valid .. 3: mostly invalid), and (empty_rows) now and then
 // have no valid entry at all; entries past topk_length name spare or live slots that must not be read.
 void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bool empty_rows);
+
+// The schema of a sparse MLA case (harness/case_schema.h): keys, ranges and draws, in reading
+// order. Each range follows from the fields before it, so almost any fuzz input bytes decode to a
+// case: heads and topk from the query rows and entries batch x s_q leave, the strides before
+// num_blocks (the cache is at most 256 MiB), the lists' lengths from the shapes and flags. The
+// scalars come first and the lists last: the bytes a fuzzer mutates first steer the case, the
+// indices take the rest. A NaN sink is the one rule (+-inf sinks are allowed). The generator draws
+// 1 to 4 live pages and 1 to 3 spare ones with num_blocks; after the seed, trap's draw calls
+// fill_sparse_mla_entries once and topk_length, attn_sink and indices take what it filled.
+template <class V>
+void fields(V& v, SparseMlaCase& c) {
+  using C = SparseMlaCase;
+  constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min(), kI32Max = std::numeric_limits<int32_t>::max();
+  int64_t live = 1;  // the generator's live pages, set with num_blocks (not a case field)
+  v.integer("batch", c.B, 1, 1024, UpTo{3});
+  v.integer("s_q", c.S, 1, 16, UpTo{2});
+  // batch x s_q x heads <= 65536 query rows; batch x s_q x topk entries fit one case file line.
+  v.integer("heads", c.H, 1, std::min<int64_t>(128, C::kMaxRows / (c.B * c.S)), [] {
+    return *rc::gen::weightedOneOf<int64_t>({{6, rc::gen::inRange<int64_t>(1, 9)},
+                                             {2, rc::gen::just<int64_t>(16)},
+                                             {1, rc::gen::inRange<int64_t>(17, 21)}});
+  });
+  v.integer("topk", c.topk, 1, std::min<int64_t>(8192, C::kMaxListValues / (c.B * c.S)), [] {
+    return *rc::gen::weightedOneOf<int64_t>(
+        {{6, rc::gen::inRange<int64_t>(1, 65)}, {1, rc::gen::element<int64_t>(1, 31, 32, 33, 63, 64)}});
+  });
+  v.integer("page", c.page, 1, 1024, [] { return *rc::gen::element<int64_t>(1, 2, 3, 16, 53, 61, 64, 69); });
+  v.multiple("token_stride", c.token_stride, 16, kernels::kSparseMlaTokenBytes, 4096,
+             [] { return kernels::kSparseMlaTokenBytes + 16 * *rc::gen::inRange<int64_t>(0, 3); });
+  v.multiple("block_stride", c.block_stride, 16, c.page * c.token_stride, C::kMaxCacheBytes,
+             [&c] { return c.page * c.token_stride + 16 * *rc::gen::inRange<int64_t>(0, 3); });
+  // num_blocks x block_stride within the 256 MiB a case may stage (num_blocks x page <= 2^26 slots).
+  v.integer("num_blocks", c.num_blocks, 1, std::min<int64_t>(65536, C::kMaxCacheBytes / c.block_stride), [&live] {
+    live = *rc::gen::inRange<int64_t>(1, 5);
+    return live + *rc::gen::inRange<int64_t>(1, 4);
+  });
+  v.multiple("kv_offset", c.kv_offset, 16, 0, 4096, UpTo{3});
+  v.integer("q_offset", c.q_offset, 0, 64, UpTo{8});
+  v.integer("indices_offset", c.indices_offset, 0, 64, UpTo{4});
+  v.integer("out_offset", c.out_offset, 0, 64, UpTo{8});
+  v.integer("lse_offset", c.lse_offset, 0, 64, UpTo{4});
+  v.integer("aux_offset", c.aux_offset, 0, 64, UpTo{4});
+  v.real("softmax_scale", c.softmax_scale, -C::kMaxSoftmaxScale, C::kMaxSoftmaxScale,
+         Among{0.0722, 0.0417, 0.25});  // 192^-0.5, 576^-0.5, larger
+  v.integer("poison", c.poison, 0, 255, [] { return *rc::gen::element<int64_t>(0x7F, 0xFF); });
+  v.choice("scale_format", c.scale_format, {"fp32", "ue8m0"});
+  v.integer("magnitude_log2", c.magnitude_log2, -100, 100, [] {
+    return *rc::gen::weightedOneOf<int>({{6, rc::gen::just(0)}, {1, rc::gen::element(-100, -40, 40, 100)}});
+  });
+  v.integer("zero_rows", c.zero_rows, 0, 1, [] { return *rc::gen::inRange(0, 4) == 0; });  // a flag, 1 drawn 1 in 4
+  v.flag("has_topk_length", c.has_length);
+  v.flag("has_attn_sink", c.has_sink);
+  v.schedule(c);
+  v.integer("trap", c.trap, kI32Min, kI32Max, [&] {
+    fill_sparse_mla_entries(c, live, *rc::gen::inRange(0, 4), true);
+    return c.trap;
+  });
+  // topk_length: one per request when has_topk_length, else none (the key stays, empty); so too
+  // attn_sink, one per head.
+  v.list("topk_length", c.lengths, c.has_length ? c.B : 0, 0, c.topk, [&c] { return c.lengths; });
+  v.floats("attn_sink", c.sink, c.has_sink ? c.H : 0, [&c] { return c.sink; });
+  v.rule(std::none_of(c.sink.begin(), c.sink.end(), [](float x) { return std::isnan(x); }),
+         "attn_sink holds nan (+-inf allowed, NaN not)");
+  v.list("indices", c.indices, c.B * c.S * c.topk, kI32Min, kI32Max, [&c] { return c.indices; });
+}
+
+// The case as case-text keys, appended to out (after its property / impl / backend), and the
+// inverse: a hand-edited case that breaks a range or the rule throws mlacheck::Error naming the key.
+void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out);
+SparseMlaCase sparse_mla_from_text(const CaseText& t);
 
 namespace gen {
 

@@ -12,7 +12,6 @@
 
 #include "core/error.h"
 #include "kernels/topk.h"
-#include "properties/schedule_gen.h"
 
 namespace mlacheck {
 
@@ -30,6 +29,11 @@ static_assert(sizeof(kPatternNames) / sizeof(kPatternNames[0]) == static_cast<si
 }  // namespace
 
 const char* topk_pattern_name(TopkPattern p) { return kPatternNames[static_cast<int>(p)]; }
+
+const std::vector<const char*>& topk_pattern_names() {
+  static const std::vector<const char*> names(std::begin(kPatternNames), std::end(kPatternNames));
+  return names;
+}
 
 const char* topk_lengths_name(TopkLengths l) {
   return l == TopkLengths::kDecode1D ? "decode-1d" : l == TopkLengths::kDecode2D ? "decode-2d" : "prefill";
@@ -93,11 +97,7 @@ float topk_garbage(uint64_t& state) {
   }
 }
 
-void showValue(const TopkCase& c, std::ostream& os) {
-  CaseText t;
-  topk_to_text(c, t);
-  os << t.format();
-}
+void showValue(const TopkCase& c, std::ostream& os) { show_case(c, os, TopkFamily{}); }
 
 std::vector<int64_t> topk_row_lengths(const TopkCase& c) {
   std::vector<int64_t> n(static_cast<size_t>(c.rows), 0);
@@ -134,91 +134,34 @@ std::vector<std::vector<float>> topk_row_values(const TopkCase& c) {
   return rows;
 }
 
-void topk_to_text(const TopkCase& c, CaseText& out) {
-  out.set("lengths", topk_lengths_name(c.lengths)).set("k", c.k).set("next_n", c.next_n);
-  out.set("rows", c.rows).set("cols", c.cols);
-  if (c.prefill()) {
-    out.set_list("ks", c.ks).set_list("ke", c.ke);
-  } else {
-    out.set_list("seq_lens", c.seq_lens);
-  }
-  out.set("logits_lead", c.logits_lead).set("logits_row_pad", c.logits_row_pad);
-  out.set("logits_col_stride", c.logits_col_stride).set("out_row_pad", c.out_row_pad);
-  out.set("out_rows_before", c.out_rows_before).set("out_rows_after", c.out_rows_after);
-  out.set("index_lead", c.index_lead);
-  std::vector<std::string> names;
-  for (TopkPattern p : c.patterns) names.push_back(topk_pattern_name(p));
-  out.set_words("patterns", names);
-  for (size_t r = 0; r < c.explicit_rows.size(); ++r) out.set_floats("values_" + std::to_string(r), c.explicit_rows[r]);
-  write_schedule(c, out);
-}
+void topk_to_text(const TopkCase& c, CaseText& out) { write_case(c, out, TopkFamily{}); }
 
 namespace {
 
-// The case's keys, with lengths one of `allowed` (a property of one family names only its own),
-// k in [min_k, max_k] and next_n at most max_next_n.
-TopkCase read_topk_case(const CaseText& t, std::initializer_list<TopkLengths> allowed, int64_t min_k = 1,
-                        int64_t max_k = 262144, int64_t max_next_n = 16) {
-  TopkCase c;
-  std::vector<const char*> names;
-  for (TopkLengths l : allowed) names.push_back(topk_lengths_name(l));
-  c.lengths = *(allowed.begin() + t.choices_exactly("lengths", names, 1)[0]);
-  c.k = t.integer("k", min_k, max_k);
-  c.next_n = t.integer("next_n", 1, c.prefill() ? 1 : max_next_n);
-  c.rows = t.multiple("rows", c.next_n, 1, 4096);
-  c.cols = t.integer("cols", 0, int64_t{1} << 20);
-  const size_t rows = static_cast<size_t>(c.rows);
-  if (c.prefill()) {
-    c.ks = t.list_exactly<int32_t>("ks", 0, c.cols, rows);
-    for (int64_t e : t.integers_from("ke", std::vector<int64_t>(c.ks.begin(), c.ks.end()), c.cols)) {
-      c.ke.push_back(static_cast<int32_t>(e));
-    }
-  } else {
-    const size_t want = c.lengths == TopkLengths::kDecode2D ? rows : rows / static_cast<size_t>(c.next_n);
-    // Negative lengths are allowed (they mean 0); past cols a row would not fit its view.
-    c.seq_lens = t.list_exactly<int32_t>("seq_lens", -(int64_t{1} << 30), c.cols, want);
-  }
-  c.logits_lead = t.integer("logits_lead", 0, 64);
-  c.logits_row_pad = t.integer("logits_row_pad", 0, 64);
-  c.logits_col_stride = t.integer("logits_col_stride", 1, 8);
-  c.out_row_pad = t.integer("out_row_pad", 0, 64);
-  c.out_rows_before = t.integer("out_rows_before", 0, 64);
-  c.out_rows_after = t.integer("out_rows_after", 0, 64);
-  c.index_lead = t.integer("index_lead", 0, 64);
-  const int64_t logits_elems = c.logits_lead + c.rows * (c.cols * c.logits_col_stride + c.logits_row_pad);
-  const int64_t out_elems = (c.out_rows_before + c.rows + c.out_rows_after) * (c.k + c.out_row_pad);
-  MLA_REQUIRE(logits_elems <= (int64_t{1} << 27) && out_elems <= (int64_t{1} << 27), "case: rows ", c.rows, " cols ",
-              c.cols, " k ", c.k, " need ", logits_elems, " logits and ", out_elems, " output elements (at most 2^27)");
-  const std::vector<const char*> pattern_names(std::begin(kPatternNames), std::end(kPatternNames));
-  for (int p : t.choices_exactly("patterns", pattern_names, rows)) c.patterns.push_back(static_cast<TopkPattern>(p));
-  if (t.has("values_0")) {
-    const std::vector<int64_t> n = topk_row_lengths(c);
-    for (size_t r = 0; r < rows; ++r) {
-      const std::string key = "values_" + std::to_string(r);
-      c.explicit_rows.push_back(t.floats_exactly(key, static_cast<size_t>(n[r])));
-    }
-  }
-  read_schedule(c, t);
-  return c;
+// A reader's family: the spec, with lengths one of `lengths` (a property of one family names only
+// its own), k in [min_k, max_k] and next_n at most max_next_n.
+TopkFamily spec(std::vector<TopkLengths> lengths, int64_t min_k = 1, int64_t max_k = 262144, int64_t max_next_n = 16) {
+  TopkFamily f;
+  f.lengths = std::move(lengths);
+  f.min_k = min_k, f.max_k = max_k, f.max_next_n = max_next_n;
+  return f;
 }
 
 }  // namespace
 
-TopkCase topk_from_text(const CaseText& t) {
-  return read_topk_case(t, {TopkLengths::kDecode1D, TopkLengths::kDecode2D, TopkLengths::kPrefill});
-}
+TopkCase topk_from_text(const CaseText& t) { return read_case<TopkCase>(t, TopkFamily{}); }
 TopkCase topk_decode_from_text(const CaseText& t) {
-  return read_topk_case(t, {TopkLengths::kDecode1D, TopkLengths::kDecode2D});
+  return read_case<TopkCase>(t, spec({TopkLengths::kDecode1D, TopkLengths::kDecode2D}));
 }
-TopkCase topk_prefill_from_text(const CaseText& t) { return read_topk_case(t, {TopkLengths::kPrefill}); }
+TopkCase topk_prefill_from_text(const CaseText& t) { return read_case<TopkCase>(t, spec({TopkLengths::kPrefill})); }
 TopkCase topk_fast_k_from_text(const CaseText& t, bool prefill) {
-  return prefill ? read_topk_case(t, {TopkLengths::kPrefill}, kernels::kTopkFastK, kernels::kTopkFastK)
-                 : read_topk_case(t, {TopkLengths::kDecode1D, TopkLengths::kDecode2D}, kernels::kTopkFastK,
-                                  kernels::kTopkFastK);
+  const std::vector<TopkLengths> lengths =
+      prefill ? std::vector<TopkLengths>{TopkLengths::kPrefill} : std::vector<TopkLengths>{TopkLengths::kDecode1D, TopkLengths::kDecode2D};
+  return read_case<TopkCase>(t, spec(lengths, kernels::kTopkFastK, kernels::kTopkFastK));
 }
 TopkCase topk_split_from_text(const CaseText& t) {
   // At most kTopkMaxSplits chunks of at most k candidates: k <= 4096 keeps them one unsplit row.
-  return read_topk_case(t, {TopkLengths::kDecode2D}, 1, kernels::kTopkSplitRowMinLen / kernels::kTopkMaxSplits, 1);
+  return read_case<TopkCase>(t, spec({TopkLengths::kDecode2D}, 1, kernels::kTopkSplitRowMinLen / kernels::kTopkMaxSplits, 1));
 }
 
 TopkCase topk_rows_of_lengths(int64_t k, const std::vector<int64_t>& lengths, int64_t cols, uint64_t seed,
@@ -242,19 +185,18 @@ TopkCase topk_rows_of_lengths(int64_t k, const std::vector<int64_t>& lengths, in
   return c;
 }
 
-namespace gen {
 namespace {
 
 // Uniform in [lo, hi] at every size (rc::gen::inRange favours lo while the size is small), still
 // shrinking towards lo.
-rc::Gen<int64_t> uniform(int64_t lo, int64_t hi) { return rc::gen::resize(100, rc::gen::inRange<int64_t>(lo, hi + 1)); }
+int64_t uniform(int64_t lo, int64_t hi) { return *rc::gen::resize(100, rc::gen::inRange<int64_t>(lo, hi + 1)); }
 
 // A row length in [0, cols] near one of the points the kernels switch at, or anywhere.
-int64_t gen_length(int64_t k, int64_t cols, const std::vector<int64_t>& switch_points) {
+int64_t draw_length(int64_t k, int64_t cols, const std::vector<int64_t>& switch_points) {
   int64_t n = 0;
   switch (*rc::gen::element(0, 1, 2, 3)) {  // element, not inRange: uniform at every size
     case 0: n = k + *rc::gen::element<int64_t>(-1, 0, 1); break;
-    case 1: n = *uniform(0, cols); break;
+    case 1: n = uniform(0, cols); break;
     case 2:
       n = switch_points.empty() ? cols : *rc::gen::elementOf(switch_points) + *rc::gen::element<int64_t>(-1, 0, 1);
       break;
@@ -264,6 +206,58 @@ int64_t gen_length(int64_t k, int64_t cols, const std::vector<int64_t>& switch_p
 }
 
 }  // namespace
+
+int64_t draw_topk_k(const TopkFamily& f) {
+  if (!f.split_rows) return uniform(f.min_k, f.max_k);
+  return *rc::gen::weightedOneOf<int64_t>({{8, rc::gen::inRange<int64_t>(1, 41)},
+                                           {1, rc::gen::just<int64_t>(kernels::kTopkFastK)},
+                                           {1, rc::gen::element<int64_t>(kernels::kTopkFastK + 1, 4096)}});
+}
+
+int64_t draw_topk_cols(const TopkCase& c, const TopkFamily& f, int64_t max_cols, std::vector<int32_t>& split_lens) {
+  if (!f.split_rows) return uniform(f.min_cols, max_cols);
+  split_lens.clear();
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const int64_t n = *rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::map(rc::gen::pair(rc::gen::elementOf(f.switch_points), rc::gen::inRange<int64_t>(-1, 2)),
+                          [](const std::pair<int64_t, int64_t>& p) { return p.first + p.second; })},
+         {1, rc::gen::resize(100, rc::gen::inRange<int64_t>(f.min_cols, f.max_cols - 1))}});
+    split_lens.push_back(static_cast<int32_t>(n));
+  }
+  return std::min(max_cols, *std::max_element(split_lens.begin(), split_lens.end()) + *rc::gen::inRange<int64_t>(0, 3));
+}
+
+std::vector<int32_t> draw_topk_seq_lens(const TopkCase& c, const TopkFamily& f) {
+  std::vector<int32_t> lens;
+  for (int64_t g = 0; g < c.rows / c.next_n; ++g) {
+    if (c.lengths == TopkLengths::kDecode1D) {
+      // Row j of the group has length L - next_n + j + 1: aim its last row at the length drawn.
+      const int64_t last = draw_length(c.k, c.cols, f.switch_points);
+      lens.push_back(static_cast<int32_t>(*rc::gen::weightedElement<int64_t>({{8, last}, {1, 0}, {1, -1}})));
+    } else {
+      for (int64_t j = 0; j < c.next_n; ++j) lens.push_back(static_cast<int32_t>(draw_length(c.k, c.cols, f.switch_points)));
+    }
+  }
+  return lens;
+}
+
+std::vector<int32_t> draw_topk_ks(const TopkCase& c, const TopkFamily& f, std::vector<int32_t>& ke) {
+  std::vector<int32_t> ks;
+  ke.clear();
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const int64_t n = draw_length(c.k, c.cols, f.switch_points);
+    const int64_t start = *rc::gen::inRange<int64_t>(0, c.cols - n + 1);
+    ks.push_back(static_cast<int32_t>(start));
+    ke.push_back(static_cast<int32_t>(start + n));
+  }
+  return ks;
+}
+
+std::vector<TopkPattern> draw_topk_patterns(int64_t rows) {
+  return *rc::gen::container<std::vector<TopkPattern>>(static_cast<size_t>(rows), gen::topk_pattern());
+}
+
+namespace gen {
 
 rc::Gen<TopkPattern> topk_pattern() {
   return rc::gen::weightedOneOf<TopkPattern>({{6, rc::gen::just(TopkPattern::kDistinct)},
@@ -280,45 +274,16 @@ rc::Gen<TopkPattern> topk_pattern() {
                                               {1, rc::gen::just(TopkPattern::kZeros)}});
 }
 
+rc::Gen<TopkCase> topk_case(const TopkFamily& f) { return draw_case<TopkCase>(3, f); }
+
 rc::Gen<TopkCase> topk_case(TopkLengths lengths, int64_t min_k, int64_t max_k, int64_t min_cols, int64_t max_cols,
                             int64_t max_rows, std::vector<int64_t> switch_points) {
-  return rc::gen::exec([=] {
-    TopkCase c;
-    c.lengths = lengths;
-    c.k = *uniform(min_k, max_k);
-    c.cols = *uniform(min_cols, max_cols);
-    c.next_n = lengths == TopkLengths::kPrefill ? 1 : *rc::gen::inRange<int64_t>(1, 4);
-    const int64_t groups = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(2, max_rows / c.next_n + 1));
-    c.rows = groups * c.next_n;
-    for (int64_t g = 0; g < groups; ++g) {
-      if (lengths == TopkLengths::kDecode1D) {
-        // Row j of the group has length L - next_n + j + 1: aim its last row at the length drawn.
-        const int64_t last = gen_length(c.k, c.cols, switch_points);
-        c.seq_lens.push_back(static_cast<int32_t>(*rc::gen::weightedElement<int64_t>({{8, last}, {1, 0}, {1, -1}})));
-      } else {
-        for (int64_t j = 0; j < c.next_n; ++j) {
-          const int64_t n = gen_length(c.k, c.cols, switch_points);
-          if (lengths == TopkLengths::kDecode2D) {
-            c.seq_lens.push_back(static_cast<int32_t>(n));
-          } else {
-            const int64_t ks = *rc::gen::inRange<int64_t>(0, c.cols - n + 1);
-            c.ks.push_back(static_cast<int32_t>(ks));
-            c.ke.push_back(static_cast<int32_t>(ks + n));
-          }
-        }
-      }
-    }
-    c.patterns = *rc::gen::container<std::vector<TopkPattern>>(static_cast<size_t>(c.rows), topk_pattern());
-    c.logits_lead = *rc::gen::inRange<int64_t>(0, 4);
-    c.logits_row_pad = *rc::gen::inRange<int64_t>(0, 5);
-    c.logits_col_stride = *rc::gen::weightedElement<int64_t>({{5, 1}, {1, 2}});
-    c.out_row_pad = *rc::gen::inRange<int64_t>(0, 4);
-    c.out_rows_before = *rc::gen::inRange<int64_t>(0, 3);
-    c.out_rows_after = *rc::gen::inRange<int64_t>(0, 3);
-    c.index_lead = *rc::gen::inRange<int64_t>(0, 3);
-    draw_schedule(c, ShuffleOdds::kMostly);
-    return c;
-  });
+  TopkFamily f;
+  f.lengths = {lengths};
+  f.min_k = min_k, f.max_k = max_k, f.min_cols = min_cols, f.max_cols = max_cols, f.max_rows = max_rows;
+  f.max_next_n = 3;
+  f.switch_points = std::move(switch_points);
+  return topk_case(f);
 }
 
 rc::Gen<TopkCase> topk_decode_case() {
@@ -339,34 +304,18 @@ rc::Gen<TopkCase> topk_fast_k_case(TopkLengths lengths) {
 }
 
 rc::Gen<TopkCase> topk_split_row_case() {
-  return rc::gen::exec([] {
-    using namespace kernels;
-    TopkCase c;
-    c.lengths = TopkLengths::kDecode2D;
-    c.k = *rc::gen::weightedOneOf<int64_t>({{8, rc::gen::inRange<int64_t>(1, 41)},
-                                            {1, rc::gen::just<int64_t>(kTopkFastK)},
-                                            {1, rc::gen::element<int64_t>(kTopkFastK + 1, 4096)}});
-    // Just past the split minimum, and around the steps from 3 to 4 and from 4 to 5 chunks.
-    const std::vector<int64_t> steps = {kTopkSplitRowMinLen + 1, 3 * int64_t{kTopkSplitChunkLen}, 4 * int64_t{kTopkSplitChunkLen}};
-    c.rows = *rc::gen::weightedElement<int64_t>({{3, 1}, {1, 2}});
-    for (int64_t r = 0; r < c.rows; ++r) {
-      const int64_t n = *rc::gen::weightedOneOf<int64_t>(
-          {{3, rc::gen::map(rc::gen::pair(rc::gen::elementOf(steps), rc::gen::inRange<int64_t>(-1, 2)),
-                            [](const std::pair<int64_t, int64_t>& p) { return p.first + p.second; })},
-           {1, uniform(kTopkSplitRowMinLen - 1, 4 * int64_t{kTopkSplitChunkLen} + 1)}});
-      c.seq_lens.push_back(static_cast<int32_t>(n));
-    }
-    c.cols = *std::max_element(c.seq_lens.begin(), c.seq_lens.end()) + *rc::gen::inRange<int64_t>(0, 3);
-    c.patterns = *rc::gen::container<std::vector<TopkPattern>>(static_cast<size_t>(c.rows), topk_pattern());
-    c.logits_lead = *rc::gen::inRange<int64_t>(0, 4);
-    c.logits_row_pad = *rc::gen::inRange<int64_t>(0, 5);
-    c.out_row_pad = *rc::gen::inRange<int64_t>(0, 4);
-    c.out_rows_before = *rc::gen::inRange<int64_t>(0, 2);
-    c.out_rows_after = *rc::gen::inRange<int64_t>(0, 2);
-    c.index_lead = *rc::gen::inRange<int64_t>(0, 3);
-    draw_schedule(c, ShuffleOdds::kMostly);
-    return c;
-  });
+  using namespace kernels;
+  TopkFamily f;
+  f.lengths = {TopkLengths::kDecode2D};
+  f.max_k = 4096;
+  f.max_next_n = 1;
+  f.max_rows = 2;
+  // Rows just past the split minimum, and around the steps from 3 to 4 and from 4 to 5 chunks.
+  f.switch_points = {kTopkSplitRowMinLen + 1, 3 * int64_t{kTopkSplitChunkLen}, 4 * int64_t{kTopkSplitChunkLen}};
+  f.min_cols = kTopkSplitRowMinLen - 1;
+  f.max_cols = 4 * int64_t{kTopkSplitChunkLen} + 3;
+  f.split_rows = true;
+  return topk_case(f);
 }
 
 rc::Gen<std::vector<int>> permutation(int n) {

@@ -1,16 +1,22 @@
 // RapidCheck generators for top-k per row (docs/ops.md 3): cases for the decode (1-D and 2-D seq_lens)
 // and prefill variants with lengths straddling k and every row-length switch point, row patterns of
 // special values, logits and index views offset / row-padded / column-strided inside wider buffers,
-// the output a row-padded slice of a shared buffer; and their text form (harness/case_text.h).
+// the output a row-padded slice of a shared buffer. The case is described once, by its schema
+// (fields() below, harness/case_schema.h): the generators, the case-file readers (also the fuzz
+// decoders) and the writer all follow from it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <rapidcheck.h>
 
+#include "harness/case_schema.h"
 #include "harness/case_text.h"
 #include "harness/schedule.h"
 
@@ -65,12 +71,97 @@ struct TopkCase : CaseSchedule {
   friend void showValue(const TopkCase& c, std::ostream& os);
 };
 
+// Which cases a reader takes and how the generator draws them: the schema's family (fields()
+// below). The defaults are the whole spec; a property's reader narrows the kinds of lengths, k and
+// next_n, a generator's family narrows every range to where it draws and names the row lengths it
+// aims at. A case drawn from a family lies within it.
+struct TopkFamily {
+  std::vector<TopkLengths> lengths = {TopkLengths::kDecode1D, TopkLengths::kDecode2D, TopkLengths::kPrefill};
+  int64_t min_k = 1, max_k = 262144;
+  int64_t max_next_n = 16;  // decode; prefill rows have next_n 1
+  int64_t max_rows = 4096;  // rows: a multiple of next_n up to max(max_rows, next_n)
+  int64_t min_cols = 0, max_cols = int64_t{1} << 20;
+  // The generator's aim (readers ignore it): row lengths near k - 1, k, k + 1, near each switch
+  // point (-1, 0, +1), 0, cols, or anywhere. With split_rows instead: mostly one row, each row near
+  // a switch point (the split-count steps) or anywhere in [min_cols, max_cols - 2], cols up to 2
+  // past the longest, k mostly up to 40 and sometimes 2048, 2049 or 4096, no column stride.
+  std::vector<int64_t> switch_points;
+  bool split_rows = false;
+};
+
+// The logits buffer and the output buffer hold at most this many elements each.
+constexpr int64_t kTopkMaxElements = int64_t{1} << 27;
+
+// The words of the patterns (names[i] names TopkPattern(i)).
+const std::vector<const char*>& topk_pattern_names();
+// The row lengths the oracle gives the case (decode from seq_lens, prefill ke - ks).
+std::vector<int64_t> topk_row_lengths(const TopkCase& c);
+
+// The generator's own draws of the fields whose distribution matters (topk_gen.cpp).
+int64_t draw_topk_k(const TopkFamily& f);
+// cols; a split_rows family draws its rows' lengths first, into split_lens, and cols past them.
+int64_t draw_topk_cols(const TopkCase& c, const TopkFamily& f, int64_t max_cols, std::vector<int32_t>& split_lens);
+std::vector<int32_t> draw_topk_seq_lens(const TopkCase& c, const TopkFamily& f);
+// The rows' starts; their ends into ke.
+std::vector<int32_t> draw_topk_ks(const TopkCase& c, const TopkFamily& f, std::vector<int32_t>& ke);
+std::vector<TopkPattern> draw_topk_patterns(int64_t rows);
+
+// The schema of a top-k case (harness/case_schema.h): keys, ranges and draws, in reading order.
+// Every range follows from the fields before it, the 2^27-element budgets of the logits and of
+// the output included (rows within it for k, cols for rows, each pad and lead for what is left),
+// so fuzz bytes always decode to a case.
+template <class V>
+void fields(V& v, TopkCase& c, const TopkFamily& f) {
+  std::vector<std::pair<const char*, TopkLengths>> kinds;
+  for (TopkLengths l : f.lengths) kinds.emplace_back(topk_lengths_name(l), l);
+  v.named("lengths", c.lengths, kinds);
+  v.integer("k", c.k, f.min_k, f.max_k, [&f] { return draw_topk_k(f); });
+  v.integer("next_n", c.next_n, 1, c.prefill() ? 1 : f.max_next_n);
+  const int64_t max_rows = std::min(std::max(f.max_rows, c.next_n), kTopkMaxElements / c.k);
+  v.multiple("rows", c.rows, c.next_n, 1, max_rows, f.split_rows ? Favor{1} : Favor{});
+  std::vector<int32_t> split_lens;
+  const int64_t max_cols = std::min(f.max_cols, kTopkMaxElements / c.rows);
+  v.integer("cols", c.cols, f.min_cols, max_cols, [&] { return draw_topk_cols(c, f, max_cols, split_lens); });
+  if (c.prefill()) {
+    std::vector<int32_t> ke;  // drawn with the starts
+    v.list("ks", c.ks, c.rows, 0, c.cols, [&] { return draw_topk_ks(c, f, ke); });
+    v.list_from("ke", c.ke, std::vector<int64_t>(c.ks.begin(), c.ks.end()), c.cols, [&ke] { return ke; });
+  } else {
+    // Negative lengths are allowed (they mean 0); past cols a row would not fit its view.
+    v.list("seq_lens", c.seq_lens, c.lengths == TopkLengths::kDecode2D ? c.rows : c.rows / c.next_n,
+           -(int64_t{1} << 30), c.cols, [&] { return f.split_rows ? split_lens : draw_topk_seq_lens(c, f); });
+  }
+  // The logits: lead + rows x (cols x col_stride + row_pad) elements.
+  v.integer("logits_lead", c.logits_lead, 0, std::min(int64_t{64}, kTopkMaxElements - c.rows * c.cols), UpTo{3});
+  const int64_t row_room = (kTopkMaxElements - c.logits_lead) / c.rows;
+  v.integer("logits_row_pad", c.logits_row_pad, 0, std::min(int64_t{64}, row_room - c.cols), UpTo{4});
+  v.integer("logits_col_stride", c.logits_col_stride, 1,
+            c.cols == 0 ? 8 : std::min(int64_t{8}, (row_room - c.logits_row_pad) / c.cols),
+            [&f] { return f.split_rows ? int64_t{1} : *rc::gen::weightedElement<int64_t>({{5, 1}, {1, 2}}); });
+  // The output: (rows_before + rows + rows_after) x (k + row_pad) elements.
+  v.integer("out_row_pad", c.out_row_pad, 0, std::min(int64_t{64}, kTopkMaxElements / c.rows - c.k), UpTo{3});
+  const int64_t out_rows = kTopkMaxElements / (c.k + c.out_row_pad);
+  const int64_t around = f.split_rows ? 1 : 2;
+  v.integer("out_rows_before", c.out_rows_before, 0, std::min(int64_t{64}, out_rows - c.rows), UpTo{around});
+  v.integer("out_rows_after", c.out_rows_after, 0, std::min(int64_t{64}, out_rows - c.rows - c.out_rows_before),
+            UpTo{around});
+  v.integer("index_lead", c.index_lead, 0, 64, UpTo{2});
+  v.choices("patterns", c.patterns, c.rows, topk_pattern_names(), [&c] { return draw_topk_patterns(c.rows); });
+  // Explicit row values, each row's [0, n): the drawer draws none.
+  if (v.present("values_0", !c.explicit_rows.empty())) {
+    const std::vector<int64_t> n = topk_row_lengths(c);
+    c.explicit_rows.resize(static_cast<size_t>(c.rows));
+    for (size_t r = 0; r < n.size(); ++r) v.floats("values_" + std::to_string(r), c.explicit_rows[r], n[r]);
+  }
+  v.schedule(c);
+}
+
 // The case as case-text keys, appended to out (after its property / impl / backend).
 void topk_to_text(const TopkCase& c, CaseText& out);
-// The inverse. Checks every value (k <= 262144, cols <= 1 << 20, rows <= 4096, the logits and
-// output buffers under 1 << 27 elements, lengths within [0, cols], 0 <= ks <= ke <= cols, one
-// pattern per row, explicit row values matching the row lengths) and throws mlacheck::Error with
-// one line naming the key.
+// The inverse (the schema over the whole spec): k <= 262144, cols <= 1 << 20, rows <= 4096, the
+// logits and output buffers at most 2^27 elements, lengths within [0, cols], 0 <= ks <= ke <=
+// cols, one pattern per row, explicit row values matching the row lengths; throws mlacheck::Error
+// with one line naming the key.
 TopkCase topk_from_text(const CaseText& t);
 // The same, for one family's properties: lengths must be decode-1d or decode-2d / prefill.
 TopkCase topk_decode_from_text(const CaseText& t);
@@ -80,8 +171,6 @@ TopkCase topk_fast_k_from_text(const CaseText& t, bool prefill);
 // The split property's cases: decode-2d rows, next_n 1, k <= 4096.
 TopkCase topk_split_from_text(const CaseText& t);
 
-// The row lengths the oracle gives the case (decode from seq_lens, prefill ke - ks).
-std::vector<int64_t> topk_row_lengths(const TopkCase& c);
 // Row r's first column: ks[r] for prefill, 0 for decode.
 std::vector<int64_t> topk_row_starts(const TopkCase& c);
 // Every row's [0, n) values: its explicit values, or its pattern drawn from a stream seeded by the
@@ -97,9 +186,11 @@ namespace gen {
 
 // Weighted towards distinct values; every special pattern appears.
 rc::Gen<TopkPattern> topk_pattern();
-// Rows of lengths near k - 1, k, k + 1, the switch points given (each -1, 0, +1), 0, cols, or
-// anywhere; k in [min_k, max_k], cols in [min_cols, max_cols], up to max_rows rows; decode groups
-// of next_n 1..3; all views offset and padded at random.
+// The cases of a family (fields() above), shuffled 3 times in 4.
+rc::Gen<TopkCase> topk_case(const TopkFamily& f);
+// A family's cases: rows of lengths near k - 1, k, k + 1, the switch points given (each -1, 0, +1),
+// 0, cols, or anywhere; k in [min_k, max_k], cols in [min_cols, max_cols], up to max_rows rows
+// (at least one group); decode groups of next_n 1..3; all views offset and padded at random.
 rc::Gen<TopkCase> topk_case(TopkLengths lengths, int64_t min_k, int64_t max_k, int64_t min_cols, int64_t max_cols,
                             int64_t max_rows, std::vector<int64_t> switch_points = {});
 // The suite's decode cases: 1-D or 2-D, k up to 40, rows up to 200 long, up to 8 rows.

@@ -391,6 +391,22 @@ RC_GTEST_PROP(DecodeMetadataCaseText, StepsRoundTripAndRunThroughTheRegistry, ()
   }
 }
 
+// Every family's case as the schema draws it (limits and batches together, max_tokens after the
+// batches) writes, reads back through that family's reader and writes the same text.
+RC_GTEST_PROP(DecodeMetadataCaseText, EveryFamilysDrawnCaseReadsBackAsItself, ()) {
+  const MetadataFamily f = *rc::gen::element(MetadataFamily::kOneStep, MetadataFamily::kUniform, MetadataFamily::kSteps);
+  const MetadataCase c = *draw_case<MetadataCase>(2, f);
+  RC_ASSERT(f != MetadataFamily::kUniform || c.steps[0].uniform());
+  int64_t most = 1;
+  for (const MetadataStep& s : c.steps) most = std::max(most, s.T());
+  RC_TAG(c.limits.max_batched_tokens == most ? "last row filled" : "room");
+  CaseText t;
+  write_case(c, t, f);
+  CaseText again;
+  write_case(read_case<MetadataCase>(CaseText::parse(t.format()), f), again, f);
+  RC_ASSERT(again.format() == t.format());
+}
+
 // The case a failing property prints is the failing case: parsed back it fails again on the wrong
 // build; on the reference (what `mlacheck repro` runs) it passes.
 TEST(DecodeMetadataCaseText, AFailingPropertyPrintsACaseThatReproduces) {

@@ -310,6 +310,17 @@ RC_GTEST_PROP(IndexerDecodeStepCaseText, RoundTripsAndRunsThroughTheRegistry, ()
   }
 }
 
+// A case as the schema draws it (the engine's max_tokens after the batch) writes, reads back and
+// writes the same text.
+RC_GTEST_PROP(IndexerDecodeStepCaseText, TheDrawnCaseReadsBackAsItself, ()) {
+  const DecodeStepEngineCase c = *draw_case<DecodeStepEngineCase>();
+  CaseText t;
+  write_case(c, t);
+  CaseText again;
+  write_case(read_case<DecodeStepEngineCase>(CaseText::parse(t.format())), again);
+  RC_ASSERT(again.format() == t.format());
+}
+
 // The case a failing property prints is the failing case: parsed back and rerun on the wrong step,
 // it fails again; on the correct step (what `mlacheck repro` runs) it passes.
 TEST(IndexerDecodeStepCaseText, AFailingPropertyPrintsACaseThatReproduces) {

@@ -273,7 +273,7 @@ TEST(MlaDecodeImpl, NonUniformQueryLengthsAreRefusedBeforeAnyLaunch) {
 
 // ---- case text -----------------------------------------------------------------------------------
 
-RC_GTEST_PROP(MlaDecodeImplCaseText, CallsReplaysAndSequencesRoundTripAndRunFromTheirText, ()) {
+RC_GTEST_PROP(MlaDecodeImplCaseText, EveryCaseKindRoundTripsAndCallsReplaysAndSequencesRunFromTheirText, ()) {
   const MlaDecodeImplCallsCase calls = *gen::mla_decode_impl_calls_case();
   const CaseText ct = calls_text(calls);
   const CaseText ct_back = CaseText::parse(ct.format());
@@ -286,6 +286,12 @@ RC_GTEST_PROP(MlaDecodeImplCaseText, CallsReplaysAndSequencesRoundTripAndRunFrom
   const CaseText st = sequence_text(sequence);
   const CaseText st_back = CaseText::parse(st.format());
   RC_ASSERT(sequence_text(mla_decode_impl_sequence_from_text(st_back)) == st);
+  const MlaDecodeImplNonUniformCase nonuniform = *gen::mla_decode_impl_nonuniform_case();
+  CaseText nt;
+  mla_decode_impl_nonuniform_to_text(nonuniform, nt);
+  CaseText nt_again;
+  mla_decode_impl_nonuniform_to_text(mla_decode_impl_nonuniform_from_text(CaseText::parse(nt.format())), nt_again);
+  RC_ASSERT(nt_again == nt);
   if (*rc::gen::inRange(0, 32) == 0) {  // running is the slow part: one case in 32
     for (const CaseText* t : {&ct_back, &rt_back, &st_back}) {
       const ReproResult r = run_case_text(*t);

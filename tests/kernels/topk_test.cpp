@@ -234,6 +234,100 @@ RC_GTEST_PROP(TopkCaseText, RoundTripsAndRunsThroughTheRegistry, ()) {
   }
 }
 
+// Every generator's cases (write, read, write) give the same text through the reader of the
+// property they are drawn for, and read back within the family they were drawn from.
+TEST(TopkCaseText, EveryGeneratorsCasesReadBackThroughTheirPropertysReader) {
+  const std::vector<std::pair<const char*, rc::Gen<TopkCase>>> generators = {
+      {"decode", gen::topk_decode_case()},
+      {"prefill", gen::topk_prefill_case()},
+      {"long rows", gen::topk_long_row_case(TopkLengths::kDecode2D)},
+      {"long prefill rows", gen::topk_long_row_case(TopkLengths::kPrefill)},
+      {"fast k decode", gen::topk_fast_k_case(TopkLengths::kDecode1D)},
+      {"fast k prefill", gen::topk_fast_k_case(TopkLengths::kPrefill)},
+      {"split rows", gen::topk_split_row_case()}};
+  for (const auto& [name, g] : generators) {
+    const bool ok = rc::check(std::string("round trip, ") + name, [&g = g] {
+      const TopkCase c = *g;
+      const std::string text = case_text("topk_decode.rows_admissible", c).format();
+      const CaseText t = CaseText::parse(text);
+      const TopkCase back = c.prefill() ? topk_prefill_from_text(t) : topk_decode_from_text(t);
+      RC_ASSERT(case_text("topk_decode.rows_admissible", back).format() == text);
+      if (c.k == kTopkFastK) RC_ASSERT(case_text("topk_decode.rows_admissible", topk_fast_k_from_text(t, c.prefill())).format() == text);
+      if (c.lengths == TopkLengths::kDecode2D && c.next_n == 1 && c.k <= 4096) {
+        RC_ASSERT(case_text("topk_decode.rows_admissible", topk_split_from_text(t)).format() == text);
+      }
+    });
+    EXPECT_TRUE(ok) << name;
+  }
+  // A family reads back what it draws (the drawer checks each value against the family's range).
+  TopkFamily f;
+  f.lengths = {TopkLengths::kDecode1D};
+  f.max_k = 5, f.max_next_n = 2, f.max_rows = 4, f.min_cols = 3, f.max_cols = 9;
+  EXPECT_TRUE(rc::check("a family reads back its cases", [&f] {
+    const TopkCase c = *gen::topk_case(f);
+    RC_ASSERT(c.k <= 5 && c.next_n <= 2 && c.rows <= 4 && c.cols >= 3 && c.cols <= 9);
+    CaseText t;
+    topk_to_text(c, t);
+    const TopkCase back = read_case<TopkCase>(CaseText::parse(t.format()), f);
+    CaseText again;
+    topk_to_text(back, again);
+    RC_ASSERT(again == t);
+  }));
+}
+
+// Fuzz bytes decode to a case through every reader (the ranges hold the 2^27-element budgets of
+// the logits and the output), and the case's text reads back to itself.
+TEST(TopkCaseText, AnyFuzzBytesDecodeWithinTheBudgets) {
+  std::mt19937_64 rng(3);
+  int refused = 0;
+  for (int i = 0; i < 400; ++i) {
+    std::string bytes(static_cast<size_t>(8 + rng() % 200), '\0');
+    for (char& b : bytes) b = static_cast<char>(rng() & 0xFF);
+    const CaseText t = CaseText::decoding(bytes);
+    try {
+      const TopkCase c = i % 4 == 0 ? topk_decode_from_text(t)
+                         : i % 4 == 1 ? topk_prefill_from_text(t)
+                         : i % 4 == 2 ? topk_split_from_text(t)
+                                      : topk_fast_k_from_text(t, i % 8 == 3);
+      EXPECT_LE(c.logits_lead + c.rows * (c.cols * c.logits_col_stride + c.logits_row_pad), kTopkMaxElements);
+      EXPECT_LE((c.out_rows_before + c.rows + c.out_rows_after) * (c.k + c.out_row_pad), kTopkMaxElements);
+      CaseText out;
+      topk_to_text(c, out);
+      CaseText again;
+      topk_to_text(topk_from_text(CaseText::parse(out.format())), again);
+      EXPECT_EQ(again, out);
+    } catch (const Error& e) {
+      ++refused;
+      ADD_FAILURE() << "input " << i << " refused: " << e.what();
+    }
+  }
+  EXPECT_EQ(refused, 0);
+}
+
+// The buffers' budgets are ranges: a case past one is refused naming the key that passes it.
+TEST(TopkCaseText, TheBufferBudgetsNameTheKeyThatPassesThem) {
+  const std::vector<std::pair<TopkCase, std::string>> cases = [] {
+    TopkCase wide_rows = topk_rows_of_lengths(1, std::vector<int64_t>(200, 1), 1 << 20, 1, {TopkPattern::kDistinct});
+    TopkCase big_k = topk_rows_of_lengths(262144, std::vector<int64_t>(600, 1), 1, 1, {TopkPattern::kDistinct});
+    TopkCase padded = topk_rows_of_lengths(1, std::vector<int64_t>(128, 1), 1 << 20, 1, {TopkPattern::kDistinct});
+    padded.logits_row_pad = 0, padded.logits_lead = 64;
+    TopkCase out_pad = topk_rows_of_lengths(262144, std::vector<int64_t>(512, 1), 1, 1, {TopkPattern::kDistinct});
+    out_pad.out_rows_before = out_pad.out_rows_after = 0;
+    return std::vector<std::pair<TopkCase, std::string>>{
+        {wide_rows, "'cols'"}, {big_k, "'rows'"}, {padded, "'logits_lead'"}, {out_pad, "'out_row_pad'"}};
+  }();
+  for (const auto& [c, key] : cases) {
+    CaseText t;
+    topk_to_text(c, t);
+    try {
+      topk_from_text(CaseText::parse(t.format()));
+      ADD_FAILURE() << key << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Explicit row values (what the permutation property runs) survive the text, -inf and NaN included.
 TEST(TopkCaseText, ExplicitRowsRoundTripAndRun) {
   TopkCase c = topk_rows_of_lengths(2, {3, 0, 5}, 6, 1, {TopkPattern::kDistinct});
