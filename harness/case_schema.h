@@ -11,7 +11,8 @@
 //     v.schedule(c);                                              // seed, warp, shuffled
 //   }
 //
-// More kinds of field: multiple (a multiple of a step), one_of (one of a few integers), real (a
+// More kinds of field: multiple (a multiple of a step), one_of (one of a few integers),
+// unsigned_integer (any uint64, a seed), real (a
 // finite double), floats and choices (lists of floats and of named values, their length fixed by the
 // case), present (an optional group of keys: whether the text holds it), prefixed (a nested case's
 // fields under a key prefix, "s0." say) and bespoke (a field the kinds above cannot say, read,
@@ -121,13 +122,17 @@ class CaseReader : public SchemaKeys {
     v = t_.real(key(k), lo, hi);
   }
   void flag(const std::string& k, bool& v) { v = t_.flag(key(k)); }
-  template <class Enum>
-  void choice(const std::string& k, Enum& v, std::initializer_list<const char*> names) {
+  // Any uint64 (a seed of its own, printed in hex).
+  void unsigned_integer(const std::string& k, uint64_t& v) { v = t_.unsigned_integer(key(k)); }
+  // Enum(i) named names[i]; drawn uniform unless the field has a draw of its own (a callable
+  // returning the Enum: a weighted choice).
+  template <class Enum, class Draw = std::nullptr_t>
+  void choice(const std::string& k, Enum& v, std::initializer_list<const char*> names, const Draw& = nullptr) {
     v = static_cast<Enum>(t_.choice(key(k), names));
   }
-  // A value of T by its name (a dtype, say).
-  template <class T>
-  void named(const std::string& k, T& v, const std::vector<std::pair<const char*, T>>& names) {
+  // A value of T by its name (a dtype, say); drawn uniform unless the field has a draw of its own.
+  template <class T, class Draw = std::nullptr_t>
+  void named(const std::string& k, T& v, const std::vector<std::pair<const char*, T>>& names, const Draw& = nullptr) {
     std::vector<const char*> words;
     for (const auto& n : names) words.push_back(n.first);
     v = names[static_cast<size_t>(t_.choices_exactly(key(k), words, 1).front())].second;
@@ -196,12 +201,13 @@ class CaseWriter : public SchemaKeys {
     out_.set_real(key(k), v);
   }
   void flag(const std::string& k, bool& v) { out_.set(key(k), v); }
-  template <class Enum>
-  void choice(const std::string& k, Enum& v, std::initializer_list<const char*> names) {
+  void unsigned_integer(const std::string& k, uint64_t& v) { out_.set(key(k), v); }
+  template <class Enum, class Draw = std::nullptr_t>
+  void choice(const std::string& k, Enum& v, std::initializer_list<const char*> names, const Draw& = nullptr) {
     out_.set(key(k), names.begin()[static_cast<size_t>(v)]);
   }
-  template <class T>
-  void named(const std::string& k, T& v, const std::vector<std::pair<const char*, T>>& names) {
+  template <class T, class Draw = std::nullptr_t>
+  void named(const std::string& k, T& v, const std::vector<std::pair<const char*, T>>& names, const Draw& = nullptr) {
     for (const auto& n : names) {
       if (n.second == v) {
         out_.set(key(k), n.first);
@@ -295,13 +301,27 @@ class CaseDrawer : public SchemaKeys {
                 hi, "] (a bug of the schema's draws)");
   }
   void flag(const std::string&, bool& v) { v = *rc::gen::arbitrary<bool>(); }
-  template <class Enum>
-  void choice(const std::string&, Enum& v, std::initializer_list<const char*> names) {
-    v = static_cast<Enum>(*rc::gen::inRange<int>(0, static_cast<int>(names.size())));
+  void unsigned_integer(const std::string&, uint64_t& v) { v = *rc::gen::arbitrary<uint64_t>(); }
+  template <class Enum, class Draw = std::nullptr_t>
+  void choice(const std::string& key, Enum& v, std::initializer_list<const char*> names, const Draw& draw = nullptr) {
+    if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
+      v = static_cast<Enum>(*rc::gen::inRange<int>(0, static_cast<int>(names.size())));
+    } else {
+      v = draw();
+      within(key, static_cast<int64_t>(v), 0, static_cast<int64_t>(names.size()) - 1);
+    }
   }
-  template <class T>
-  void named(const std::string&, T& v, const std::vector<std::pair<const char*, T>>& names) {
-    v = names[static_cast<size_t>(*rc::gen::inRange<size_t>(0, names.size()))].second;
+  template <class T, class Draw = std::nullptr_t>
+  void named(const std::string& key, T& v, const std::vector<std::pair<const char*, T>>& names,
+             const Draw& draw = nullptr) {
+    if constexpr (std::is_same_v<Draw, std::nullptr_t>) {
+      v = names[static_cast<size_t>(*rc::gen::inRange<size_t>(0, names.size()))].second;
+    } else {
+      v = draw();
+      bool named = false;
+      for (const auto& n : names) named = named || n.second == v;
+      MLA_REQUIRE(named, "case schema: the draw of '", key, "' gave a value without a name (a bug of the schema's draws)");
+    }
   }
   // count names, each uniform unless the field has a draw of its own (returning the whole list).
   template <class Enum, class Draw = std::nullptr_t>

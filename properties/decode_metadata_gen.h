@@ -128,13 +128,7 @@ void step_fields(V& v, MetadataStep& c, const kernels::MetadataLimits& l) {
   using kernels::MetadataPathChoice;
   v.choice("layout", c.layout, {"flattened", "native"});
   const bool flat = c.layout == MetadataLayout::kFlattened;
-  v.bespoke(
-      "path",
-      [&](const CaseText& t, const std::string& k) {
-        c.path = t.choice(k, {"auto", "general"}) == 0 ? MetadataPathChoice::kAuto : MetadataPathChoice::kGeneral;
-      },
-      [&](CaseText& out, const std::string& k) { out.set(k, c.path == MetadataPathChoice::kGeneral ? "general" : "auto"); },
-      [&] { c.path = draw_metadata_path(); });
+  v.choice("path", c.path, {"auto", "general"}, draw_metadata_path);
   v.choice("table", c.table, {"distinct", "paged"});
   // A case file's line holds at most 65536 values: a paged table's B x table_cols among them.
   const bool paged = c.table == MetadataTable::kPaged;

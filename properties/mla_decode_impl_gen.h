@@ -203,10 +203,7 @@ void mla_step_fields(V& v, MlaDecodeImplReplayStep& s, const MlaDecodeImplReplay
   v.list_from("block_table", s.table, mla_table_lows(s.lens, W, page), INT32_MAX,
               [&] { return draw_mla_step_table(s.lens, W, page); });
   note_highest_page(top, s.lens, s.table, W, page, v.prefix());
-  v.bespoke(
-      "seed", [&](const CaseText& t, const std::string& k) { s.seed = t.unsigned_integer(k); },
-      [&](CaseText& out, const std::string& k) { out.set(k, s.seed); },
-      [&] { s.seed = *rc::gen::arbitrary<uint64_t>(); });
+  v.unsigned_integer("seed", s.seed);
   v.integer("zero_rows", s.zero_rows, 0, 1, [] { return *rc::gen::inRange(0, 4) == 0; });  // a flag, 1 drawn 1 in 4
 }
 // "" when step i of graph c reads as a dense case over the graph's cache with c's scales (lengths
@@ -218,17 +215,14 @@ std::string mla_step_problem(const MlaDecodeImplReplayCase& c, size_t i, const s
 template <class V>
 void mla_command_kind_field(V& v, MlaDecodeImplCommand& m, bool any_captured) {
   using Kind = MlaDecodeImplCommand::Kind;
-  v.bespoke(
-      "command",
-      [&](const CaseText& t, const std::string& k) {
-        m.kind = static_cast<Kind>(any_captured ? t.choice(k, {"eager", "capture", "replay"})
-                                                : with_reason("no graph is captured yet to replay",
-                                                              [&] { return t.choice(k, {"eager", "capture"}); }));
-      },
-      [&](CaseText& out, const std::string& k) { out.set(k, m.kind == Kind::kEager     ? "eager"
-                                                            : m.kind == Kind::kCapture ? "capture"
-                                                                                       : "replay"); },
-      [&] { m.kind = static_cast<Kind>(*rc::gen::weightedElement<int>({{2, 0}, {1, 1}, {any_captured ? 3 : 0, 2}})); });
+  const auto draw = [any_captured] {
+    return static_cast<Kind>(*rc::gen::weightedElement<int>({{2, 0}, {1, 1}, {any_captured ? 3 : 0, 2}}));
+  };
+  if (any_captured) {
+    v.choice("command", m.kind, {"eager", "capture", "replay"}, draw);
+  } else {
+    with_reason("no graph is captured yet to replay", [&] { v.choice("command", m.kind, {"eager", "capture"}, draw); });
+  }
 }
 // A replay's padded_batch or q_len: one of the values captured before, read as a choice among them.
 template <class V>

@@ -123,12 +123,10 @@ template <class V, class Case>
 void logits_data_fields(V& v, Case& c) {
   v.choice("mode", c.mode, {"clean", "unclean"});
   v.choice("scales", c.ue8m0, {"fp32", "ue8m0"});
-  v.bespoke(  // a choice drawn by weight: the random pattern the most often
-      "keys", [&c](const CaseText& t, const std::string& k) {
-        c.keys = static_cast<KeyPattern>(t.choices_exactly(k, key_pattern_names(), 1).front());
-      },
-      [&c](CaseText& out, const std::string& k) { out.set(k, key_pattern_name(c.keys)); },
-      [&c] { c.keys = draw_key_pattern(); });
+  // Drawn by weight: the random pattern the most often.
+  std::vector<std::pair<const char*, KeyPattern>> keys;
+  for (size_t i = 0; i < key_pattern_names().size(); ++i) keys.emplace_back(key_pattern_names()[i], static_cast<KeyPattern>(i));
+  v.named("keys", c.keys, keys, draw_key_pattern);
   v.integer("key_exponent", c.key_exponent, -kMaxKeyExponent, kMaxKeyExponent, draw_key_exponent);
   v.integer("poison", c.poison, 0x7E, 0x7F);
   v.schedule(c);

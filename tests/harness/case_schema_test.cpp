@@ -113,6 +113,8 @@ enum class Mark { kDot, kDash, kStar };
 struct ToyStep : CaseSchedule {
   int64_t width = 16;
   std::vector<Mark> marks;
+  Mark first = Mark::kDot;
+  uint64_t salt = 0;
 };
 struct ToyFamily {
   int64_t max_marks;
@@ -131,6 +133,8 @@ template <class V>
 void fields(V& v, ToyStep& s, const ToyFamily& f) {
   v.multiple("width", s.width, 16, 16, 256, Favor{1, 16});
   v.choices("marks", s.marks, f.max_marks, {"dot", "dash", "star"});
+  v.choice("first", s.first, {"dot", "dash", "star"}, [] { return Mark::kStar; });  // a draw of its own
+  v.unsigned_integer("salt", s.salt);
   v.schedule(s);
 }
 
@@ -162,10 +166,11 @@ TEST(CaseSchema, TheOtherKindsOfFieldRoundTrip) {
   const ToyFamily f{2};
   RichCase c;
   c.lanes = 64, c.scale = -0.25, c.sink = {1.5f, -2.0f}, c.has_extra = true, c.extra = {0.0f, 1.0f, 2.0f}, c.odd = 3;
-  c.step.width = 48, c.step.marks = {Mark::kStar, Mark::kDot}, c.step.seed = 5;
+  c.step.width = 48, c.step.marks = {Mark::kStar, Mark::kDot}, c.step.first = Mark::kDash, c.step.salt = 0xabc,
+  c.step.seed = 5;
   const std::string text = rich_text(c, f);
   EXPECT_NE(text.find("lanes 64\nscale -0.25\nsink 1.5 -2\nextra 0 1 2\nodd_twice 6\ns0.width 48\ns0.marks star dot\n"
-                      "s0.seed 0x5\n"),
+                      "s0.first dash\ns0.salt 0xabc\ns0.seed 0x5\n"),
             std::string::npos)
       << text;
   const RichCase back = read_case<RichCase>(CaseText::parse(text), f);
@@ -205,6 +210,7 @@ RC_GTEST_PROP(CaseSchema, DrawnRichCasesReadBack, ()) {
   RC_ASSERT(c.step.width % 16 == 0 && c.step.width >= 16 && c.step.width <= 256);
   RC_ASSERT(static_cast<int64_t>(c.step.marks.size()) == f.max_marks);
   RC_ASSERT(c.odd >= 1 && c.odd <= 10);
+  RC_ASSERT(c.step.first == Mark::kStar);
   RC_ASSERT(rich_text(read_case<RichCase>(CaseText::parse(rich_text(c, f)), f), f) == rich_text(c, f));
 }
 
