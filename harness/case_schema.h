@@ -405,7 +405,7 @@ class CaseDrawer : public SchemaKeys {
   void bespoke(const std::string&, const Read&, const Write&, const Draw& draw) {
     draw();
   }
-  // The shared fields; how often a drawn case is shuffled is the op's to say (ShuffleOdds).
+  // The shared fields; how often a drawn case is shuffled is the op's to say (draw_case's shuffled_in_4).
   void schedule(CaseSchedule& s, SeedKey seed = SeedKey::kWritten) { schedule(s, shuffled_in_4_, seed); }
   void schedule(CaseSchedule& s, int shuffled_in_4, SeedKey seed = SeedKey::kWritten) {
     if (seed == SeedKey::kWritten) s.seed = *rc::gen::arbitrary<uint64_t>();

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "properties/schedule_gen.h"
 #include "properties/block_table_gen.h"
 
 namespace mlacheck {

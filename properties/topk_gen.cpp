@@ -318,15 +318,5 @@ rc::Gen<TopkCase> topk_split_row_case() {
   return topk_case(f);
 }
 
-rc::Gen<std::vector<int>> permutation(int n) {
-  return rc::gen::exec([n] {
-    std::vector<int> p(static_cast<size_t>(std::max(n, 0)));
-    std::iota(p.begin(), p.end(), 0);
-    // Fisher-Yates from draws that shrink to 0: a failing permutation shrinks towards the identity.
-    for (int i = n - 1; i > 0; --i) std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(i - *rc::gen::inRange(0, i + 1))]);
-    return p;
-  });
-}
-
 }  // namespace gen
 }  // namespace mlacheck

@@ -204,8 +204,6 @@ rc::Gen<TopkCase> topk_fast_k_case(TopkLengths lengths);
 // Decode 2-D, one or two rows past kTopkSplitRowMinLen (around the split-count steps), k up to
 // 4096 so a row's chunk candidates fit one unsplit row (the split-equivalence property).
 rc::Gen<TopkCase> topk_split_row_case();
-// A permutation of 0..n-1.
-rc::Gen<std::vector<int>> permutation(int n);
 
 }  // namespace gen
 }  // namespace mlacheck

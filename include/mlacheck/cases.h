@@ -15,6 +15,5 @@
 #include "properties/mla_decode_impl_gen.h"
 #include "properties/mqa_logits_gen.h"
 #include "properties/pack_decode_gen.h"
-#include "properties/schedule_gen.h"
 #include "properties/sparse_mla_gen.h"
 #include "properties/topk_gen.h"

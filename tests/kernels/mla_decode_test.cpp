@@ -24,6 +24,7 @@
 #include "core/tolerances.h"
 #include "kernels/registry.h"
 #include "properties/mla_decode_properties.h"
+#include "properties/permutation_gen.h"
 #include "properties/property_registry.h"
 #include "harness/rc_verdict.h"
 #include "tests/support/refusal.h"
@@ -58,14 +59,6 @@ CaseText case_text(const char* property, const DecodeCase& c, const char* backen
   return t;
 }
 
-// A permutation of the batch's requests.
-std::vector<int> gen_permutation(int64_t B) {
-  std::vector<int> perm(static_cast<size_t>(B));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(*rc::gen::arbitrary<uint64_t>()));
-  return perm;
-}
-
 RC_GTEST_PROP(MlaDecode, EqualsTheOracleAndWritesOnlyItsOutputs, ()) {
   const DecodeCase c = *gen::mla_decode_case();
   RC_TAG(c.kv_fp8 ? "fp8 cache" : "bf16 cache", c.q_fp8 ? "fp8 q" : "bf16 q",
@@ -89,7 +82,7 @@ RC_GTEST_PROP(MlaDecode, ResultDoesNotDependOnTheSplitCount, ()) {
 
 RC_GTEST_PROP(MlaDecode, PermutingTheRequestsPermutesTheOutputs, ()) {
   const DecodeCase c = *gen::mla_decode_case(gen::MlaDecodeSize::kLight);
-  const std::vector<int> perm = gen_permutation(c.B);
+  const std::vector<int> perm = *gen::permutation(static_cast<int>(c.B));
   const auto device = make_device(Backend::kHost);
   CaseText t = case_text("mla_decode.batch_permutation_commutes", c);
   t.set_list("permutation", perm);
@@ -364,7 +357,7 @@ TEST(MlaDecode, ThePropertiesReportWrongImplementations) {
   }));
   EXPECT_FALSE(rc::check("permuting requests, on a wrong implementation", [] {
     const DecodeCase c = *gen::mla_decode_case(gen::MlaDecodeSize::kLight);
-    const std::vector<int> perm = gen_permutation(c.B);
+    const std::vector<int> perm = *gen::permutation(static_cast<int>(c.B));
     const auto device = make_device(Backend::kHost);
     CaseText t = case_text("mla_decode.batch_permutation_commutes", c);
     t.set_list("permutation", perm);
@@ -495,7 +488,7 @@ TEST(MlaDecodeOnCuda, PropertiesAndProductionSizeWhenAGpuIsPresent) {
   }));
   EXPECT_TRUE(rc::check("mla decode on cuda: permuting requests permutes the outputs", [&] {
     const DecodeCase c = *gen::mla_decode_case(gen::MlaDecodeSize::kLight);
-    const std::vector<int> perm = gen_permutation(c.B);
+    const std::vector<int> perm = *gen::permutation(static_cast<int>(c.B));
     CaseText t = case_text("mla_decode.batch_permutation_commutes", c, "cuda");
     t.set_list("permutation", perm);
     rc_require(mla_decode_batch_permutation_commutes(*device, &mla_decode, c, perm), t);

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/topk_check.h"
 #include "kernels/pack_decode_glue.h"
+#include "properties/permutation_gen.h"
 #include "properties/property_registry.h"
 #include "harness/rc_verdict.h"
 #include "harness/staged_buffer.h"
