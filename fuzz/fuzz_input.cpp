@@ -52,8 +52,8 @@ void read_header(const CaseText& c) {
 
 // A case file of one of target's properties, or null.
 const PropertyEntry* text_case_property(const FuzzTarget& target, std::string_view input, CaseText& out) {
-  // Cheap first: a case file starts with a comment or a key, never a control byte.
-  if (input.empty() || input.find("property ") == std::string_view::npos) return nullptr;
+  // Cheap first: a case file has a line "property P", wherever it is (harness/case_text.h).
+  if (!CaseText::names_a_property(input)) return nullptr;
   try {
     out = CaseText::parse(input);
     if (!out.has("property")) return nullptr;
@@ -81,7 +81,14 @@ FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, con
     if (!backend.empty()) fc.text.set("backend", backend);
     read_header(fc.text);
     fc.text.within(contract_of(fc.text.word("impl")));
-    p->parse(fc.text);
+    // A refusal names the line of the key it is about ("case line 12: 'k' is 0, outside [1, 8]").
+    try {
+      p->parse(fc.text);
+    } catch (const OutsideContract& e) {
+      throw OutsideContract(fc.text.locate(e.what()));
+    } catch (const Error& e) {
+      throw Error(fc.text.locate(e.what()));
+    }
     return fc;
   }
   const std::vector<const PropertyEntry*> props = fuzz_target_properties(target);

@@ -39,9 +39,11 @@ struct FuzzCase {
   bool from_text = false;             // the input was a case file, not raw bytes
 };
 
-// Decodes one input of target's harness: a case file of one of its properties is read as text;
-// anything else decodes as bytes. impl and backend fill the header (a case file's own are kept
-// unless they are given). Throws mlacheck::Error with one line when the case is refused.
+// Decodes one input of target's harness: a case file of one of its properties (text with a line
+// "property P", wherever it is, that parses) is read as text; anything else decodes as bytes. impl
+// and backend fill the header (a case file's own are kept unless they are given). Throws
+// mlacheck::Error with one line when the case is refused; for a case file, a refusal about a key
+// names its line ("case line 12: 'k' is 0, outside [1, 8]").
 FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, const std::string& impl,
                            const std::string& backend);
 // The bytes that decode (with decode_fuzz_input of its property's target) to case c. Throws

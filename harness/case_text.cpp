@@ -87,12 +87,14 @@ CaseText CaseText::parse(std::string_view text) {
         ++i;
         continue;
       }
-      MLA_REQUIRE(ch > ' ' && ch <= '~', "case line ", line_no, ": byte 0x", std::hex, int(static_cast<unsigned char>(ch)),
-                  std::dec, " is not printable ASCII");
       const size_t start = i;
       while (i < line.size() && line[i] != ' ' && line[i] != '\t') {
-        MLA_REQUIRE(line[i] > ' ' && line[i] <= '~', "case line ", line_no, ": byte 0x", std::hex,
-                    int(static_cast<unsigned char>(line[i])), std::dec, " is not printable ASCII");
+        if (line[i] <= ' ' || line[i] > '~') {
+          // Name the key when the byte sits in its values (the key itself may be what is broken).
+          const std::string where = words.empty() || !valid_key(words[0]) ? "" : " in a value of '" + words[0] + "'";
+          MLA_REQUIRE(false, "case line ", line_no, ": byte 0x", std::hex, int(static_cast<unsigned char>(line[i])),
+                      std::dec, where, " is not printable ASCII");
+        }
         ++i;
       }
       words.push_back(line.substr(start, i - start));
@@ -101,14 +103,86 @@ CaseText CaseText::parse(std::string_view text) {
     const std::string key = words[0];
     MLA_REQUIRE(valid_key(key), "case line ", line_no, ": '", key.substr(0, 64),
                 "' is not a key (lowercase letters, digits, '_', '.', '-')");
-    MLA_REQUIRE(c.find(key) == nullptr, "case line ", line_no, ": key '", key, "' appears twice");
+    MLA_REQUIRE(c.find(key) == nullptr, "case line ", line_no, ": key '", key, "' appears twice (first on line ",
+                c.line_of(key), ")");
     for (size_t w = 1; w < words.size(); ++w) {
       MLA_REQUIRE(words[w].size() <= 200, "case line ", line_no, ": a value of '", key, "' is over 200 characters");
     }
     MLA_REQUIRE(words.size() <= 1u << 16, "case line ", line_no, ": '", key, "' has over 65536 values");
     c.entries_.emplace_back(key, std::vector<std::string>(words.begin() + 1, words.end()));
+    c.lines_[key] = line_no;
   }
   return c;
+}
+
+bool CaseText::names_a_property(std::string_view text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos) continue;
+    line.remove_prefix(first);
+    if (line.rfind("property", 0) == 0 && (line.size() == 8 || line[8] == ' ' || line[8] == '\t' ||
+                                           line[8] == '\r' || line[8] == '#')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t CaseText::line_of(const std::string& key) const {
+  const auto it = lines_.find(key);
+  return it == lines_.end() ? 0 : it->second;
+}
+
+namespace {
+
+// Whether a and b differ by at most one edit (a letter changed, added, dropped, or two swapped).
+bool one_edit_apart(const std::string& a, const std::string& b) {
+  if (a == b) return false;
+  if (a.size() == b.size()) {
+    std::vector<size_t> diff;
+    for (size_t i = 0; i < a.size() && diff.size() <= 2; ++i) {
+      if (a[i] != b[i]) diff.push_back(i);
+    }
+    return diff.size() == 1 ||
+           (diff.size() == 2 && diff[1] == diff[0] + 1 && a[diff[0]] == b[diff[1]] && a[diff[1]] == b[diff[0]]);
+  }
+  const std::string& l = a.size() > b.size() ? a : b;
+  const std::string& s = a.size() > b.size() ? b : a;
+  if (l.size() != s.size() + 1) return false;
+  size_t i = 0;
+  while (i < s.size() && s[i] == l[i]) ++i;
+  return l.compare(i + 1, std::string::npos, s, i, std::string::npos) == 0;
+}
+
+}  // namespace
+
+std::string CaseText::locate(const std::string& message) const {
+  static const std::string prefix = "case: ";
+  if (message.rfind(prefix, 0) != 0) return message;
+  // A missing key next to a key no reader asked for, one letter apart: a misspelling in the file.
+  static const std::string missing = "case: key '";
+  if (message.rfind(missing, 0) == 0) {
+    const size_t close = message.find('\'', missing.size());
+    const std::string key = close == std::string::npos ? "" : message.substr(missing.size(), close - missing.size());
+    for (const auto& [k, line] : lines_) {
+      if (!read_.count(k) && one_edit_apart(k, key)) {
+        return message + " (line " + std::to_string(line) + " has '" + k + "': misspelt?)";
+      }
+    }
+    return message;
+  }
+  const size_t open = message.find('\'', prefix.size());
+  if (open == std::string::npos) return message;
+  const size_t close = message.find('\'', open + 1);
+  if (close == std::string::npos) return message;
+  const size_t line = line_of(message.substr(open + 1, close - open - 1));
+  if (line == 0) return message;
+  return "case line " + std::to_string(line) + ": " + message.substr(prefix.size());
 }
 
 std::string CaseText::format() const {

@@ -54,8 +54,19 @@ namespace mlacheck {
 class CaseText {
  public:
   // Throws mlacheck::Error "case line N: ..." for a line that is not "key value...", a key that is
-  // not [a-z0-9_.-]+ or appears twice, or text that is not printable ASCII.
+  // not [a-z0-9_.-]+ or appears twice, or text that is not printable ASCII (naming the key when the
+  // byte is in its values). Comment lines and blank lines may come anywhere, the first line too.
   static CaseText parse(std::string_view text);
+  // Whether text names a property: a line (comments aside) whose first word is "property". Such text
+  // is meant as a case file, whatever its first line, and its parse errors are worth reporting; a
+  // raw fuzz input practically never holds one.
+  static bool names_a_property(std::string_view text);
+  // A reader's message "case: ... 'key' ..." with the line that key was read from: "case line 12:
+  // 'seq_lens' has 3 values, needs 4". Other messages (a missing key, a key that did not come from
+  // parsed text) pass unchanged.
+  std::string locate(const std::string& message) const;
+  // The line of text key was parsed from, or 0.
+  size_t line_of(const std::string& key) const;
   // The file: a comment line, then one line per key in the order set.
   std::string format() const;
 
@@ -187,6 +198,7 @@ class CaseText {
   mutable std::vector<std::pair<std::string, std::vector<std::string>>> entries_;
   std::shared_ptr<Codec> codec_;
   mutable std::set<std::string> read_;
+  std::map<std::string, size_t> lines_;  // parse(): each key's line
   std::shared_ptr<const Contract> contract_;
 };
 

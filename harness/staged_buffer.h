@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/guarded_buffer.h"
 #include "core/tensor.h"
+#include "harness/memory_budget.h"
 #include "kernels/device.h"
 
 namespace mlacheck {
@@ -31,6 +32,9 @@ class ScopedStagingBudget {
   ScopedStagingBudget(const ScopedStagingBudget&) = delete;
   ScopedStagingBudget& operator=(const ScopedStagingBudget&) = delete;
   bool exceeded() const { return exceeded_; }
+  // Whether a budget is in force on this thread (the fuzzers' own: it then stands in for the case
+  // memory budget, harness/memory_budget.h).
+  static bool active() { return current() != nullptr; }
   // Counts bytes against the innermost budget of this thread, if any.
   static void charge(const std::string& what, int64_t bytes) {
     ScopedStagingBudget* b = current();
@@ -58,10 +62,13 @@ struct Buffer {
   std::unique_ptr<GuardedMemory> memory;
 
   Buffer() = default;
-  // Room for v at its byte offset and `tail` bytes after it, every byte `fill` until written.
+  // Room for v at its byte offset and `tail` bytes after it, every byte `fill` until written. The
+  // bytes are charged to the staging budget (fuzzing) or else the case memory budget before they
+  // are allocated: a case too large for either throws here, having allocated nothing for this buffer.
   Buffer(std::string n, const View& v, int64_t tail, uint8_t fill) : name(std::move(n)), view(v) {
-    const int64_t bytes = std::max(v.byte_span().end, v.byte_offset()) + tail;
+    const int64_t bytes = add_bytes_saturating(std::max(v.byte_span().end, v.byte_offset()), tail);
     ScopedStagingBudget::charge(name, bytes);
+    if (!ScopedStagingBudget::active()) charge_case_memory(name, bytes);
     host.assign(static_cast<size_t>(bytes), fill);
   }
   template <class T>

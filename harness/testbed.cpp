@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/poison.h"
+#include "harness/guard_picture.h"
 
 namespace mlacheck {
 
@@ -79,7 +80,10 @@ Verdict Testbed::launch(const std::function<void()>& fn) {
   const std::vector<GuardReport> reports = check_all(memory);
   for (size_t i = 0; i < memory.size(); ++i) {
     if (!reports[i].ok()) {
-      return "guard of " + (i < all.size() ? all[i]->name : memory[i]->name()) + ": " + reports[i].describe();
+      const std::string v = "guard of " + (i < all.size() ? all[i]->name : memory[i]->name()) + ": " + reports[i].describe();
+      // --report html: the failure's picture (harness/guard_picture.h), only when a sink is installed.
+      if (guard_picture_sink() != nullptr) record_guard_picture(v, *memory[i], reports[i], i < all.size() ? all[i] : nullptr);
+      return v;
     }
   }
   for (Buffer* b : all) {

@@ -266,7 +266,7 @@ worker() {
     [ -e "$out/.stop" ] && break
     if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
       fails=$((fails + 1))
-      line=$(grep -m1 'mlacheck: fuzz: ' "$tdir/period.out")
+      line=$(grep -m1 'mlacheck fuzz: ' "$tdir/period.out")
       echo "[$(stamp)] w$w $t: mlacheck fuzz exit $rc: ${line:-see $wdir/worker.log}"
       if ((fails >= 3)); then
         echo "[$(stamp)] w$w: stops after 3 failed periods in a row"

@@ -1,33 +1,200 @@
 #!/usr/bin/env bash
-# The main job: set up, build (sanitizer preset: clang, ASan+UBSan, libFuzzer), then a short run of
-# the self-checks, the property suite (MLACHECK_MAIN_CASES cases per property, default 100; the test
-# command runs 250 under the sanitizers and 1000 in Release), every fuzz harness's ctest, and a short
-# fuzzing campaign on every op's harness (MLACHECK_MAIN_FUZZ_SECONDS each, default 10) and the kill
-# matrix of the seeded-bug variants, with summaries.
+# The main job: set up; build the sanitizer preset (clang, ASan+UBSan, libFuzzer) that every check
+# below runs in, and the Release preset whose mlacheck is installed on the PATH; then the
+# self-checks, the property suite and every fuzz harness's ctest, a short fuzzing campaign on every
+# op's harness and the kill matrix of the seeded-bug variants, each printed as it runs, and a last
+# block saying what passed, where the fuzz cases went and what to run next. Every step's whole
+# output is also kept in build/asan/main-logs/.
+#
+# Environment:
+#   MLACHECK_MAIN_CASES         RapidCheck cases per property (default 100; the test command runs
+#                               250 under the sanitizers and 1000 in Release)
+#   MLACHECK_MAIN_FUZZ_SECONDS  seconds of fuzzing per op harness (default 10)
+#   MLACHECK_PREFIX             where the Release tool (bin/, share/mlacheck/corpus) and the fuzz
+#                               harnesses (fuzz/) are installed (default /opt/mlacheck as root,
+#                               else ~/.local/opt/mlacheck)
+#   MLACHECK_BIN_DIR            the folder on the PATH that gets the link `mlacheck` (default
+#                               /usr/local/bin as root, else ~/.local/bin)
+#   MLACHECK_INSTALL=0          install nothing
+# Exit 0 when every step passed, 1 when one failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-preset=asan
+repo=$(pwd)
 jobs=$(nproc)
-cmake --preset "$preset" -DMLACHECK_PROPERTY_CASES="${MLACHECK_MAIN_CASES:-100}" >/dev/null
-cmake --build --preset "$preset" -j "$jobs"
-build=build/$preset
-
-echo
-status=0
-"$build/tools/mlacheck" selfcheck || status=1
-echo
-echo "property suite and fuzz harnesses (ctest -L 'property|fuzz'):"
-ctest --preset "$preset" -L 'property|fuzz' -j "$jobs" --output-on-failure 2>&1 | grep -E 'tests passed|Failed|FAILED|sec\*proc|violated' || status=1
-echo
+cases="${MLACHECK_MAIN_CASES:-100}"
 fuzz_seconds="${MLACHECK_MAIN_FUZZ_SECONDS:-10}"
-echo "fuzzing campaign: every op's harness on the host backend for ${fuzz_seconds} s (mlacheck fuzz --target all):"
-rm -rf "$build/main-fuzz"
-"$build/tools/mlacheck" fuzz --target all --time "$fuzz_seconds" --jobs "$jobs" --minimize 10 --out "$build/main-fuzz" \
-  | grep -Ev '^\s+\[' || status=1
+asan=build/asan
+release=build/default
+logs="$asan/main-logs"
+fuzz_out="$asan/main-fuzz"
+tool="$asan/tools/mlacheck"
+
+# How long since $1 (a value of SECONDS), in words.
+took() {
+  local s=$((SECONDS - $1))
+  if [ $s -ge 60 ]; then echo "$((s / 60)) min $((s % 60)) s"; else echo "$s s"; fi
+}
+# A step's heading.
+heading() { printf '\n== %s\n' "$*"; }
+# The summary rows: result, step, what it found.
+results=()
+record() { results+=("$(printf '  %-5s %-18s %s' "$1" "$2" "$3")"); }
+next=()
+status=0
+
+bash scripts/setup.sh
+mkdir -p "$asan"
+job_start=$SECONDS
+
+heading "building the sanitizer preset ($asan: clang 14, ASan + UBSan, libFuzzer, $cases cases per property)"
+t=$SECONDS
+mkdir -p "$logs"
+if ! cmake --preset asan -DMLACHECK_PROPERTY_CASES="$cases" >"$logs/configure-asan.log" 2>&1; then
+  cat "$logs/configure-asan.log"
+  echo "main job: configuring the asan preset failed (above; also in $logs/configure-asan.log)"
+  exit 1
+fi
+cmake --build --preset asan -j "$jobs" || { echo "main job: building the asan preset failed (the errors are above)"; exit 1; }
+echo "built in $(took $t)"
+
+heading "building mlacheck in the Release preset ($release: g++, -O2, no sanitizers), the one installed"
+t=$SECONDS
+if ! cmake --preset default >"$logs/configure-default.log" 2>&1; then
+  cat "$logs/configure-default.log"
+  echo "main job: configuring the default preset failed (above; also in $logs/configure-default.log)"
+  exit 1
+fi
+cmake --build --preset default -j "$jobs" --target mlacheck ||
+  { echo "main job: building mlacheck in the default preset failed (the errors are above)"; exit 1; }
+echo "built in $(took $t)"
+
+if [ "${MLACHECK_INSTALL:-1}" != 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    prefix="${MLACHECK_PREFIX:-/opt/mlacheck}"
+    bin_dir="${MLACHECK_BIN_DIR:-/usr/local/bin}"
+  else
+    prefix="${MLACHECK_PREFIX:-$HOME/.local/opt/mlacheck}"
+    bin_dir="${MLACHECK_BIN_DIR:-$HOME/.local/bin}"
+  fi
+  heading "installing mlacheck in $prefix, linked from $bin_dir/mlacheck"
+  # The tool from the Release build; the fuzz harnesses from the sanitizer build, where they belong
+  # (the installed mlacheck finds them in $prefix/fuzz, its seeds in $prefix/share/mlacheck/corpus).
+  if cmake --install "$release" --prefix "$prefix" --component tool >"$logs/install.log" 2>&1 &&
+     cmake --install "$asan" --prefix "$prefix" --component fuzz >>"$logs/install.log" 2>&1 &&
+     mkdir -p "$bin_dir" && ln -sfn "$prefix/bin/mlacheck" "$bin_dir/mlacheck" &&
+     "$bin_dir/mlacheck" list >/dev/null 2>>"$logs/install.log"; then
+    echo "installed: $prefix/bin/mlacheck (Release), $prefix/fuzz/ (the harnesses), $prefix/share/mlacheck/corpus/"
+    on_path=$(command -v mlacheck || true)
+    if [ "$on_path" = "$bin_dir/mlacheck" ]; then
+      record PASS install "mlacheck on the PATH: $bin_dir/mlacheck -> $prefix/bin/mlacheck (Release)"
+    else
+      record PASS install "$bin_dir/mlacheck -> $prefix/bin/mlacheck (Release); $bin_dir is not first on the PATH"
+      next+=("export PATH=\"$bin_dir:\$PATH\"        # then \`mlacheck\` is the installed one${on_path:+ (now: $on_path)}")
+    fi
+  else
+    cat "$logs/install.log"
+    record FAIL install "cmake --install into $prefix failed (above; $logs/install.log)"
+    next+=("MLACHECK_PREFIX=DIR MLACHECK_BIN_DIR=DIR bash scripts/main.sh   # install somewhere writable")
+    status=1
+  fi
+fi
+echo "the steps below run the sanitizer build: $tool"
+
+heading "self-checks (mlacheck selfcheck)"
+t=$SECONDS
+rc=0
+"$tool" selfcheck 2>&1 | tee "$logs/selfcheck.log" || rc=$?
+line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$logs/selfcheck.log" | tail -1 | sed 's/^[a-z ]*: //')
+if [ $rc -eq 0 ]; then
+  record PASS selfcheck "${line:-passed} ($(took $t))"
+else
+  record FAIL selfcheck "${line:-exit $rc} ($(took $t)); the FAIL lines above say which checker"
+  next+=("$tool selfcheck          # rerun the self-checks")
+  status=1
+fi
+
+heading "property suite and fuzz harnesses (ctest -L 'property|fuzz', $cases cases per property, $jobs at a time)"
+echo "one line per test as it ends; a failing test's whole output follows its line"
+t=$SECONDS
+rc=0
+# Only the "Start N: name" lines ctest prints when a test begins are left out (the end lines name
+# every test again, with its result and time).
+ctest --preset asan -L 'property|fuzz' -j "$jobs" --output-on-failure 2>&1 |
+  sed -u '/^ *Start  *[0-9][0-9]*: /d' | tee "$logs/ctest.log" || rc=$?
+line=$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$logs/ctest.log" | tail -1 || true)
+if [ $rc -eq 0 ]; then
+  record PASS "property suite" "${line:-passed} ($(took $t))"
+else
+  record FAIL "property suite" "${line:-ctest exited $rc} ($(took $t)); the failed tests' output is above"
+  next+=("ctest --preset asan --rerun-failed --output-on-failure   # rerun only the tests that failed")
+  status=1
+fi
+
+heading "fuzzing campaign: every op's harness on the host backend for $fuzz_seconds s each (mlacheck fuzz --target all)"
+echo "a line per harness every 5 s: executions per second, coverage, corpus size, crashes"
+t=$SECONDS
+rc=0
+rm -rf "$fuzz_out"
+"$tool" fuzz --target all --time "$fuzz_seconds" --jobs "$jobs" --minimize 10 --out "$fuzz_out" 2>&1 |
+  tee "$logs/fuzz.log" || rc=$?
+found=()
+if [ -d "$fuzz_out" ]; then
+  while IFS= read -r f; do found+=("$f"); done < <(find "$fuzz_out" -path '*/cases/*.case' | sort)
+fi
+if [ $rc -eq 0 ]; then
+  record PASS fuzzing "no crash in $fuzz_seconds s per harness; the grown corpora are in $fuzz_out/<target>/corpus/ ($(took $t))"
+elif [ $rc -eq 1 ]; then
+  record FAIL fuzzing "${#found[@]} crash case(s) in $fuzz_out/<target>/cases/, each replayed by mlacheck repro ($(took $t))"
+  for f in "${found[@]:0:3}"; do next+=("$tool repro $f   # a fuzz finding, under the sanitizers"); done
+  status=1
+else
+  record FAIL fuzzing "mlacheck fuzz exited $rc, its message is above ($(took $t)); $logs/fuzz.log"
+  next+=("$tool fuzz --target all --time $fuzz_seconds --out $fuzz_out   # rerun the campaign")
+  status=1
+fi
+
+heading "kill matrix: every seeded-bug variant of docs/bugs.md on the host backend (mlacheck mutants)"
+echo "a line per variant as it starts; the table follows when all have run"
+t=$SECONDS
+rc=0
+# The variants' own stderr (the sanitizer report of the bug a variant seeds, a glibc abort) goes to
+# a log whole; mlacheck's own lines and each sanitizer report's SUMMARY line are shown as they come.
+"$tool" mutants --backend host --budget 60 2>&1 >"$logs/mutants.log" |
+  awk -v logf="$logs/mutants.stderr.log" '
+    { print > logf; fflush(logf) }
+    /^(mutants|mlacheck)[: ]/ { print "  " $0; fflush(); next }
+    /SUMMARY: / { print "      " $0; fflush(); next }
+    { other++ }
+    END { if (other) printf "  (%d more lines on stderr from the variants themselves, the reports of the bugs they seed: %s)\n", other, logf }' ||
+  rc=$?
 echo
-echo "kill matrix: every seeded-bug variant of docs/bugs.md on the host backend (mlacheck mutants):"
-"$build/tools/mlacheck" mutants --backend host --budget 60 2>/dev/null | cut -c1-160 || status=1
-echo
-if [ $status -eq 0 ]; then echo "main job: all checks passed"; else echo "main job: FAILED (see above)"; fi
+cat "$logs/mutants.log"
+line=$(grep -E '^[0-9]+ of [0-9]+ killed' "$logs/mutants.log" | tail -1 | sed 's/;.*//' || true)
+if [ $rc -eq 0 ]; then
+  record PASS "kill matrix" "${line:-every variant killed} ($(took $t))"
+elif [ $rc -eq 1 ]; then
+  record FAIL "kill matrix" "${line:-a variant survived}: the table above says which ($(took $t))"
+  next+=("$tool mutants --backend host --only OP@ID   # one variant that survived, with its checks")
+  status=1
+else
+  echo "mlacheck mutants exited $rc; its whole stderr ($logs/mutants.stderr.log):"
+  cat "$logs/mutants.stderr.log"
+  record FAIL "kill matrix" "mlacheck mutants exited $rc, its stderr is above ($(took $t))"
+  next+=("$tool mutants --backend host --budget 60   # rerun the kill matrix")
+  status=1
+fi
+
+heading "main job summary ($(took $job_start) after setup; every step's output in $logs/)"
+printf '%s\n' "${results[@]}"
+if [ $status -eq 0 ]; then
+  echo "main job: all checks passed"
+  next+=("mlacheck repro corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case --impl indexer_decode_step@R1"
+         "                                   # a seeded bug caught: the guard's buffer, row and column"
+         "mlacheck fuzz --target topk_decode --time 3600 --out campaign/   # an hour on one op"
+         "mlacheck check --plugin ./libmy_kernels.so --budget 60           # your kernels (docs/plugins.md)")
+else
+  echo "main job: FAILED (the FAIL rows above; each step's output is above and in $logs/)"
+fi
+echo "next:"
+printf '  %s\n' "${next[@]}"
 exit $status

@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev        # tests
   libboost-context-dev             # fibers of the host SIMT backend
   hipcc rocm-device-libs libamdhip64-dev  # HIP compile checks (gfx90a, gfx940)
+  chromium zlib1g-dev               # --report html's browser test (a headless screenshot)
 )
 
 missing=()

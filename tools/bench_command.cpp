@@ -19,6 +19,7 @@
 #include "kernels/sparse_mla.h"
 #include "kernels/sparse_mla_glue.h"
 #include "kernels/topk_glue.h"
+#include "tools/flags.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_guarded_buffer.h"
 #endif
@@ -254,7 +255,7 @@ Row measure(Device& device, Workload& w, int repeats) {
     device.synchronize();
     const std::vector<GuardReport> reports = check_all(memory);
     for (size_t i = 0; i < reports.size(); ++i) {
-      MLA_REQUIRE(reports[i].ok(), "bench guards: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
+      MLA_REQUIRE(reports[i].ok(), "guards: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
     }
     return ms_since(t);
   };
@@ -292,39 +293,19 @@ std::string fixed(double v, int digits) {
 }  // namespace
 
 int run_bench_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  auto bad = [&](const std::string& why) {
-    err << "mlacheck: bench: " << why << " (see mlacheck --help)\n";
-    return 2;
-  };
-  if (args.empty() || args[0] != "guards") return bad("bench takes a benchmark: guards");
-  std::string backend = "cuda", size = "production", format = "table";
-  int repeats = 20;
-  for (size_t i = 1; i < args.size(); i += 2) {
-    if (i + 1 >= args.size()) return bad(args[i] + " needs a value");
-    const std::string& a = args[i];
-    const std::string& v = args[i + 1];
-    if (a == "--backend") {
-      backend = v;
-    } else if (a == "--size") {
-      if (v != "production" && v != "small") return bad("--size '" + v + "' is not production or small");
-      size = v;
-    } else if (a == "--repeats") {
-      char* end = nullptr;
-      repeats = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-      if (*end || repeats < 1 || repeats > 10000) return bad("--repeats '" + v + "' is not 1 to 10000");
-    } else if (a == "--format") {
-      if (v != "table" && v != "json") return bad("--format '" + v + "' is not table or json");
-      format = v;
-    } else {
-      return bad("unknown argument '" + a + "'");
-    }
+  flags::Parsed f;
+  if (const int rc = flags::parse("bench", args, f, out, err); rc >= 0) return rc;
+  if (f.positional[0] != "guards") {
+    return flags::usage_error(err, "bench", "no benchmark '" + f.positional[0] + "' (the one benchmark is guards)");
   }
+  const std::string backend = f.text("backend"), size = f.text("size"), format = f.text("format");
+  const int repeats = static_cast<int>(f.integer("repeats"));
   try {
     const auto b = parse_backend(backend);
     MLA_REQUIRE(b.has_value(), "--backend '", backend, "' is not one of host, cuda, hip");
     MLA_REQUIRE(*b != Backend::kHost || size == "small",
-                "bench guards: production shapes are for a GPU (--backend cuda); the host backend runs --size small");
-    MLA_REQUIRE(kernels::guards_enabled(), "bench guards: MLACHECK_GUARDS=0 turns off what this measures");
+                "production shapes are for a GPU (--backend cuda); the host backend runs --size small");
+    MLA_REQUIRE(kernels::guards_enabled(), "MLACHECK_GUARDS=0 turns off what this measures");
     const auto device = kernels::make_device(*b);
     std::vector<Workload> workloads;
     const bool small = size == "small";
@@ -369,7 +350,7 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
     out << '\n';
     return 0;
   } catch (const Error& e) {
-    err << "mlacheck: bench: " << e.what() << '\n';
+    err << flags::prefix("bench") << e.what() << '\n';
     return 2;
   }
 }

@@ -1,5 +1,5 @@
-// `mlacheck bench guards [--backend cuda|host] [--size production|small] [--repeats N]
-// [--format table|json]`: what guarded memory costs a launch. For each kernel (paged indexer
+// `mlacheck bench guards [flags]` (its flags: tools/flags.def, or `mlacheck bench --help`): what
+// guarded memory costs a launch. For each kernel (paged indexer
 // logits, top-k decode, sparse MLA decode, dense MLA decode) at DeepSeek-V3.2 decode shapes, on
 // buffers staged once, it times in the same process, alternately and N times each:
 //   plain    the launch and a synchronize;

@@ -14,6 +14,11 @@
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
 #include "fuzz/fuzz_input.h"
+#include "harness/memory_budget.h"
+#include "tools/flags.h"
+#include "properties/property_registry.h"
+#include "tools/report_formats.h"
+#include "tools/report_html.h"
 #include "tools/suite_runner.h"
 
 namespace mlacheck {
@@ -26,6 +31,8 @@ struct Options {
   SuiteOptions suite;
   std::vector<std::string> impls, plugins;
   std::string save_dir = "mlacheck-cases", format = "table";  // a failure's case is always saved
+  std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
+  int64_t max_mb = 0;  // --max-mb: one case's memory budget (set process-wide before any case runs)
 };
 
 bool has_target(const std::string& op) {
@@ -55,7 +62,11 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   out << line;
   for (const SuiteResult& r : rows) {
     std::string what = r.failed ? r.first.stage + ": " + r.first.check + ": " + r.first.verdict : "-";
-    if (what.size() > 400) what = what.substr(0, 397) + "...";
+    if (what.size() > 400) {  // cut in the verdict, keeping --report html's "; picture: PATH" at its end
+      const size_t at = what.rfind("; picture: ");
+      const std::string note = at == std::string::npos ? "" : what.substr(at);
+      what = what.substr(0, 397 - std::min<size_t>(note.size(), 200)) + "..." + note;
+    }
     std::snprintf(line, sizeof line, "%-*s  %-6s  %6d  %s\n", static_cast<int>(w), r.impl.c_str(),
                   r.failed ? "FAIL" : "PASS", r.cases_run, what.c_str());
     out << line;
@@ -99,21 +110,95 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   }
 }
 
+// The properties the suite runs on op (its fuzz target's, less the reference-only ones), in order.
+std::vector<std::string> properties_of(const std::string& op) {
+  std::vector<std::string> out;
+  for (const FuzzTarget& t : fuzz_targets()) {
+    if (t.op != op) continue;
+    for (const PropertyEntry* p : fuzz_target_properties(t)) {
+      if (!p->ref_only) out.push_back(p->name);
+    }
+  }
+  return out;
+}
+
+// JUnit: a test suite per implementation, a test case per property of its op (tools/report_formats.h).
+void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::ostream& out) {
+  using report::TestCase;
+  std::vector<report::TestSuite> suites;
+  const std::string stamp = report::junit_timestamp();
+  for (const SuiteResult& r : rows) {
+    report::TestSuite s;
+    s.name = "mlacheck check " + r.impl;
+    s.timestamp = stamp;
+    s.seconds = r.failed ? r.first.seconds : o.suite.budget;  // a passing suite runs to its budget
+    s.properties = {{"backend", o.suite.backend},
+                    {"budget_seconds", fixed(o.suite.budget, 1)},
+                    {"seed", std::to_string(o.suite.seed)},
+                    {"cases_run", std::to_string(r.cases_run)},
+                    {"contract", kernels::registry().contract(r.impl)->describe()}};
+    if (r.outside_contract > 0) s.properties.push_back({"outside_contract_skipped", std::to_string(r.outside_contract)});
+    if (!r.budget_note.empty()) s.properties.push_back({"budget_note", r.budget_note});
+    if (r.false_positives > 0) {
+      s.properties.push_back({"suite_false_positives", std::to_string(r.false_positives) + "; first: " + r.false_positive});
+    }
+    const std::string rerun = "saved as " + (fs::path(o.save_dir) / saved_name(r.impl)).string() +
+                              "; rerun it with `mlacheck repro FILE" +
+                              (o.plugins.empty() ? "" : " --plugin " + o.plugins.front()) + "`:\n";
+    const auto failure = [&](const std::string& name) {
+      TestCase t;
+      t.name = name, t.classname = r.impl, t.outcome = TestCase::Outcome::kFailed, t.seconds = r.first.seconds;
+      t.message = r.first.stage + ": " + r.first.verdict;
+      t.type = r.first.check == name && name.find('.') != std::string::npos ? "property violation" : r.first.check;
+      t.details = t.message + "\n" + (r.first.case_text.empty() ? "" : rerun + r.first.case_text);
+      return t;
+    };
+    bool placed = false;
+    for (const std::string& p : properties_of(r.op.empty() ? r.impl.substr(0, r.impl.find('@')) : r.op)) {
+      if (r.failed && r.first.check == p) {
+        s.cases.push_back(failure(p));
+        placed = true;
+        continue;
+      }
+      TestCase t;
+      t.name = p, t.classname = r.impl;
+      if (r.failed) {
+        t.outcome = TestCase::Outcome::kSkipped;
+        t.message = "not judged to the end: the suite stops at its first failure (" + r.first.check + ")";
+      }
+      s.cases.push_back(t);
+    }
+    // A crash, a hang or a lost device context: a test case named after it.
+    if (r.failed && !placed) s.cases.push_back(failure(r.first.check));
+    if (o.suite.contract_probe && r.probe_note.empty()) {
+      TestCase t;
+      t.name = "contract probe (outside the declared contract, never a failure)", t.classname = r.impl;
+      t.output = std::to_string(r.probe_cases) + " case(s) run, " + std::to_string(r.probe_failures) + " failed" +
+                 (r.probe_failures > 0 ? "\nfirst: " + r.probe_first.check + ": " + r.probe_first.verdict + "\n" +
+                                             r.probe_first.case_text
+                                       : "\n");
+      s.cases.push_back(t);
+    }
+    suites.push_back(std::move(s));
+  }
+  report::write_junit(out, "mlacheck check", suites);
+}
+
 void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ostream& out) {
-  out << "{\"backend\": " << json_string(o.suite.backend) << ", \"budget_seconds\": " << fixed(o.suite.budget, 1)
+  out << "{\"backend\": " << report::json_quote(o.suite.backend) << ", \"budget_seconds\": " << fixed(o.suite.budget, 1)
       << ", \"implementations\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const SuiteResult& r = rows[i];
-    out << "  {\"implementation\": " << json_string(r.impl) << ", \"summary\": " << json_string(r.summary)
+    out << "  {\"implementation\": " << report::json_quote(r.impl) << ", \"summary\": " << report::json_quote(r.summary)
         << ", \"passed\": " << (r.failed ? "false" : "true") << ", \"cases_run\": " << r.cases_run
-        << ", \"stage\": " << json_string(r.first.stage) << ", \"check\": " << json_string(r.first.check)
-        << ", \"verdict\": " << json_string(r.first.verdict) << ", \"seconds\": " << fixed(r.first.seconds, 3)
-        << ", \"case\": " << json_string(r.first.case_text) << ", \"false_positives\": " << r.false_positives
-        << ", \"contract\": " << json_string(kernels::registry().contract(r.impl)->describe())
+        << ", \"stage\": " << report::json_quote(r.first.stage) << ", \"check\": " << report::json_quote(r.first.check)
+        << ", \"verdict\": " << report::json_quote(r.first.verdict) << ", \"seconds\": " << fixed(r.first.seconds, 3)
+        << ", \"case\": " << report::json_quote(r.first.case_text) << ", \"false_positives\": " << r.false_positives
+        << ", \"contract\": " << report::json_quote(kernels::registry().contract(r.impl)->describe())
         << ", \"outside_contract_skipped\": " << r.outside_contract << ", \"probe_cases\": " << r.probe_cases
-        << ", \"probe_failures\": " << r.probe_failures << ", \"probe_first\": " << json_string(r.probe_first.verdict)
-        << ", \"probe_case\": " << json_string(r.probe_first.case_text)
-        << ", \"budget_note\": " << json_string(r.budget_note) << "}"
+        << ", \"probe_failures\": " << r.probe_failures << ", \"probe_first\": " << report::json_quote(r.probe_first.verdict)
+        << ", \"probe_case\": " << report::json_quote(r.probe_first.case_text)
+        << ", \"budget_note\": " << report::json_quote(r.budget_note) << "}"
         << (i + 1 < rows.size() ? "," : "") << '\n';
   }
   out << "]}\n";
@@ -123,63 +208,31 @@ void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ost
 
 int run_check_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Options o;
-  o.suite.budget = 30;
-  auto bad = [&](const std::string& why) {
-    err << "mlacheck: check: " << why << " (see mlacheck --help)\n";
-    return 2;
-  };
+  auto bad = [&](const std::string& why) { return flags::usage_error(err, "check", why); };
   try {
-    for (size_t i = 0; i < args.size(); ++i) {
-      const std::string& a = args[i];
-      static const std::vector<std::string> valued = {"--impl", "--plugin", "--backend", "--budget", "--cases",
-                                                      "--seed", "--corpus", "--save",    "--format",
-                                                      "--case-timeout"};
-      if (a == "--contract-probe") {
-        o.suite.contract_probe = true;
-        continue;
-      }
-      if (std::find(valued.begin(), valued.end(), a) == valued.end()) return bad("unknown argument '" + a + "'");
-      if (i + 1 >= args.size()) return bad(a + " needs a value");
-      const std::string& v = args[++i];
-      char* end = nullptr;
-      if (a == "--impl") {
-        o.impls.push_back(v);
-      } else if (a == "--plugin") {
-        o.plugins.push_back(v);
-      } else if (a == "--backend") {
-        o.suite.backend = v;
-      } else if (a == "--budget") {
-        o.suite.budget = std::strtod(v.c_str(), &end);
-        if (*end || !(o.suite.budget > 0 && o.suite.budget <= 36000)) {
-          return bad("--budget '" + v + "' is not 1 to 36000 seconds");
-        }
-      } else if (a == "--case-timeout") {
-        o.suite.case_timeout = std::strtod(v.c_str(), &end);
-        if (*end || !(o.suite.case_timeout >= 1 && o.suite.case_timeout <= 3600)) {
-          return bad("--case-timeout '" + v + "' is not 1 to 3600 seconds");
-        }
-      } else if (a == "--cases") {
-        o.suite.cases = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-        if (*end || o.suite.cases < 0 || o.suite.cases > 100000) return bad("--cases '" + v + "' is not 0 to 100000");
-      } else if (a == "--seed") {
-        o.suite.seed = std::strtoull(v.c_str(), &end, 10);
-        if (*end || v.empty()) return bad("--seed '" + v + "' is not a number");
-      } else if (a == "--corpus") {
-        o.suite.corpus = v;
-      } else if (a == "--save") {
-        o.save_dir = v;
-      } else if (v != "table" && v != "json") {
-        return bad("--format '" + v + "' is not table or json");
-      } else {
-        o.format = v;
-      }
-    }
+    flags::Parsed f;
+    if (const int rc = flags::parse("check", args, f, out, err); rc >= 0) return rc;
+    o.impls = f.list("impl");
+    o.plugins = f.list("plugin");
+    o.suite.backend = f.text("backend");
+    o.suite.budget = f.real("budget");
+    o.suite.case_timeout = f.real("case-timeout");
+    o.suite.cases = static_cast<int>(f.integer("cases"));
+    o.suite.seed = f.seed("seed");
+    o.suite.corpus = f.text("corpus");
+    o.suite.contract_probe = f.on("contract-probe");
+    o.save_dir = f.text("save");
+    o.format = f.text("format");
+    o.report = f.text("report");
+    o.report_dir = f.text("report-dir");
+    o.max_mb = f.integer("max-mb");
+    if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
     // A GPU backend is not touched in this process (each implementation's child uses it).
     std::string why;
     if (*b == Backend::kHost && !kernels::device_usable(*b, &why)) {
-      err << "mlacheck: check: host: not usable: " << why << '\n';
+      err << flags::prefix("check") << "host: not usable: " << why << '\n';
       return 2;
     }
     const std::string corpus = corpus_root(o.suite.corpus);
@@ -203,6 +256,11 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       MLA_REQUIRE(has_target(impl.substr(0, impl.find('@'))), "--impl '", impl, "': its op has no properties to run");
     }
     MLA_REQUIRE(!o.save_dir.empty(), "--save needs a folder");
+    if (o.report == "html") {  // the pages' folder is made before any suite runs
+      std::error_code ec;
+      fs::create_directories(o.report_dir, ec);
+      MLA_REQUIRE(fs::is_directory(o.report_dir), "--report-dir: cannot make the folder '", o.report_dir, "'");
+    }
     std::vector<SuiteResult> rows;
     for (const std::string& impl : impls) {
       if (o.format == "table") err << "check: " << impl << " ...\n";
@@ -213,16 +271,28 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
         fs::create_directories(o.save_dir, ec);
         MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
         std::ofstream(fs::path(o.save_dir) / saved_name(impl)) << r.first.case_text;
+        // --report html: the failing case rerun in a child with the guard picture on; a stray
+        // write's page is named like the saved case, and its path ends the verdict.
+        if (o.report == "html") {
+          const std::string name = saved_name(impl);
+          const std::string page = picture_of_case(
+              r.first.case_text, o.suite.backend, impl, o.report_dir, name.substr(0, name.size() - 5),
+              "check " + impl + " (" + o.suite.backend + "): " + r.first.stage + ": " + r.first.check,
+              o.suite.case_timeout > 0 ? o.suite.case_timeout : 60);
+          rows.back().first.verdict += picture_note(page);
+        }
       }
     }
     if (o.format == "json") {
       print_json(o, rows, out);
+    } else if (o.format == "junit") {
+      print_junit(o, rows, out);
     } else {
       print_table(o, rows, out);
     }
     return std::any_of(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.failed; }) ? 1 : 0;
   } catch (const Error& e) {
-    err << "mlacheck: check: " << e.what() << '\n';
+    err << flags::prefix("check") << e.what() << '\n';
     return 2;
   }
 }

@@ -1,5 +1,5 @@
-// `mlacheck check [--impl OP@NAME]... [--plugin PATH]... [--backend host|cuda] [--budget S]
-// [--cases N] [--seed N] [--corpus DIR] [--save DIR] [--format table|json]`: runs implementations
+// `mlacheck check [--impl OP@NAME]... [--plugin PATH]... [flags]` (its flags: tools/flags.def, or
+// `mlacheck check --help`): runs implementations
 // through their op's whole suite (tools/suite_runner.h: the properties on their seed cases and on
 // random cases, the corpus regressions, then random fuzzing until the budget), each in a child
 // process, and prints a table: PASS, or FAIL with the first failing check, its verdict and the case

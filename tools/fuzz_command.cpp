@@ -1,5 +1,6 @@
 // The fuzz command (tools/fuzz_command.h): runs the harness binary as a child, watches its log,
-// then triages what it found.
+// then triages what it found. Past 500 lines: the campaign's phases (seed, run and watch, triage,
+// minimize, merge, the SARIF findings) share its folders and clock; fuzz_log.h holds what reads its files.
 #include "tools/fuzz_command.h"
 
 #include <fcntl.h>
@@ -16,14 +17,19 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <thread>
 
 #include "core/error.h"
+#include "harness/input_file.h"
 #include "kernels/plugin.h"
 #include "fuzz/fuzz_input.h"
+#include "harness/memory_budget.h"
+#include "tools/flags.h"
 #include "tools/fuzz_log.h"
+#include "tools/report_formats.h"
 #include "tools/suite_runner.h"
 
 namespace fs = std::filesystem;
@@ -37,6 +43,8 @@ struct Options {
   std::vector<std::string> seed_dirs, plugins;  // plugins: absolute paths, for the harness too
   bool seeds_given = false;
   int64_t time_s = 60, jobs = 1, runs = -1, seed = 0, minimize_s = 20, timeout_s = 60;
+  std::string format = "text", sarif_path;  // --format text|sarif (stdout), --sarif FILE (also)
+  int64_t max_mb = 0;  // --max-mb: one case's memory budget, here and (MLACHECK_MAX_MB) in the harness
 };
 
 std::string read_all(const fs::path& p) {
@@ -98,8 +106,8 @@ int write_seeds(const Options& o, const FuzzTarget& t, const fs::path& seeds, st
     MLA_REQUIRE(!ec, "cannot read the seed folder '", dir, "': ", ec.message());
     std::sort(files.begin(), files.end());
     for (const fs::path& f : files) {
-      const std::string text = read_all(f);
       try {
+        const std::string text = read_input_file(f.string());  // a seed folder may hold anything
         const CaseText c = CaseText::parse(text);
         if (&fuzz_target_of(property_registry().find(c.word("property"))) != &t) continue;  // another target's
         std::ofstream(seeds / f.filename().replace_extension(".bin"), std::ios::binary) << encode_fuzz_input(text);
@@ -165,25 +173,12 @@ std::string now_utc() {
   return buf;
 }
 
-bool parse_count(const std::string& v, int64_t& out) {
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < 0) return false;
-  out = x;
-  return true;
-}
-
-constexpr const char* kHelp =
-    "usage: mlacheck fuzz --target T [--backend host|cuda] [--impl OP@NAME] [--time SECONDS | --runs N]\n"
-    "                     [--jobs N] [--out DIR] [--seeds DIR]... [--seed N] [--minimize SECONDS]\n"
-    "                     [--timeout SECONDS] [--harness-dir DIR] [--plugin PATH]...";
-
-
 struct Summary {
   std::string target;
   FuzzStats stats;
   size_t corpus = 0, crashes = 0, distinct = 0;
   double seconds = 0;
+  std::vector<report::Finding> findings;  // one per distinct crash, for --format sarif and --sarif
 };
 
 Summary run_campaign(Options o, std::ostream& out);
@@ -192,43 +187,31 @@ Summary run_campaign(Options o, std::ostream& out);
 
 int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help") {
-      out << kHelp << '\n';
-      return 0;
-    }
-    if (i + 1 >= args.size() || a.rfind("--", 0) != 0) {
-      err << "mlacheck: fuzz: " << (a.rfind("--", 0) == 0 ? a + " needs a value" : "unexpected '" + a + "'")
-          << " (see mlacheck fuzz --help)\n";
-      return 2;
-    }
-    const std::string& v = args[++i];
-    bool ok = true;
-    if (a == "--target") o.target = v;
-    else if (a == "--backend") o.backend = v;
-    else if (a == "--impl") o.impl = v;
-    else if (a == "--out") o.out_dir = v;
-    else if (a == "--harness-dir") o.harness_dir = v;
-    else if (a == "--seeds") o.seed_dirs.push_back(v), o.seeds_given = true;
-    else if (a == "--plugin") o.plugins.push_back(v);
-    else if (a == "--time") ok = parse_count(v, o.time_s) && o.time_s > 0;
-    else if (a == "--runs") ok = parse_count(v, o.runs);
-    else if (a == "--jobs") ok = parse_count(v, o.jobs) && o.jobs > 0;
-    else if (a == "--seed") ok = parse_count(v, o.seed);
-    else if (a == "--minimize") ok = parse_count(v, o.minimize_s);
-    else if (a == "--timeout") ok = parse_count(v, o.timeout_s) && o.timeout_s > 0;
-    else {
-      err << "mlacheck: fuzz: unknown option '" << a << "' (see mlacheck fuzz --help)\n";
-      return 2;
-    }
-    if (!ok) {
-      err << "mlacheck: fuzz: " << a << " needs a positive integer, got '" << v << "'\n";
-      return 2;
-    }
+  flags::Parsed f;
+  if (const int rc = flags::parse("fuzz", args, f, out, err); rc >= 0) return rc;
+  o.target = f.text("target");
+  o.backend = f.text("backend");
+  o.impl = f.text("impl");
+  o.out_dir = f.text("out");
+  o.harness_dir = f.text("harness-dir");
+  o.seed_dirs = f.list("seeds");
+  o.seeds_given = f.given("seeds");
+  o.plugins = f.list("plugin");
+  o.time_s = f.integer("time");
+  o.runs = f.given("runs") ? f.integer("runs") : -1;
+  o.jobs = f.integer("jobs");
+  o.seed = f.integer("seed");
+  o.minimize_s = f.integer("minimize");
+  o.timeout_s = f.integer("timeout");
+  o.format = f.text("format");
+  o.sarif_path = f.text("sarif");
+  o.max_mb = f.integer("max-mb");
+  if (f.given("time") && f.given("runs")) return flags::usage_error(err, "fuzz", "give --time or --runs, not both");
+  if (o.target.empty()) {
+    return flags::usage_error(err, "fuzz", "--target T is required (mlacheck targets lists them; all runs each in turn)");
   }
+  if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
   try {
-    MLA_REQUIRE(!o.target.empty(), "fuzz: --target T is required (mlacheck targets lists them; all runs each in turn)");
     // Loaded here (a plugin that cannot be loaded is one line, before any harness starts) and, by
     // MLACHECK_PLUGIN, in every harness process.
     for (std::string& path : o.plugins) {
@@ -238,33 +221,54 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
     std::vector<std::string> targets;
     if (o.target == "all") {
       for (const FuzzTarget& t : fuzz_targets()) targets.push_back(t.name);
-      MLA_REQUIRE(o.impl.empty(), "fuzz: --impl names one op's implementation; give one --target with it");
+      MLA_REQUIRE(o.impl.empty(), "--impl names one op's implementation; give one --target with it");
     } else {
       targets.push_back(find_fuzz_target(o.target).name);
+    }
+    // With --format sarif, stdout holds the SARIF log alone and the campaign's text goes to stderr.
+    std::ostream& text = o.format == "sarif" ? err : out;
+    std::ofstream sarif_file;
+    if (!o.sarif_path.empty()) {
+      sarif_file.open(o.sarif_path, std::ios::trunc);
+      MLA_REQUIRE(sarif_file.is_open(), "--sarif: cannot write '", o.sarif_path, "'");
     }
     std::vector<Summary> done;
     for (const std::string& t : targets) {
       Options one = o;
       one.target = t;
       if (targets.size() > 1) one.out_dir = (fs::path(o.out_dir.empty() ? "mlacheck-fuzz" : o.out_dir) / t).string();
-      done.push_back(run_campaign(one, out));
+      done.push_back(run_campaign(one, text));
     }
     size_t distinct = 0;
     for (const Summary& d : done) distinct += d.distinct;
+    if (o.format == "sarif" || sarif_file.is_open()) {
+      report::SarifRun run;
+      run.tool_version = MLACHECK_VERSION;
+      run.source_root = MLACHECK_SOURCE_DIR;
+      run.command_line = "mlacheck fuzz";
+      for (const std::string& a : args) run.command_line += " " + a;
+      for (const Summary& d : done) run.findings.insert(run.findings.end(), d.findings.begin(), d.findings.end());
+      if (o.format == "sarif") report::write_sarif(out, run);
+      if (sarif_file.is_open()) {
+        report::write_sarif(sarif_file, run);
+        sarif_file.close();
+        MLA_REQUIRE(!sarif_file.fail(), "--sarif: cannot write '", o.sarif_path, "'");
+      }
+    }
     if (done.size() > 1) {
-      out << "\nfuzz campaign summary (" << o.backend << ", " << (o.runs >= 0 ? std::to_string(o.runs) + " runs" : std::to_string(o.time_s) + " s")
+      text << "\nfuzz campaign summary (" << o.backend << ", " << (o.runs >= 0 ? std::to_string(o.runs) + " runs" : std::to_string(o.time_s) + " s")
           << " per target):\n  target                   inputs   exec/s  coverage  corpus  crashes (distinct)\n";
       for (const Summary& d : done) {
         char line[200];
         std::snprintf(line, sizeof line, "  %-22s %8lld %8lld %9lld %7zu  %zu (%zu)\n", d.target.c_str(),
                       static_cast<long long>(d.stats.execs), static_cast<long long>(d.stats.exec_per_s),
                       static_cast<long long>(d.stats.cov), d.corpus, d.crashes, d.distinct);
-        out << line;
+        text << line;
       }
     }
     return distinct == 0 ? 0 : 1;
   } catch (const Error& e) {
-    err << "mlacheck: fuzz: " << e.what() << '\n';
+    err << flags::prefix("fuzz") << e.what() << '\n';
     return 2;
   }
 }
@@ -294,7 +298,7 @@ Summary run_campaign(Options o, std::ostream& out) {
   const auto t_start = budget.start;
   {
     const FuzzTarget& target = find_fuzz_target(o.target);
-    MLA_REQUIRE(o.backend == "host" || o.backend == "cuda", "fuzz: --backend is '", o.backend, "', not host or cuda");
+    MLA_REQUIRE(o.backend == "host" || o.backend == "cuda", "--backend is '", o.backend, "', not host or cuda");
     if (o.impl.empty()) o.impl = target.op + "@ref";
     const fs::path harness = find_harness(o);
     const fs::path dir = o.out_dir.empty() ? fs::path("mlacheck-fuzz") / o.target : fs::path(o.out_dir);
@@ -307,6 +311,7 @@ Summary run_campaign(Options o, std::ostream& out) {
 
     std::vector<std::string> env = {"MLACHECK_BACKEND=" + o.backend, "MLACHECK_IMPL=" + o.impl,
                                     "MLACHECK_CASE_DIR=" + (dir / "violations").string()};
+    if (o.max_mb > 0) env.push_back("MLACHECK_MAX_MB=" + std::to_string(o.max_mb));
     if (!o.plugins.empty()) {
       std::string list;
       for (const std::string& path : o.plugins) list += (list.empty() ? "" : ":") + path;
@@ -317,7 +322,8 @@ Summary run_campaign(Options o, std::ostream& out) {
       env.push_back(std::string("ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0") + (a && *a ? ":" + std::string(a) : ""));
     }
     std::vector<std::string> argv = {harness.string(), "-seed=" + std::to_string(o.seed),
-                                     "-timeout=" + std::to_string(o.timeout_s), "-rss_limit_mb=8192",
+                                     "-timeout=" + std::to_string(o.timeout_s),
+                                     "-rss_limit_mb=" + std::to_string(std::max<int64_t>(8192, o.max_mb + 2048)),
                                      "-max_len=8192", "-artifact_prefix=" + (dir / "crashes").string() + "/",
                                      "-print_final_stats=1"};
     if (o.runs >= 0) {
@@ -382,6 +388,8 @@ Summary run_campaign(Options o, std::ostream& out) {
       if (std::find(before.begin(), before.end(), f) == before.end()) found.push_back(f);
     }
     std::map<std::string, std::pair<Triage, fs::path>> distinct;
+    // Where a sanitizer's stack puts each distinct crash (a property violation has no such place).
+    std::map<std::string, std::optional<report::SourceLocation>> where;
     size_t untriaged = 0;
     for (const fs::path& f : found) {
       const double left = budget.left(600);
@@ -396,9 +404,13 @@ Summary run_campaign(Options o, std::ostream& out) {
         ++untriaged;  // stopped by the budget, not by its own crash
         continue;
       }
-      const Triage t = triage_output(read_all(tlog));
+      const std::string triage_log = read_all(tlog);
+      const Triage t = triage_output(triage_log);
       auto it = distinct.find(t.key);
-      if (it == distinct.end() || fs::file_size(f) < fs::file_size(it->second.second)) distinct[t.key] = {t, f};
+      if (it == distinct.end() || fs::file_size(f) < fs::file_size(it->second.second)) {
+        distinct[t.key] = {t, f};
+        where[t.key] = t.property.empty() ? report::first_source_location(triage_log) : std::nullopt;
+      }
     }
     int index = 0;
     out << "  " << found.size() << " crash(es), " << distinct.size() << " distinct\n";
@@ -433,12 +445,21 @@ Summary run_campaign(Options o, std::ostream& out) {
       std::ostringstream c;
       c << "# found by mlacheck fuzz --target " << o.target << " --backend " << o.backend << " on " << now_utc()
         << "\n# " << t.summary << "\n# raw input: " << input.string() << " (" << bytes.size() << " bytes)\n";
+      report::Finding finding;
+      finding.rule = report::finding_rule(t.property, t.summary);
+      finding.verdict = t.summary;
+      finding.target = o.target, finding.impl = o.impl, finding.backend = o.backend;
+      finding.raw_input = input.string();
+      finding.key = k;
+      finding.location = where[key];
       try {
         c << decode_fuzz_input(target, bytes, o.impl, o.backend).text.format();
         std::ofstream(dir / "cases" / name) << c.str();
+        finding.case_file = (dir / "cases" / name).string();
       } catch (const Error& e) {
         name = "(no case: " + std::string(e.what()) + ")";
       }
+      summary.findings.push_back(std::move(finding));
       out << "  " << ++index << ". " << t.summary << "\n     case " << (dir / "cases" / name).string()
           << "\n     raw  " << input.string() << " (" << bytes.size() << " bytes)\n";
     }

@@ -16,7 +16,10 @@
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
 #include "fuzz/fuzz_input.h"
+#include "harness/memory_budget.h"
+#include "tools/flags.h"
 #include "properties/property_registry.h"
+#include "tools/report_formats.h"
 #include "tools/suite_runner.h"
 
 namespace mlacheck {
@@ -61,6 +64,7 @@ struct Options {
   std::vector<std::string> only;
   std::string save_dir;  // --save: each kill's case as <op>-<id>.case
   std::vector<std::string> plugins;
+  int64_t max_mb = 0;  // --max-mb: one case's memory budget (set process-wide before any case runs)
 };
 
 using Row = SuiteResult;
@@ -123,19 +127,57 @@ void print_table(const Options& o, const std::vector<Row>& rows, std::ostream& o
   }
 }
 
+// JUnit: one test suite, a test case per variant; killed passes, survived fails (tools/report_formats.h).
+void print_junit(const Options& o, const std::vector<Row>& rows, std::ostream& out) {
+  using report::TestCase;
+  report::TestSuite s;
+  s.name = "mlacheck mutants (" + o.suite.backend + ")";
+  s.timestamp = report::junit_timestamp();
+  s.properties = {{"backend", o.suite.backend},
+                  {"budget_seconds", fixed(o.suite.budget, 1)},
+                  {"seed", std::to_string(o.suite.seed)},
+                  {"date", today()}};
+  for (const Row& r : rows) {
+    TestCase t;
+    t.name = r.impl;
+    t.classname = r.op.empty() ? r.impl.substr(0, r.impl.find('@')) : r.op;
+    std::string said = r.failed ? "killed by " + r.first.stage + ": " + r.first.check + " after " +
+                                      fixed(r.first.seconds, 2) + " s: " + r.first.verdict + "\n"
+                                : std::to_string(r.cases_run) + " cases run, none failed\n";
+    said += "named check " + r.named + ": " + r.named_result + (r.named_verdict.empty() ? "" : ": " + r.named_verdict) + "\n";
+    if (!r.budget_note.empty()) said += r.budget_note + "\n";
+    if (r.false_positives > 0) {
+      said += "suite false positive: " + std::to_string(r.false_positives) + " case(s) failed on " + r.op +
+              "@ref too (not counted as kills); first: " + r.false_positive + "\n";
+    }
+    if (r.failed) {
+      t.seconds = r.first.seconds;
+      t.output = said + (r.first.case_text.empty() ? "" : "the killing case:\n" + r.first.case_text);
+    } else {
+      t.outcome = TestCase::Outcome::kFailed;
+      t.seconds = o.suite.budget;
+      t.type = "survived";
+      t.message = "survived: " + std::to_string(r.cases_run) + " cases run, none failed (the suite misses this seeded bug)";
+      t.details = said;
+    }
+    s.cases.push_back(std::move(t));
+  }
+  report::write_junit(out, "mlacheck mutants", {s});
+}
+
 void print_json(const Options& o, const std::vector<Row>& rows, std::ostream& out) {
-  out << "{\"date\": " << json_string(today()) << ", \"backend\": " << json_string(o.suite.backend)
+  out << "{\"date\": " << report::json_quote(today()) << ", \"backend\": " << report::json_quote(o.suite.backend)
       << ", \"budget_seconds\": " << fixed(o.suite.budget, 1) << ", \"variants\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    out << "  {\"variant\": " << json_string(r.impl) << ", \"summary\": " << json_string(r.summary)
-        << ", \"killed\": " << (r.failed ? "true" : "false") << ", \"stage\": " << json_string(r.first.stage)
-        << ", \"check\": " << json_string(r.first.check) << ", \"verdict\": " << json_string(r.first.verdict)
+    out << "  {\"variant\": " << report::json_quote(r.impl) << ", \"summary\": " << report::json_quote(r.summary)
+        << ", \"killed\": " << (r.failed ? "true" : "false") << ", \"stage\": " << report::json_quote(r.first.stage)
+        << ", \"check\": " << report::json_quote(r.first.check) << ", \"verdict\": " << report::json_quote(r.first.verdict)
         << ", \"seconds\": " << fixed(r.first.seconds, 3) << ", \"cases_run\": " << r.cases_run
-        << ", \"named_check\": " << json_string(r.named) << ", \"named_result\": " << json_string(r.named_result)
-        << ", \"named_verdict\": " << json_string(r.named_verdict) << ", \"case\": " << json_string(r.first.case_text)
-        << ", \"false_positives\": " << r.false_positives << ", \"false_positive\": " << json_string(r.false_positive)
-        << ", \"false_positive_case\": " << json_string(r.false_positive_case) << "}" << (i + 1 < rows.size() ? "," : "") << '\n';
+        << ", \"named_check\": " << report::json_quote(r.named) << ", \"named_result\": " << report::json_quote(r.named_result)
+        << ", \"named_verdict\": " << report::json_quote(r.named_verdict) << ", \"case\": " << report::json_quote(r.first.case_text)
+        << ", \"false_positives\": " << r.false_positives << ", \"false_positive\": " << report::json_quote(r.false_positive)
+        << ", \"false_positive_case\": " << report::json_quote(r.false_positive_case) << "}" << (i + 1 < rows.size() ? "," : "") << '\n';
   }
   out << "]}\n";
 }
@@ -159,58 +201,29 @@ std::vector<std::string> seeded_variants() {
 
 int run_mutants_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Options o;
-  auto bad = [&](const std::string& why) {
-    err << "mlacheck: mutants: " << why << " (see mlacheck --help)\n";
-    return 2;
-  };
+  auto bad = [&](const std::string& why) { return flags::usage_error(err, "mutants", why); };
   try {
-    for (size_t i = 0; i < args.size(); ++i) {
-      const std::string& a = args[i];
-      if (i + 1 >= args.size()) return bad(a == "--backend" || a == "--budget" || a == "--format" || a == "--only" ||
-                                                   a == "--cases" || a == "--seed" || a == "--corpus" || a == "--save" ||
-                                                   a == "--plugin" || a == "--case-timeout"
-                                               ? a + " needs a value"
-                                               : "unknown argument '" + a + "'");
-      const std::string& v = args[++i];
-      char* end = nullptr;
-      if (a == "--backend") {
-        o.suite.backend = v;
-      } else if (a == "--budget") {
-        o.suite.budget = std::strtod(v.c_str(), &end);
-        if (*end || !(o.suite.budget > 0 && o.suite.budget <= 3600)) return bad("--budget '" + v + "' is not 1 to 3600 seconds");
-      } else if (a == "--case-timeout") {
-        o.suite.case_timeout = std::strtod(v.c_str(), &end);
-        if (*end || !(o.suite.case_timeout >= 1 && o.suite.case_timeout <= 3600)) {
-          return bad("--case-timeout '" + v + "' is not 1 to 3600 seconds");
-        }
-      } else if (a == "--format") {
-        if (v != "table" && v != "json") return bad("--format '" + v + "' is not table or json");
-        o.format = v;
-      } else if (a == "--only") {
-        o.only.push_back(v);
-      } else if (a == "--cases") {
-        o.suite.cases = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-        if (*end || o.suite.cases < 0 || o.suite.cases > 100000) return bad("--cases '" + v + "' is not 0 to 100000");
-      } else if (a == "--seed") {
-        o.suite.seed = std::strtoull(v.c_str(), &end, 10);
-        if (*end || v.empty()) return bad("--seed '" + v + "' is not a number");
-      } else if (a == "--corpus") {
-        o.suite.corpus = v;
-      } else if (a == "--save") {
-        o.save_dir = v;
-      } else if (a == "--plugin") {
-        o.plugins.push_back(v);
-      } else {
-        return bad("unknown argument '" + a + "'");
-      }
-    }
+    flags::Parsed f;
+    if (const int rc = flags::parse("mutants", args, f, out, err); rc >= 0) return rc;
+    o.suite.backend = f.text("backend");
+    o.suite.budget = f.real("budget");
+    o.suite.case_timeout = f.real("case-timeout");
+    o.suite.cases = static_cast<int>(f.integer("cases"));
+    o.suite.seed = f.seed("seed");
+    o.suite.corpus = f.text("corpus");
+    o.format = f.text("format");
+    o.only = f.list("only");
+    o.save_dir = f.text("save");
+    o.plugins = f.list("plugin");
+    o.max_mb = f.integer("max-mb");
+    if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
     // The host backend is checked here; a GPU backend is not touched in this process (a CUDA
     // context does not survive the fork of each variant's child), so the first child reports it.
     std::string why;
     if (*b == Backend::kHost && !kernels::device_usable(*b, &why)) {
-      err << "mlacheck: mutants: " << o.suite.backend << ": not usable: " << why << '\n';
+      err << flags::prefix("mutants") << o.suite.backend << ": not usable: " << why << '\n';
       return 2;
     }
     const std::string corpus = corpus_root(o.suite.corpus);
@@ -257,12 +270,14 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
     }
     if (o.format == "json") {
       print_json(o, rows, out);
+    } else if (o.format == "junit") {
+      print_junit(o, rows, out);
     } else {
       print_table(o, rows, out);
     }
     return std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.failed; }) ? 0 : 1;
   } catch (const Error& e) {
-    err << "mlacheck: mutants: " << e.what() << '\n';
+    err << flags::prefix("mutants") << e.what() << '\n';
     return 2;
   }
 }

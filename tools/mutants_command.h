@@ -1,5 +1,5 @@
-// `mlacheck mutants [--backend host|cuda] [--budget SECONDS] [--format table|json] [--only ID]...
-// [--cases N] [--seed N] [--corpus DIR] [--save DIR]`: the kill matrix (--save writes each kill's
+// `mlacheck mutants [--only ID]... [flags]` (its flags: tools/flags.def, or `mlacheck mutants
+// --help`): the kill matrix (--save writes each kill's
 // case as DIR/<op>-<id>.case, for `mlacheck repro`). For each seeded-bug variant
 // (kernels/mutants/, registered as <op>@<docs/bugs.md id>) it runs, until the first kill or the budget:
 //   1. the property suite (up to a third of the budget): each of the op's properties on its

@@ -4,8 +4,10 @@
 #include "tools/repro.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -15,8 +17,13 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "harness/case_text.h"
+#include "harness/input_file.h"
 #include "fuzz/fuzz_input.h"
 #include "properties/property_registry.h"
+#include "tools/report_formats.h"
+#include "harness/memory_budget.h"
+#include "tools/flags.h"
+#include "tools/report_html.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_runtime.h"
 #endif
@@ -27,13 +34,9 @@ namespace {
 
 constexpr const char* kErrorPrefix = "error: ";  // what run_isolated puts before a thrown Error
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MLA_REQUIRE(in.good(), "repro: cannot read '", path, "'");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+// Case files and raw inputs alike: a regular file of at most 4 MiB, its type and size checked
+// before a byte is read (harness/input_file.h).
+std::string read_file(const std::string& path) { return read_input_file(path, kMaxInputFileBytes); }
 
 }  // namespace
 
@@ -43,14 +46,18 @@ struct ReproOptions {
   std::string backend, impl, target;
   bool plugins = false;  // plugins are loaded: every case runs in a child
   bool ignore_contract = false;  // run a case outside the implementation's contract anyway
+  std::string format = "table";  // --format table|json|junit: the report of --all
+  std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
+  int64_t max_mb = 0;  // --max-mb: one case's memory budget (set process-wide before any case runs)
 };
 
 // What the child answers for a case outside the contract (not a verdict).
 constexpr const char* kOutsidePrefix = "outside-contract: ";
 
 // The fuzz target a raw input belongs to: --target, or a folder or file name of its path that
-// names one (mlacheck fuzz keeps a target's inputs under .../<target>/).
-const FuzzTarget& raw_input_target(const std::string& path, const std::string& target) {
+// names one (mlacheck fuzz keeps a target's inputs under .../<target>/). bytes: for the message
+// when there is none.
+const FuzzTarget& raw_input_target(const std::string& path, const std::string& target, const std::string& bytes) {
   if (!target.empty()) return find_fuzz_target(target);
   size_t start = 0;
   while (start <= path.size()) {
@@ -62,24 +69,44 @@ const FuzzTarget& raw_input_target(const std::string& path, const std::string& t
     }
     start = end + 1;
   }
-  throw Error("'" + path + "' is not a case file, and no fuzz target is named by its path: give --target T to decode it as a raw fuzz input");
+  // Text that parses as case lines (at least one) but names no property: a case file missing its
+  // property line.
+  bool case_lines = false;
+  try {
+    case_lines = !(CaseText::parse(bytes) == CaseText());
+  } catch (const Error&) {
+  }
+  if (case_lines) {
+    throw Error("case lines without a 'property' line (mlacheck list shows the properties), and no fuzz target is named by the path: give --target T to decode it as a raw fuzz input");
+  }
+  throw Error("not a case file (no 'property' line), and no fuzz target is named by the path: give --target T to decode it as a raw fuzz input");
 }
 
 int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out, std::ostream& err) {
+  std::string bytes;
   try {
-    const std::string bytes = read_file(file);
-    CaseText c;
+    bytes = read_file(file);
+  } catch (const Error& e) {
+    err << flags::prefix("repro") << e.what() << '\n';  // the message starts with the file
+    return 2;
+  }
+  CaseText c;  // outside the try: its errors are told with the line of the key they name
+  try {
     bool text = false;
-    try {
-      c = CaseText::parse(bytes);
-      text = c.has("property");
-    } catch (const Error&) {
-      // Not a case file: a raw fuzz input, unless it plainly tried to be a case file and no target
-      // says to read it as raw bytes (a fuzzer's mutation of a case file starts like one).
-      if (o.target.empty() && (bytes.rfind("# mlacheck case", 0) == 0 || bytes.rfind("property ", 0) == 0)) throw;
+    // Recognised by content: text with a line "property P" is a case file wherever that line is
+    // (regression files open with comment headers), and its parse errors are reported. Only with
+    // --target is such text that does not parse read as raw bytes (a fuzzer's mutation of a case
+    // file still looks like one).
+    if (CaseText::names_a_property(bytes)) {
+      try {
+        c = CaseText::parse(bytes);
+        text = true;
+      } catch (const Error&) {
+        if (o.target.empty()) throw;
+      }
     }
     if (!text) {
-      const FuzzTarget& t = raw_input_target(file, o.target);
+      const FuzzTarget& t = raw_input_target(file, o.target, bytes);
       c = decode_fuzz_input(t, bytes, o.impl, o.backend).text;
       out << "repro " << file << ": a raw " << t.name << " fuzz input (" << bytes.size()
           << " bytes); it decodes to this case:\n" << c.format();
@@ -97,10 +124,22 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
           << " (not run; --ignore-contract runs it)\n";
       return 0;
     };
+    // --report html: a stray write's page (tools/report_html.h), named after the case file; its
+    // path ends the FAIL line.
+    const auto picture = [&](const GuardPictureSink& sink, const std::string& verdict) {
+      return picture_note(write_picture_for_verdict(sink, verdict, o.report_dir,
+                                                    std::filesystem::path(file).stem().string(),
+                                                    header.substr(0, header.size() - 1)));
+    };
     if (*b == Backend::kHost && !o.plugins) {
+      const ScopedCaseMemory memory;  // the case's buffers, refused past the budget before they are made
+      GuardPictureSink sink;
+      std::optional<ScopedGuardPictureSink> on;
+      if (o.report == "html") on.emplace(sink);
       const ReproResult r = run_case_text(c, use_backend, use_impl, o.ignore_contract);
       if (!r.outside.empty()) return outside(r.outside);
-      out << header << (r.verdict ? "FAIL  " + *r.verdict : std::string("PASS  the property holds")) << '\n';
+      const std::string note = r.verdict && on ? picture(sink, *r.verdict) : "";
+      out << header << (r.verdict ? "FAIL  " + *r.verdict + note : std::string("PASS  the property holds")) << '\n';
       return r.verdict ? 1 : 0;
     }
     // Any other backend, or a plugin's code: in a child, so a sticky fault or a crash cannot take
@@ -112,13 +151,24 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
 #endif
     const IsolatedOutcome r = run_isolated(
         [&]() -> std::string {
-          const ReproResult rr = run_case_text(c, use_backend, use_impl, o.ignore_contract);
+          const ScopedCaseMemory memory;
+          GuardPictureSink sink;
+          std::optional<ScopedGuardPictureSink> on;
+          if (o.report == "html") on.emplace(sink);
+          ReproResult rr;
+          try {
+            rr = run_case_text(c, use_backend, use_impl, o.ignore_contract);
+          } catch (const CaseMemoryExceeded& e) {
+            throw Error(e.what());  // the parent tells it as bad input
+          }
           if (!rr.outside.empty()) return kOutsidePrefix + rr.outside;
+          if (rr.verdict && on) return *rr.verdict + picture(sink, *rr.verdict);  // the page is written here
           return rr.verdict.value_or("");
         },
         opts);
     if (r.kind == IsolatedOutcome::kViolation && r.message.rfind(kErrorPrefix, 0) == 0) {
-      err << "mlacheck: repro: " << file << ": " << r.message.substr(std::string(kErrorPrefix).size()) << '\n';
+      err << flags::prefix("repro") << file << ": " << c.locate(r.message.substr(std::string(kErrorPrefix).size()))
+          << '\n';
       return 2;
     }
     if (r.kind == IsolatedOutcome::kViolation && r.message.rfind(kOutsidePrefix, 0) == 0) {
@@ -133,80 +183,147 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
         << r.message << '\n';
     return 1;
   } catch (const Error& e) {
-    err << "mlacheck: repro: " << file << ": " << e.what() << '\n';
+    err << flags::prefix("repro") << file << ": " << c.locate(e.what()) << '\n';
+    return 2;
+  } catch (const CaseMemoryExceeded& e) {
+    err << flags::prefix("repro") << file << ": " << e.what() << '\n';
     return 2;
   }
 }
 
 }  // namespace
 
+namespace {
+
+// What one case file gave, for --format json and junit: its exit status and what it printed.
+struct ReproRecord {
+  std::string file;
+  int rc = 0;
+  std::string out, err;
+  double seconds = 0;
+};
+
+// The line of text that starts with prefix (without it and its line end), or "".
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  const std::string t = "\n" + text;
+  const size_t at = t.find("\n" + prefix);
+  if (at == std::string::npos) return "";
+  const size_t from = at + 1 + prefix.size();
+  return t.substr(from, t.find('\n', from) - from);
+}
+
+// The report of a run's case files as JSON or JUnit (tools/report_formats.h).
+void print_report(const std::string& format, const std::string& dir, const std::vector<ReproRecord>& records,
+                  std::ostream& out) {
+  using report::TestCase;
+  report::TestSuite s;
+  s.name = dir.empty() ? "mlacheck repro" : "mlacheck repro --all " + dir;
+  s.timestamp = report::junit_timestamp();
+  int held = 0, failed = 0, malformed = 0, outside = 0;
+  std::string cases;
+  for (const ReproRecord& r : records) {
+    TestCase t;
+    t.name = r.file, t.classname = "repro", t.output = r.out, t.seconds = r.seconds;
+    std::string result = "pass", message = line_starting(r.out, "PASS  ");
+    if (r.rc == 2) {
+      result = "malformed", ++malformed;
+      message = r.err.substr(0, r.err.find('\n'));
+      t.outcome = TestCase::Outcome::kError, t.type = "malformed case";
+    } else if (r.rc == 1) {
+      result = "fail", ++failed;
+      message = line_starting(r.out, "FAIL  ");
+      t.outcome = TestCase::Outcome::kFailed, t.type = "property violation", t.details = r.out;
+    } else if (const std::string why = line_starting(r.out, "OUTSIDE  "); !why.empty()) {
+      result = "outside", ++outside, message = why;
+      t.outcome = TestCase::Outcome::kSkipped;
+    } else {
+      ++held;
+    }
+    t.message = message;
+    s.cases.push_back(std::move(t));
+    cases += std::string(cases.empty() ? "\n" : ",\n") + "  {\"file\": " + report::json_quote(r.file) +
+             ", \"result\": \"" + result + "\", \"message\": " + report::json_quote(message) +
+             ", \"output\": " + report::json_quote(r.out) + "}";
+  }
+  if (format == "junit") {
+    report::write_junit(out, "mlacheck repro", {s});
+    return;
+  }
+  out << "{\"directory\": " << report::json_quote(dir) << ", \"held\": " << held << ", \"failed\": " << failed
+      << ", \"malformed\": " << malformed << ", \"outside\": " << outside << ", \"cases\": [" << cases << "\n]}\n";
+}
+
+}  // namespace
+
 int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ReproOptions o;
-  std::vector<std::string> files, plugins;
-  std::string all_dir;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--backend" || args[i] == "--impl" || args[i] == "--target" || args[i] == "--all" ||
-        args[i] == "--plugin") {
-      if (i + 1 >= args.size()) {
-        err << "mlacheck: repro: " << args[i] << " needs a value (see mlacheck --help)\n";
-        return 2;
-      }
-      if (args[i] == "--plugin") {
-        plugins.push_back(args[i + 1]);
-      } else {
-        (args[i] == "--backend" ? o.backend : args[i] == "--impl" ? o.impl : args[i] == "--target" ? o.target : all_dir) =
-            args[i + 1];
-      }
-      ++i;
-    } else if (args[i] == "--ignore-contract") {
-      o.ignore_contract = true;
-    } else if (!args[i].empty() && args[i][0] == '-') {
-      err << "mlacheck: repro: unknown option '" << args[i] << "' (see mlacheck --help)\n";
-      return 2;
-    } else {
-      files.push_back(args[i]);
-    }
-  }
-  if (!all_dir.empty()) {
-    if (!files.empty()) {
-      err << "mlacheck: repro: --all DIR runs a folder's cases; give no other files\n";
-      return 2;
-    }
+  flags::Parsed f;
+  if (const int rc = flags::parse("repro", args, f, out, err); rc >= 0) return rc;
+  o.backend = f.text("backend");
+  o.impl = f.text("impl");
+  o.target = f.text("target");
+  o.ignore_contract = f.on("ignore-contract");
+  o.format = f.text("format");
+  o.report = f.text("report");
+  o.report_dir = f.text("report-dir");
+  o.max_mb = f.integer("max-mb");
+  if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
+  const std::vector<std::string> plugins = f.list("plugin");
+  std::vector<std::string> files = f.positional;
+  const std::string all_dir = f.text("all");
+  if (f.given("all")) {
+    if (!files.empty()) return flags::usage_error(err, "repro", "--all DIR runs a folder's cases; give no other files");
+    if (all_dir.empty()) return flags::usage_error(err, "repro", "--all needs a folder");
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(all_dir, ec)) {
       if (e.is_regular_file() && e.path().extension() == ".case") files.push_back(e.path().string());
     }
     if (ec) {
-      err << "mlacheck: repro: cannot read the folder '" << all_dir << "': " << ec.message() << '\n';
+      err << flags::prefix("repro") << "cannot read the folder '" << all_dir << "': " << ec.message() << '\n';
       return 2;
     }
     if (files.empty()) {
-      err << "mlacheck: repro: no .case files in '" << all_dir << "'\n";
+      err << flags::prefix("repro") << "no .case files in '" << all_dir << "'\n";
       return 2;
     }
     std::sort(files.begin(), files.end());
-  } else if (files.size() > 1) {
-    err << "mlacheck: repro: one case file at a time (or --all DIR), got '" << files[0] << "' and '" << files[1]
-        << "'\n";
-    return 2;
   }
-  if (files.empty()) {
-    err << "mlacheck: repro: no case file given (see mlacheck --help)\n";
-    return 2;
-  }
+  if (files.empty()) return flags::usage_error(err, "repro", "no case file given");
   try {
     for (const std::string& path : plugins) kernels::load_plugin_isolated(path);
   } catch (const Error& e) {
-    err << "mlacheck: repro: " << e.what() << '\n';
+    err << flags::prefix("repro") << e.what() << '\n';
     return 2;
   }
   o.plugins = !plugins.empty();
+  if (o.report == "html") {  // the pages' folder is made before any case runs, so it cannot fail after
+    std::error_code ec;
+    std::filesystem::create_directories(o.report_dir, ec);
+    if (!std::filesystem::is_directory(o.report_dir)) {
+      err << flags::prefix("repro") << "--report-dir: cannot make the folder '" << o.report_dir << "'"
+          << (ec ? ": " + ec.message() : std::string()) << '\n';
+      return 2;
+    }
+  }
   int failed = 0, malformed = 0;
+  std::vector<ReproRecord> records;  // --format json or junit: each file's, for the report
   for (const std::string& f : files) {
-    const int rc = repro_one(f, o, out, err);
+    int rc = 0;
+    if (o.format == "table") {
+      rc = repro_one(f, o, out, err);
+    } else {
+      std::ostringstream file_out, file_err;
+      const auto start = std::chrono::steady_clock::now();
+      rc = repro_one(f, o, file_out, file_err);
+      err << file_err.str();  // a malformed file's line, on stderr as with the table
+      records.push_back({f, rc, file_out.str(), file_err.str(),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+    }
     failed += rc == 1, malformed += rc == 2;
   }
-  if (files.size() > 1) {
+  if (o.format != "table") {
+    print_report(o.format, all_dir, records, out);
+  } else if (files.size() > 1) {
     out << "repro --all " << all_dir << ": " << files.size() - failed - malformed << " of " << files.size()
         << " hold, " << failed << " fail, " << malformed << " malformed\n";
   }

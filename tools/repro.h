@@ -1,4 +1,4 @@
-// `mlacheck repro FILE|--all DIR [--backend B] [--impl I] [--target T] [--plugin PATH]...`: reruns a
+// `mlacheck repro FILE|--all DIR [flags]` (its flags: tools/flags.def, or `mlacheck repro --help`): reruns a
 // case file, or a raw fuzz input (decoded through its target's harness decoder,
 // fuzz/fuzz_input.h), and prints its verdict. --plugin loads a plugin's implementations
 // first (kernels/plugin.h); every case then runs in a child process.

@@ -84,7 +84,9 @@ TEST(CaseText, MalformedTextIsRefusedWithOneLineNamingTheLine) {
       {"k 1\nK 2\n", "case line 2: 'K' is not a key"},
       {"k 1\nk 2\n", "case line 2: key 'k' appears twice"},
       {"k 1\n\nk\xff 2\n", "case line 3: byte 0xff is not printable ASCII"},
-      {"k \x01\n", "case line 1: byte 0x1 is not printable ASCII"},
+      {"k \x01\n", "case line 1: byte 0x1 in a value of 'k' is not printable ASCII"},
+      {"# header\nk 1\n\nseq_lens 1 \xc3\xa9\n", "case line 4: byte 0xc3 in a value of 'seq_lens' is not printable ASCII"},
+      {"k 1\nj 2\n# note\nk 3\n", "case line 4: key 'k' appears twice (first on line 1)"},
       {"k " + std::string(201, 'x') + "\n", "case line 1: a value of 'k' is over 200 characters"},
       {std::string(65, 'k') + " 1\n", "case line 1"},
   };
@@ -115,6 +117,36 @@ TEST(CaseText, ReadersRefuseMissingKeysWrongTypesRangesAndCounts) {
       {error_of([&] { t.choice("word", {"x", "y"}); }), "case: 'word' is 'abc', not one of x, y"},
   };
   for (const auto& [got, want] : bad) EXPECT_EQ(got, want);
+}
+
+// Regression files open with comment headers: the property line may come anywhere, and a reader's
+// refusal names the line of its key, so a hand-edited file says where it is wrong.
+TEST(CaseText, ACaseIsRecognisedByItsPropertyLineAndErrorsNameTheLineAndKey) {
+  EXPECT_TRUE(CaseText::names_a_property("property p.q\n"));
+  EXPECT_TRUE(CaseText::names_a_property("# R1 - a bug\n#   more words\n\n  property\tp.q # why\r\nk 1\n"));
+  EXPECT_TRUE(CaseText::names_a_property("k 1\nproperty"));
+  EXPECT_FALSE(CaseText::names_a_property(""));
+  EXPECT_FALSE(CaseText::names_a_property("# property p.q\nk 1\n"));
+  EXPECT_FALSE(CaseText::names_a_property("properties p.q\nproperty_x 1\n"));
+  EXPECT_FALSE(CaseText::names_a_property(std::string("\x00\x01property p\xff", 13)));
+
+  const CaseText t = CaseText::parse("# header\n# more\nproperty p.q\nk 9\nlist 1 2 3\n\nsede 4\nwords a b\n");
+  EXPECT_EQ(t.line_of("k"), 4u);
+  EXPECT_EQ(t.line_of("sede"), 7u);
+  EXPECT_EQ(t.line_of("nope"), 0u);
+  const auto located = [&](auto read) { return t.locate(error_of(read)); };
+  EXPECT_EQ(located([&] { t.integer("k", 0, 6); }), "case line 4: 'k' is 9, outside [0, 6]");
+  EXPECT_EQ(located([&] { t.integers_exactly("list", 0, 9, 4); }), "case line 5: 'list' has 3 values, needs 4");
+  EXPECT_EQ(located([&] { t.integer("words", 0, 6); }), "case line 8: 'words' needs one value, has 2");
+  EXPECT_EQ(located([&] { t.integer("seed", 0, 6); }), "case: key 'seed' is missing (line 7 has 'sede': misspelt?)");
+  EXPECT_EQ(located([&] { t.integer("other", 0, 6); }), "case: key 'other' is missing");
+  EXPECT_EQ(t.locate("case: unknown key 'sede' (misspelt, or for another property?)"),
+            "case line 7: unknown key 'sede' (misspelt, or for another property?)");
+  EXPECT_EQ(t.locate("topk case: row 3 is wrong"), "topk case: row 3 is wrong");  // not a reader's: unchanged
+  // A key set in code, not parsed from text, has no line.
+  CaseText set;
+  set.set("k", int64_t{9});
+  EXPECT_EQ(set.locate(error_of([&] { set.integer("k", 0, 6); })), "case: 'k' is 9, outside [0, 6]");
 }
 
 TEST(CaseText, AKeyNoReaderAskedForIsReported) {

@@ -98,7 +98,11 @@ TEST(MlacheckCli, BadUsageIsOneLineAndExitTwo) {
     const CliResult r = run_mlacheck(args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.out;
     EXPECT_EQ(lines(r.out), 1) << args << ": " << r.out;
-    EXPECT_EQ(r.out.rfind("mlacheck: ", 0), 0u) << r.out;
+    // One prefix: "mlacheck: " before a command is known, "mlacheck <command>: " after.
+    const std::string cmd = std::string(args).substr(0, std::string(args).find(' '));
+    const std::string prefix = cmd.empty() || cmd == "frobnicate" ? "mlacheck: " : "mlacheck " + cmd + ": ";
+    EXPECT_EQ(r.out.rfind(prefix, 0), 0u) << r.out;
+    EXPECT_EQ(r.out.find(": " + cmd + ": ", prefix.size()), std::string::npos) << r.out;
   }
 }
 
@@ -209,6 +213,75 @@ TEST(MlacheckCli, WithoutGuardsAStrayWriteIsNotSeen) {
   ::unsetenv("MLACHECK_GUARDS");
   EXPECT_NE(plain.out.find("guards off: MLACHECK_GUARDS=0"), std::string::npos) << plain.out;
   EXPECT_EQ(plain.out.find("guard of topk_buffer"), std::string::npos) << plain.out;
+}
+
+}  // namespace
+
+// ---- the flag table (tools/flags.def) seen from the command line ----------------------------------
+
+namespace {
+
+TEST(MlacheckCli, EverySubcommandHasHelpWithItsFlagsAndAnExample) {
+  for (const char* cmd : {"list", "selfcheck", "check", "repro", "fuzz", "mutants", "bench", "bench guards", "targets",
+                          "decode", "encode"}) {
+    const std::string name = std::string(cmd).substr(0, std::string(cmd).find(' '));
+    for (const std::string& args : {std::string(cmd) + " --help", "help " + name}) {
+      const CliResult r = run_mlacheck(args);
+      EXPECT_EQ(r.status, 0) << args << ": " << r.out;
+      EXPECT_EQ(r.out.rfind("usage: mlacheck " + name, 0), 0u) << args << ": " << r.out;
+      EXPECT_NE(r.out.find("\nexample:\n  mlacheck " + name), std::string::npos) << args << ": " << r.out;
+    }
+  }
+  const CliResult fuzz = run_mlacheck("fuzz --help");
+  EXPECT_NE(fuzz.out.find("--jobs N"), std::string::npos) << fuzz.out;
+  EXPECT_NE(fuzz.out.find("default 1; 1 to "), std::string::npos) << fuzz.out;
+}
+
+// The findings of issue 24 about flags: each one line, exit 2, naming the flag and the range.
+TEST(MlacheckCli, BadFlagValuesNameTheFlagAndTheRange) {
+  const struct {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"fuzz --bogus", "mlacheck fuzz: unknown flag '--bogus'"},
+      {"fuzz --target topk_decode --jobs 100000", "mlacheck fuzz: --jobs '100000' is out of range: 1 to "},
+      {"selfcheck --samples 2000000000", "mlacheck selfcheck: --samples '2000000000' is out of range: 1 to 100000"},
+      {"selfcheck --samples 9223372036854775807", "out of range: 1 to 100000"},
+      {"check --seed 18446744073709551616", "mlacheck check: --seed '18446744073709551616' is out of range"},
+      {"mutants --seed 99999999999999999999999", "is out of range: 0 to 18446744073709551615"},
+      {"bench guards --help extra", "usage: mlacheck bench"},  // --help wins: exit 0, checked below
+      {"repro a.case --max-mb 0", "mlacheck repro: --max-mb '0' is out of range: 1 to "},
+      {"check --format xml", "--format 'xml' is not one of table, json, junit"},
+      {"fuzz --target topk_decode --format junit", "--format 'junit' is not one of text, sarif"},
+      {"repro --report pdf a.case", "--report 'pdf' is not one of none, html"},
+      {"fuzz --target topk_decode --time 5 --runs 5", "give --time or --runs, not both"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run_mlacheck(c.args);
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
+    if (std::string(c.args).find("--help") != std::string::npos) {
+      EXPECT_EQ(r.status, 0) << c.args;
+      continue;
+    }
+    EXPECT_EQ(r.status, 2) << c.args << ": " << r.out;
+    EXPECT_EQ(lines(r.out), 1) << c.args << ": " << r.out;
+  }
+}
+
+// Output that cannot be written (a full disk: /dev/full) is an error, exit 2, said on stderr.
+TEST(MlacheckCli, AFailedWriteToStdoutIsReported) {
+  for (const char* args : {"list", "--help", "fuzz --help", "targets"}) {
+    const std::string cmd = std::string(MLACHECK_BINARY) + " " + args + " 2>&1 >/dev/full";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string err;
+    std::array<char, 4096> buf;
+    for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) err.append(buf.data(), n);
+    const int st = pclose(p);
+    EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 2) << args << ": " << err;
+    EXPECT_EQ(lines(err), 1) << args << ": " << err;
+    EXPECT_NE(err.find("cannot write the output to stdout"), std::string::npos) << args << ": " << err;
+  }
 }
 
 }  // namespace

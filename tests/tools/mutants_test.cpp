@@ -70,7 +70,7 @@ TEST(Mutants, BadUsageIsOneLineAndExitTwo) {
     EXPECT_EQ(r.status, 2) << args[0];
     EXPECT_EQ(r.out, "") << args[0];
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_EQ(r.err.rfind("mlacheck: mutants: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.rfind("mlacheck mutants: ", 0), 0u) << r.err;
   }
 }
 

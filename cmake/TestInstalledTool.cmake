@@ -1,0 +1,58 @@
+# ctest install.tool: installs this build's tool component (and fuzz, where the build has the
+# harnesses) into a scratch prefix, links the installed mlacheck into a folder put first on PATH (as
+# scripts/main.sh does), and runs it by its bare name from outside the source tree: `mlacheck list`,
+# a regression case from the installed corpus (PASS on @ref, FAIL on its seeded variant) and, with
+# the harnesses, a short fuzz run that must find them beside the installed tool.
+# Arguments (-D): BUILD_DIR, SOURCE_DIR, WORK_DIR, FUZZ (ON or OFF).
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR}/path)
+set(prefix ${WORK_DIR}/prefix)
+
+# Runs a command in WORK_DIR with WORK_DIR/path first on PATH; fails unless it exits with `expect`
+# and its output matches `pattern`.
+function(step expect pattern)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "PATH=${WORK_DIR}/path:$ENV{PATH}" ${ARGN}
+                  WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  string(JOIN " " command ${ARGN})
+  if(NOT rc STREQUAL "${expect}" OR NOT out MATCHES "${pattern}")
+    message(FATAL_ERROR "install.tool: `${command}` exited ${rc} (want ${expect}), output (want /${pattern}/):\n${out}")
+  endif()
+  message(STATUS "install.tool: `${command}` exited ${rc} as it should")
+endfunction()
+
+set(components tool)
+if(FUZZ)
+  list(APPEND components fuzz)
+endif()
+foreach(c ${components})
+  execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --component ${c}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "install.tool: cmake --install --component ${c} failed (${rc}):\n${out}")
+  endif()
+endforeach()
+
+# The corpus went with the tool, every regression of the source tree, without the CMake file.
+file(GLOB source_cases ${SOURCE_DIR}/corpus/regressions/*.case)
+file(GLOB installed_cases ${prefix}/share/mlacheck/corpus/regressions/*.case)
+list(LENGTH source_cases want)
+list(LENGTH installed_cases got)
+if(NOT got EQUAL want OR want EQUAL 0 OR EXISTS ${prefix}/share/mlacheck/corpus/CMakeLists.txt)
+  message(FATAL_ERROR "install.tool: ${got} regression cases installed under ${prefix}/share/mlacheck/corpus, "
+                      "the source tree has ${want} (and the corpus's CMakeLists.txt must stay behind)")
+endif()
+# Only the tool's files: no libraries or headers of the development component.
+if(EXISTS ${prefix}/lib OR EXISTS ${prefix}/include)
+  message(FATAL_ERROR "install.tool: --component tool installed ${prefix}/lib or ${prefix}/include")
+endif()
+
+file(CREATE_LINK ${prefix}/bin/mlacheck ${WORK_DIR}/path/mlacheck SYMBOLIC)
+set(case ${prefix}/share/mlacheck/corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case)
+step(0 "host" mlacheck list)
+step(0 "PASS" mlacheck repro ${case} --backend host)
+step(1 "FAIL" mlacheck repro ${case} --backend host --impl indexer_decode_step@R1)
+if(FUZZ)
+  # The harness is found through the link: <installed bin>/../fuzz/topk_to_global_fuzzer.
+  step(0 "prefix/fuzz/topk_to_global_fuzzer" mlacheck fuzz --target topk_to_global --runs 200 --out ${WORK_DIR}/fuzz)
+endif()
+message(STATUS "install.tool: the installed mlacheck runs from the PATH")
