@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "tests/support/cli.h"
@@ -194,7 +196,8 @@ TEST(PluginCli, AKernelThatFaultsTheContextIsAFailWithItsCase) {
 #endif
 
 TEST(PluginCli, FuzzFindsTheBuggyTwin) {
-  const std::string dir = ::testing::TempDir() + "plugin_cli_fuzz";
+  // A folder of this process's own: two test runs at once (two build trees) must not share it.
+  const std::string dir = ::testing::TempDir() + "plugin_cli_fuzz_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);  // from the seeds alone, not an earlier run's corpus
   const auto t0 = std::chrono::steady_clock::now();
   const CliResult r = run_mlacheck("fuzz --target topk_decode --plugin " + kBuggy +
