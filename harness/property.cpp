@@ -30,7 +30,9 @@ CaseText case_header(const std::string& property, const std::string& impl, const
 void check_property_impl(const PropertyEntry& p, const std::string& impl) {
   const std::string op = impl.substr(0, impl.find('@'));
   MLA_REQUIRE(op == p.op, "property '", p.name, "' takes a ", p.op, " implementation, not '", impl, "'");
-  MLA_REQUIRE(kernels::registry().contains(impl), "no implementation called '", impl, "' (mlacheck list shows them)");
+  MLA_REQUIRE(kernels::registry().contains(impl), "no implementation called '", impl, "' (mlacheck list shows them",
+              impl.size() > 3 && impl.compare(impl.size() - 3, 3, "@py") == 0 ? "; a Python callable's needs --python" : "",
+              ")");
   MLA_REQUIRE(!p.ref_only || impl == p.op + "@ref", "property ", p.name,
               " drives the ref kernel's own paths: it runs on ", p.op, "@ref only, not '", impl, "'");
 }

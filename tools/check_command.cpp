@@ -13,6 +13,7 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
+#include "tools/python_impl.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
 #include "tools/flags.h"
@@ -30,6 +31,7 @@ namespace fs = std::filesystem;
 struct Options {
   SuiteOptions suite;
   std::vector<std::string> impls, plugins;
+  std::string python;  // --python MODULE:CALLABLE, or ""
   std::string save_dir = "mlacheck-cases", format = "table";  // a failure's case is always saved
   std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
   int64_t max_mb = 0;  // --max-mb: one case's memory budget (set process-wide before any case runs)
@@ -43,6 +45,11 @@ std::string fixed(double v, int digits) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+// What `mlacheck repro FILE` needs besides the file: the first plugin, the Python callable.
+std::string rerun_flags(const Options& o) {
+  return (o.plugins.empty() ? "" : " --plugin " + o.plugins.front()) + (o.python.empty() ? "" : " --python " + o.python);
 }
 
 std::string saved_name(const std::string& impl) {
@@ -76,7 +83,7 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   for (const SuiteResult& r : rows) {
     if (!r.failed || r.first.case_text.empty()) continue;
     out << "\n" << r.impl << " failed on this case (saved as " << (fs::path(o.save_dir) / saved_name(r.impl)).string()
-        << "); rerun it with `mlacheck repro FILE" << (o.plugins.empty() ? "" : " --plugin " + o.plugins.front())
+        << "); rerun it with `mlacheck repro FILE" << rerun_flags(o)
         << "`:\n" << r.first.case_text;
   }
   for (const SuiteResult& r : rows) {
@@ -144,7 +151,7 @@ void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::os
     }
     const std::string rerun = "saved as " + (fs::path(o.save_dir) / saved_name(r.impl)).string() +
                               "; rerun it with `mlacheck repro FILE" +
-                              (o.plugins.empty() ? "" : " --plugin " + o.plugins.front()) + "`:\n";
+                              rerun_flags(o) + "`:\n";
     const auto failure = [&](const std::string& name) {
       TestCase t;
       t.name = name, t.classname = r.impl, t.outcome = TestCase::Outcome::kFailed, t.seconds = r.first.seconds;
@@ -214,6 +221,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     if (const int rc = flags::parse("check", args, f, out, err); rc >= 0) return rc;
     o.impls = f.list("impl");
     o.plugins = f.list("plugin");
+    o.python = f.text("python");
     o.suite.backend = f.text("backend");
     o.suite.budget = f.real("budget");
     o.suite.case_timeout = f.real("case-timeout");
@@ -243,6 +251,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       const kernels::LoadedPlugin p = kernels::load_plugin_isolated(path);
       from_plugins.insert(from_plugins.end(), p.implementations.begin(), p.implementations.end());
     }
+    if (!o.python.empty()) from_plugins.push_back(kernels::load_python_isolated(o.python));
     std::vector<std::string> impls = o.impls;
     if (impls.empty()) impls = from_plugins;
     if (impls.empty()) {

@@ -1,0 +1,128 @@
+// Tests of --python (tools/python_impl.h) through the command line: the torch example passes
+// `mlacheck check`, its buggy twin fails with the guard's view, row and column and `repro` of the
+// saved case fails again, a callable that raises or returns a tensor is a FAIL naming it, and an
+// unknown module is one line and exit 2. Without the Python component or torch they say so and skip.
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/cli.h"
+
+namespace {
+
+using mlacheck::test::CliResult;
+using mlacheck::test::run_mlacheck;
+
+const std::string kSource = MLACHECK_SOURCE_DIR;
+const std::string kGood = kSource + "/examples/python/topk_torch.py:topk_decode";
+const std::string kBuggy = kSource + "/examples/python/topk_torch_buggy.py:topk_decode";
+const std::string kFixtures = kSource + "/tests/tools/python/";
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// Why these tests cannot run here, or "".
+std::string missing() {
+#ifndef MLACHECK_PYTHON_EXECUTABLE
+  return "no Python component (MLACHECK_PYTHON off or python3-dev / pybind11-dev missing)";
+#else
+  static const bool torch =
+      std::system((std::string(MLACHECK_PYTHON_EXECUTABLE) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  return torch ? "" : "no torch";
+#endif
+}
+
+#define SKIP_WITHOUT_TORCH()                                           \
+  do {                                                                 \
+    if (const std::string why = missing(); !why.empty()) GTEST_SKIP() << "skipped: " << why; \
+  } while (0)
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+TEST(PythonCli, TheTorchExamplePassesTheWholeSuite) {
+  SKIP_WITHOUT_TORCH();
+  const CliResult r = run_mlacheck("check --python " + kGood + " --budget 4");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode@py  PASS")) << r.out;
+}
+
+TEST(PythonCli, TheBuggyTwinFailsWithTheViewRowAndColumnAndReproFailsAgain) {
+  SKIP_WITHOUT_TORCH();
+  const std::string dir = ::testing::TempDir() + "python_cli_check";
+  std::filesystem::remove_all(dir);
+  const CliResult r = run_mlacheck("check --python " + kBuggy + " --budget 20 --save " + dir);
+  ASSERT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode@py  FAIL")) << r.out;
+  EXPECT_TRUE(has(r.out, "outside every output view")) << r.out;
+  EXPECT_TRUE(has(r.out, "nearest output view 'out'")) << r.out;
+  EXPECT_TRUE(has(r.out, "past the view's")) << r.out;
+  EXPECT_TRUE(has(r.out, "rerun it with `mlacheck repro FILE --python " + kBuggy)) << r.out;
+  const std::string saved = dir + "/topk_decode-py.case";
+  ASSERT_TRUE(std::filesystem::exists(saved)) << r.out;
+  const CliResult again = run_mlacheck("repro " + saved + " --python " + kBuggy);
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_TRUE(has(again.out, "FAIL  guard of")) << again.out;
+  // The same case holds on the correct example and on the reference.
+  EXPECT_EQ(run_mlacheck("repro " + saved + " --python " + kGood).status, 0);
+  EXPECT_EQ(run_mlacheck("repro " + saved + " --impl topk_decode@ref").status, 0);
+  // Without --python the implementation is unknown: bad input, one line that says what is missing.
+  const CliResult unknown = run_mlacheck("repro " + saved);
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_EQ(lines(unknown.out), 1) << unknown.out;
+  EXPECT_TRUE(has(unknown.out, "needs --python")) << unknown.out;
+}
+
+TEST(PythonCli, ACallableThatRaisesIsAFailNamingTheExceptionWithItsCaseSaved) {
+  SKIP_WITHOUT_TORCH();
+  const std::string dir = ::testing::TempDir() + "python_cli_raises";
+  std::filesystem::remove_all(dir);
+  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_raises.py:topk_decode --budget 5 --save " + dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  // The message is one line (its newline folded) and names where it was raised.
+  EXPECT_TRUE(has(r.out, "raised ValueError: no kernel for k=")) << r.out;
+  EXPECT_TRUE(has(r.out, "second line of the message (at ")) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_raises.py:5 in topk_decode)")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/topk_decode-py.case")) << r.out;
+}
+
+TEST(PythonCli, ACallableThatReturnsATensorInsteadOfWritingOutIsTold) {
+  SKIP_WITHOUT_TORCH();
+  const std::string dir = ::testing::TempDir() + "python_cli_returns";
+  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_returns.py:topk_decode --budget 5 --save " + dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "returned a Tensor instead of None: write the answer into out in place")) << r.out;
+}
+
+TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
+  SKIP_WITHOUT_TORCH();
+  CliResult r = run_mlacheck("check --python no_such_module_here:topk_decode --budget 5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "ModuleNotFoundError: No module named 'no_such_module_here'")) << r.out;
+  r = run_mlacheck("repro x.case --python " + kSource + "/examples/python/topk_torch.py:no_such_function");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "has no 'no_such_function'")) << r.out;
+  r = run_mlacheck("check --python not-a-spec --budget 5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "is not MODULE:CALLABLE")) << r.out;
+}
+
+// Without the component, --python is refused in one line (and nothing else changes).
+TEST(PythonCli, WithoutTheComponentPythonIsRefusedInOneLine) {
+#ifdef MLACHECK_PYTHON_EXECUTABLE
+  GTEST_SKIP() << "skipped: the Python component is built";
+#else
+  const CliResult r = run_mlacheck("check --python " + kGood + " --budget 5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "built without the Python component")) << r.out;
+#endif
+}
+
+}  // namespace
