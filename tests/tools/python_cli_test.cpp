@@ -77,6 +77,29 @@ TEST(PythonCli, TheBuggyTwinFailsWithTheViewRowAndColumnAndReproFailsAgain) {
   EXPECT_TRUE(has(unknown.out, "needs --python")) << unknown.out;
 }
 
+// The Python path and the C++ path give the same verdict on the same case file: every top-k decode
+// seed case and regression, run through repro on topk_decode@ref and on the torch example.
+TEST(PythonCli, EveryCorpusCaseHasTheSameVerdictOnTheTorchExampleAsOnTheReference) {
+  SKIP_WITHOUT_TORCH();
+  int compared = 0;
+  for (const std::string& dir : {kSource + "/corpus/topk_decode", kSource + "/corpus/regressions"}) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string file = e.path().string();
+      if (e.path().extension() != ".case" || !has(e.path().filename().string(), dir.find("regressions") == std::string::npos ? "" : "topk")) {
+        continue;
+      }
+      const CliResult ref = run_mlacheck("repro " + file + " --impl topk_decode@ref");
+      if (ref.status == 2) continue;  // a regression of another op (its property takes no top-k impl)
+      const CliResult py = run_mlacheck("repro " + file + " --python " + kGood + " --impl topk_decode@py");
+      if (py.status == 2 && has(py.out, "runs on topk_decode@ref only")) continue;  // the ref kernel's own paths
+      EXPECT_EQ(py.status, ref.status) << file << "\nref: " << ref.out << "\npython: " << py.out;
+      EXPECT_EQ(has(py.out, "PASS"), has(ref.out, "PASS")) << file;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 10) << "the seed cases of the properties any implementation runs, and R4's regressions";
+}
+
 TEST(PythonCli, ACallableThatRaisesIsAFailNamingTheExceptionWithItsCaseSaved) {
   SKIP_WITHOUT_TORCH();
   const std::string dir = ::testing::TempDir() + "python_cli_raises";
