@@ -1,0 +1,100 @@
+"""mlacheck from Python: check a Python function with an op's whole property suite.
+
+    import mlacheck
+    from my_kernels import topk_decode          # a module-level function
+    v = mlacheck.check("topk_decode", topk_decode, budget=20)
+    print(v)                                     # the row `mlacheck check` prints
+    assert v, v.verdict                          # a Verdict is true when the suite passed
+
+This package drives the `mlacheck` executable (`mlacheck check --python FILE:NAME --format json`):
+the properties, generators and shrinking are C++ (RapidCheck, which cannot be loaded into a Python
+process here), and the function runs in the executable's child process on the guarded views, lent
+to it as torch tensors (docs/python.md). The executable is $MLACHECK_BIN, else `mlacheck` on PATH.
+"""
+import inspect
+import json
+import os
+import shutil
+import subprocess
+
+__all__ = ["OPS", "Verdict", "check", "binary"]
+
+# The ops a Python function can stand in for today (docs/python.md).
+OPS = ("topk_decode",)
+
+
+class Verdict:
+    """One implementation's result: passed, cases_run, the first failing check and its verdict,
+    the failing case's text and the file it was saved in."""
+
+    def __init__(self, row, save_dir):
+        self.implementation = row["implementation"]
+        self.passed = bool(row["passed"])
+        self.cases_run = int(row["cases_run"])
+        self.stage = row.get("stage", "")
+        self.check = row.get("check", "")
+        self.verdict = row.get("verdict", "")
+        self.case = row.get("case", "")
+        name = self.implementation.replace("@", "-") + ".case"
+        self.case_file = os.path.join(save_dir, name) if not self.passed and self.case else None
+
+    def __bool__(self):
+        return self.passed
+
+    def __str__(self):
+        if self.passed:
+            return "%s  PASS  %d  -" % (self.implementation, self.cases_run)
+        line = "%s  FAIL  %d  %s: %s: %s" % (self.implementation, self.cases_run, self.stage, self.check, self.verdict)
+        if self.case_file:
+            line += "\n(case saved as %s; rerun it with `mlacheck repro %s --python ...`)" % (self.case_file, self.case_file)
+        return line
+
+    __repr__ = __str__
+
+
+def binary():
+    """The mlacheck executable this package drives."""
+    path = os.environ.get("MLACHECK_BIN") or shutil.which("mlacheck")
+    if not path:
+        raise RuntimeError("mlacheck: no mlacheck executable (set MLACHECK_BIN, or put mlacheck on PATH: "
+                           "bash scripts/main.sh installs it)")
+    return path
+
+
+def _spec(fn):
+    if not callable(fn):
+        raise TypeError("mlacheck: %r is not callable" % (fn,))
+    name = getattr(fn, "__qualname__", "")
+    if not name or "<" in name or "." in name:
+        raise TypeError("mlacheck: %r must be a function defined at module level (the check runs it by "
+                        "file and name in a child process)" % (fn,))
+    try:
+        source = inspect.getsourcefile(fn)
+    except TypeError:
+        source = None
+    if not source:
+        raise TypeError("mlacheck: %r has no source file to load it from" % (fn,))
+    return "%s:%s" % (os.path.abspath(source), name)
+
+
+def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None):
+    """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
+
+    Returns a Verdict. Raises ValueError for an op no Python function can take yet, TypeError for
+    fn that is not a module-level function, RuntimeError with mlacheck's one line for bad input
+    (a module that does not import, no torch, a backend not usable here)."""
+    if op not in OPS:
+        raise ValueError("mlacheck: op '%s' cannot take a Python function yet (only %s)" % (op, ", ".join(OPS)))
+    if contract:
+        raise ValueError("mlacheck: contracts for a Python function are not supported yet: it is checked "
+                         "against the whole spec")
+    cmd = [binary(), "check", "--python", _spec(fn), "--impl", op + "@py", "--budget", str(budget), "--backend",
+           backend, "--format", "json", "--save", save]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode not in (0, 1):
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        raise RuntimeError(lines[-1] if lines else "mlacheck exited %d" % p.returncode)
+    rows = json.loads(p.stdout)["implementations"]
+    return Verdict(rows[0], save)

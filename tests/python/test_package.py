@@ -1,0 +1,46 @@
+"""Tests of the mlacheck Python package (python/mlacheck): a torch function passes, its buggy twin
+fails with the view, row and column and a saved case, and bad input is one clear exception.
+Run by ctest (python.package) with PYTHONPATH=python and MLACHECK_BIN set."""
+import os
+import sys
+
+import pytest
+
+import mlacheck
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+
+import topk_torch  # noqa: E402
+import topk_torch_buggy  # noqa: E402
+
+
+def test_the_torch_example_passes():
+    v = mlacheck.check("topk_decode", topk_torch.topk_decode, budget=3)
+    assert v, str(v)
+    assert v.cases_run > 0
+    assert str(v).startswith("topk_decode@py  PASS")
+
+
+def test_the_buggy_twin_fails_with_the_view_row_and_column(tmp_path):
+    v = mlacheck.check("topk_decode", topk_torch_buggy.topk_decode, budget=20, save=str(tmp_path))
+    assert not v
+    assert "nearest output view 'out'" in v.verdict
+    assert "past the view's" in v.verdict
+    assert v.case_file and os.path.exists(v.case_file)
+    assert "FAIL" in str(v)
+
+
+def test_an_op_without_python_support_is_a_value_error():
+    with pytest.raises(ValueError, match="cannot take a Python function yet"):
+        mlacheck.check("sparse_mla_decode", topk_torch.topk_decode)
+
+
+def test_a_lambda_is_a_type_error():
+    with pytest.raises(TypeError, match="module level"):
+        mlacheck.check("topk_decode", lambda *a: None)
+
+
+def test_a_backend_not_usable_is_mlacheck_s_one_line():
+    with pytest.raises(RuntimeError, match="mlacheck"):
+        mlacheck.check("topk_decode", topk_torch.topk_decode, backend="nowhere")
