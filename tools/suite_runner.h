@@ -74,7 +74,4 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
 // beside the running mlacheck's bin/ (an install or a GPU bundle), else the source tree's.
 std::string corpus_root(const std::string& corpus);
 
-// s as a JSON string literal, quotes included (the --format json tables of check and mutants).
-std::string json_string(const std::string& s);
-
 }  // namespace mlacheck
