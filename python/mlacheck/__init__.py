@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 
-__all__ = ["OPS", "Verdict", "check", "binary"]
+__all__ = ["OPS", "Verdict", "check", "binary", "test_of", "CheckFailed"]
 
 # The ops a Python function can stand in for today (docs/python.md).
 OPS = ("topk_decode",)
@@ -98,3 +98,34 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
         raise RuntimeError(lines[-1] if lines else "mlacheck exited %d" % p.returncode)
     rows = json.loads(p.stdout)["implementations"]
     return Verdict(rows[0], save)
+
+
+class CheckFailed(AssertionError):
+    """A failed check as a test failure: the verdict, the failing case and the file it was saved in."""
+
+
+def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases"):
+    """A pytest test (a plain function taking no arguments) that runs op's suite on fn:
+
+        # test_my_kernels.py
+        import mlacheck
+        from my_kernels import topk_decode
+        test_topk_decode = mlacheck.test_of("topk_decode", topk_decode, budget=20)
+
+    It passes when the suite passes and fails with the CLI's row, the case's text and the saved
+    case file (rerun it with `mlacheck repro FILE --python ...`). Being an ordinary test function,
+    it works with pytest -x, -k and xdist. Bad input (an op without Python support, a lambda)
+    is raised here, when the test module is collected."""
+    if op not in OPS:
+        raise ValueError("mlacheck: op '%s' cannot take a Python function yet (only %s)" % (op, ", ".join(OPS)))
+    _spec(fn)  # refuse a lambda or a nested function at collection, not when the test runs
+
+    def test():
+        v = check(op, fn, budget=budget, backend=backend, seed=seed, save=save)
+        if not v:
+            raise CheckFailed("%s\n%s" % (v, v.case))
+
+    test.__name__ = "test_%s_%s" % (op, getattr(fn, "__name__", "callable"))
+    test.__qualname__ = test.__name__
+    test.__doc__ = "mlacheck: %s's whole suite on %s" % (op, _spec(fn))
+    return test

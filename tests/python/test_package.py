@@ -44,3 +44,24 @@ def test_a_lambda_is_a_type_error():
 def test_a_backend_not_usable_is_mlacheck_s_one_line():
     with pytest.raises(RuntimeError, match="mlacheck"):
         mlacheck.check("topk_decode", topk_torch.topk_decode, backend="nowhere")
+
+
+# mlacheck.test_of: a pytest test built from an op and a function, as a user's test module writes it.
+test_the_torch_example_through_test_of = mlacheck.test_of("topk_decode", topk_torch.topk_decode, budget=3)
+
+
+def test_test_of_fails_with_the_verdict_and_the_saved_case(tmp_path):
+    t = mlacheck.test_of("topk_decode", topk_torch_buggy.topk_decode, budget=20, save=str(tmp_path))
+    assert t.__name__ == "test_topk_decode_topk_decode"
+    with pytest.raises(mlacheck.CheckFailed) as failed:
+        t()
+    text = str(failed.value)
+    assert "topk_decode@py  FAIL" in text
+    assert "past the view's" in text
+    assert "case saved as " + str(tmp_path) in text
+    assert "property topk_decode." in text  # the case's text follows
+
+
+def test_test_of_refuses_a_lambda_when_the_module_is_collected():
+    with pytest.raises(TypeError, match="module level"):
+        mlacheck.test_of("topk_decode", lambda *a: None)
