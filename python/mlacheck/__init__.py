@@ -114,7 +114,7 @@ def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases")
 
     It passes when the suite passes and fails with the CLI's row, the case's text and the saved
     case file (rerun it with `mlacheck repro FILE --python ...`). Being an ordinary test function,
-    it works with pytest -x, -k and xdist. Bad input (an op without Python support, a lambda)
+    it works with pytest -x and -k. Bad input (an op without Python support, a lambda)
     is raised here, when the test module is collected."""
     if op not in OPS:
         raise ValueError("mlacheck: op '%s' cannot take a Python function yet (only %s)" % (op, ", ".join(OPS)))
