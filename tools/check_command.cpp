@@ -34,7 +34,6 @@ struct Options {
   std::string python;  // --python MODULE:CALLABLE, or ""
   std::string save_dir = "mlacheck-cases", format = "table";  // a failure's case is always saved
   std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
-  int64_t max_mb = 0;  // --max-mb: one case's memory budget (set process-wide before any case runs)
 };
 
 bool has_target(const std::string& op) {
@@ -222,19 +221,13 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     o.impls = f.list("impl");
     o.plugins = f.list("plugin");
     o.python = f.text("python");
-    o.suite.backend = f.text("backend");
-    o.suite.budget = f.real("budget");
-    o.suite.case_timeout = f.real("case-timeout");
-    o.suite.cases = static_cast<int>(f.integer("cases"));
-    o.suite.seed = f.seed("seed");
-    o.suite.corpus = f.text("corpus");
+    o.suite = suite_options(f);
     o.suite.contract_probe = f.on("contract-probe");
     o.save_dir = f.text("save");
     o.format = f.text("format");
     o.report = f.text("report");
     o.report_dir = f.text("report-dir");
-    o.max_mb = f.integer("max-mb");
-    if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
+    flags::apply_max_mb(f);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
     // A GPU backend is not touched in this process (each implementation's child uses it).

@@ -352,4 +352,8 @@ int64_t machine_memory_mb() {
 
 int64_t default_max_mb() { return std::max<int64_t>(1, default_case_memory_budget_bytes() >> 20); }
 
+void apply_max_mb(const Parsed& f) {
+  if (f.given("max-mb")) set_case_memory_budget_bytes(f.integer("max-mb") << 20);
+}
+
 }  // namespace mlacheck::flags

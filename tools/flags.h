@@ -87,5 +87,8 @@ int usage_error(std::ostream& err, const std::string& command, const std::string
 int64_t cpu_count();
 int64_t machine_memory_mb();
 int64_t default_max_mb();
+// --max-mb, when given, as the process-wide budget of one case (harness/memory_budget.h); the
+// default budget stands otherwise. Every command that runs cases calls it once, after parse.
+void apply_max_mb(const Parsed& f);
 
 }  // namespace mlacheck::flags

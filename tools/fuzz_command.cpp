@@ -44,7 +44,7 @@ struct Options {
   bool seeds_given = false;
   int64_t time_s = 60, jobs = 1, runs = -1, seed = 0, minimize_s = 20, timeout_s = 60;
   std::string format = "text", sarif_path;  // --format text|sarif (stdout), --sarif FILE (also)
-  int64_t max_mb = 0;  // --max-mb: one case's memory budget, here and (MLACHECK_MAX_MB) in the harness
+  int64_t max_mb = 0;  // --max-mb: one case's budget here; libFuzzer's -rss_limit_mb is raised above it
 };
 
 std::string read_all(const fs::path& p) {
@@ -210,7 +210,7 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
   if (o.target.empty()) {
     return flags::usage_error(err, "fuzz", "--target T is required (mlacheck targets lists them; all runs each in turn)");
   }
-  if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
+  flags::apply_max_mb(f);
   try {
     // Loaded here (a plugin that cannot be loaded is one line, before any harness starts) and, by
     // MLACHECK_PLUGIN, in every harness process.
@@ -311,7 +311,6 @@ Summary run_campaign(Options o, std::ostream& out) {
 
     std::vector<std::string> env = {"MLACHECK_BACKEND=" + o.backend, "MLACHECK_IMPL=" + o.impl,
                                     "MLACHECK_CASE_DIR=" + (dir / "violations").string()};
-    if (o.max_mb > 0) env.push_back("MLACHECK_MAX_MB=" + std::to_string(o.max_mb));
     if (!o.plugins.empty()) {
       std::string list;
       for (const std::string& path : o.plugins) list += (list.empty() ? "" : ":") + path;

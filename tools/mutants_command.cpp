@@ -64,7 +64,6 @@ struct Options {
   std::vector<std::string> only;
   std::string save_dir;  // --save: each kill's case as <op>-<id>.case
   std::vector<std::string> plugins;
-  int64_t max_mb = 0;  // --max-mb: one case's memory budget (set process-wide before any case runs)
 };
 
 using Row = SuiteResult;
@@ -205,18 +204,12 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
   try {
     flags::Parsed f;
     if (const int rc = flags::parse("mutants", args, f, out, err); rc >= 0) return rc;
-    o.suite.backend = f.text("backend");
-    o.suite.budget = f.real("budget");
-    o.suite.case_timeout = f.real("case-timeout");
-    o.suite.cases = static_cast<int>(f.integer("cases"));
-    o.suite.seed = f.seed("seed");
-    o.suite.corpus = f.text("corpus");
+    o.suite = suite_options(f);
     o.format = f.text("format");
     o.only = f.list("only");
     o.save_dir = f.text("save");
     o.plugins = f.list("plugin");
-    o.max_mb = f.integer("max-mb");
-    if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
+    flags::apply_max_mb(f);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
     // The host backend is checked here; a GPU backend is not touched in this process (a CUDA

@@ -49,7 +49,6 @@ struct ReproOptions {
   bool ignore_contract = false;  // run a case outside the implementation's contract anyway
   std::string format = "table";  // --format table|json|junit: the report of --all
   std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
-  int64_t max_mb = 0;  // --max-mb: one case's memory budget (set process-wide before any case runs)
 };
 
 // What the child answers for a case outside the contract (not a verdict).
@@ -267,8 +266,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
   o.format = f.text("format");
   o.report = f.text("report");
   o.report_dir = f.text("report-dir");
-  o.max_mb = f.integer("max-mb");
-  if (f.given("max-mb")) set_case_memory_budget_bytes(o.max_mb << 20);
+  flags::apply_max_mb(f);
   const std::vector<std::string> plugins = f.list("plugin");
   std::vector<std::string> files = f.positional;
   const std::string all_dir = f.text("all");

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tools/flags.h"
+
 namespace mlacheck {
 
 struct SuiteOptions {
@@ -35,6 +37,10 @@ struct SuiteOptions {
   // runs it within this time). 0: a third of the budget, within 10 to 60 s.
   double case_timeout = 0;
 };
+
+// The suite's flags of check and mutants (tools/flags.def): --backend, --budget, --case-timeout,
+// --cases, --seed, --corpus, each as given or its command's default.
+SuiteOptions suite_options(const flags::Parsed& f);
 
 // What failed: the stage ("properties", "regressions", "fuzz"), the check (a property, or how the
 // child ended), its verdict line, when, and the case (a case file, for `mlacheck repro`).
