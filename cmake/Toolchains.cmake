@@ -3,7 +3,6 @@
 #   MLACHECK_CUDA = AUTO | ON | OFF   nvcc at $CUDACXX or /usr/local/cuda/bin/nvcc; sm_90a and sm_100a
 #   MLACHECK_HIP  = AUTO | ON | OFF   hipcc on PATH; compile checks for gfx90a and gfx940
 #   MLACHECK_FUZZ = AUTO | ON | OFF   libFuzzer harnesses; needs clang as the C++ compiler
-#   MLACHECK_PYTHON = AUTO | ON | OFF  --python (docs/python.md): embedded Python 3 and pybind11
 # ON makes a missing toolchain a configure error; AUTO reports it and goes on.
 
 set(MLACHECK_CUDA AUTO CACHE STRING "Build the CUDA backend and GPU tests (AUTO, ON, OFF)")
@@ -104,33 +103,14 @@ function(mlacheck_fuzz_coverage kind)
   endif()
 endfunction()
 
-# Python (docs/python.md): `--python MODULE:CALLABLE` runs a Python callable as an implementation,
-# with mlacheck embedding the interpreter. Needs Python 3 with its embedding headers and library
-# (python3-dev) and pybind11 (pybind11-dev). Debian's /usr/bin/python3 is preferred over any other
-# one on PATH (a pyenv one has no torch from Debian). Off in a sanitizer build under AUTO: libpython
-# and torch are not built with ASan. Off, nothing links libpython.
-set(MLACHECK_PYTHON AUTO CACHE STRING "Embed Python for --python MODULE:CALLABLE (AUTO, ON, OFF)")
-set_property(CACHE MLACHECK_PYTHON PROPERTY STRINGS AUTO ON OFF)
-set(MLACHECK_HAVE_PYTHON OFF)
-if(MLACHECK_PYTHON STREQUAL "OFF")
-  message(STATUS "mlacheck: Python off: MLACHECK_PYTHON=OFF")
-elseif(MLACHECK_PYTHON STREQUAL "AUTO" AND CMAKE_CXX_FLAGS MATCHES "-fsanitize=")
-  message(STATUS "mlacheck: Python off: a sanitizer build (libpython and torch are not built with it; MLACHECK_PYTHON=ON forces it)")
-else()
-  if(NOT Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
-    set(Python3_EXECUTABLE /usr/bin/python3)
-  endif()
-  find_package(Python3 COMPONENTS Interpreter Development.Embed QUIET)
-  if(Python3_Development.Embed_FOUND)
-    find_package(pybind11 CONFIG QUIET)
-    if(pybind11_FOUND)
-      set(MLACHECK_HAVE_PYTHON ON)
-      message(STATUS "mlacheck: Python on: ${Python3_EXECUTABLE} ${Python3_VERSION}, pybind11 ${pybind11_VERSION}")
-    else()
-      _mlacheck_toolchain_off("Python" "${MLACHECK_PYTHON}" "no pybind11 CMake package (Debian's pybind11-dev)")
-    endif()
+# Python (docs/python.md): nothing of Python is linked; `--python` starts the user's interpreter
+# ($MLACHECK_PYTHON, else python3 on PATH) as a worker at run time. The tests use this Python:
+# Debian's /usr/bin/python3 (its python3-torch and python3-pytest) over any other one on PATH.
+if(NOT MLACHECK_TEST_PYTHON)
+  if(EXISTS /usr/bin/python3)
+    set(MLACHECK_TEST_PYTHON /usr/bin/python3)
   else()
-    _mlacheck_toolchain_off("Python" "${MLACHECK_PYTHON}"
-                            "no Python 3 embedding headers and library (Debian's python3-dev) for ${Python3_EXECUTABLE}")
+    find_program(MLACHECK_TEST_PYTHON python3)
   endif()
 endif()
+message(STATUS "mlacheck: Python tests use ${MLACHECK_TEST_PYTHON}")

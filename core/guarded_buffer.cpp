@@ -1,5 +1,6 @@
 // Guarded host buffers: red zones, poison, output masks and the stray-write check.
 #include "core/guarded_buffer.h"
+#include "core/shared_arena.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -320,6 +321,10 @@ class BlockCache {
 }  // namespace
 
 GuardedBuffer::Block GuardedBuffer::allocate_block(int64_t bytes) {
+  if (shared_arena::active()) {  // a process that lends its buffers to a Python worker
+    uint8_t* p = shared_arena::allocate(std::max<int64_t>(bytes, 1));
+    return Block(p, Free(-1));
+  }
   if (bytes < BlockCache::kSmallest) {
     bytes = std::max<int64_t>(256, (bytes + 255) / 256 * 256);
     return Block(static_cast<uint8_t*>(std::aligned_alloc(256, static_cast<size_t>(bytes))), Free(0));
@@ -336,7 +341,9 @@ GuardedBuffer::Block GuardedBuffer::allocate_block(int64_t bytes) {
 // cached_class: 1 + the size class of a mapped block; 0 for a block from aligned_alloc.
 void GuardedBuffer::Free::operator()(uint8_t* p) const {
   if (p == nullptr) return;
-  if (cached_class > 0) {
+  if (cached_class < 0) {
+    shared_arena::release(p);
+  } else if (cached_class > 0) {
     BlockCache::instance().give(p, cached_class - 1);
   } else {
     std::free(p);

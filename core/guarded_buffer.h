@@ -155,7 +155,9 @@ class GuardedBuffer final : public GuardedMemory {
   void fill_red_zones();
 
   // Blocks come from, and go back to, a process-wide cache by size class (guarded_buffer.cpp), so a
-  // fuzzer's case after case does not map, fault in and unmap fresh pages for every buffer.
+  // fuzzer's case after case does not map, fault in and unmap fresh pages for every buffer. In a
+  // process that lends its buffers to a Python worker they come from core/shared_arena.h instead
+  // (cached_class -1).
   struct Free {
     Free() : cached_class(0) {}
     explicit Free(int c) : cached_class(c) {}

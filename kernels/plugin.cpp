@@ -293,18 +293,23 @@ LoadedPlugin load_plugin(const std::string& path) {
   MLA_REQUIRE(info->abi_version >= 1 && info->abi_version <= MLACHECK_PLUGIN_ABI_VERSION, what,
               " was built against plugin ABI version ", info->abi_version, ", and this mlacheck speaks versions 1 to ",
               MLACHECK_PLUGIN_ABI_VERSION, ": rebuild it against this mlacheck's include/mlacheck/plugin.h");
-  MLA_REQUIRE(info->register_impls != nullptr, what, ": its mlacheck_plugin has no registration function");
+  return register_plugin(*info, path);  // the handle stays open: the registry calls into the library
+}
+
+LoadedPlugin register_plugin(const mlacheck_plugin_info& info, const std::string& path) {
+  const std::string what = "plugin " + path;
+  MLA_REQUIRE(info.register_impls != nullptr, what, ": its mlacheck_plugin has no registration function");
   LoadedPlugin loaded;
   loaded.path = path;
-  loaded.name = info->name != nullptr ? info->name : path;
-  loaded.abi_version = info->abi_version;
-  Registration r{path, loaded.name, &loaded, "", info->abi_version};
+  loaded.name = info.name != nullptr ? info.name : path;
+  loaded.abi_version = info.abi_version;
+  Registration r{path, loaded.name, &loaded, "", info.abi_version};
   const mlacheck_plugin_api api{MLACHECK_PLUGIN_ABI_VERSION, &r, &add_impl, &add_contract};
-  const int rc = info->register_impls(&api);
+  const int rc = info.register_impls(&api);
   MLA_REQUIRE(r.first_error.empty(), what, " (", loaded.name, "): ", r.first_error);
   MLA_REQUIRE(rc == 0, what, " (", loaded.name, "): its registration function refused to load (returned ", rc, ")");
   MLA_REQUIRE(!loaded.implementations.empty(), what, " (", loaded.name, ") registered no implementation");
-  return loaded;  // the handle stays open: the registry calls into the library
+  return loaded;
 }
 
 LoadedPlugin load_plugin_isolated(const std::string& path) {

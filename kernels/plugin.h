@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+struct mlacheck_plugin_info;
+
 namespace mlacheck::kernels {
 
 struct LoadedPlugin {
@@ -25,6 +27,11 @@ struct LoadedPlugin {
 // version this mlacheck does not speak, or its registration fails (an unknown op, a name taken, a
 // bad name, a malformed contract, a contract from a version 1 plugin, the plugin's own refusal). A plugin that crashes while registering crashes the caller: see probe_plugin.
 LoadedPlugin load_plugin(const std::string& path);
+
+// Registers a plugin that is already in this process (tools/python_bridge.cpp makes one whose
+// functions call Python), exactly as load_plugin does once it has found info in a library; path
+// names it in messages.
+LoadedPlugin register_plugin(const mlacheck_plugin_info& info, const std::string& path);
 
 // Loads the plugin in a forked child first (so a crash, hang or failure while it registers becomes
 // an mlacheck::Error naming path and what happened), then in this process. The commands use this.

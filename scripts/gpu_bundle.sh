@@ -58,7 +58,7 @@ build_dir="$repo/build/bundle-cuda"
 fuzz_dir="$repo/build/bundle-fuzz"
 echo "$me: the cuda build (Release, sm_$arch) in $build_dir"
 cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
-  -DMLACHECK_CUDA=ON -DMLACHECK_HIP=OFF -DMLACHECK_FUZZ=OFF -DMLACHECK_PYTHON=OFF -DMLACHECK_TORCH_BENCH=ON \
+  -DMLACHECK_CUDA=ON -DMLACHECK_HIP=OFF -DMLACHECK_FUZZ=OFF -DMLACHECK_TORCH_BENCH=ON \
   "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
   >"$build_dir.configure.log" 2>&1 ||
   die "configuring the cuda build failed (see $build_dir.configure.log)"

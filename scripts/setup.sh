@@ -14,7 +14,7 @@ packages=(
   libboost-context-dev             # fibers of the host SIMT backend
   hipcc rocm-device-libs libamdhip64-dev  # HIP compile checks (gfx90a, gfx940)
   chromium zlib1g-dev               # --report html's browser test (a headless screenshot)
-  python3-dev pybind11-dev python3-torch python3-pytest  # --python (docs/python.md): ~150 MB download, ~640 MB installed
+  python3-torch python3-pytest  # --python (docs/python.md): torch for the examples and tests, pytest for the package
 )
 
 missing=()

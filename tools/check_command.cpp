@@ -13,7 +13,7 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
-#include "tools/python_impl.h"
+#include "tools/python_bridge.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
 #include "tools/flags.h"
@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 struct Options {
   SuiteOptions suite;
   std::vector<std::string> impls, plugins;
-  std::string python;  // --python MODULE:CALLABLE, or ""
+  std::vector<std::string> python;  // --python [OP=]MODULE:CALLABLE, each
   std::string save_dir = "mlacheck-cases", format = "table";  // a failure's case is always saved
   std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
 };
@@ -48,7 +48,7 @@ std::string fixed(double v, int digits) {
 
 // What `mlacheck repro FILE` needs besides the file: the first plugin, the Python callable.
 std::string rerun_flags(const Options& o) {
-  return (o.plugins.empty() ? "" : " --plugin " + o.plugins.front()) + (o.python.empty() ? "" : " --python " + o.python);
+  return (o.plugins.empty() ? "" : " --plugin " + o.plugins.front()) + kernels::python_flags();
 }
 
 std::string saved_name(const std::string& impl) {
@@ -220,7 +220,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     if (const int rc = flags::parse("check", args, f, out, err); rc >= 0) return rc;
     o.impls = f.list("impl");
     o.plugins = f.list("plugin");
-    o.python = f.text("python");
+    o.python = f.list("python");
     o.suite = suite_options(f);
     o.suite.contract_probe = f.on("contract-probe");
     o.save_dir = f.text("save");
@@ -244,7 +244,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       const kernels::LoadedPlugin p = kernels::load_plugin_isolated(path);
       from_plugins.insert(from_plugins.end(), p.implementations.begin(), p.implementations.end());
     }
-    if (!o.python.empty()) from_plugins.push_back(kernels::load_python_isolated(o.python));
+    for (const std::string& name : kernels::load_python_isolated(o.python)) from_plugins.push_back(name);
     std::vector<std::string> impls = o.impls;
     if (impls.empty()) impls = from_plugins;
     if (impls.empty()) {

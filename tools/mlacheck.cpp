@@ -20,7 +20,7 @@
 #include "fuzz/fuzz_input.h"
 #include "harness/input_file.h"
 #include "kernels/plugin.h"
-#include "tools/python_impl.h"
+#include "tools/python_bridge.h"
 #include "tools/bench_command.h"
 #include "tools/check_command.h"
 #include "tools/flags.h"
@@ -129,7 +129,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& args) {
   if (const int rc = flags::parse(cmd, args, f, std::cout, std::cerr); rc >= 0) return rc;
   if (cmd == "list") {
     for (const std::string& path : f.list("plugin")) mlacheck::kernels::load_plugin_isolated(path);
-    if (f.given("python")) mlacheck::kernels::load_python_isolated(f.text("python"));
+    mlacheck::kernels::load_python_isolated(f.list("python"));
     return cmd_list();
   }
   if (cmd == "selfcheck") return cmd_selfcheck(f);

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "kernels/device.h"
 #include "kernels/plugin.h"
-#include "tools/python_impl.h"
+#include "tools/python_bridge.h"
 #include "harness/case_text.h"
 #include "harness/input_file.h"
 #include "fuzz/fuzz_input.h"
@@ -290,7 +290,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
   if (files.empty()) return flags::usage_error(err, "repro", "no case file given");
   try {
     for (const std::string& path : plugins) kernels::load_plugin_isolated(path);
-    if (f.given("python")) kernels::load_python_isolated(f.text("python"));
+    kernels::load_python_isolated(f.list("python"));
   } catch (const Error& e) {
     err << flags::prefix("repro") << e.what() << '\n';
     return 2;

@@ -218,7 +218,63 @@ void release(BlockCache& cache, void* p, size_t capacity, cudaError_t (*free_fn)
   (void)free_fn(p);
 }
 
+// The live DeviceAllocations by address (their capacity), for ipc_block_of.
+std::mutex& live_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::map<uintptr_t, size_t>& live_allocations() {
+  static auto* m = new std::map<uintptr_t, size_t>;  // never destroyed: allocations may die at exit
+  return *m;
+}
+void note_live(void* p, size_t capacity, bool live) noexcept {
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(live_mutex());
+  try {
+    if (live) {
+      live_allocations()[reinterpret_cast<uintptr_t>(p)] = capacity;
+    } else {
+      live_allocations().erase(reinterpret_cast<uintptr_t>(p));
+    }
+  } catch (...) {
+  }
+}
+
 }  // namespace
+
+bool ipc_block_of(const void* p, IpcBlock* out, std::string* why) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  {
+    std::lock_guard<std::mutex> lock(live_mutex());
+    auto it = live_allocations().upper_bound(at);
+    if (it == live_allocations().begin()) {
+      *why = "not in a device allocation of mlacheck's";
+      return false;
+    }
+    --it;
+    if (at >= it->first + it->second) {
+      *why = "not in a device allocation of mlacheck's";
+      return false;
+    }
+    out->base = reinterpret_cast<void*>(it->first);
+    out->bytes = it->second;
+  }
+  cudaIpcMemHandle_t h;
+  const cudaError_t e = cudaIpcGetMemHandle(&h, out->base);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    *why = std::string("cudaIpcGetMemHandle: ") + cudaGetErrorName(e);
+    return false;
+  }
+  static const char* hex = "0123456789abcdef";
+  out->handle.clear();
+  for (size_t i = 0; i < sizeof h.reserved; ++i) {
+    const auto b = static_cast<unsigned char>(h.reserved[i]);
+    out->handle += hex[b >> 4];
+    out->handle += hex[b & 15];
+  }
+  return true;
+}
 
 AllocationCacheStats allocation_cache_stats() {
   AllocationCacheStats s;
@@ -241,6 +297,7 @@ DeviceAllocation::DeviceAllocation(size_t bytes) : bytes_(bytes) {
     bytes_ = 0;
     throw;
   }
+  note_live(ptr_, capacity_, true);
 }
 DeviceAllocation::~DeviceAllocation() { reset(); }
 DeviceAllocation::DeviceAllocation(DeviceAllocation&& o) noexcept
@@ -256,6 +313,7 @@ DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& o) noexcept {
   return *this;
 }
 void DeviceAllocation::reset() noexcept {
+  note_live(ptr_, capacity_, false);
   release(device_cache(), ptr_, capacity_, &cudaFree);
   ptr_ = nullptr;
   bytes_ = capacity_ = 0;

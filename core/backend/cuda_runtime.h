@@ -132,6 +132,15 @@ class DeviceAllocation {
   size_t capacity_ = 0;  // the size class it came from
 };
 
+// The DeviceAllocation holding p, exported for another process (cudaIpcGetMemHandle): its first
+// byte, its size and the handle in hex. False, with *why, for an address outside every live one.
+struct IpcBlock {
+  void* base = nullptr;
+  size_t bytes = 0;
+  std::string handle;  // 128 hex digits
+};
+bool ipc_block_of(const void* p, IpcBlock* out, std::string* why);
+
 // Page-locked host bytes from cudaMallocHost, given back on destruction (to a cache like
 // DeviceAllocation's); move-only. Copies between them and the device run at full link speed and
 // without a staging copy.

@@ -16,11 +16,41 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
-__all__ = ["OPS", "Verdict", "check", "binary", "test_of", "CheckFailed"]
+__all__ = ["OPS", "Verdict", "check", "binary", "implements", "test_of", "CheckFailed"]
 
-# The ops a Python function can stand in for today (docs/python.md).
-OPS = ("topk_decode",)
+# The ops a Python function can stand in for (docs/ops.md; docs/python.md gives each one's arguments).
+OPS = ("topk_decode", "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
+       "topk_to_global", "sparse_mla_decode", "mla_decode", "indexer_k_cache_insert", "decode_metadata",
+       "mla_decode_impl", "indexer_decode_step")
+
+
+def _require_op(op):
+    if op not in OPS:
+        raise ValueError("mlacheck: '%s' is not an op (the ops: %s)" % (op, ", ".join(OPS)))
+
+
+def implements(op, contract=None):
+    """Marks a function as op's implementation, with its contract (what it accepts, narrower than
+    the spec: "k <= 2048", "out contiguous", one clause per line or a list; docs/plugins.md has the
+    terms). `mlacheck check --python FILE:NAME` then needs no OP=, and never reports a case outside
+    the contract as a failure:
+
+        @mlacheck.implements("topk_decode", contract=["k <= 2048", "out contiguous"])
+        def my_topk(logits, next_n, seq_lens, k, out): ...
+    """
+    _require_op(op)
+    if contract is not None and not isinstance(contract, str):
+        contract = "\n".join(contract)
+
+    def mark(fn):
+        fn.mlacheck_op = op
+        if contract:
+            fn.mlacheck_contract = contract
+        return fn
+
+    return mark
 
 
 class Verdict:
@@ -80,22 +110,27 @@ def _spec(fn):
 def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
 
-    Returns a Verdict. Raises ValueError for an op no Python function can take yet, TypeError for
-    fn that is not a module-level function, RuntimeError with mlacheck's one line for bad input
-    (a module that does not import, no torch, a backend not usable here)."""
-    if op not in OPS:
-        raise ValueError("mlacheck: op '%s' cannot take a Python function yet (only %s)" % (op, ", ".join(OPS)))
-    if contract:
-        raise ValueError("mlacheck: contracts for a Python function are not supported yet: it is checked "
-                         "against the whole spec")
-    cmd = [binary(), "check", "--python", _spec(fn), "--impl", op + "@py", "--budget", str(budget), "--backend",
-           backend, "--format", "json", "--save", save]
+    fn runs in a worker under this very Python (sys.executable), so it sees the torch, Triton and
+    modules this process sees. contract (a string of clauses, one per line, or a list) narrows the
+    cases to what fn accepts, as @implements(op, contract=...) does. Returns a Verdict. Raises
+    ValueError for an unknown op or a malformed contract, TypeError for fn that is not a
+    module-level function, RuntimeError with mlacheck's one line for other bad input (a module that
+    does not import, no torch, a backend not usable here)."""
+    _require_op(op)
+    cmd = [binary(), "check", "--python", op + "=" + _spec(fn), "--impl", op + "@py", "--budget", str(budget),
+           "--backend", backend, "--format", "json", "--save", save]
     if seed is not None:
         cmd += ["--seed", str(seed)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
+    if contract is not None:
+        env["MLACHECK_PYTHON_CONTRACT"] = contract if isinstance(contract, str) else "\n".join(contract)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env)
     if p.returncode not in (0, 1):
         lines = [l for l in p.stderr.splitlines() if l.strip()]
-        raise RuntimeError(lines[-1] if lines else "mlacheck exited %d" % p.returncode)
+        line = lines[-1] if lines else "mlacheck exited %d" % p.returncode
+        if "contract" in line:
+            raise ValueError(line)
+        raise RuntimeError(line)
     rows = json.loads(p.stdout)["implementations"]
     return Verdict(rows[0], save)
 
@@ -116,8 +151,7 @@ def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases")
     case file (rerun it with `mlacheck repro FILE --python ...`). Being an ordinary test function,
     it works with pytest -x and -k. Bad input (an op without Python support, a lambda)
     is raised here, when the test module is collected."""
-    if op not in OPS:
-        raise ValueError("mlacheck: op '%s' cannot take a Python function yet (only %s)" % (op, ", ".join(OPS)))
+    _require_op(op)
     _spec(fn)  # refuse a lambda or a nested function at collection, not when the test runs
 
     def test():

@@ -31,9 +31,24 @@ def test_the_buggy_twin_fails_with_the_view_row_and_column(tmp_path):
     assert "FAIL" in str(v)
 
 
-def test_an_op_without_python_support_is_a_value_error():
-    with pytest.raises(ValueError, match="cannot take a Python function yet"):
-        mlacheck.check("sparse_mla_decode", topk_torch.topk_decode)
+def test_an_unknown_op_is_a_value_error():
+    with pytest.raises(ValueError, match="'topk_decoder' is not an op"):
+        mlacheck.check("topk_decoder", topk_torch.topk_decode)
+
+
+def test_a_malformed_contract_is_a_value_error():
+    with pytest.raises(ValueError, match="unknown layout 'zigzag'"):
+        mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, contract="out zigzag")
+
+
+def test_a_contract_narrows_the_cases():
+    # No kernel for k > 8: a FAIL over the whole spec, a PASS inside the contract "k <= 8".
+    sys.path.insert(0, os.path.join(HERE, "..", "tools", "python"))
+    import topk_small_k
+    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=2)
+    assert not v and "no kernel for k=" in v.verdict, str(v)
+    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=2, contract=["k <= 8"])
+    assert v, str(v)
 
 
 def test_a_lambda_is_a_type_error():

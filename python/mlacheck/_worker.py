@@ -1,0 +1,408 @@
+"""mlacheck's Python worker: runs a user's Python callable for the mlacheck executable.
+
+The executable (tools/python_bridge.cpp) starts this file with `PYTHON -c <this file> FD`, FD one end
+of a Unix socket. It does not import the mlacheck package and needs nothing but the standard library
+and torch, so it runs under whichever Python the user's torch lives in (docs/python.md).
+
+The executable keeps every buffer; this process only lends them to the callable as torch tensors
+that alias the same memory (no copy), so a stray write lands in mlacheck's guards:
+- host: the guarded buffers live in one shared memory file (memfd), passed once over the socket and
+  mapped here; a tensor is an as_strided view of it.
+- cuda: each guarded buffer is a cudaMalloc allocation exported with cudaIpcGetMemHandle, opened
+  here with the driver's cuIpcOpenMemHandle (ctypes on libcuda), and viewed through
+  __cuda_array_interface__.
+
+Messages: to this process, a 4-byte little-endian length and a JSON object (file descriptors ride on
+the first byte); back, a 4-byte length and lines of text:
+    ok                                  then the values asked for, one per line:
+    int NAME VALUE | real NAME VALUE | ints NAME N V1 .. VN | none NAME
+    tensor NAME BLOCK OFFSET DTYPE RANK SHAPE.. STRIDES..
+    fail ONE LINE                       the callable refused, raised or misbehaved
+    crashed FAULT ONE LINE              a CUDA fault that lost this process's context (it exits)
+"""
+import importlib
+import inspect
+import json
+import mmap
+import os
+import socket
+import struct
+import sys
+import traceback
+import types
+
+# mlacheck's dtype codes (include/mlacheck/plugin.h) and their torch dtypes, filled once torch imports.
+DTYPE_NAMES = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "uint8", "int64", "int32",
+               "uint8")
+ELEMENT_BYTES = (8, 4, 2, 2, 1, 1, 1, 8, 4, 1)
+OPS = ("topk_decode", "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
+       "topk_to_global", "sparse_mla_decode", "mla_decode", "indexer_k_cache_insert", "decode_metadata",
+       "mla_decode_impl", "indexer_decode_step")
+
+
+def one_line(text, limit=600):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def describe(exc):
+    """'ValueError: message (at file.py:12 in fn)' for a raised exception."""
+    what = "%s: %s" % (type(exc).__name__, exc)
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if f.filename != "<string>"] or frames
+    if user:
+        f = user[-1]
+        what += " (at %s:%d in %s)" % (f.filename, f.lineno, f.name)
+    return one_line(what)
+
+
+class Refusal(Exception):
+    """A misuse to report as the callable's failure (a wrong return, a foreign tensor)."""
+
+
+class CudaFault(Exception):
+    """The CUDA context of this process is lost."""
+
+
+class Cuda:
+    """The driver calls that open another process's allocations (libcuda through ctypes)."""
+
+    def __init__(self, torch, device):
+        import ctypes
+        self.ctypes = ctypes
+        torch.cuda.set_device(device)
+        torch.empty(1, device="cuda")  # the primary context, current on this thread
+        self.lib = ctypes.CDLL("libcuda.so.1")
+
+        class Handle(ctypes.Structure):
+            _fields_ = [("reserved", ctypes.c_char * 64)]
+
+        self.Handle = Handle
+        self.open_fn = getattr(self.lib, "cuIpcOpenMemHandle_v2", None) or self.lib.cuIpcOpenMemHandle
+        self.open_fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), Handle, ctypes.c_uint]
+        self.close_fn = self.lib.cuIpcCloseMemHandle
+        self.close_fn.argtypes = [ctypes.c_uint64]
+
+    def open(self, hex_handle):
+        h = self.Handle()
+        h.reserved = bytes.fromhex(hex_handle)
+        ptr = self.ctypes.c_uint64(0)
+        rc = self.open_fn(self.ctypes.byref(ptr), h, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+        if rc != 0:
+            raise RuntimeError("cuIpcOpenMemHandle failed with CUresult %d" % rc)
+        return ptr.value
+
+    def close(self, ptr):
+        self.close_fn(ptr)
+
+
+class CudaBytes:
+    """bytes of device memory at ptr, for torch.as_tensor through __cuda_array_interface__."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2,
+                                         "strides": None}
+
+
+class Worker:
+    def __init__(self, sock):
+        self.sock = sock
+        self.torch = None
+        self.cuda = None
+        self.backend = "host"
+        self.fns = {}       # op -> the callable
+        self.blocks = {}    # block id -> (local address, bytes, uint8 tensor over it, cuda ptr to close or None)
+        self.objects = {}   # object id -> a stateful object (a builder, an impl, a step) or a captured graph
+        self.next_object = 1
+
+    # ---- the socket ----------------------------------------------------------------------------
+    def receive(self):
+        header, fds = b"", []
+        while len(header) < 4:
+            data, got, _, _ = socket.recv_fds(self.sock, 4 - len(header), 8)
+            if not data:
+                return None, []
+            header += data
+            fds += got
+        (n,) = struct.unpack("<I", header)
+        body = bytearray()
+        while len(body) < n:
+            chunk = self.sock.recv(min(1 << 20, n - len(body)))
+            if not chunk:
+                return None, []
+            body += chunk
+        return json.loads(body.decode("utf-8")), fds
+
+    def send(self, lines):
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        self.sock.sendall(struct.pack("<I", len(data)) + data)
+
+    # ---- memory ----------------------------------------------------------------------------------
+    def open_blocks(self, msg, fds):
+        for b in msg.get("drop", []):
+            entry = self.blocks.pop(b, None)
+            if entry is not None and entry[3] is not None:
+                self.cuda.close(entry[3])
+        for b in msg.get("blocks", []):
+            if b["id"] in self.blocks:
+                continue
+            if "fd" in b:  # the host arena: one shared memory file
+                fd = fds[b["fd"]]
+                mm = mmap.mmap(fd, b["bytes"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                os.close(fd)
+                t = self.torch.frombuffer(mm, dtype=self.torch.uint8)
+                self.blocks[b["id"]] = (t.data_ptr(), b["bytes"], t, None)
+            else:
+                ptr = self.cuda.open(b["ipc"])
+                t = self.torch.as_tensor(CudaBytes(ptr, b["bytes"]), device="cuda")
+                self.blocks[b["id"]] = (ptr, b["bytes"], t, ptr)
+
+    def tensor(self, d):
+        if d is None:
+            return None
+        block, offset, dtype, shape, strides = d
+        base = self.blocks[block][2]
+        es = ELEMENT_BYTES[dtype]
+        if offset % es:
+            raise Refusal("a view at byte %d is not aligned to its %d-byte elements" % (offset, es))
+        typed = base[: base.numel() // es * es].view(self.dtypes[dtype]) if es > 1 else base.view(self.dtypes[dtype])
+        return self.torch.as_strided(typed, shape, strides, offset // es)
+
+    def where(self, t, name):
+        """(block, byte offset) of a tensor the callable returned: it must be a view of lent memory."""
+        ptr = t.data_ptr()
+        if t.numel() == 0:  # torch gives an empty tensor data_ptr() 0: where it would start instead
+            storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+            ptr = storage.data_ptr() + t.storage_offset() * t.element_size()
+        for b, (addr, n, _, _) in self.blocks.items():
+            if addr <= ptr < addr + n or (ptr == addr + n and t.numel() == 0):
+                return b, ptr - addr
+        raise Refusal("returned %s, a tensor in memory mlacheck did not lend (a view of a lent buffer is expected)" % name)
+
+    def decode(self, value):
+        """The arguments: {"t": [...]} is a tensor, {"ns": {...}} a namespace, lists and numbers as they are."""
+        if isinstance(value, dict):
+            if "t" in value:
+                return self.tensor(value["t"])
+            if "ns" in value:
+                return types.SimpleNamespace(**{k: self.decode(v) for k, v in value["ns"].items()})
+            if "obj" in value:
+                return self.objects[value["obj"]]
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        return value
+
+    def encode(self, result, want, what):
+        """The lines for the values the executable asked for, read from result by attribute or key."""
+        lines = []
+        for name, kind in want:
+            v = result
+            for part in ([] if name == "." else name.split(".")):
+                if isinstance(v, dict) and part in v:
+                    v = v[part]
+                elif hasattr(v, part):
+                    v = getattr(v, part)
+                else:
+                    raise Refusal("%s returned %r with no '%s'" % (what, type(result).__name__, name))
+            if v is None:
+                lines.append("none %s" % name)
+            elif kind == "tensor":
+                if not isinstance(v, self.torch.Tensor):
+                    raise Refusal("%s returned %s = %r, not a tensor" % (what, name, type(v).__name__))
+                if v.dtype not in self.codes:
+                    raise Refusal("%s returned %s of dtype %s, not one mlacheck lends" % (what, name, v.dtype))
+                block, offset = self.where(v, name)
+                lines.append("tensor %s %d %d %d %d %s %s" % (name, block, offset, self.codes[v.dtype], v.dim(),
+                                                            " ".join(str(s) for s in v.shape),
+                                                            " ".join(str(s) for s in v.stride())))
+            elif kind == "ints":
+                vals = [int(x) for x in (v.tolist() if isinstance(v, self.torch.Tensor) else v)]
+                lines.append("ints %s %d %s" % (name, len(vals), " ".join(str(x) for x in vals)))
+            elif kind == "real":
+                lines.append("real %s %r" % (name, float(v)))
+            else:
+                if isinstance(v, self.torch.Tensor):
+                    v = v.item()
+                if isinstance(v, bool):
+                    v = int(v)
+                if not isinstance(v, int):
+                    raise Refusal("%s returned %s = %r, not an integer" % (what, name, v))
+                lines.append("int %s %d" % (name, v))
+        return lines
+
+    # ---- the user's code ---------------------------------------------------------------------------
+    def load(self, msg):
+        self.backend = msg["backend"]
+        try:
+            import torch
+        except Exception as e:  # noqa: BLE001 - any import failure is the same refusal
+            return ["fail torch does not import in %s %s (%s); a Python callable is handed torch tensors: install "
+                    "torch for this Python, or set MLACHECK_PYTHON to one that has it"
+                    % (sys.executable, sys.version.split()[0], describe(e))]
+        self.torch = torch
+        self.dtypes = [getattr(torch, n, torch.uint8) for n in DTYPE_NAMES]
+        self.codes = {}
+        for code, dt in enumerate(self.dtypes):
+            self.codes.setdefault(dt, code)
+        if self.backend == "cuda":
+            try:
+                if not torch.cuda.is_available():
+                    return ["fail torch %s sees no CUDA device (torch.cuda.is_available() is False)" % torch.__version__]
+                self.cuda = Cuda(torch, msg.get("device", 0))
+            except Exception as e:  # noqa: BLE001
+                return ["fail cannot share CUDA memory with torch here: %s" % describe(e)]
+        lines = ["ok"]
+        for spec in msg["specs"]:
+            op, module, name = spec["op"], spec["module"], spec["callable"]
+            folder = "."
+            if module.endswith(".py"):
+                folder, module = os.path.split(module)
+                module = module[:-3]
+            sys.path.insert(0, os.path.abspath(folder or "."))
+            try:
+                m = importlib.import_module(module)
+            except Exception as e:  # noqa: BLE001
+                return ["fail module '%s' does not import: %s" % (spec["module"], describe(e))]
+            fn = getattr(m, name, None)
+            if fn is None:
+                return ["fail module '%s' (%s) has no '%s'" % (module, getattr(m, "__file__", "?"), name)]
+            if not callable(fn):
+                return ["fail '%s' of module '%s' is not callable" % (name, module)]
+            if not op:
+                op = getattr(fn, "mlacheck_op", None) or (name if name in OPS else None)
+                if not op:
+                    return ["fail cannot tell which op '%s' implements: name it after the op, decorate it with "
+                            "@mlacheck.implements(OP), or write OP=%s" % (name, spec["spec"])]
+            if op not in OPS:
+                return ["fail '%s' is not an op (%s)" % (op, ", ".join(OPS))]
+            self.fns[op] = fn
+            contract = os.environ.get("MLACHECK_PYTHON_CONTRACT") or getattr(fn, "mlacheck_contract", None) or ""
+            if not isinstance(contract, str):
+                contract = "\n".join(contract)
+            lines.append("op %s %s" % (spec["spec"], op))
+            lines.append("contract %s %s" % (op, json.dumps(contract)))
+        return lines
+
+    def call(self, fn, what, args, positional=()):
+        """fn(*positional, **the args its signature takes)."""
+        try:
+            params = inspect.signature(fn).parameters
+            takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        except (TypeError, ValueError):
+            params, takes_all = {}, True
+        if takes_all:
+            kwargs = dict(args)
+        else:
+            kwargs = {k: v for k, v in args.items() if k in params}
+            missing = [p.name for p in list(params.values())[len(positional):]
+                       if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                       and p.name not in kwargs]
+            if missing:
+                raise Refusal("%s takes '%s', which is not an argument mlacheck passes (it passes: %s)"
+                              % (what, missing[0], ", ".join(args)))
+        return fn(*positional, **kwargs)
+
+    def synchronize(self):
+        if self.backend == "cuda":
+            self.torch.cuda.synchronize()
+
+    def handle(self, msg, fds):
+        cmd = msg["cmd"]
+        if cmd == "load":
+            return self.load(msg)
+        self.open_blocks(msg, fds)
+        if cmd == "drop":
+            return ["ok"]
+        args = {k: self.decode(v) for k, v in msg.get("args", {}).items()}
+        what = msg.get("what", cmd)
+        if cmd == "call":  # a stateless op: the answer is written in place
+            out = self.call(self.fns[msg["op"]], what, args)
+            self.synchronize()
+            if out is not None and not any(out is a for a in args.values()):
+                raise Refusal("returned a %s instead of None: write the answer into the output tensors in place "
+                              "(the return value is not read)" % type(out).__name__)
+            return ["ok"]
+        if cmd == "make":  # a stateful op's object
+            obj = self.call(self.fns[msg["op"]], what, args)
+            self.synchronize()
+            if obj is None:
+                raise Refusal("returned None instead of an object")
+            for method in msg.get("methods", []):
+                if not callable(getattr(obj, method, None)):
+                    raise Refusal("returned a %s with no method '%s'" % (type(obj).__name__, method))
+            oid = self.next_object
+            self.next_object += 1
+            self.objects[oid] = obj
+            return ["ok", "int object %d" % oid]
+        if cmd == "method":
+            obj = self.objects[msg["object"]]
+            result = getattr(obj, msg["method"])(*[self.decode(a) for a in msg.get("positional", [])])
+            self.synchronize()
+            if msg.get("keep"):  # a captured graph: kept here, named by an id
+                oid = self.next_object
+                self.next_object += 1
+                self.objects[oid] = result
+                return ["ok", "int object %d" % oid]
+            return ["ok"] + self.encode(result, msg.get("want", []), what)
+        if cmd == "release":  # a captured graph the executable is done with
+            obj, graph = self.objects[msg["object"]], self.objects.pop(msg["graph"], None)
+            release = getattr(obj, "release", None)
+            if callable(release) and graph is not None:
+                release(graph)
+                self.synchronize()
+            return ["ok"]
+        if cmd == "forget":  # an object destroyed
+            obj = self.objects.pop(msg["object"], None)
+            close = getattr(obj, "close", None) if msg.get("close") else None
+            if callable(close):
+                close()
+                self.synchronize()
+            return ["ok"]
+        raise Refusal("unknown command %r" % cmd)
+
+    def cuda_fault(self, exc):
+        """The fault's name when exc comes from a CUDA error that lost the context, else None."""
+        if self.backend != "cuda" or self.torch is None:
+            return None
+        text = str(exc)
+        try:
+            self.torch.cuda.synchronize()
+            sticky = False
+        except Exception as again:  # noqa: BLE001
+            sticky, text = True, str(again)
+        if not sticky:
+            return None
+        for marker, name in (("illegal memory access", "cudaErrorIllegalAddress"),
+                             ("misaligned address", "cudaErrorMisalignedAddress"),
+                             ("unspecified launch failure", "cudaErrorLaunchFailure"),
+                             ("illegal instruction", "cudaErrorIllegalInstruction"),
+                             ("device-side assert", "cudaErrorAssert")):
+            if marker in text:
+                return name
+        return "cudaErrorUnknown"
+
+    def serve(self):
+        while True:
+            msg, fds = self.receive()
+            if msg is None:
+                return
+            try:
+                reply = self.handle(msg, fds)
+            except Refusal as e:
+                reply = ["fail " + one_line(e)]
+            except Exception as e:  # noqa: BLE001 - the callable's exception is the verdict
+                fault = self.cuda_fault(e)
+                if fault is not None:
+                    self.send(["crashed %s %s" % (fault, describe(e))])
+                    os._exit(0)
+                reply = ["fail raised " + describe(e)]
+            self.send(reply)
+
+
+def main():
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.argv[1]))
+    Worker(sock).serve()
+
+
+if __name__ == "__main__":
+    main()

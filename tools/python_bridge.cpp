@@ -1,0 +1,890 @@
+// Python callables as implementations (tools/python_bridge.h): the worker process, the memory it
+// is lent, and one plugin function per op that turns the op's C arguments into a call of the
+// Python function (the stateful ops: an object made once, then its methods).
+//
+// (Past 500 lines on purpose: the protocol, the memory and the thirteen ops' argument lists are
+// one translation between mlacheck's C interface and the worker's messages, read together.)
+#include "tools/python_bridge.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/backend/isolate.h"
+#include "core/contract.h"
+#include "core/error.h"
+#include "core/shared_arena.h"
+#include "kernels/plugin.h"
+#include "kernels/registry.h"
+#include "mlacheck/plugin.h"
+#include "tools/python_worker_source.h"  // kPythonWorkerSource: python/mlacheck/_worker.py
+#include "tools/report_formats.h"
+
+#if defined(MLACHECK_HAVE_CUDA)
+#include "core/backend/cuda_runtime.h"
+#endif
+
+namespace mlacheck::kernels {
+namespace {
+
+using report::json_quote;
+
+// ---- what was registered ----------------------------------------------------------------------------
+
+struct Spec {
+  std::string text;              // as given: "[OP=]MODULE:CALLABLE"
+  std::string op;                // as given, or "" (the worker finds it)
+  std::string module, callable;
+};
+
+struct Registered {
+  std::vector<Spec> specs;
+  std::map<std::string, std::string> spec_of_op;  // op -> the spec's text
+};
+Registered& registered() {
+  static auto* r = new Registered;  // never destroyed: the registry points at its functions
+  return *r;
+}
+
+
+// ---- the worker process ---------------------------------------------------------------------------
+
+// One reply: "ok" with values, "fail" with a line, or "crashed" with a fault and a line.
+struct Reply {
+  std::string status, message, fault;
+  std::map<std::string, std::vector<std::string>> values;  // name -> the tokens after "kind name"
+  std::map<std::string, std::string> kinds;                // name -> int, real, ints, tensor, none
+};
+
+class Worker {
+ public:
+  // The worker of this process, started on first use (a forked child starts its own).
+  static Worker& of_this_process() {
+    static Worker* w = nullptr;
+    static pid_t owner = 0;
+    if (w == nullptr || owner != getpid()) {
+      w = new Worker;  // an inherited one belongs to the parent: left alone, never destroyed here
+      owner = getpid();
+    }
+    return *w;
+  }
+
+  // Sends one message (with fd attached when >= 0) and returns the reply. A worker that died is
+  // mlacheck::ContextLost ("crashed"): its state is gone, as a lost CUDA context's is.
+  Reply request(const std::string& json, int fd = -1) {
+    start();
+    send_message(json, fd);
+    std::string text;
+    if (!receive(&text)) {
+      int status = 0;
+      std::string how = "closed its end";
+      if (waitpid(pid_, &status, 0) == pid_) {
+        how = WIFSIGNALED(status) ? std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                        strsignal(WTERMSIG(status)) + ")"
+                                  : "exited with status " + std::to_string(WEXITSTATUS(status));
+      }
+      dead_ = true;
+      throw ContextLost("the Python worker " + how + " during the call (its stderr is above)",
+                        WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "worker exit");
+    }
+    return parse(text);
+  }
+
+  bool started() const { return pid_ > 0; }
+
+ private:
+  void start() {
+    if (dead_) throw ContextLost("the Python worker of this process died before", "worker exit");
+    if (pid_ > 0) return;
+    int sv[2];
+    MLA_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "--python: socketpair: ",
+                std::strerror(errno));
+    const char* env = std::getenv("MLACHECK_PYTHON");
+    const std::string python = env != nullptr && *env ? env : "python3";
+    const std::string fd_arg = std::to_string(sv[1]);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    MLA_REQUIRE(pid >= 0, "--python: fork: ", std::strerror(errno));
+    if (pid == 0) {
+      // The worker dies with this process, and prints (the user's print()) go to stderr: stdout may
+      // be a report.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
+      dup2(2, 1);
+      const int flags = fcntl(sv[1], F_GETFD);
+      fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
+      execlp(python.c_str(), python.c_str(), "-c", kPythonWorkerSource, fd_arg.c_str(), static_cast<char*>(nullptr));
+      std::fprintf(stderr, "mlacheck: cannot run the Python interpreter '%s': %s (MLACHECK_PYTHON names another)\n",
+                   python.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    close(sv[1]);
+    sock_ = sv[0], pid_ = pid;
+  }
+
+  void send_message(const std::string& json, int fd) {
+    const uint32_t n = static_cast<uint32_t>(json.size());
+    std::string wire(reinterpret_cast<const char*>(&n), 4);
+    wire += json;
+    size_t sent = 0;
+    bool fd_pending = fd >= 0;
+    while (sent < wire.size()) {
+      iovec iov{const_cast<char*>(wire.data() + sent), wire.size() - sent};
+      msghdr msg{};
+      msg.msg_iov = &iov, msg.msg_iovlen = 1;
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+      if (fd_pending) {
+        msg.msg_control = control, msg.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+      }
+      const ssize_t k = sendmsg(sock_, &msg, MSG_NOSIGNAL);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) {
+        dead_ = true;
+        throw ContextLost("the Python worker is gone (sending to it: " + std::string(std::strerror(errno)) + ")",
+                          "worker exit");
+      }
+      sent += static_cast<size_t>(k);
+      fd_pending = false;
+    }
+  }
+
+  bool read_exactly(char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t k = read(sock_, p, n);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return false;
+      p += k, n -= static_cast<size_t>(k);
+    }
+    return true;
+  }
+
+  bool receive(std::string* text) {
+    uint32_t n = 0;
+    if (!read_exactly(reinterpret_cast<char*>(&n), 4)) return false;
+    text->assign(n, '\0');
+    return read_exactly(text->data(), n);
+  }
+
+  static Reply parse(const std::string& text) {
+    Reply r;
+    std::istringstream lines(text);
+    std::string line;
+    bool first = true;
+    while (std::getline(lines, line)) {
+      const size_t sp = line.find(' ');
+      const std::string head = line.substr(0, sp), rest = sp == std::string::npos ? "" : line.substr(sp + 1);
+      if (first) {
+        r.status = head;
+        if (head == "crashed") {
+          const size_t sp2 = rest.find(' ');
+          r.fault = rest.substr(0, sp2);
+          r.message = sp2 == std::string::npos ? "" : rest.substr(sp2 + 1);
+        } else {
+          r.message = rest;
+        }
+        first = false;
+        continue;
+      }
+      std::istringstream words(rest);
+      std::string name, w;
+      words >> name;
+      std::vector<std::string> tokens;
+      if (head == "contract") {  // the rest of the line is one JSON string
+        std::getline(words, w);
+        const size_t q = w.find('"');
+        tokens.push_back(q == std::string::npos ? "" : w.substr(q));
+      } else {
+        while (words >> w) tokens.push_back(w);
+      }
+      r.kinds[name] = head;
+      r.values[name] = tokens;
+    }
+    return r;
+  }
+
+  pid_t pid_ = 0;
+  int sock_ = -1;
+  bool dead_ = false;
+};
+
+// ---- the memory lent to the worker ------------------------------------------------------------------
+
+// Blocks are named by ids; id 0 is the host arena (sent once, with its file). A cuda block is one
+// device allocation; the worker opens it for a scope (a call, or a stateful object's life) and
+// closes it when the scope ends.
+class Lender {
+ public:
+  static Lender& of_this_process() {
+    static Lender* l = nullptr;
+    static pid_t owner = 0;
+    if (l == nullptr || owner != getpid()) l = new Lender, owner = getpid();
+    return *l;
+  }
+
+  // The worker's descriptor of t: [block, offset, dtype, shape, strides], or "null" for no tensor.
+  std::string describe(const mlacheck_tensor& t, [[maybe_unused]] int64_t scope) {
+    if (t.data == nullptr) return "null";
+    int64_t block = 0, offset = 0;
+    if (backend_ == MLACHECK_BACKEND_HOST) {
+      const shared_arena::Arena a = shared_arena::current();
+      const auto* p = static_cast<const uint8_t*>(t.data);
+      MLA_REQUIRE(a.fd >= 0 && p >= a.base && p < a.base + a.bytes,
+                  "a Python callable can be lent only mlacheck's guarded buffers (this tensor is not one: "
+                  "MLACHECK_GUARDS=0 is not supported with --python)");
+      offset = p - a.base;
+      if (!arena_sent_) {
+        blocks_json_ += std::string(blocks_json_.empty() ? "" : ",") + "{\"id\":0,\"bytes\":" + std::to_string(a.bytes) +
+                        ",\"fd\":0}";
+        fd_ = a.fd;
+        arena_sent_ = true;
+      }
+    } else {
+#if defined(MLACHECK_HAVE_CUDA)
+      cuda::IpcBlock b;
+      std::string why;
+      MLA_REQUIRE(cuda::ipc_block_of(t.data, &b, &why), "a Python callable can be lent only mlacheck's device "
+                  "buffers: ", why);
+      auto it = open_.find(b.handle);
+      if (it == open_.end()) {
+        const int64_t id = next_id_++;
+        it = open_.emplace(b.handle, Open{id, scope, b.base}).first;
+        base_of_[id] = b.base;
+        blocks_json_ += std::string(blocks_json_.empty() ? "" : ",") + "{\"id\":" + std::to_string(id) +
+                        ",\"bytes\":" + std::to_string(b.bytes) + ",\"ipc\":\"" + b.handle + "\"}";
+      }
+      block = it->second.id;
+      offset = static_cast<const uint8_t*>(t.data) - static_cast<const uint8_t*>(b.base);
+#else
+      throw Error("a Python callable on a GPU backend needs a build with CUDA");
+#endif
+    }
+    std::string s = "[" + std::to_string(block) + "," + std::to_string(offset) + "," + std::to_string(t.dtype) + ",[";
+    for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
+    s += "],[";
+    for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.strides[i]);
+    return s + "]]";
+  }
+
+  // The address of byte offset of block in this process.
+  void* address(int64_t block, int64_t offset) const {
+    if (block == 0) {
+      const shared_arena::Arena a = shared_arena::current();
+      MLA_REQUIRE(a.base != nullptr && offset >= 0 && offset < a.bytes, "the Python worker named a host offset ",
+                  offset, " outside the arena");
+      return a.base + offset;
+    }
+    const auto it = base_of_.find(block);
+    MLA_REQUIRE(it != base_of_.end(), "the Python worker named block ", block, ", which it was not lent");
+    return static_cast<uint8_t*>(it->second) + offset;
+  }
+
+  // The "blocks" and "drop" members of the next message (each once), and the file to attach.
+  std::string take_members(int* fd) {
+    std::string s = ",\"blocks\":[" + blocks_json_ + "],\"drop\":[" + drop_json_ + "]";
+    blocks_json_.clear(), drop_json_.clear();
+    *fd = fd_;
+    fd_ = -1;
+    return s;
+  }
+  // Ends a scope: its blocks are closed by the worker with the next message.
+  void end_scope(int64_t scope) {
+    for (auto it = open_.begin(); it != open_.end();) {
+      if (it->second.scope == scope) {
+        drop_json_ += std::string(drop_json_.empty() ? "" : ",") + std::to_string(it->second.id);
+        base_of_.erase(it->second.id);
+        it = open_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  int64_t new_scope() { return next_scope_++; }
+  void set_backend(int32_t b) { backend_ = b; }
+  int32_t backend() const { return backend_; }
+
+ private:
+  struct Open {
+    int64_t id, scope;
+    void* base;
+  };
+  int32_t backend_ = MLACHECK_BACKEND_HOST;
+  bool arena_sent_ = false;
+  int fd_ = -1;
+  std::string blocks_json_, drop_json_;
+  std::map<std::string, Open> open_;  // by IPC handle
+  std::map<int64_t, void*> base_of_;  // block id -> base in this process
+  int64_t next_id_ = 1, next_scope_ = 1;
+};
+
+// ---- messages ------------------------------------------------------------------------------------
+
+// A JSON object of named arguments: tensors, numbers, integer lists, nested namespaces.
+class Args {
+ public:
+  Args(Lender& lender, int64_t scope) : lender_(lender), scope_(scope) {}
+  Args& tensor(const char* name, const mlacheck_tensor& t) { return raw(name, "{\"t\":" + lender_.describe(t, scope_) + "}"); }
+  Args& integer(const char* name, int64_t v) { return raw(name, std::to_string(v)); }
+  Args& real(const char* name, double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return raw(name, buf);
+  }
+  // An optional array (a host copy "or NULL") is None when absent; a required one is a list, empty
+  // when its count is 0 (its pointer may then be NULL).
+  Args& ints(const char* name, const int32_t* p, int64_t n, bool optional = true) {
+    if (p == nullptr && (optional || n > 0)) return raw(name, "null");
+    std::string s = "[";
+    for (int64_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(p[i]);
+    return raw(name, s + "]");
+  }
+  Args& ns(const char* name, const Args& inner) { return raw(name, "{\"ns\":" + inner.json() + "}"); }
+  Args& raw(const char* name, const std::string& value) {
+    body_ += std::string(body_.empty() ? "" : ",") + "\"" + name + "\":" + value;
+    return *this;
+  }
+  std::string json() const { return "{" + body_ + "}"; }
+  Args nested() const { return Args(lender_, scope_); }
+
+ private:
+  Lender& lender_;
+  int64_t scope_;
+  std::string body_;
+};
+
+// The worker, loaded for this process's backend on first use.
+Worker& loaded_worker(const mlacheck_device* device) {
+  Worker& w = Worker::of_this_process();
+  Lender& lender = Lender::of_this_process();
+  if (!w.started()) {
+    lender.set_backend(device->backend);
+    MLA_REQUIRE(device->backend != MLACHECK_BACKEND_HIP, "a Python callable cannot run on the hip backend (torch has "
+                "no hip device in this build's scope)");
+    std::string specs;
+    for (const Spec& s : registered().specs) {
+      specs += std::string(specs.empty() ? "" : ",") + "{\"spec\":" + json_quote(s.text) + ",\"op\":" + json_quote(s.op) +
+               ",\"module\":" + json_quote(s.module) + ",\"callable\":" + json_quote(s.callable) + "}";
+    }
+    const Reply r = w.request(std::string("{\"cmd\":\"load\",\"backend\":\"") +
+                              (device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host") +
+                              "\",\"device\":" + std::to_string(device->device_index) + ",\"specs\":[" + specs + "]}");
+    MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
+  }
+  return w;
+}
+
+std::string who(const std::string& op) {
+  const auto it = registered().spec_of_op.find(op);
+  return op + "@py (" + (it == registered().spec_of_op.end() ? "?" : it->second) + ")";
+}
+
+// Sends cmd with its members and args; throws for a failed or crashed reply.
+Reply exchange(const std::string& op, const mlacheck_device* device, const std::string& cmd,
+               const std::string& members, const Args* args) {
+  Worker& w = loaded_worker(device);
+  Lender& lender = Lender::of_this_process();
+  std::string json = "{\"cmd\":\"" + cmd + "\",\"op\":\"" + op + "\"" + members;
+  if (args != nullptr) json += ",\"args\":" + args->json();
+  int fd = -1;
+  json += lender.take_members(&fd) + "}";
+  const Reply r = w.request(json, fd);
+  if (r.status == "crashed") throw ContextLost(who(op) + " crashed the GPU: " + r.message, r.fault);
+  MLA_REQUIRE(r.status == "ok", who(op), " ", r.message);
+  return r;
+}
+
+int64_t int_value(const Reply& r, const std::string& name, const std::string& op) {
+  const auto it = r.values.find(name);
+  MLA_REQUIRE(it != r.values.end(), who(op), ": the worker gave no '", name, "'");
+  if (r.kinds.at(name) == "none") return 0;
+  MLA_REQUIRE(r.kinds.at(name) == "int" && it->second.size() == 1, who(op), ": '", name, "' is not an integer");
+  return std::stoll(it->second[0]);
+}
+
+mlacheck_tensor tensor_value(const Reply& r, const std::string& name, const std::string& op) {
+  mlacheck_tensor t{};
+  const auto it = r.values.find(name);
+  MLA_REQUIRE(it != r.values.end(), who(op), ": the worker gave no '", name, "'");
+  if (r.kinds.at(name) == "none") return t;
+  const std::vector<std::string>& v = it->second;
+  MLA_REQUIRE(v.size() >= 4, who(op), ": '", name, "' is not a tensor");
+  const int rank = std::stoi(v[3]);
+  MLA_REQUIRE(rank >= 0 && rank <= MLACHECK_MAX_RANK && v.size() == 4 + 2 * static_cast<size_t>(rank), who(op),
+              ": '", name, "' has a malformed shape");
+  t.data = Lender::of_this_process().address(std::stoll(v[0]), std::stoll(v[1]));
+  t.dtype = std::stoi(v[2]);
+  t.rank = rank;
+  for (int i = 0; i < rank; ++i) t.shape[i] = std::stoll(v[4 + i]), t.strides[i] = std::stoll(v[4 + rank + i]);
+  return t;
+}
+
+std::string want(const std::vector<std::pair<const char*, const char*>>& fields) {
+  std::string s = ",\"want\":[";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    s += std::string(i ? "," : "") + "[\"" + fields[i].first + "\",\"" + fields[i].second + "\"]";
+  }
+  return s + "]";
+}
+
+// ---- the stateless ops: one call, the answer written in place ----------------------------------------
+
+int stateless(const char* op, const mlacheck_device* device, const std::function<void(Args&)>& fill) {
+  Lender& lender = Lender::of_this_process();
+  loaded_worker(device);
+  const int64_t scope = lender.new_scope();
+  Args a(lender, scope);
+  fill(a);
+  try {
+    exchange(op, device, "call", ",\"what\":\"" + std::string(op) + "\"", &a);
+  } catch (...) {
+    lender.end_scope(scope);
+    throw;
+  }
+  lender.end_scope(scope);
+  return 0;
+}
+
+int py_topk_decode(const mlacheck_device* d, const mlacheck_topk_decode_args* a, char*, size_t) {
+  return stateless("topk_decode", d, [&](Args& x) {
+    x.tensor("logits", a->logits).integer("next_n", a->next_n).tensor("seq_lens", a->seq_lens).integer("k", a->k);
+    x.tensor("out", a->out).tensor("workspace", a->workspace);
+  });
+}
+int py_topk_prefill(const mlacheck_device* d, const mlacheck_topk_prefill_args* a, char*, size_t) {
+  return stateless("topk_prefill", d, [&](Args& x) {
+    x.tensor("logits", a->logits).tensor("ks", a->ks).tensor("ke", a->ke).integer("k", a->k);
+    x.tensor("out", a->out).tensor("workspace", a->workspace);
+  });
+}
+int py_paged_mqa_logits(const mlacheck_device* d, const mlacheck_paged_mqa_logits_args* a, char*, size_t) {
+  return stateless("paged_mqa_logits", d, [&](Args& x) {
+    x.tensor("q", a->q).tensor("kv_blocks", a->kv_blocks).tensor("weights", a->weights);
+    x.tensor("context_lens", a->context_lens).tensor("block_table", a->block_table).tensor("logits", a->logits);
+    x.integer("block_size", a->block_size).integer("max_context_len", a->max_context_len).integer("clean", a->clean);
+    x.ints("host_context_lens", a->host_context_lens, a->host_context_lens_count);
+  });
+}
+int py_mqa_logits(const mlacheck_device* d, const mlacheck_mqa_logits_args* a, char*, size_t) {
+  return stateless("mqa_logits", d, [&](Args& x) {
+    x.tensor("q", a->q).tensor("k", a->k).tensor("k_scale", a->k_scale).tensor("weights", a->weights);
+    x.tensor("ks", a->ks).tensor("ke", a->ke).tensor("logits", a->logits).integer("clean", a->clean);
+    x.ints("host_ks", a->host_ks, a->host_ks != nullptr ? a->host_rows : 0);
+    x.ints("host_ke", a->host_ke, a->host_ke != nullptr ? a->host_rows : 0);
+  });
+}
+constexpr char kPackDecode[] = "pack_decode", kUnpackDecode[] = "unpack_decode";
+template <const char* kOp>
+int py_pack(const mlacheck_device* d, const mlacheck_pack_decode_args* a, char*, size_t) {
+  return stateless(kOp, d, [&](Args& x) {
+    x.tensor("query_start_loc", a->query_start_loc).tensor("tokens", a->tokens).tensor("packed", a->packed);
+  });
+}
+int py_topk_to_global(const mlacheck_device* d, const mlacheck_topk_to_global_args* a, char*, size_t) {
+  return stateless("topk_to_global", d, [&](Args& x) {
+    x.tensor("query_start_loc", a->query_start_loc).tensor("local", a->local).tensor("block_table", a->block_table);
+    x.tensor("global", a->global).integer("page", a->page);
+  });
+}
+int py_sparse_mla_decode(const mlacheck_device* d, const mlacheck_sparse_mla_decode_args* a, char*, size_t) {
+  return stateless("sparse_mla_decode", d, [&](Args& x) {
+    x.tensor("q", a->q).tensor("kv_cache", a->kv_cache).tensor("indices", a->indices);
+    x.tensor("topk_length", a->topk_length).tensor("attn_sink", a->attn_sink).tensor("out", a->out);
+    x.tensor("lse", a->lse).real("softmax_scale", a->softmax_scale);
+  });
+}
+int py_mla_decode(const mlacheck_device* d, const mlacheck_mla_decode_args* a, char*, size_t) {
+  return stateless("mla_decode", d, [&](Args& x) {
+    x.tensor("q", a->q).tensor("kv_cache", a->kv_cache).tensor("block_table", a->block_table);
+    x.tensor("seq_lens", a->seq_lens).tensor("workspace", a->workspace).tensor("o", a->o).tensor("lse", a->lse);
+    x.real("base_scale", a->base_scale).real("q_scale", a->q_scale).real("k_scale", a->k_scale);
+    x.integer("num_splits", a->num_splits).ints("host_seq_lens", a->host_seq_lens, a->host_seq_lens_count);
+  });
+}
+int py_indexer_k_cache_insert(const mlacheck_device* d, const mlacheck_indexer_k_cache_insert_args* a, char*, size_t) {
+  return stateless("indexer_k_cache_insert", d, [&](Args& x) {
+    x.tensor("k", a->k).tensor("slot_mapping", a->slot_mapping).tensor("kv_cache", a->kv_cache);
+    x.integer("block_size", a->block_size).integer("ue8m0", a->ue8m0);
+  });
+}
+
+// ---- the stateful ops: an object in the worker, its scope's memory kept open for its life ----------------
+
+struct PyObj {
+  std::string op;
+  int64_t scope = 0, id = 0;
+  mlacheck_device device{};
+};
+
+// Makes the object: fn(**args) in the worker, which must have the methods named.
+PyObj* make_object(const char* op, const mlacheck_device* device, const std::vector<const char*>& methods,
+                      const std::function<void(Args&)>& fill) {
+  Lender& lender = Lender::of_this_process();
+  loaded_worker(device);
+  auto obj = std::make_unique<PyObj>();
+  obj->op = op, obj->scope = lender.new_scope(), obj->device = *device;
+  Args a(lender, obj->scope);
+  fill(a);
+  std::string members = ",\"what\":\"" + std::string(op) + "\",\"methods\":[";
+  for (size_t i = 0; i < methods.size(); ++i) members += std::string(i ? "," : "") + "\"" + methods[i] + "\"";
+  try {
+    obj->id = int_value(exchange(op, device, "make", members + "]", &a), "object", op);
+  } catch (...) {
+    lender.end_scope(obj->scope);
+    throw;
+  }
+  return obj.release();
+}
+
+// obj.method(*positional): positional is a JSON list; fields are what the result must give.
+Reply call_method(PyObj& obj, const char* method, const std::string& positional,
+                  const std::vector<std::pair<const char*, const char*>>& fields, bool keep = false) {
+  const std::string members = ",\"what\":\"" + std::string(method) + "\",\"object\":" + std::to_string(obj.id) +
+                              ",\"method\":\"" + method + "\",\"positional\":" + positional + want(fields) +
+                              (keep ? ",\"keep\":true" : "");
+  return exchange(obj.op, &obj.device, "method", members, nullptr);
+}
+
+void forget(PyObj& obj, int64_t id, bool close) {
+  exchange(obj.op, &obj.device, "forget",
+           ",\"object\":" + std::to_string(id) + (close ? ",\"close\":true" : ""), nullptr);
+}
+
+void destroy_object(void* state) {
+  std::unique_ptr<PyObj> obj(static_cast<PyObj*>(state));
+  Lender& lender = Lender::of_this_process();
+  lender.end_scope(obj->scope);
+  try {
+    forget(*obj, obj->id, true);
+  } catch (const std::exception&) {
+    // destroy cannot report; a worker that died is reported by the call that killed it
+  }
+}
+
+Args metadata_limits(Args a, const mlacheck_decode_metadata_limits& l) {
+  a.integer("max_batched_tokens", l.max_batched_tokens).integer("max_requests", l.max_requests);
+  a.integer("next_n", l.next_n).integer("block_table_width", l.block_table_width);
+  return a;
+}
+Args metadata_buffers(Args a, const mlacheck_decode_metadata_buffers& b) {
+  a.tensor("seq_lens", b.seq_lens).tensor("decode_lens", b.decode_lens).tensor("block_table", b.block_table);
+  a.tensor("context_lens", b.context_lens);
+  return a;
+}
+Args metadata_batch(Args a, const mlacheck_decode_metadata_batch& b) {
+  a.tensor("seq_lens", b.seq_lens).tensor("decode_lens", b.decode_lens).tensor("query_start_loc", b.query_start_loc);
+  a.tensor("block_table", b.block_table).ints("host_decode_lens", b.host_decode_lens, b.batch_size, false);
+  a.ints("host_seq_lens", b.host_seq_lens, b.batch_size).integer("batch_size", b.batch_size);
+  a.integer("num_decode_tokens", b.num_decode_tokens).integer("num_padded_tokens", b.num_padded_tokens);
+  a.integer("layout", b.layout).integer("general_only", b.general_only);
+  return a;
+}
+
+std::vector<std::pair<const char*, const char*>> metadata_result_fields(bool nested) {
+  if (!nested) {
+    return {{"layout", "int"},       {"path", "int"},      {"num_decode_tokens", "int"}, {"rows", "int"},
+            {"next_n_live", "int"},  {"seq_lens", "tensor"}, {"block_table", "tensor"}, {"decode_lens", "tensor"},
+            {"context_lens", "tensor"}};
+  }
+  return {{"metadata.layout", "int"},         {"metadata.path", "int"},
+          {"metadata.num_decode_tokens", "int"}, {"metadata.rows", "int"},
+          {"metadata.next_n_live", "int"},    {"metadata.seq_lens", "tensor"},
+          {"metadata.block_table", "tensor"}, {"metadata.decode_lens", "tensor"},
+          {"metadata.context_lens", "tensor"}};
+}
+void read_metadata_result(const Reply& r, const std::string& op, const std::string& prefix,
+                          mlacheck_decode_metadata_result* out) {
+  out->layout = static_cast<int32_t>(int_value(r, prefix + "layout", op));
+  out->path = static_cast<int32_t>(int_value(r, prefix + "path", op));
+  out->num_decode_tokens = int_value(r, prefix + "num_decode_tokens", op);
+  out->rows = int_value(r, prefix + "rows", op);
+  out->next_n_live = static_cast<int32_t>(int_value(r, prefix + "next_n_live", op));
+  out->seq_lens = tensor_value(r, prefix + "seq_lens", op);
+  out->block_table = tensor_value(r, prefix + "block_table", op);
+  out->decode_lens = tensor_value(r, prefix + "decode_lens", op);
+  out->context_lens = tensor_value(r, prefix + "context_lens", op);
+}
+
+// decode_metadata: make(limits, buffers) -> an object with build(batch).
+int metadata_build(void* state, const mlacheck_device*, const mlacheck_decode_metadata_batch* batch,
+                   mlacheck_decode_metadata_result* result, char*, size_t) {
+  PyObj& obj = *static_cast<PyObj*>(state);
+  Lender& lender = Lender::of_this_process();
+  const Args b = metadata_batch(Args(lender, obj.scope), *batch);
+  const Reply r = call_method(obj, "build", "[{\"ns\":" + b.json() + "}]", metadata_result_fields(false));
+  read_metadata_result(r, obj.op, "", result);
+  return 0;
+}
+int py_decode_metadata(const mlacheck_device* d, const mlacheck_decode_metadata_limits* l,
+                       const mlacheck_decode_metadata_buffers* b, mlacheck_decode_metadata_builder* builder, char*,
+                       size_t) {
+  PyObj* obj = make_object("decode_metadata", d, {"build"}, [&](Args& x) {
+    x.ns("limits", metadata_limits(x.nested(), *l)).ns("buffers", metadata_buffers(x.nested(), *b));
+  });
+  *builder = mlacheck_decode_metadata_builder{obj, &metadata_build, &destroy_object};
+  return 0;
+}
+
+// mla_decode_impl: make(config, workspace) -> an object with forward(call), capture(c), replay(graph),
+// and optionally release(graph) and close().
+int impl_forward(void* state, const mlacheck_device*, const mlacheck_mla_decode_call* c, int64_t* num_splits, char*,
+                 size_t) {
+  PyObj& obj = *static_cast<PyObj*>(state);
+  Args a(Lender::of_this_process(), obj.scope);
+  a.tensor("q", c->q).tensor("kv_cache", c->kv_cache).tensor("block_table", c->block_table);
+  a.tensor("seq_lens", c->seq_lens).tensor("o", c->o).tensor("lse", c->lse);
+  a.ints("host_query_lens", c->host_query_lens, c->host_query_lens_count);  // None: the caller vouches
+  a.ints("host_seq_lens", c->host_seq_lens, c->host_seq_lens_count);
+  a.real("base_scale", c->base_scale).real("q_scale", c->q_scale).real("k_scale", c->k_scale);
+  const Reply r = call_method(obj, "forward", "[{\"ns\":" + a.json() + "}]", {{".", "int"}});
+  const int64_t n = int_value(r, ".", obj.op);
+  if (num_splits != nullptr) *num_splits = n > 0 ? n : 1;
+  return 0;
+}
+int impl_capture(void* state, const mlacheck_device*, const mlacheck_mla_decode_capture* c, void** graph, char*,
+                 size_t) {
+  PyObj& obj = *static_cast<PyObj*>(state);
+  Args a(Lender::of_this_process(), obj.scope);
+  a.integer("padded_batch", c->padded_batch).integer("q_len", c->q_len);
+  a.tensor("q", c->q).tensor("kv_cache", c->kv_cache).tensor("block_table", c->block_table);
+  a.tensor("seq_lens", c->seq_lens).tensor("o", c->o).tensor("lse", c->lse);
+  a.real("base_scale", c->base_scale).real("q_scale", c->q_scale).real("k_scale", c->k_scale);
+  const Reply r = call_method(obj, "capture", "[{\"ns\":" + a.json() + "}]", {}, /*keep=*/true);
+  *graph = reinterpret_cast<void*>(static_cast<intptr_t>(int_value(r, "object", obj.op)));
+  return 0;
+}
+int impl_replay(void* state, const mlacheck_device*, void* graph, char*, size_t) {
+  PyObj& obj = *static_cast<PyObj*>(state);
+  call_method(obj, "replay", "[{\"obj\":" + std::to_string(reinterpret_cast<intptr_t>(graph)) + "}]", {});
+  return 0;
+}
+void impl_release(void* state, void* graph) {
+  PyObj& obj = *static_cast<PyObj*>(state);
+  const int64_t id = reinterpret_cast<intptr_t>(graph);
+  try {
+    // release(graph) when the object has one, then the worker lets the graph go.
+    exchange(obj.op, &obj.device, "release", ",\"object\":" + std::to_string(obj.id) + ",\"graph\":" +
+             std::to_string(id), nullptr);
+  } catch (const std::exception&) {
+  }
+}
+int py_mla_decode_impl(const mlacheck_device* d, const mlacheck_mla_decode_impl_config* c,
+                       const mlacheck_tensor* workspace, const mlacheck_allocator*, mlacheck_mla_decode_impl* impl, char*,
+                       size_t) {
+  PyObj* obj = make_object("mla_decode_impl", d, {"forward", "capture", "replay"}, [&](Args& x) {
+    Args cfg = x.nested();
+    cfg.integer("max_batch", c->max_batch).integer("max_q_len", c->max_q_len).integer("heads", c->heads);
+    cfg.integer("max_splits", c->max_splits).integer("block_table_width", c->block_table_width);
+    cfg.integer("page", c->page).integer("q_dtype", c->q_dtype);
+    x.ns("config", cfg).tensor("workspace", *workspace);
+  });
+  *impl = mlacheck_mla_decode_impl{obj, &impl_forward, &impl_capture, &impl_replay, &impl_release, &destroy_object};
+  return 0;
+}
+
+// indexer_decode_step: make(limits, buffers) -> an object with run(inputs).
+int step_run(void* state, const mlacheck_device*, const mlacheck_indexer_decode_step_inputs* in,
+             mlacheck_indexer_decode_step_result* result, char*, size_t) {
+  PyObj& obj = *static_cast<PyObj*>(state);
+  Args a(Lender::of_this_process(), obj.scope);
+  a.ns("batch", metadata_batch(a.nested(), in->batch));
+  a.tensor("index_q", in->index_q).tensor("index_weights", in->index_weights).tensor("kv_blocks", in->kv_blocks);
+  a.integer("block_size", in->block_size).integer("max_context_len", in->max_context_len);
+  a.tensor("topk_buffer", in->topk_buffer).tensor("topk_global", in->topk_global);
+  std::vector<std::pair<const char*, const char*>> fields = metadata_result_fields(true);
+  const std::vector<std::pair<const char*, const char*>> more = {
+      {"num_decode_tokens", "int"}, {"rows", "int"},        {"next_n", "int"}, {"packed", "int"},
+      {"padded_topk", "int"},       {"logits", "tensor"},   {"logits_row_of_token", "ints"},
+      {"topk", "tensor"},           {"global", "tensor"}};
+  fields.insert(fields.end(), more.begin(), more.end());
+  const Reply r = call_method(obj, "run", "[{\"ns\":" + a.json() + "}]", fields);
+  read_metadata_result(r, obj.op, "metadata.", &result->metadata);
+  result->num_decode_tokens = int_value(r, "num_decode_tokens", obj.op);
+  result->rows = int_value(r, "rows", obj.op);
+  result->next_n = int_value(r, "next_n", obj.op);
+  result->packed = static_cast<int32_t>(int_value(r, "packed", obj.op));
+  result->padded_topk = static_cast<int32_t>(int_value(r, "padded_topk", obj.op));
+  result->logits = tensor_value(r, "logits", obj.op);
+  result->topk = tensor_value(r, "topk", obj.op);
+  result->global = tensor_value(r, "global", obj.op);
+  const std::vector<std::string>& rows = r.values.at("logits_row_of_token");
+  if (r.kinds.at("logits_row_of_token") == "ints" && result->logits_row_of_token != nullptr) {
+    const int64_t n = std::stoll(rows.at(0));
+    MLA_REQUIRE(n <= in->batch.num_decode_tokens, who(obj.op), ": logits_row_of_token has ", n,
+                " entries for ", in->batch.num_decode_tokens, " tokens");
+    for (int64_t i = 0; i < n; ++i) result->logits_row_of_token[i] = std::stoll(rows.at(1 + i));
+  }
+  return 0;
+}
+int py_indexer_decode_step(const mlacheck_device* d, const mlacheck_indexer_decode_step_limits* l,
+                           const mlacheck_indexer_decode_step_buffers* b, const mlacheck_allocator*,
+                           mlacheck_indexer_decode_step* step, char*, size_t) {
+  PyObj* obj = make_object("indexer_decode_step", d, {"run"}, [&](Args& x) {
+    Args lim = x.nested();
+    lim.ns("metadata", metadata_limits(x.nested(), l->metadata)).integer("heads", l->heads);
+    lim.integer("head_dim", l->head_dim).integer("topk", l->topk).integer("max_context_len", l->max_context_len);
+    Args buf = x.nested();
+    buf.ns("metadata", metadata_buffers(x.nested(), b->metadata)).tensor("packed_q", b->packed_q);
+    buf.tensor("packed_weights", b->packed_weights).tensor("logits", b->logits);
+    buf.tensor("padded_topk", b->padded_topk).tensor("workspace", b->workspace);
+    x.ns("limits", lim).ns("buffers", buf);
+  });
+  *step = mlacheck_indexer_decode_step{obj, &step_run, &destroy_object};
+  return 0;
+}
+
+// ---- registration -------------------------------------------------------------------------------------
+
+// What the probe found: the op of each spec and the callable's contract.
+struct Found {
+  std::map<std::string, std::string> op_of_spec, contract_of_op;
+};
+Found& found() {
+  static auto* f = new Found;
+  return *f;
+}
+
+std::string json_unquote(const std::string& q) {
+  std::string s;
+  for (size_t i = 1; i + 1 < q.size(); ++i) {
+    if (q[i] == '\\' && i + 2 < q.size()) {
+      const char c = q[++i];
+      s += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+    } else {
+      s += q[i];
+    }
+  }
+  return s;
+}
+
+int register_python(const mlacheck_plugin_api* api) {
+  for (const Spec& s : registered().specs) {
+    const std::string op = found().op_of_spec.at(s.text);
+    const std::string summary = "python " + s.text + ": a Python callable (docs/python.md)";
+    const char* name = "py";
+    int rc = 1;
+    if (op == "topk_decode") rc = MLACHECK_ADD_TOPK_DECODE(api, name, summary.c_str(), py_topk_decode);
+    if (op == "topk_prefill") rc = MLACHECK_ADD_TOPK_PREFILL(api, name, summary.c_str(), py_topk_prefill);
+    if (op == "paged_mqa_logits") rc = MLACHECK_ADD_PAGED_MQA_LOGITS(api, name, summary.c_str(), py_paged_mqa_logits);
+    if (op == "mqa_logits") rc = MLACHECK_ADD_MQA_LOGITS(api, name, summary.c_str(), py_mqa_logits);
+    if (op == "pack_decode") rc = MLACHECK_ADD_PACK_DECODE(api, name, summary.c_str(), py_pack<kPackDecode>);
+    if (op == "unpack_decode") rc = MLACHECK_ADD_UNPACK_DECODE(api, name, summary.c_str(), py_pack<kUnpackDecode>);
+    if (op == "topk_to_global") rc = MLACHECK_ADD_TOPK_TO_GLOBAL(api, name, summary.c_str(), py_topk_to_global);
+    if (op == "sparse_mla_decode") {
+      rc = MLACHECK_ADD_SPARSE_MLA_DECODE(api, name, summary.c_str(), py_sparse_mla_decode);
+    }
+    if (op == "mla_decode") rc = MLACHECK_ADD_MLA_DECODE(api, name, summary.c_str(), py_mla_decode);
+    if (op == "indexer_k_cache_insert") {
+      rc = MLACHECK_ADD_INDEXER_K_CACHE_INSERT(api, name, summary.c_str(), py_indexer_k_cache_insert);
+    }
+    if (op == "decode_metadata") rc = MLACHECK_ADD_DECODE_METADATA(api, name, summary.c_str(), py_decode_metadata);
+    if (op == "mla_decode_impl") rc = MLACHECK_ADD_MLA_DECODE_IMPL(api, name, summary.c_str(), py_mla_decode_impl);
+    if (op == "indexer_decode_step") {
+      rc = MLACHECK_ADD_INDEXER_DECODE_STEP(api, name, summary.c_str(), py_indexer_decode_step);
+    }
+    if (rc != 0) return rc;
+    const std::string contract = found().contract_of_op[op];
+    if (!contract.empty() && MLACHECK_CONTRACT(api, op.c_str(), name, contract.c_str()) != 0) return 1;
+  }
+  return 0;
+}
+
+const mlacheck_plugin_info kPythonPlugin = {MLACHECK_PLUGIN_ABI_VERSION, "python", &register_python};
+
+}  // namespace
+
+std::string python_flags() {
+  std::string s;
+  for (const Spec& spec : registered().specs) s += " --python " + spec.text;
+  return s;
+}
+
+std::vector<std::string> load_python_isolated(const std::vector<std::string>& texts) {
+  if (texts.empty()) return {};
+  MLA_REQUIRE(registered().specs.empty(), "--python: the callables are loaded once per run");
+  for (const std::string& text : texts) {
+    Spec s;
+    s.text = text;
+    std::string rest = text;
+    const size_t eq = rest.find('=');
+    if (eq != std::string::npos && rest.find(':') > eq) s.op = rest.substr(0, eq), rest = rest.substr(eq + 1);
+    const size_t colon = rest.rfind(':');
+    MLA_REQUIRE(colon != std::string::npos && colon > 0 && colon + 1 < rest.size(), "--python '", text,
+                "' is not [OP=]MODULE:CALLABLE (a module on sys.path or a .py file, then the function's name)");
+    s.module = rest.substr(0, colon), s.callable = rest.substr(colon + 1);
+    registered().specs.push_back(s);
+  }
+  // The worker starts in a child: this process forks the children that run the cases, and starts
+  // nothing it would hand down to them.
+  IsolationOptions opts;
+  opts.timeout_seconds = 120;
+  const IsolatedOutcome probe = run_isolated(
+      [&]() -> std::string {
+        Worker& w = Worker::of_this_process();
+        std::string specs;
+        for (const Spec& s : registered().specs) {
+          specs += std::string(specs.empty() ? "" : ",") + "{\"spec\":" + json_quote(s.text) + ",\"op\":" +
+                   json_quote(s.op) + ",\"module\":" + json_quote(s.module) + ",\"callable\":" + json_quote(s.callable) +
+                   "}";
+        }
+        const Reply r = w.request("{\"cmd\":\"load\",\"backend\":\"host\",\"specs\":[" + specs + "]}");
+        if (r.status != "ok") return "error: " + r.message;
+        std::string found_ops = "loaded";
+        for (const auto& [name, v] : r.values) {
+          if (r.kinds.at(name) == "op") found_ops += "\x1fop\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
+          if (r.kinds.at(name) == "contract") found_ops += "\x1f" "contract\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
+        }
+        return found_ops;
+      },
+      opts);
+  const std::string& m = probe.message;
+  if (probe.kind != IsolatedOutcome::kViolation || m.rfind("loaded", 0) != 0) {
+    registered().specs.clear();
+    if (probe.kind == IsolatedOutcome::kViolation) {
+      throw Error("--python " + texts.front() + ": " + (m.rfind("error: ", 0) == 0 ? m.substr(7) : m));
+    }
+    throw Error("--python " + texts.front() + ": starting Python " + isolated_outcome_name(probe.kind) + " (" + m +
+                ")");
+  }
+  for (size_t at = m.find('\x1f'); at != std::string::npos;) {
+    const size_t end = m.find('\x1f', at + 1);
+    const std::string item = m.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+    const size_t a = item.find('\x1e'), b = item.find('\x1e', a + 1);
+    const std::string kind = item.substr(0, a), name = item.substr(a + 1, b - a - 1), value = item.substr(b + 1);
+    if (kind == "op") found().op_of_spec[name] = value;
+    if (kind == "contract") found().contract_of_op[name] = json_unquote(value);
+    at = end;
+  }
+  std::vector<std::string> names;
+  for (const Spec& s : registered().specs) {
+    const std::string op = found().op_of_spec[s.text];
+    MLA_REQUIRE(!op.empty(), "--python ", s.text, ": the worker named no op for it");
+    MLA_REQUIRE(registered().spec_of_op.count(op) == 0, "--python ", s.text, ": ", op, "@py is ",
+                registered().spec_of_op[op], " already (one Python callable per op)");
+    registered().spec_of_op[op] = s.text;
+    names.push_back(op + "@py");
+  }
+  shared_arena::enable_for_children();
+  register_plugin(kPythonPlugin, "python");
+  return names;
+}
+
+}  // namespace mlacheck::kernels

@@ -1,0 +1,31 @@
+// Python callables as implementations (docs/python.md): `--python [OP=]MODULE:CALLABLE` registers
+// a Python function as OP@py, through the plugin interface (include/mlacheck/plugin.h), so every
+// op a plugin can implement, the stateful ones included, every property, the corpus, the fuzzing
+// stage, the guards, child processes, case files and repro run against it unchanged.
+//
+// The function runs in a Python worker process (python/mlacheck/_worker.py, built into the
+// executable), started by the first process that calls it: the user's own Python, the one that has
+// their torch ($MLACHECK_PYTHON, else python3 on PATH). Nothing of Python is linked into mlacheck.
+// The worker maps mlacheck's guarded buffers themselves (host: a shared memory file,
+// core/shared_arena.h; cuda: CUDA IPC handles), so the tensors it hands the function alias exactly
+// the views a case declares (offset, padded rows, strides) and a write past a view lands in a guard
+// and is reported with the buffer, the view, the row and the column.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mlacheck::kernels {
+
+// Registers each spec ("[OP=]MODULE:CALLABLE", MODULE a module name on sys.path, the current folder
+// first, or a path to a .py file) as OP@py and returns those names. OP, when not given, is the
+// callable's `mlacheck_op` attribute (@mlacheck.implements) or its name when that is an op. Its
+// contract is its `mlacheck_contract` attribute. Imports everything first in a worker started from
+// a forked child; throws mlacheck::Error with one line (a module that does not import, no torch,
+// no such callable, an unknown op, two callables for one op, a malformed contract).
+std::vector<std::string> load_python_isolated(const std::vector<std::string>& specs);
+
+// The specs given to load_python_isolated, as flags: " --python S1 --python S2", or "".
+std::string python_flags();
+
+}  // namespace mlacheck::kernels
