@@ -19,7 +19,8 @@
 #                                fault fixture) and libmlacheck_torch_bench.so
 #   include/mlacheck/plugin.h    to build your own plugin there with nvcc alone
 #   tests/                       the GPU tests (run each; "skipped: no GPU" without one)
-#   benchmarks/                  indexer_bench.py, mla_bench.py, bench_common.py, guard_check_bench
+#   benchmarks/                  indexer_bench.py, mla_bench.py, bench_common.py, guard_check_bench,
+#                                python_call_bench (the --python call path per call)
 #   share/mlacheck/corpus/       the seed and regression cases
 #   README.txt                   what to run there
 # Exit 0 built, 2 bad usage or a missing tool (one line).
@@ -66,7 +67,7 @@ targets=(mlacheck mlacheck_example_plugin mlacheck_example_plugin_buggy mlacheck
          mlacheck_production_plugin_buggy mlacheck_metadata_plugin mlacheck_metadata_plugin_buggy
          mlacheck_mla_impl_plugin mlacheck_mla_impl_plugin_buggy mlacheck_decode_step_plugin
          mlacheck_decode_step_plugin_buggy
-         mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench
+         mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench python_call_bench
          simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_codecs_gpu_test)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$build_dir.build.log" 2>&1 ||
   die "building the cuda targets failed (see $build_dir.build.log)"
@@ -108,8 +109,10 @@ for t in simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_t
   install -m 755 "$path" "$out/tests/"
   strip --strip-unneeded "$out/tests/$t"
 done
-install -m 755 "$build_dir/benchmarks/guard_check_bench" "$out/benchmarks/"
-strip --strip-unneeded "$out/benchmarks/guard_check_bench"
+for b in guard_check_bench python_call_bench; do
+  install -m 755 "$build_dir/benchmarks/$b" "$out/benchmarks/"
+  strip --strip-unneeded "$out/benchmarks/$b"
+done
 install -m 644 "$repo"/benchmarks/{indexer_bench.py,mla_bench.py,bench_common.py} "$out/benchmarks/"
 install -m 644 "$repo/include/mlacheck/plugin.h" "$out/include/mlacheck/"
 cp -r "$repo/corpus" "$out/share/mlacheck/corpus"

@@ -265,6 +265,7 @@ class Lender {
       MLA_REQUIRE(cuda::ipc_block_of(t.data, &b, &why), "a Python callable can be lent only mlacheck's device "
                   "buffers: ", why);
       auto it = open_.find(b.handle);
+      if (it != open_.end() && it->second.scope == 0) it->second.scope = scope;  // kept open: in use again
       if (it == open_.end()) {
         const int64_t id = next_id_++;
         it = open_.emplace(b.handle, Open{id, scope, b.base}).first;
@@ -306,16 +307,21 @@ class Lender {
     fd_ = -1;
     return s;
   }
-  // Ends a scope: its blocks are closed by the worker with the next message.
+  // Ends a scope: its blocks stay open in the worker, for the next calls on the same allocations
+  // (mlacheck's allocation cache hands them out again), the oldest closed past kKeptOpen. A handle
+  // names one allocation: a new allocation at a freed one's address has a handle of its own
+  // (measured on an H100), so a kept mapping is never taken for another allocation's.
   void end_scope(int64_t scope) {
-    for (auto it = open_.begin(); it != open_.end();) {
-      if (it->second.scope == scope) {
-        drop_json_ += std::string(drop_json_.empty() ? "" : ",") + std::to_string(it->second.id);
-        base_of_.erase(it->second.id);
-        it = open_.erase(it);
-      } else {
-        ++it;
-      }
+    for (auto& [handle, open] : open_) {
+      if (open.scope == scope) open.scope = 0, kept_.push_back(handle);
+    }
+    while (kept_.size() > kKeptOpen) {
+      const auto it = open_.find(kept_.front());
+      kept_.erase(kept_.begin());
+      if (it == open_.end() || it->second.scope != 0) continue;  // in use by an object again
+      drop_json_ += std::string(drop_json_.empty() ? "" : ",") + std::to_string(it->second.id);
+      base_of_.erase(it->second.id);
+      open_.erase(it);
     }
   }
   int64_t new_scope() { return next_scope_++; }
@@ -331,7 +337,9 @@ class Lender {
   bool arena_sent_ = false;
   int fd_ = -1;
   std::string blocks_json_, drop_json_;
+  static constexpr size_t kKeptOpen = 64;
   std::map<std::string, Open> open_;  // by IPC handle
+  std::vector<std::string> kept_;     // handles of ended scopes, oldest first
   std::map<int64_t, void*> base_of_;  // block id -> base in this process
   int64_t next_id_ = 1, next_scope_ = 1;
 };

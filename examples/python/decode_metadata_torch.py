@@ -28,19 +28,27 @@ class Builder:
         # d and none is padding (d = 0).
         return len(decode_lens) > 0 and min(decode_lens) == max(decode_lens) > 0
 
-    def expand_uniform(self, batch, d, tokens):
-        """Rows of a uniform batch: row r is token r % d of request r // d."""
-        r = torch.arange(tokens, device=batch.seq_lens.device)
-        b, t = r // d, r % d
-        return b, t
+    def write_rows(self, batch, b, t, tokens, width):
+        """Rows [0, tokens): token t of request b gets ctx(b, t), 1 and request b's table row."""
+        L, d = batch.seq_lens.long(), batch.decode_lens.long()
+        seq, dec, table = self.buffers.seq_lens, self.buffers.decode_lens, self.buffers.block_table
+        seq[:tokens] = (L[b] - d[b] + t + 1).clamp(min=0).int()
+        dec[:tokens] = 1
+        table[:tokens, :width] = batch.block_table[b]
+        table[:tokens, width:].zero_()  # a wider step's columns do not survive
 
-    def expand_general(self, batch, tokens):
-        """Rows of any batch: request b's tokens start at query_start_loc[b]."""
+    def write_uniform(self, batch, d, tokens, width):
+        """The fused path of a uniform batch: row r is token r % d of request r // d."""
+        r = torch.arange(tokens, device=batch.seq_lens.device)
+        self.write_rows(batch, r // d, r % d, tokens, width)
+
+    def write_general(self, batch, tokens, width):
+        """Any batch: request b's tokens start at query_start_loc[b]."""
         device = batch.seq_lens.device
         d = batch.decode_lens.long()
         b = torch.repeat_interleave(torch.arange(len(d), device=device), d)
         t = torch.arange(tokens, device=device) - batch.query_start_loc.long()[b]
-        return b, t
+        self.write_rows(batch, b, t, tokens, width)
 
     def build(self, batch):
         lens = list(batch.host_decode_lens)
@@ -63,10 +71,6 @@ class Builder:
                                          next_n_live=next_n_live, seq_lens=None, decode_lens=None,
                                          block_table=batch.block_table, context_lens=view)
         uniform = not batch.general_only and self.takes_uniform_path(lens)
-        if uniform:
-            b, t = self.expand_uniform(batch, lens[0], tokens)
-        else:
-            b, t = self.expand_general(batch, tokens)
         rows = batch.num_padded_tokens if batch.num_padded_tokens >= 0 else tokens
         seq, dec, table = self.buffers.seq_lens, self.buffers.decode_lens, self.buffers.block_table
         # Rows past this step's tokens are zero: a smaller step never hands on a larger one's rows.
@@ -74,10 +78,10 @@ class Builder:
         dec[tokens:].zero_()
         table[tokens:].zero_()
         if tokens > 0:
-            seq[:tokens] = (L[b] - d[b] + t + 1).clamp(min=0).int()
-            dec[:tokens] = 1
-            table[:tokens, :width] = batch.block_table[b]
-            table[:tokens, width:].zero_()  # a wider step's columns do not survive
+            if uniform:
+                self.write_uniform(batch, lens[0], tokens, width)
+            else:
+                self.write_general(batch, tokens, width)
         return types.SimpleNamespace(layout=FLATTENED, path=UNIFORM if uniform else GENERAL, num_decode_tokens=tokens,
                                      rows=rows, next_n_live=next_n_live, seq_lens=seq[:rows], decode_lens=dec[:rows],
                                      block_table=table[:rows, :width], context_lens=None)

@@ -5,19 +5,22 @@
 It calls a batch uniform when its tokens divide evenly among its requests (num_decode_tokens % B
 == 0) and expands it with d = num_decode_tokens // B, as a fused kernel launched from those two
 numbers would (vLLM #39458 is this class: the fast path taken on a test that mixed batches also
-pass). Decode lengths [1, 3] give 4 tokens over 2 requests: rows of the wrong request, reported by
-row and value.
+pass). Decode lengths [1, 3] give 4 tokens over 2 requests: rows of the wrong request.
 """
 from decode_metadata_torch import Builder
 
 
+def uniform_by_division(decode_lens):
+    tokens = sum(decode_lens)
+    return len(decode_lens) > 0 and tokens > 0 and tokens % len(decode_lens) == 0
+
+
 class BuggyBuilder(Builder):
     def takes_uniform_path(self, decode_lens):
-        tokens = sum(decode_lens)
-        return len(decode_lens) > 0 and tokens > 0 and tokens % len(decode_lens) == 0
+        return uniform_by_division(decode_lens)
 
-    def expand_uniform(self, batch, d, tokens):
-        return super().expand_uniform(batch, tokens // len(batch.host_decode_lens), tokens)
+    def write_uniform(self, batch, d, tokens, width):
+        super().write_uniform(batch, tokens // len(batch.host_decode_lens), tokens, width)
 
 
 def decode_metadata(limits, buffers):

@@ -12,7 +12,8 @@ import torch
 
 def topk_decode(logits, next_n, seq_lens, k, out):
     rows, cols = logits.shape
-    r = torch.arange(rows)
+    device = logits.device
+    r = torch.arange(rows, device=device)
     # Each row's length n: seq_lens[b, j] (2-D), or max(0, seq_lens[b] - next_n + j + 1) (1-D).
     if seq_lens.dim() == 2:
         n = seq_lens.reshape(-1).long()
@@ -21,16 +22,16 @@ def topk_decode(logits, next_n, seq_lens, k, out):
     # Candidates are the columns below n. -inf inside them is an ordinary (lowest) candidate, so it
     # becomes the lowest finite double, and the columns past n become -inf: never taken while a row
     # has more than k candidates. fp32 to double is exact, so ties and the values are kept.
-    valid = torch.arange(cols)[None, :] < n[:, None]
+    valid = torch.arange(cols, device=device)[None, :] < n[:, None]
     keys = logits.double()
     keys = torch.where(torch.isneginf(keys), torch.full_like(keys, -1.0e308), keys)
     keys = keys.masked_fill(~valid, float("-inf"))
-    answer = torch.full((rows, k), -1, dtype=torch.int32)
+    answer = torch.full((rows, k), -1, dtype=torch.int32, device=device)
     if cols > 0 and k > 0:
         kk = min(k, cols)
         answer[:, :kk] = torch.topk(keys, kk, dim=1).indices.int()
     # A row with n <= k answers exactly [0, 1, ..., n - 1, -1, ..., -1].
-    slot = torch.arange(k)[None, :]
+    slot = torch.arange(k, device=device)[None, :]
     short = torch.where(slot < n[:, None], slot, torch.full_like(slot, -1)).int()
     answer = torch.where((n <= k)[:, None], short, answer)
     out.copy_(answer)

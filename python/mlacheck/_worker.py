@@ -85,7 +85,8 @@ class Cuda:
 
     def open(self, hex_handle):
         h = self.Handle()
-        h.reserved = bytes.fromhex(hex_handle)
+        data = bytes.fromhex(hex_handle)
+        self.ctypes.memmove(self.ctypes.addressof(h), data, len(data))  # (a c_char field stops at a NUL)
         ptr = self.ctypes.c_uint64(0)
         rc = self.open_fn(self.ctypes.byref(ptr), h, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
         if rc != 0:
@@ -401,7 +402,10 @@ class Worker:
 
 def main():
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.argv[1]))
-    Worker(sock).serve()
+    try:
+        Worker(sock).serve()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the process it served was stopped (a budget's end, a timeout): nothing to answer
 
 
 if __name__ == "__main__":

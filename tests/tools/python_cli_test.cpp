@@ -134,4 +134,65 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
   EXPECT_TRUE(has(r.out, "is not [OP=]MODULE:CALLABLE")) << r.out;
 }
 
+// The stateful examples on the host: each correct one passes its op's whole suite, and each buggy
+// twin fails with the verdict its docstring promises.
+struct Example {
+  const char* file;
+  const char* callable;
+  bool passes;
+  const char* verdict;  // text the FAIL row holds
+};
+class PythonExamples : public ::testing::TestWithParam<Example> {};
+
+TEST_P(PythonExamples, PassOrFailAsTheirDocstringsSay) {
+  SKIP_WITHOUT_TORCH();
+  const Example& e = GetParam();
+  const std::string dir = ::testing::TempDir() + "python_example_" + e.file;
+  std::filesystem::remove_all(dir);
+  const CliResult r = run_mlacheck("check --python " + kSource + "/examples/python/" + e.file + ":" + e.callable +
+                                   " --budget 6 --save " + dir);
+  if (e.passes) {
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "@py  PASS")) << r.out;
+  } else {
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "@py  FAIL")) << r.out;
+    EXPECT_TRUE(has(r.out, e.verdict)) << r.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stateful, PythonExamples,
+    ::testing::Values(
+        Example{"decode_metadata_torch.py", "decode_metadata", true, ""},
+        Example{"decode_metadata_torch_buggy.py", "decode_metadata", false, "took the uniform path, want general"},
+        Example{"indexer_decode_step_torch.py", "indexer_decode_step", true, ""},
+        Example{"indexer_decode_step_torch_buggy.py", "indexer_decode_step", false,
+                "nearest output view 'decode rows'"},
+        Example{"mla_decode_impl_torch.py", "mla_decode_impl", true, ""},
+        Example{"mla_decode_impl_torch_buggy.py", "mla_decode_impl", false, "replay"}),
+    [](const ::testing::TestParamInfo<Example>& info) {
+      std::string name = info.param.file;
+      name = name.substr(0, name.size() - 3);
+      for (char& c : name) c = c == '_' ? 'x' : c;
+      return name;
+    });
+
+// A callable named after no op, without OP= or @mlacheck.implements, is one line naming the ways.
+TEST(PythonCli, ACallableOfNoKnownOpIsOneLineSayingHowToNameIt) {
+  SKIP_WITHOUT_TORCH();
+  CliResult r = run_mlacheck("check --python " + kFixtures + "unnamed.py:my_kernel --budget 1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "cannot tell which op 'my_kernel' implements")) << r.out;
+  // With OP= it is that op's implementation (a null one: it fails the suite, as it should).
+  r = run_mlacheck("check --python topk_decode=" + kFixtures + "unnamed.py:my_kernel --budget 1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode@py  FAIL")) << r.out;
+  // An op that is not one is refused the same way.
+  r = run_mlacheck("check --python topk_decoder=" + kFixtures + "unnamed.py:my_kernel --budget 1");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "'topk_decoder' is not an op")) << r.out;
+}
+
 }  // namespace

@@ -1,0 +1,20 @@
+"""The buggy twin of decode_metadata_triton.py: its Triton uniform kernel launched for a batch that
+is not uniform (tokens dividing evenly among requests taken for uniform, as in
+decode_metadata_torch_buggy.py). Needs a GPU, torch and Triton.
+
+    mlacheck check --backend cuda --python examples/python/decode_metadata_triton_buggy.py:decode_metadata  # FAIL
+"""
+from decode_metadata_torch_buggy import uniform_by_division
+from decode_metadata_triton import TritonBuilder
+
+
+class BuggyTritonBuilder(TritonBuilder):
+    def takes_uniform_path(self, decode_lens):
+        return uniform_by_division(decode_lens)
+
+    def write_uniform(self, batch, d, tokens, width):
+        super().write_uniform(batch, tokens // len(batch.host_decode_lens), tokens, width)
+
+
+def decode_metadata(limits, buffers):
+    return BuggyTritonBuilder(limits, buffers)

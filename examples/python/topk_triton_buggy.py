@@ -1,0 +1,16 @@
+"""The buggy twin of topk_triton.py: the mask off by one (a row's length taken as inclusive, so
+column n, past the row, competes). Needs a GPU, torch and Triton.
+
+    mlacheck check --backend cuda --python examples/python/topk_triton_buggy.py:topk_decode   # FAIL
+
+mlacheck reports the row, the slot and the column past the row's length that was returned.
+"""
+from topk_triton import MAX_COLS, launch
+
+
+def topk_decode(logits, next_n, seq_lens, k, out):
+    launch(logits, next_n, seq_lens, k, out, off_by_one=True)
+
+
+topk_decode.mlacheck_op = "topk_decode"
+topk_decode.mlacheck_contract = "cols <= %d" % MAX_COLS

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The Python examples on the cuda backend (docs/python.md): each correct example must PASS and each
+# buggy twin FAIL with the verdict its docstring promises; then the Python call path's cost per call
+# on the GPU. Needs a GPU, torch with CUDA and Triton for the Python that runs the worker
+# ($MLACHECK_PYTHON or python3).
+#
+#   scripts/gpu_python.sh [--mlacheck PATH] [--bench PATH] [--budget SECONDS] [--out DIR]
+#
+# Prints a table (example, expected, got, verdict) and exits 1 when an example does not do what it
+# should, 2 without a usable GPU or torch.
+set -u
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mlacheck=mlacheck bench="" budget=15 out=gpu-python
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mlacheck) mlacheck=$2; shift 2 ;;
+    --bench) bench=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "gpu_python: unknown flag $1" >&2; exit 2 ;;
+  esac
+done
+python=${MLACHECK_PYTHON:-python3}
+if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "gpu_python: $python has no torch that sees a GPU" >&2
+  exit 2
+fi
+mkdir -p "$out"
+ex=$repo/examples/python
+# example spec | expected result | text the verdict must hold
+cases=(
+  "$ex/topk_torch.py:topk_decode|PASS|"
+  "$ex/topk_torch_buggy.py:topk_decode|FAIL|past the view's"
+  "$ex/topk_triton.py:topk_decode|PASS|"
+  "$ex/topk_triton_buggy.py:topk_decode|FAIL|topk_decode."
+  "$ex/decode_metadata_torch.py:decode_metadata|PASS|"
+  "$ex/decode_metadata_torch_buggy.py:decode_metadata|FAIL|want general"
+  "$ex/decode_metadata_triton.py:decode_metadata|PASS|"
+  "$ex/decode_metadata_triton_buggy.py:decode_metadata|FAIL|want general"
+  "$ex/indexer_decode_step_torch.py:indexer_decode_step|PASS|"
+  "$ex/indexer_decode_step_torch_buggy.py:indexer_decode_step|FAIL|past the view's"
+  "$ex/mla_decode_impl_torch.py:mla_decode_impl|PASS|"
+  "$ex/mla_decode_impl_torch_buggy.py:mla_decode_impl|FAIL|replay"
+  "$repo/tests/tools/python/topk_fault_triton.py:topk_decode|FAIL|crashed"
+)
+bad=0 i=0
+printf '%-48s %-8s %-5s %s\n' example expected got verdict
+for c in "${cases[@]}"; do
+  IFS='|' read -r spec want text <<<"$c"
+  i=$((i + 1))
+  log="$out/$i-$(basename "${spec%%:*}" .py).log"
+  "$mlacheck" check --backend cuda --budget "$budget" --python "$spec" --save "$out/cases-$i" >"$log" 2>&1
+  rc=$?
+  got=$([ $rc -eq 0 ] && echo PASS || { [ $rc -eq 1 ] && echo FAIL || echo "rc=$rc"; })
+  row=$(grep -m1 -E '@py +(PASS|FAIL)' "$log" | sed -E 's/ +/ /g' | cut -c1-300)
+  [ -n "$row" ] || row=$(tail -1 "$log" | cut -c1-300)
+  ok=yes
+  [ "$got" = "$want" ] || ok=no
+  [ -z "$text" ] || grep -q -- "$text" "$log" || ok=no
+  [ $ok = yes ] || bad=$((bad + 1))
+  printf '%-48s %-8s %-5s %s%s\n' "$(basename "$spec")" "$want" "$got" "$([ $ok = yes ] || echo 'UNEXPECTED: ')" "$row"
+done
+if [ -n "$bench" ]; then
+  echo
+  "$bench" --backend cuda --calls 1000 --python "$repo/benchmarks/python_null.py:topk_decode" | tee "$out/bench-null.txt"
+  "$bench" --backend cuda --calls 300 --python "$ex/topk_torch.py:topk_decode" | tee "$out/bench-torch.txt"
+fi
+echo
+echo "gpu_python: $((${#cases[@]} - bad)) of ${#cases[@]} examples did what they should"
+[ $bad -eq 0 ]

@@ -1,0 +1,14 @@
+"""A --python callable whose Triton kernel stores through a wild pointer (an illegal address on the
+GPU, which loses the CUDA context): `FAIL crashed (cudaErrorIllegalAddress)` with the case saved,
+never a hang or a lost run (docs/python.md). Needs a GPU and Triton."""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def wild_store(out):
+    tl.store(out + (1 << 40), 7)  # a terabyte past out: no page is mapped there
+
+
+def topk_decode(logits, next_n, seq_lens, k, out):
+    wild_store[(1,)](out)
