@@ -296,7 +296,9 @@ Verdict topk_decode_permutation_commutes(Device& device, TopkDecodeFn* impl, con
                                          const std::vector<int>& perm) {
   const TopkCase p = topk_permuted_case(c, perm);
   const TopkRun once = run_topk(device, impl, c);
+  if (Verdict v = as_verdict("original order: ", once)) return v;  // a stray write, say: its values are not read
   const TopkRun moved = run_topk(device, impl, p);
+  if (Verdict v = as_verdict("permuted: ", moved)) return v;
   std::vector<double> x, y;
   for (size_t i = 0; i < perm.size(); ++i) {
     for (int64_t j = 0; j < c.next_n; ++j) {

@@ -223,6 +223,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     o.python = f.list("python");
     o.suite = suite_options(f);
     o.suite.contract_probe = f.on("contract-probe");
+    o.suite.property = f.text("property");
     o.save_dir = f.text("save");
     o.format = f.text("format");
     o.report = f.text("report");
@@ -256,6 +257,18 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       MLA_REQUIRE(kernels::registry().contains(impl), "--impl '", impl,
                   "' is not a registered implementation (mlacheck list shows them; a plugin's need --plugin)");
       MLA_REQUIRE(has_target(impl.substr(0, impl.find('@'))), "--impl '", impl, "': its op has no properties to run");
+      if (!o.suite.property.empty()) {
+        const std::string op = impl.substr(0, impl.find('@'));
+        std::string runs;
+        bool found = false;
+        for (const PropertyEntry& p : property_registry().list()) {
+          if (p.op != op || p.ref_only) continue;
+          runs += (runs.empty() ? "" : ", ") + p.name;
+          found = found || p.name == o.suite.property;
+        }
+        MLA_REQUIRE(found, "--property '", o.suite.property, "' is not a property ", impl, " runs (", op, "'s: ", runs,
+                    ")");
+      }
     }
     MLA_REQUIRE(!o.save_dir.empty(), "--save needs a folder");
     if (o.report == "html") {  // the pages' folder is made before any suite runs

@@ -156,9 +156,12 @@ class SuiteRun {
       }
     }
     if (!k) k = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
-                                     [&](const PropertyEntry& p) { return p.op == op_; }),
+                                     [&](const PropertyEntry& p) {
+                                       return p.op == op_ && (o_.property.empty() || p.name == o_.property);
+                                     }),
                           "regressions", deadline, row);
-    for (int r = 0; !k && Clock::now() < deadline; ++r) k = run_random(nullptr, r, "fuzz", deadline, row);
+    const PropertyEntry* only = o_.property.empty() ? nullptr : properties().front();
+    for (int r = 0; !k && Clock::now() < deadline; ++r) k = run_random(only, r, "fuzz", deadline, row);
     if (k) row.failed = true, row.first = *k;
   }
 
@@ -225,8 +228,9 @@ class SuiteRun {
   std::vector<const PropertyEntry*> properties() const {
     std::vector<const PropertyEntry*> out;
     for (const PropertyEntry* p : fuzz_target_properties(target_)) {
-      if (!p->ref_only) out.push_back(p);
+      if (!p->ref_only && (o_.property.empty() || p->name == o_.property)) out.push_back(p);
     }
+    MLA_REQUIRE(!out.empty(), "--property ", o_.property, " is not a property ", impl_, " runs");
     return out;
   }
   std::vector<std::pair<fs::path, CaseText>> seeds_of(const PropertyEntry& p) const {

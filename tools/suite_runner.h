@@ -36,6 +36,9 @@ struct SuiteOptions {
   // One case running longer than this is a hang: "timed out", a failure with its case (when <op>@ref
   // runs it within this time). 0: a third of the budget, within 10 to 60 s.
   double case_timeout = 0;
+  // Run only this property (its seed cases, its regressions, random cases of it for the rest of
+  // the budget); "": every property of the op.
+  std::string property;
 };
 
 // The suite's flags of check and mutants (tools/flags.def): --backend, --budget, --case-timeout,

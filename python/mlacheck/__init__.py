@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 
-__all__ = ["OPS", "Verdict", "check", "binary", "implements", "test_of", "CheckFailed"]
+__all__ = ["OPS", "Verdict", "check", "binary", "implements", "properties", "property", "test_of", "CheckFailed"]
 
 # The ops a Python function can stand in for (docs/ops.md; docs/python.md gives each one's arguments).
 OPS = ("topk_decode", "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
@@ -107,7 +107,28 @@ def _spec(fn):
     return "%s:%s" % (os.path.abspath(source), name)
 
 
-def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None):
+def properties(op):
+    """The properties of op that run on an implementation (not those of mlacheck's own kernel
+    paths), as `mlacheck list` names them: ["topk_decode.rows_admissible", ...]."""
+    _require_op(op)
+    p = subprocess.run([binary(), "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 0:
+        raise RuntimeError((p.stderr.strip().splitlines() or ["mlacheck list exited %d" % p.returncode])[-1])
+    out, inside = [], False
+    for line in p.stdout.splitlines():
+        if line.startswith("properties ("):
+            inside = True
+            continue
+        if inside and not line.startswith("  "):
+            break
+        if inside:
+            words = line.split(None, 1)
+            if words and words[0].startswith(op + ".") and not (len(words) > 1 and words[1].startswith("ref only")):
+                out.append(words[0])
+    return out
+
+
+def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
 
     fn runs in a worker under this very Python (sys.executable), so it sees the torch, Triton and
@@ -115,12 +136,15 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
     cases to what fn accepts, as @implements(op, contract=...) does. Returns a Verdict. Raises
     ValueError for an unknown op or a malformed contract, TypeError for fn that is not a
     module-level function, RuntimeError with mlacheck's one line for other bad input (a module that
-    does not import, no torch, a backend not usable here)."""
+    does not import, no torch, a backend not usable here). property ("topk_decode.rows_admissible")
+    runs that property alone."""
     _require_op(op)
     cmd = [binary(), "check", "--python", op + "=" + _spec(fn), "--impl", op + "@py", "--budget", str(budget),
            "--backend", backend, "--format", "json", "--save", save]
     if seed is not None:
         cmd += ["--seed", str(seed)]
+    if property is not None:
+        cmd += ["--property", property]
     env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
     if contract is not None:
         env["MLACHECK_PYTHON_CONTRACT"] = contract if isinstance(contract, str) else "\n".join(contract)
@@ -163,3 +187,52 @@ def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases")
     test.__qualname__ = test.__name__
     test.__doc__ = "mlacheck: %s's whole suite on %s" % (op, _spec(fn))
     return test
+
+
+# ---- the pytest plugin: `pytest -p mlacheck` ------------------------------------------------------
+
+
+def property(op, budget=10, backend="host", seed=None, contract=None):  # noqa: A001 - the decorator's name
+    """Marks a module-level function as op's implementation, for `pytest -p mlacheck` to turn into
+    one test per property of op (`test_file.py::my_topk[topk_decode.rows_admissible]`), each
+    running that property's seed cases, regressions and random cases for budget seconds. The
+    function itself is returned unchanged (it is still the implementation):
+
+        @mlacheck.property("topk_decode", budget=20, backend="cuda")
+        def my_topk(logits, next_n, seq_lens, k, out): ...
+
+    A failure shows the verdict, the failing case and the saved case file. Tests are independent
+    (each saves under mlacheck-cases/<property>), so -x, -k and pytest-xdist's -n work."""
+    _require_op(op)
+
+    def mark(fn):
+        _spec(fn)  # a lambda or nested function is refused at import, not when the tests run
+        implements(op, contract)(fn)
+        fn.mlacheck_property = dict(op=op, budget=budget, backend=backend, seed=seed, contract=contract)
+        return fn
+
+    return mark
+
+
+def _property_test(fn, prop, options, save):
+    def run():
+        v = check(options["op"], fn, budget=options["budget"], backend=options["backend"], seed=options["seed"],
+                  save=save, contract=options["contract"], property=prop)
+        if not v:
+            raise CheckFailed("%s\n%s" % (v, v.case))
+    run.__doc__ = "mlacheck: %s on %s" % (prop, _spec(fn))
+    return run
+
+
+def pytest_pycollect_makeitem(collector, name, obj):
+    """With `-p mlacheck`: a function marked by @mlacheck.property becomes one test per property."""
+    options = getattr(obj, "mlacheck_property", None)
+    if options is None or not callable(obj):
+        return None
+    import pytest
+    items = []
+    for prop in properties(options["op"]):
+        save = os.path.join("mlacheck-cases", prop)
+        items.append(pytest.Function.from_parent(collector, name="%s[%s]" % (name, prop),
+                                                 callobj=_property_test(obj, prop, options, save)))
+    return items

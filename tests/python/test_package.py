@@ -80,3 +80,43 @@ def test_test_of_fails_with_the_verdict_and_the_saved_case(tmp_path):
 def test_test_of_refuses_a_lambda_when_the_module_is_collected():
     with pytest.raises(TypeError, match="module level"):
         mlacheck.test_of("topk_decode", lambda *a: None)
+
+
+# pytest -p mlacheck: @mlacheck.property makes one test per property, each with the verdict and the
+# saved case on failure; -k selects by property, -x stops at the first failure.
+PLUGIN_MODULE = os.path.join(HERE, "plugin", "plugin_module.py")
+
+
+def run_pytest(tmp_path, *args):
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "python"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "mlacheck", "-p", "no:cacheprovider", "-q",
+                           PLUGIN_MODULE] + list(args), cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True)
+
+
+def test_the_plugin_makes_one_test_per_property(tmp_path):
+    props = mlacheck.properties("topk_decode")
+    assert props == ["topk_decode.rows_admissible", "topk_decode.permutation_commutes"], props
+    p = run_pytest(tmp_path, "-rA")
+    assert "2 failed, 2 passed" in p.stdout, p.stdout
+    lines = p.stdout.splitlines()
+    assert any(l.startswith("PASSED") and l.endswith("plugin_module.py::good[topk_decode.rows_admissible]")
+               for l in lines), p.stdout
+    assert any(l.startswith("FAILED") and l.endswith("plugin_module.py::buggy[topk_decode.permutation_commutes]")
+               for l in lines), p.stdout
+    assert "past the view's" in p.stdout and "case saved as mlacheck-cases/topk_decode.rows_admissible" in p.stdout
+
+
+def test_the_plugin_s_tests_select_with_k_and_stop_with_x(tmp_path):
+    p = run_pytest(tmp_path, "-k", "rows_admissible")
+    assert "1 failed, 1 passed, 2 deselected" in p.stdout, p.stdout
+    p = run_pytest(tmp_path, "-x", "-k", "buggy")
+    assert "1 failed" in p.stdout and "passed" not in p.stdout, p.stdout
+
+
+def test_the_plugin_s_tests_run_under_xdist(tmp_path):
+    pytest.importorskip("xdist", reason="skipped: no pytest-xdist")
+    p = run_pytest(tmp_path, "-n", "2")
+    assert "2 failed, 2 passed" in p.stdout, p.stdout

@@ -134,6 +134,22 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
   EXPECT_TRUE(has(r.out, "is not [OP=]MODULE:CALLABLE")) << r.out;
 }
 
+// --property runs one property alone. permutation_commutes on the twin that writes a row past out
+// reports the stray write (it read the failed run's values and crashed before this test).
+TEST(PythonCli, OnePropertyAloneReportsTheBuggyTwinsStrayWriteNotACrash) {
+  SKIP_WITHOUT_TORCH();
+  const std::string dir = ::testing::TempDir() + "python_cli_property";
+  const CliResult r = run_mlacheck("check --python " + kBuggy + " --property topk_decode.permutation_commutes" +
+                                   " --budget 5 --save " + dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode.permutation_commutes: original order: ")) << r.out;
+  EXPECT_TRUE(has(r.out, "past the view's")) << r.out;
+  EXPECT_FALSE(has(r.out, "crashed")) << r.out;
+  const CliResult bad = run_mlacheck("check --python " + kGood + " --property topk_decode.nope --budget 1");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_TRUE(has(bad.out, "is not a property topk_decode@py runs")) << bad.out;
+}
+
 // The stateful examples on the host: each correct one passes its op's whole suite, and each buggy
 // twin fails with the verdict its docstring promises.
 struct Example {
