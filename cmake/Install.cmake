@@ -22,6 +22,9 @@ include(CMakePackageConfigHelpers)
 
 get_property(mlacheck_libraries GLOBAL PROPERTY MLACHECK_INSTALLED_LIBRARIES)
 install(TARGETS mlacheck RUNTIME DESTINATION bin COMPONENT tool)
+# The Python package (docs/python.md), pure Python: PYTHONPATH=<prefix>/share/mlacheck/python.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/mlacheck DESTINATION share/mlacheck/python COMPONENT tool
+        PATTERN "__pycache__" EXCLUDE)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/corpus/ DESTINATION share/mlacheck/corpus COMPONENT tool
         PATTERN CMakeLists.txt EXCLUDE)
 if(MLACHECK_HAVE_FUZZ AND TARGET all_targets_fuzzer)

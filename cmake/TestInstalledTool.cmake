@@ -46,7 +46,16 @@ if(EXISTS ${prefix}/lib OR EXISTS ${prefix}/include)
   message(FATAL_ERROR "install.tool: --component tool installed ${prefix}/lib or ${prefix}/include")
 endif()
 
+# The Python package went with it, importable from share/mlacheck/python with no source tree.
+if(NOT EXISTS ${prefix}/share/mlacheck/python/mlacheck/__init__.py OR NOT EXISTS ${prefix}/share/mlacheck/python/mlacheck/_worker.py)
+  message(FATAL_ERROR "install.tool: the Python package is not under ${prefix}/share/mlacheck/python/mlacheck")
+endif()
 file(CREATE_LINK ${prefix}/bin/mlacheck ${WORK_DIR}/path/mlacheck SYMBOLIC)
+find_program(python3 NAMES python3)
+if(python3)
+  step(0 "topk_decode.rows_admissible" ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/share/mlacheck/python
+       ${python3} -c "import mlacheck; print(mlacheck.properties('topk_decode'))")
+endif()
 set(case ${prefix}/share/mlacheck/corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case)
 step(0 "host" mlacheck list)
 step(0 "PASS" mlacheck repro ${case} --backend host)

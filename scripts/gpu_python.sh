@@ -7,7 +7,7 @@
 #   scripts/gpu_python.sh [--mlacheck PATH] [--bench PATH] [--budget SECONDS] [--out DIR]
 #
 # Prints a table (example, expected, got, verdict) and exits 1 when an example does not do what it
-# should, 2 without a usable GPU or torch.
+# should; "skipped: no GPU" and 77 without a GPU that torch sees (or without Triton).
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mlacheck=mlacheck bench="" budget=15 out=gpu-python
@@ -22,9 +22,10 @@ while [ $# -gt 0 ]; do
 done
 python=${MLACHECK_PYTHON:-python3}
 if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  echo "gpu_python: $python has no torch that sees a GPU" >&2
-  exit 2
+  echo "skipped: no GPU ($python has no torch that sees one)"
+  exit 77
 fi
+"$python" -c 'import triton' 2>/dev/null || { echo "skipped: no Triton for $python"; exit 77; }
 mkdir -p "$out"
 ex=$repo/examples/python
 # example spec | expected result | text the verdict must hold

@@ -14,7 +14,7 @@ packages=(
   libboost-context-dev             # fibers of the host SIMT backend
   hipcc rocm-device-libs libamdhip64-dev  # HIP compile checks (gfx90a, gfx940)
   chromium zlib1g-dev               # --report html's browser test (a headless screenshot)
-  python3-torch python3-pytest python3-pytest-xdist  # --python (docs/python.md): torch for the examples and tests, pytest for the package
+  python3-torch python3-pytest python3-pytest-xdist python3-pip python3-setuptools  # --python (docs/python.md): torch for the examples and tests, pytest for the package
 )
 
 missing=()

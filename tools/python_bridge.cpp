@@ -64,6 +64,23 @@ Registered& registered() {
 }
 
 
+// The socket of the Python process serving OP=- ($MLACHECK_DRIVER_FD), or -1.
+int driver_fd() {
+  const char* env = std::getenv("MLACHECK_DRIVER_FD");
+  if (env == nullptr || *env == '\0') return -1;
+  char* end = nullptr;
+  const long fd = std::strtol(env, &end, 10);
+  if (*end != '\0' || fd < 0 || fd > 1 << 20 || fcntl(static_cast<int>(fd), F_GETFD) < 0) return -1;
+  return static_cast<int>(fd);
+}
+
+bool is_op(const std::string& op) {
+  for (const std::string& o : plugin_ops()) {
+    if (o == op) return true;
+  }
+  return false;
+}
+
 // ---- the worker process ---------------------------------------------------------------------------
 
 // One reply: "ok" with values, "fail" with a line, or "crashed" with a fault and a line.
@@ -93,6 +110,8 @@ class Worker {
     send_message(json, fd);
     std::string text;
     if (!receive(&text)) {
+      MLA_REQUIRE(!driver_, "the Python process serving the calls (mlacheck.cases()) stopped answering: its loop "
+                  "ended before the run did");
       int status = 0;
       std::string how = "closed its end";
       if (waitpid(pid_, &status, 0) == pid_) {
@@ -107,12 +126,18 @@ class Worker {
     return parse(text);
   }
 
-  bool started() const { return pid_ > 0; }
+  bool started() const { return pid_ > 0 || driver_; }
 
  private:
   void start() {
     if (dead_) throw ContextLost("the Python worker of this process died before", "worker exit");
-    if (pid_ > 0) return;
+    if (pid_ > 0 || driver_) return;
+    if (!registered().specs.empty() && registered().specs.front().module == "-") {
+      sock_ = driver_fd();
+      MLA_REQUIRE(sock_ >= 0, "--python OP=-: no MLACHECK_DRIVER_FD socket");
+      driver_ = true;
+      return;
+    }
     int sv[2];
     MLA_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "--python: socketpair: ",
                 std::strerror(errno));
@@ -225,6 +250,7 @@ class Worker {
   pid_t pid_ = 0;
   int sock_ = -1;
   bool dead_ = false;
+  bool driver_ = false;  // sock_ is the OP=- caller's, shared by every process of the run
 };
 
 // ---- the memory lent to the worker ------------------------------------------------------------------
@@ -817,29 +843,8 @@ int register_python(const mlacheck_plugin_api* api) {
 
 const mlacheck_plugin_info kPythonPlugin = {MLACHECK_PLUGIN_ABI_VERSION, "python", &register_python};
 
-}  // namespace
-
-std::string python_flags() {
-  std::string s;
-  for (const Spec& spec : registered().specs) s += " --python " + spec.text;
-  return s;
-}
-
-std::vector<std::string> load_python_isolated(const std::vector<std::string>& texts) {
-  if (texts.empty()) return {};
-  MLA_REQUIRE(registered().specs.empty(), "--python: the callables are loaded once per run");
-  for (const std::string& text : texts) {
-    Spec s;
-    s.text = text;
-    std::string rest = text;
-    const size_t eq = rest.find('=');
-    if (eq != std::string::npos && rest.find(':') > eq) s.op = rest.substr(0, eq), rest = rest.substr(eq + 1);
-    const size_t colon = rest.rfind(':');
-    MLA_REQUIRE(colon != std::string::npos && colon > 0 && colon + 1 < rest.size(), "--python '", text,
-                "' is not [OP=]MODULE:CALLABLE (a module on sys.path or a .py file, then the function's name)");
-    s.module = rest.substr(0, colon), s.callable = rest.substr(colon + 1);
-    registered().specs.push_back(s);
-  }
+// Starts a worker in a forked child that imports every callable; records each one's op and contract.
+void probe_workers(const std::vector<std::string>& texts) {
   // The worker starts in a child: this process forks the children that run the cases, and starts
   // nothing it would hand down to them.
   IsolationOptions opts;
@@ -880,6 +885,52 @@ std::vector<std::string> load_python_isolated(const std::vector<std::string>& te
     if (kind == "op") found().op_of_spec[name] = value;
     if (kind == "contract") found().contract_of_op[name] = json_unquote(value);
     at = end;
+  }
+}
+
+}  // namespace
+
+std::string python_flags() {
+  std::string s;
+  for (const Spec& spec : registered().specs) s += " --python " + spec.text;
+  return s;
+}
+
+std::vector<std::string> load_python_isolated(const std::vector<std::string>& texts) {
+  if (texts.empty()) return {};
+  MLA_REQUIRE(registered().specs.empty(), "--python: the callables are loaded once per run");
+  for (const std::string& text : texts) {
+    Spec s;
+    s.text = text;
+    std::string rest = text;
+    const size_t eq = rest.find('=');
+    if (eq != std::string::npos && rest.find(':') > eq) s.op = rest.substr(0, eq), rest = rest.substr(eq + 1);
+    if (rest == "-") {  // OP=-: the Python process that started this one serves the calls
+      MLA_REQUIRE(!s.op.empty(), "--python '", text, "': '-' needs its op (OP=-)");
+      s.module = "-";
+      registered().specs.push_back(s);
+      continue;
+    }
+    const size_t colon = rest.rfind(':');
+    MLA_REQUIRE(colon != std::string::npos && colon > 0 && colon + 1 < rest.size(), "--python '", text,
+                "' is not [OP=]MODULE:CALLABLE (a module on sys.path or a .py file, then the function's name)");
+    s.module = rest.substr(0, colon), s.callable = rest.substr(colon + 1);
+    registered().specs.push_back(s);
+  }
+  // OP=- (mlacheck.cases() in python/mlacheck): no worker to start or probe; the caller's socket is
+  // $MLACHECK_DRIVER_FD, and every process of this run talks to it in turn.
+  if (registered().specs.front().module == "-") {
+    for (const Spec& s : registered().specs) {
+      MLA_REQUIRE(s.module == "-", "--python ", s.text, ": OP=- serves every callable of a run, or none");
+      MLA_REQUIRE(is_op(s.op), "--python ", s.text, ": '", s.op, "' is not an op");
+      found().op_of_spec[s.text] = s.op;
+      const char* contract = std::getenv("MLACHECK_PYTHON_CONTRACT");
+      if (contract != nullptr) found().contract_of_op[s.op] = contract;
+    }
+    MLA_REQUIRE(driver_fd() >= 0, "--python ", texts.front(), ": OP=- is how mlacheck.cases() (python/mlacheck) "
+                "runs this command; it passes its socket in MLACHECK_DRIVER_FD, which is not set to an open one");
+  } else {
+    probe_workers(texts);
   }
   std::vector<std::string> names;
   for (const Spec& s : registered().specs) {

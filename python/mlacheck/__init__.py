@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 
-__all__ = ["OPS", "Verdict", "check", "binary", "implements", "properties", "property", "test_of", "CheckFailed"]
+__all__ = ["OPS", "Case", "Cases", "Verdict", "cases", "check", "binary", "implements", "properties", "property", "test_of", "CheckFailed"]
 
 # The ops a Python function can stand in for (docs/ops.md; docs/python.md gives each one's arguments).
 OPS = ("topk_decode", "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
@@ -128,7 +128,8 @@ def properties(op):
     return out
 
 
-def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None):
+def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
+          isolate=True):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
 
     fn runs in a worker under this very Python (sys.executable), so it sees the torch, Triton and
@@ -137,8 +138,14 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
     ValueError for an unknown op or a malformed contract, TypeError for fn that is not a
     module-level function, RuntimeError with mlacheck's one line for other bad input (a module that
     does not import, no torch, a backend not usable here). property ("topk_decode.rows_admissible")
-    runs that property alone."""
+    runs that property alone. isolate=False runs fn in this process through cases() (a lambda or a
+    closure will do; a CUDA fault then ends this process's CUDA context)."""
     _require_op(op)
+    if not isolate:
+        run = Cases(op, budget=budget, backend=backend, seed=seed, save=save, contract=contract, property=property)
+        for case in run:
+            case.run(fn)
+        return run.verdict
     cmd = [binary(), "check", "--python", op + "=" + _spec(fn), "--impl", op + "@py", "--budget", str(budget),
            "--backend", backend, "--format", "json", "--save", save]
     if seed is not None:
@@ -157,6 +164,128 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
         raise RuntimeError(line)
     rows = json.loads(p.stdout)["implementations"]
     return Verdict(rows[0], save)
+
+
+class Case:
+    """One case of an op, served by mlacheck: args are the op's arguments (torch tensors that alias
+    mlacheck's guarded buffers, and numbers), as a function given to check() would get them. Write
+    the answer into the output tensors; call fail(message) to report that the code under test
+    refused or raised."""
+
+    def __init__(self, op, args):
+        self.op = op
+        self.args = args
+        self.failure = None
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["args"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def fail(self, message):
+        self.failure = " ".join(str(message).split())
+
+    def run(self, fn):
+        """fn called with the arguments it names (as check() calls a function); what it raises is
+        the case's failure, reported with the case."""
+        from ._worker import call_with, describe
+        try:
+            out = call_with(fn, self.op, self.args)
+        except Exception as e:  # noqa: BLE001 - the function's exception is the verdict
+            self.fail("raised " + describe(e))
+            return None
+        if out is not None and not any(out is a for a in self.args.values()):
+            self.fail("returned a %s instead of None: write the answer into the output tensors in place"
+                      % type(out).__name__)
+        return out
+
+    def __repr__(self):
+        return "<mlacheck case of %s: %s>" % (self.op, ", ".join(sorted(self.args)))
+
+
+class Cases:
+    """Iterates the cases mlacheck's suite for op draws (seed cases, regressions, random cases,
+    shrinking), each handed to this Python process as a Case; the suite judges what the loop body
+    wrote (guards, oracle) and verdict holds the result once the loop ends:
+
+        run = mlacheck.cases("topk_decode", seed=1, budget=10)
+        for case in run:
+            case.run(my_topk)             # my_topk(...) with the arguments it names; or use case.logits, ...
+        print(run.verdict)                # the row `mlacheck check` prints
+
+    The code under test runs in this process, not in a child: a CUDA fault here ends this
+    process's CUDA context (check() runs a function in a child instead). Stateless ops only."""
+
+    def __init__(self, op, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
+                 cases=None):
+        _require_op(op)
+        if op in ("decode_metadata", "mla_decode_impl", "indexer_decode_step"):
+            raise ValueError("mlacheck: cases() serves stateless ops; %s is an object: use check()" % op)
+        self.op, self.save, self.verdict = op, save, None
+        self.cmd = [binary(), "check", "--python", op + "=-", "--impl", op + "@py", "--budget", str(budget),
+                    "--backend", backend, "--format", "json", "--save", save]
+        if seed is not None:
+            self.cmd += ["--seed", str(seed)]
+        if property is not None:
+            self.cmd += ["--property", property]
+        if cases is not None:
+            self.cmd += ["--cases", str(cases)]
+        self.contract = contract
+
+    def __iter__(self):
+        import socket
+        from . import _worker
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(os.environ, MLACHECK_DRIVER_FD=str(theirs.fileno()), MLACHECK_PYTHON=sys.executable)
+        if self.contract is not None:
+            env["MLACHECK_PYTHON_CONTRACT"] = (self.contract if isinstance(self.contract, str)
+                                               else "\n".join(self.contract))
+        import tempfile
+        out_file, err_file = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # never a full pipe
+        proc = subprocess.Popen(self.cmd, env=env, pass_fds=[theirs.fileno()], stdout=out_file, stderr=err_file,
+                                universal_newlines=True)
+        theirs.close()
+        worker = _worker.Worker(mine)
+        finished = False
+        try:
+            while True:
+                msg, fds = worker.receive()
+                if msg is None:
+                    break
+                if msg["cmd"] != "call":
+                    try:
+                        reply = worker.handle(msg, fds)
+                    except Exception as e:  # noqa: BLE001
+                        reply = ["fail " + _worker.describe(e)]
+                    worker.send(reply)
+                    continue
+                worker.open_blocks(msg, fds)
+                case = Case(self.op, {k: worker.decode(v) for k, v in msg.get("args", {}).items()})
+                yield case
+                if case.failure is None:
+                    worker.synchronize()
+                worker.send(["ok"] if case.failure is None else ["fail " + case.failure])
+            finished = True
+        finally:
+            mine.close()
+            if not finished:
+                proc.kill()
+            proc.wait()
+        if not finished:
+            return
+        out_file.seek(0), err_file.seek(0)
+        out, err = out_file.read(), err_file.read()
+        if proc.returncode not in (0, 1):
+            lines = [l for l in err.splitlines() if l.strip()]
+            raise RuntimeError(lines[-1] if lines else "mlacheck exited %d" % proc.returncode)
+        self.verdict = Verdict(json.loads(out)["implementations"][0], self.save)
+
+
+def cases(op, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None, cases=None):
+    """The cases of op's suite as a loop in this process (see Cases)."""
+    return Cases(op, budget=budget, backend=backend, seed=seed, save=save, contract=contract, property=property,
+                 cases=cases)
 
 
 class CheckFailed(AssertionError):

@@ -64,6 +64,26 @@ class CudaFault(Exception):
     """The CUDA context of this process is lost."""
 
 
+def call_with(fn, what, args, positional=()):
+    """fn(*positional, **the args its signature takes); Refusal for a parameter that is no argument."""
+    try:
+        params = inspect.signature(fn).parameters
+        takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    except (TypeError, ValueError):
+        params, takes_all = {}, True
+    if takes_all:
+        kwargs = dict(args)
+    else:
+        kwargs = {k: v for k, v in args.items() if k in params}
+        missing = [p.name for p in list(params.values())[len(positional):]
+                   if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                   and p.name not in kwargs]
+        if missing:
+            raise Refusal("%s takes '%s', which is not an argument mlacheck passes (it passes: %s)"
+                          % (what, missing[0], ", ".join(args)))
+    return fn(*positional, **kwargs)
+
+
 class Cuda:
     """The driver calls that open another process's allocations (libcuda through ctypes)."""
 
@@ -253,8 +273,17 @@ class Worker:
             except Exception as e:  # noqa: BLE001
                 return ["fail cannot share CUDA memory with torch here: %s" % describe(e)]
         lines = ["ok"]
+        for entry in self.blocks.values():  # a new process of the executable: its memory is new too
+            if entry[3] is not None:
+                self.cuda.close(entry[3])
+        self.blocks = {}
         for spec in msg["specs"]:
             op, module, name = spec["op"], spec["module"], spec["callable"]
+            if module == "-":  # mlacheck.cases(): this process is the caller, with no function to import
+                self.fns[op] = None
+                lines.append("op %s %s" % (spec["spec"], op))
+                lines.append("contract %s %s" % (op, json.dumps(os.environ.get("MLACHECK_PYTHON_CONTRACT", ""))))
+                continue
             folder = "."
             if module.endswith(".py"):
                 folder, module = os.path.split(module)
@@ -285,23 +314,7 @@ class Worker:
         return lines
 
     def call(self, fn, what, args, positional=()):
-        """fn(*positional, **the args its signature takes)."""
-        try:
-            params = inspect.signature(fn).parameters
-            takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
-        except (TypeError, ValueError):
-            params, takes_all = {}, True
-        if takes_all:
-            kwargs = dict(args)
-        else:
-            kwargs = {k: v for k, v in args.items() if k in params}
-            missing = [p.name for p in list(params.values())[len(positional):]
-                       if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                       and p.name not in kwargs]
-            if missing:
-                raise Refusal("%s takes '%s', which is not an argument mlacheck passes (it passes: %s)"
-                              % (what, missing[0], ", ".join(args)))
-        return fn(*positional, **kwargs)
+        return call_with(fn, what, args, positional)
 
     def synchronize(self):
         if self.backend == "cuda":

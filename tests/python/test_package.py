@@ -5,6 +5,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 import mlacheck
 
@@ -120,3 +121,61 @@ def test_the_plugin_s_tests_run_under_xdist(tmp_path):
     pytest.importorskip("xdist", reason="skipped: no pytest-xdist")
     p = run_pytest(tmp_path, "-n", "2")
     assert "2 failed, 2 passed" in p.stdout, p.stdout
+
+
+# mlacheck.cases(): the suite's cases served to a loop in this process, judged by mlacheck.
+def test_cases_serves_the_suite_to_a_loop_and_judges_it(tmp_path):
+    run = mlacheck.cases("topk_decode", budget=2, seed=1, save=str(tmp_path))
+    n = 0
+    for case in run:
+        assert case.out.dtype == torch.int32 and case.logits.dim() == 2
+        case.run(topk_torch.topk_decode)
+        n += 1
+    assert run.verdict, str(run.verdict)
+    assert n >= run.verdict.cases_run > 0
+
+
+def test_cases_catches_a_loop_that_writes_past_the_view(tmp_path):
+    run = mlacheck.cases("topk_decode", budget=5, seed=1, save=str(tmp_path))
+    for case in run:
+        case.run(topk_torch_buggy.topk_decode)
+    assert not run.verdict and "past the view's" in run.verdict.verdict, str(run.verdict)
+
+
+def test_check_in_process_takes_a_lambda_and_reports_what_it_raised(tmp_path):
+    v = mlacheck.check("topk_decode", lambda logits, next_n, seq_lens, k, out: topk_torch.topk_decode(logits, next_n, seq_lens, k, out), budget=2, save=str(tmp_path),
+                       isolate=False)
+    assert v, str(v)
+
+    def refuses(logits, next_n, seq_lens, k, out):
+        raise NotImplementedError("k=%d" % k)
+    v = mlacheck.check("topk_decode", refuses, budget=2, save=str(tmp_path), isolate=False)
+    assert not v and "raised NotImplementedError: k=" in v.verdict, str(v)
+
+
+def test_cases_refuses_a_stateful_op():
+    with pytest.raises(ValueError, match="stateless ops"):
+        mlacheck.cases("decode_metadata")
+
+
+# pip install (offline, Debian's setuptools) gives the same package, with pytest's entry point.
+def test_pip_installs_the_package_without_a_network(tmp_path):
+    import subprocess
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        pytest.skip("skipped: no pip")
+    import shutil
+    source = tmp_path / "source"  # a copy: building writes build/ and *.egg-info beside the sources
+    shutil.copytree(os.path.join(HERE, "..", "..", "python"), str(source),
+                    ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    target = tmp_path / "site"
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+                        "--target", str(target), str(source)], cwd=str(tmp_path),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    assert p.returncode == 0, p.stdout
+    assert (target / "mlacheck" / "_worker.py").exists()
+    assert any(d.name.startswith("mlacheck-") and d.name.endswith(".dist-info") for d in target.iterdir())
+    env = dict(os.environ, PYTHONPATH=str(target))
+    p = subprocess.run([sys.executable, "-c", "import mlacheck; print(mlacheck.__file__, mlacheck.OPS[0])"],
+                       cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, universal_newlines=True)
+    assert str(target) in p.stdout and "topk_decode" in p.stdout, p.stdout
