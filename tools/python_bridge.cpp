@@ -85,7 +85,7 @@ bool is_op(const std::string& op) {
 
 // One reply: "ok" with values, "fail" with a line, or "crashed" with a fault and a line.
 struct Reply {
-  std::string status, message, fault;
+  std::string status, message, fault, seq;
   std::map<std::string, std::vector<std::string>> values;  // name -> the tokens after "kind name"
   std::map<std::string, std::string> kinds;                // name -> int, real, ints, tensor, none
 };
@@ -107,7 +107,21 @@ class Worker {
   // mlacheck::ContextLost ("crashed"): its state is gone, as a lost CUDA context's is.
   Reply request(const std::string& json, int fd = -1) {
     start();
-    send_message(json, fd);
+    // A sequence number unique across the run's processes: with OP=- they share one socket, and a
+    // reply to a process killed mid-call (a budget's end) must not be taken for this one's.
+    static uint64_t counter = 0;
+    const uint64_t seq = (static_cast<uint64_t>(getpid()) << 24) + (++counter & 0xFFFFFF);
+    send_message("{\"seq\":" + std::to_string(seq) + "," + json.substr(1), fd);
+    for (;;) {
+      Reply r = receive_reply();
+      if (r.seq.empty() || r.seq == std::to_string(seq)) return r;  // else a stale reply: skipped
+    }
+  }
+
+  bool started() const { return pid_ > 0 || driver_; }
+
+ private:
+  Reply receive_reply() {
     std::string text;
     if (!receive(&text)) {
       MLA_REQUIRE(!driver_, "the Python process serving the calls (mlacheck.cases()) stopped answering: its loop "
@@ -126,9 +140,6 @@ class Worker {
     return parse(text);
   }
 
-  bool started() const { return pid_ > 0 || driver_; }
-
- private:
   void start() {
     if (dead_) throw ContextLost("the Python worker of this process died before", "worker exit");
     if (pid_ > 0 || driver_) return;
@@ -145,6 +156,8 @@ class Worker {
     const std::string python = env != nullptr && *env ? env : "python3";
     const std::string fd_arg = std::to_string(sv[1]);
     const pid_t parent = getpid();
+    int exec_error[2];  // close-on-exec: the child writes errno into it only when exec fails
+    MLA_REQUIRE(pipe2(exec_error, O_CLOEXEC) == 0, "--python: pipe: ", std::strerror(errno));
     const pid_t pid = fork();
     MLA_REQUIRE(pid >= 0, "--python: fork: ", std::strerror(errno));
     if (pid == 0) {
@@ -156,11 +169,24 @@ class Worker {
       const int flags = fcntl(sv[1], F_GETFD);
       fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
       execlp(python.c_str(), python.c_str(), "-c", kPythonWorkerSource, fd_arg.c_str(), static_cast<char*>(nullptr));
-      std::fprintf(stderr, "mlacheck: cannot run the Python interpreter '%s': %s (MLACHECK_PYTHON names another)\n",
-                   python.c_str(), std::strerror(errno));
+      const int e = errno;
+      (void)!write(exec_error[1], &e, sizeof e);
       _exit(127);
     }
     close(sv[1]);
+    close(exec_error[1]);
+    int e = 0;
+    ssize_t k;
+    while ((k = read(exec_error[0], &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    close(exec_error[0]);
+    if (k == static_cast<ssize_t>(sizeof e)) {
+      waitpid(pid, nullptr, 0);
+      close(sv[0]);
+      dead_ = true;
+      throw Error("cannot run the Python interpreter '" + python + "' (" + std::strerror(e) +
+                  "): set MLACHECK_PYTHON to the Python that has your torch");
+    }
     sock_ = sv[0], pid_ = pid;
   }
 
@@ -228,6 +254,10 @@ class Worker {
           r.message = rest;
         }
         first = false;
+        continue;
+      }
+      if (head == "seq") {
+        r.seq = rest;
         continue;
       }
       std::istringstream words(rest);

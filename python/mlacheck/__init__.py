@@ -258,14 +258,17 @@ class Cases:
                         reply = worker.handle(msg, fds)
                     except Exception as e:  # noqa: BLE001
                         reply = ["fail " + _worker.describe(e)]
-                    worker.send(reply)
-                    continue
-                worker.open_blocks(msg, fds)
-                case = Case(self.op, {k: worker.decode(v) for k, v in msg.get("args", {}).items()})
-                yield case
-                if case.failure is None:
-                    worker.synchronize()
-                worker.send(["ok"] if case.failure is None else ["fail " + case.failure])
+                else:
+                    worker.open_blocks(msg, fds)
+                    case = Case(self.op, {k: worker.decode(v) for k, v in msg.get("args", {}).items()})
+                    yield case
+                    if case.failure is None:
+                        worker.synchronize()
+                    reply = ["ok"] if case.failure is None else ["fail " + case.failure]
+                try:
+                    worker.send(reply, msg)
+                except (BrokenPipeError, ConnectionResetError):
+                    break  # every process of the run has gone: its verdict is written
             finished = True
         finally:
             mine.close()

@@ -154,7 +154,11 @@ class Worker:
             body += chunk
         return json.loads(body.decode("utf-8")), fds
 
-    def send(self, lines):
+    def send(self, lines, msg=None):
+        """A reply; it ends with the request's sequence number, by which the executable knows a reply
+        to a request of a process it killed (mlacheck.cases() serves every process of a run)."""
+        if msg is not None and "seq" in msg:
+            lines = list(lines) + ["seq %d" % msg["seq"]]
         data = ("\n".join(lines) + "\n").encode("utf-8")
         self.sock.sendall(struct.pack("<I", len(data)) + data)
 
@@ -407,10 +411,10 @@ class Worker:
             except Exception as e:  # noqa: BLE001 - the callable's exception is the verdict
                 fault = self.cuda_fault(e)
                 if fault is not None:
-                    self.send(["crashed %s %s" % (fault, describe(e))])
+                    self.send(["crashed %s %s" % (fault, describe(e))], msg)
                     os._exit(0)
                 reply = ["fail raised " + describe(e)]
-            self.send(reply)
+            self.send(reply, msg)
 
 
 def main():

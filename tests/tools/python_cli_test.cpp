@@ -132,6 +132,14 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
   r = run_mlacheck("check --python not-a-spec --budget 5");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_TRUE(has(r.out, "is not [OP=]MODULE:CALLABLE")) << r.out;
+  // An interpreter that is not there: one line naming it and the variable that picks another.
+  setenv("MLACHECK_PYTHON", "/nonexistent/python3", 1);
+  r = run_mlacheck("check --python " + kGood + " --budget 5");
+  setenv("MLACHECK_PYTHON", MLACHECK_PYTHON_EXECUTABLE, 1);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "cannot run the Python interpreter '/nonexistent/python3' (No such file or directory)"))
+      << r.out;
 }
 
 // --property runs one property alone. permutation_commutes on the twin that writes a row past out
@@ -149,6 +157,36 @@ TEST(PythonCli, OnePropertyAloneReportsTheBuggyTwinsStrayWriteNotACrash) {
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_TRUE(has(bad.out, "is not a property topk_decode@py runs")) << bad.out;
 }
+
+// The same for the stateful ops: every seed case and regression of the op, run through repro on
+// OP@ref and on the torch example, ends the same way.
+class SameVerdict : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(SameVerdict, EveryCorpusCaseOfTheOpEndsAsOnTheReference) {
+  SKIP_WITHOUT_TORCH();
+  const std::string op = GetParam().first, spec = kSource + "/examples/python/" + GetParam().second;
+  int compared = 0;
+  for (const std::string& dir : {kSource + "/corpus/" + op, kSource + "/corpus/regressions"}) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string file = e.path().string();
+      if (e.path().extension() != ".case") continue;
+      const CliResult ref = run_mlacheck("repro " + file + " --impl " + op + "@ref");
+      if (ref.status == 2) continue;  // a case of another op
+      const CliResult py = run_mlacheck("repro " + file + " --python " + spec + " --impl " + op + "@py");
+      if (py.status == 2 && has(py.out, "@ref only")) continue;  // the ref kernel's own paths
+      EXPECT_EQ(py.status, ref.status) << file << "\nref: " << ref.out << "\npython: " << py.out;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 8) << op;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stateful, SameVerdict,
+                         ::testing::Values(std::make_pair("decode_metadata", "decode_metadata_torch.py:decode_metadata"),
+                                           std::make_pair("indexer_decode_step",
+                                                          "indexer_decode_step_torch.py:indexer_decode_step"),
+                                           std::make_pair("mla_decode_impl", "mla_decode_impl_torch.py:mla_decode_impl")),
+                         [](const auto& info) { return std::string(info.param.first); });
 
 // The stateful examples on the host: each correct one passes its op's whole suite, and each buggy
 // twin fails with the verdict its docstring promises.
@@ -202,7 +240,7 @@ TEST(PythonCli, ACallableOfNoKnownOpIsOneLineSayingHowToNameIt) {
   EXPECT_EQ(lines(r.out), 1) << r.out;
   EXPECT_TRUE(has(r.out, "cannot tell which op 'my_kernel' implements")) << r.out;
   // With OP= it is that op's implementation (a null one: it fails the suite, as it should).
-  r = run_mlacheck("check --python topk_decode=" + kFixtures + "unnamed.py:my_kernel --budget 1");
+  r = run_mlacheck("check --python topk_decode=" + kFixtures + "unnamed.py:my_kernel --budget 6");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "topk_decode@py  FAIL")) << r.out;
   // An op that is not one is refused the same way.
