@@ -224,6 +224,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     o.suite = suite_options(f);
     o.suite.contract_probe = f.on("contract-probe");
     o.suite.property = f.text("property");
+    o.suite.shrink = true;
     o.save_dir = f.text("save");
     o.format = f.text("format");
     o.report = f.text("report");

@@ -304,7 +304,61 @@ class SuiteRun {
       return std::nullopt;  // refused by the case rules
     }
     if (fc.property->ref_only) return std::nullopt;
-    return run_one(fc.text, stage, fc.property->name + " random case " + std::to_string(r), row);
+    const std::string what = fc.property->name + " random case " + std::to_string(r);
+    std::optional<SuiteFinding> k = run_one(fc.text, stage, what, row);
+    if (k && o_.shrink) shrink(random_input(p, r, stage), *fc.property, stage, what, deadline, row, *k);
+    return k;
+  }
+
+  // A random case that failed, made smaller: its bytes with a chunk removed or zeroed (halves, then
+  // quarters, ... single bytes), kept whenever the same property still fails on the implementation
+  // and holds on <op>@ref (run_one's test), until nothing smaller fails, 200 tries or a tenth of the
+  // budget. Small bytes decode to small cases (harness/case_bytes.h), so the saved case shrinks too.
+  void shrink(std::string bytes, const PropertyEntry& property, const std::string& stage, const std::string& what,
+              Clock::time_point deadline, SuiteResult& row, SuiteFinding& found) {
+    const std::string before = found.case_text;
+    const Clock::time_point until =
+        std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(std::max(1.0, o_.budget / 10))));
+    int tries = 0, kept = 0;
+    auto attempt = [&](const std::string& candidate) {
+      if (tries >= 200 || Clock::now() >= until) return false;
+      FuzzCase fc;
+      try {
+        fc = decode_fuzz_input(target_, candidate, impl_, o_.backend);
+      } catch (const Error&) {
+        return false;  // refused by the case rules
+      }
+      if (fc.property != &property) return false;
+      ++tries;
+      std::optional<SuiteFinding> k = run_one(fc.text, stage, what + " (shrinking)", row);
+      if (!k || k->check != found.check) return false;
+      const double first_seen = found.seconds;  // when it was found, not when it was last made smaller
+      found = *k;
+      found.seconds = first_seen;
+      ++kept;
+      return true;
+    };
+    for (size_t chunk = std::max<size_t>(1, bytes.size() / 2); chunk >= 1 && tries < 200; chunk /= 2) {
+      for (size_t at = 0; at < bytes.size() && tries < 200;) {
+        std::string removed = bytes;
+        removed.erase(at, chunk);
+        if (attempt(removed)) {
+          bytes = removed;
+          continue;  // the same place again: it holds the next chunk now
+        }
+        std::string zeroed = bytes;
+        bool changed = false;
+        for (size_t i = at; i < std::min(bytes.size(), at + chunk); ++i) changed |= zeroed[i] != 0, zeroed[i] = 0;
+        if (changed && attempt(zeroed)) bytes = zeroed;
+        at += chunk;
+      }
+      if (chunk == 1) break;
+    }
+    if (kept > 0) {
+      found.verdict += " (shrunk in " + std::to_string(tries) + " tries: " + std::to_string(before.size()) + " to " +
+                       std::to_string(found.case_text.size()) + " bytes of case text)";
+    }
   }
 
   // The bytes of random case r of property p (nullptr: any property of the target, as the fuzzer's

@@ -39,6 +39,9 @@ struct SuiteOptions {
   // Run only this property (its seed cases, its regressions, random cases of it for the rest of
   // the budget); "": every property of the op.
   std::string property;
+  // Make a failing random case smaller before reporting it (check does; mutants, which counts
+  // kills, does not).
+  bool shrink = false;
 };
 
 // The suite's flags of check and mutants (tools/flags.def): --backend, --budget, --case-timeout,

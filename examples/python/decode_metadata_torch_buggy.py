@@ -10,17 +10,19 @@ pass). Decode lengths [1, 3] give 4 tokens over 2 requests: rows of the wrong re
 from decode_metadata_torch import Builder
 
 
-def uniform_by_division(decode_lens):
-    tokens = sum(decode_lens)
-    return len(decode_lens) > 0 and tokens > 0 and tokens % len(decode_lens) == 0
+class UniformByDivision:
+    """The wrong decision, as a mixin over any builder: uniform when the tokens divide evenly."""
 
-
-class BuggyBuilder(Builder):
     def takes_uniform_path(self, decode_lens):
-        return uniform_by_division(decode_lens)
+        tokens = sum(decode_lens)
+        return len(decode_lens) > 0 and tokens > 0 and tokens % len(decode_lens) == 0
 
     def write_uniform(self, batch, d, tokens, width):
         super().write_uniform(batch, tokens // len(batch.host_decode_lens), tokens, width)
+
+
+class BuggyBuilder(UniformByDivision, Builder):
+    pass
 
 
 def decode_metadata(limits, buffers):

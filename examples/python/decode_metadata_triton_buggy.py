@@ -4,16 +4,12 @@ decode_metadata_torch_buggy.py). Needs a GPU, torch and Triton.
 
     mlacheck check --backend cuda --python examples/python/decode_metadata_triton_buggy.py:decode_metadata  # FAIL
 """
-from decode_metadata_torch_buggy import uniform_by_division
+from decode_metadata_torch_buggy import UniformByDivision
 from decode_metadata_triton import TritonBuilder
 
 
-class BuggyTritonBuilder(TritonBuilder):
-    def takes_uniform_path(self, decode_lens):
-        return uniform_by_division(decode_lens)
-
-    def write_uniform(self, batch, d, tokens, width):
-        super().write_uniform(batch, tokens // len(batch.host_decode_lens), tokens, width)
+class BuggyTritonBuilder(UniformByDivision, TritonBuilder):
+    pass
 
 
 def decode_metadata(limits, buffers):

@@ -2,6 +2,7 @@
 // `mlacheck check`, its buggy twin fails with the guard's view, row and column and `repro` of the
 // saved case fails again, a callable that raises or returns a tensor is a FAIL naming it, and an
 // unknown module is one line and exit 2. Without the Python component or torch they say so and skip.
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -187,6 +188,27 @@ INSTANTIATE_TEST_SUITE_P(Stateful, SameVerdict,
                                                           "indexer_decode_step_torch.py:indexer_decode_step"),
                                            std::make_pair("mla_decode_impl", "mla_decode_impl_torch.py:mla_decode_impl")),
                          [](const auto& info) { return std::string(info.param.first); });
+
+// check makes a failing random case smaller before saving it: a top-k wrong only on wide rows,
+// with no seed case or regression (an empty corpus), is found by a random case and shrunk.
+TEST(PythonCli, ARandomFailureIsShrunkBeforeItIsSaved) {
+  SKIP_WITHOUT_TORCH();
+  const std::string corpus = ::testing::TempDir() + "python_cli_empty_corpus", dir = corpus + "-cases";
+  std::filesystem::remove_all(corpus);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(corpus + "/regressions");
+  const CliResult r = run_mlacheck("check --python topk_decode=" + kFixtures + "topk_wrong_wide.py:topk_decode" +
+                                   " --budget 20 --corpus " + corpus + " --save " + dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "(shrunk in ")) << r.out;
+  const size_t at = r.out.find("(shrunk in ");
+  ASSERT_NE(at, std::string::npos);
+  int tries = 0, before = 0, after = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "(shrunk in %d tries: %d to %d bytes", &tries, &before, &after), 3) << r.out;
+  EXPECT_LT(after, before) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/topk_decode-py.case")) << r.out;
+  EXPECT_EQ(static_cast<int>(std::filesystem::file_size(dir + "/topk_decode-py.case")), after) << r.out;
+}
 
 // The stateful examples on the host: each correct one passes its op's whole suite, and each buggy
 // twin fails with the verdict its docstring promises.
