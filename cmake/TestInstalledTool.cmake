@@ -54,7 +54,7 @@ file(CREATE_LINK ${prefix}/bin/mlacheck ${WORK_DIR}/path/mlacheck SYMBOLIC)
 find_program(python3 NAMES python3)
 if(python3)
   step(0 "topk_decode.rows_admissible" ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/share/mlacheck/python
-       ${python3} -c "import mlacheck; print(mlacheck.properties('topk_decode'))")
+       ${python3} -c "print(__import__('mlacheck').properties('topk_decode'))")
 endif()
 set(case ${prefix}/share/mlacheck/corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case)
 step(0 "host" mlacheck list)

@@ -165,6 +165,16 @@ class SuiteRun {
     if (k) row.failed = true, row.first = *k;
   }
 
+  // Shrinks found, a random case's failure, in this child (run_suite_proper starts one for it, so a
+  // smaller case that crashes costs only the shrinking, never the finding).
+  void shrink_random(SuiteFinding& found, Clock::time_point until, SuiteResult& row) {
+    const PropertyEntry* p = found.random_property.empty() ? nullptr : &property_registry().find(found.random_property);
+    const std::string bytes = random_input(p, found.random_index, found.stage);
+    const FuzzCase fc = decode_fuzz_input(target_, bytes, impl_, o_.backend);
+    shrink(bytes, *fc.property, found.stage, fc.property->name + " random case " + std::to_string(found.random_index),
+           until, row, found);
+  }
+
   // The named check alone (when the first failure was another), for what is left of the suite's
   // share of the budget.
   void named_check(SuiteResult& row) {
@@ -304,22 +314,19 @@ class SuiteRun {
       return std::nullopt;  // refused by the case rules
     }
     if (fc.property->ref_only) return std::nullopt;
-    const std::string what = fc.property->name + " random case " + std::to_string(r);
-    std::optional<SuiteFinding> k = run_one(fc.text, stage, what, row);
-    if (k && o_.shrink) shrink(random_input(p, r, stage), *fc.property, stage, what, deadline, row, *k);
+    std::optional<SuiteFinding> k = run_one(fc.text, stage, fc.property->name + " random case " + std::to_string(r), row);
+    if (k) k->random_property = p ? p->name : "", k->random_index = r;
     return k;
   }
 
   // A random case that failed, made smaller: its bytes with a chunk removed or zeroed (halves, then
   // quarters, ... single bytes), kept whenever the same property still fails on the implementation
-  // and holds on <op>@ref (run_one's test), until nothing smaller fails, 200 tries or a tenth of the
-  // budget. Small bytes decode to small cases (harness/case_bytes.h), so the saved case shrinks too.
+  // and holds on <op>@ref (run_one's test), until nothing smaller fails, 200 tries or the deadline.
+  // Small bytes decode to small cases (harness/case_bytes.h), so the saved case shrinks too.
   void shrink(std::string bytes, const PropertyEntry& property, const std::string& stage, const std::string& what,
               Clock::time_point deadline, SuiteResult& row, SuiteFinding& found) {
     const std::string before = found.case_text;
-    const Clock::time_point until =
-        std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(std::max(1.0, o_.budget / 10))));
+    const Clock::time_point until = deadline;
     int tries = 0, kept = 0;
     auto attempt = [&](const std::string& candidate) {
       if (tries >= 200 || Clock::now() >= until) return false;
@@ -401,7 +408,8 @@ std::string serialize(const SuiteResult& r) {
                                r.named_verdict, r.first.case_text, std::to_string(r.false_positives),
                                r.false_positive, r.false_positive_case, std::to_string(r.outside_contract),
                                std::to_string(r.probe_cases), std::to_string(r.probe_failures), r.probe_first.check,
-                               r.probe_first.verdict, r.probe_first.case_text}) {
+                               r.probe_first.verdict, r.probe_first.case_text, r.first.random_property,
+                               std::to_string(r.first.random_index)}) {
     std::string field = f;
     std::replace(field.begin(), field.end(), '\n', kNewline);  // the pipe carries one line
     s += kSep + field;
@@ -419,7 +427,9 @@ bool deserialize(const std::string& s, SuiteResult& r) {
     }
   }
   f.push_back(cur);
-  if (f.size() != 19 || f[0] != "suite-result") return false;
+  if (f.size() != 21 || f[0] != "suite-result") return false;
+  r.first.random_property = f[19];
+  r.first.random_index = std::atoi(f[20].c_str());
   r.failed = f[1] == "1";
   r.first.stage = f[2], r.first.check = f[3], r.first.verdict = f[4];
   r.first.seconds = std::atof(f[5].c_str());
@@ -588,6 +598,30 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
 
 namespace {
 
+// Shrinks row's random failure in a child of its own, for a tenth of the budget (at least a second)
+// within the row's clock; a child that crashes, hangs or finds nothing smaller leaves the finding as
+// it was.
+void shrink_in_child(const SuiteOptions& o, const std::string& impl, const RowClock& clock, SuiteResult& row) {
+  const Clock::time_point until = std::min(clock.end, Clock::now() + seconds(std::max(1.0, o.budget / 10)));
+  if (Clock::now() + seconds(0.5) >= until) return;
+  const ProgressFile progress;
+  bool case_timed_out = false;
+  const SuiteResult before = row;
+  const IsolatedOutcome out = run_isolated(
+      [&]() -> std::string {
+        SuiteResult r = before;
+        SuiteRun run(o, impl, progress.path, clock);
+        run.shrink_random(r.first, until, r);
+        return serialize(r);
+      },
+      child_options(o, clock, until, progress.path, &case_timed_out));
+  SuiteResult shrunk = before;
+  if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, shrunk) && shrunk.failed &&
+      shrunk.first.check == before.first.check) {
+    row.first = shrunk.first;
+  }
+}
+
 SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named,
                              const RowClock& clock) {
   SuiteResult row;
@@ -609,7 +643,10 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
       },
       child_options(o, clock, clock.main_end, progress.path, &case_timed_out));
   SuiteResult parsed = row;
-  if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) return parsed;
+  if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) {
+    if (o.shrink && parsed.failed && parsed.first.random_index >= 0) shrink_in_child(o, impl, clock, parsed);
+    return parsed;
+  }
   if (out.kind == IsolatedOutcome::kViolation && out.message.rfind("error: ", 0) == 0) {
     throw Error(impl + ": " + out.message.substr(7));  // the run's own setup failed: no finding
   }

@@ -54,6 +54,10 @@ struct SuiteFinding {
   std::string stage, check, verdict;
   double seconds = 0;
   std::string case_text;
+  // A random case's draw (its property, "" for the fuzz stage's any, and its index), so a child of
+  // its own can shrink it; index -1 for a seed case, a regression or a crash.
+  std::string random_property;
+  int random_index = -1;
 };
 
 struct SuiteResult {
