@@ -258,6 +258,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       MLA_REQUIRE(kernels::registry().contains(impl), "--impl '", impl,
                   "' is not a registered implementation (mlacheck list shows them; a plugin's need --plugin)");
       MLA_REQUIRE(has_target(impl.substr(0, impl.find('@'))), "--impl '", impl, "': its op has no properties to run");
+      check_contract_names(impl, o.suite.corpus);
       if (!o.suite.property.empty()) {
         const std::string op = impl.substr(0, impl.find('@'));
         std::string runs;

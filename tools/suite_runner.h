@@ -44,6 +44,11 @@ struct SuiteOptions {
   bool shrink = false;
 };
 
+// Throws mlacheck::Error with one line when impl's contract bounds a name that is neither a term of
+// its op nor a key of the op's cases in the corpus (a misspelt clause would otherwise bound
+// nothing); nothing to check without a contract or corpus cases of the op.
+void check_contract_names(const std::string& impl, const std::string& corpus);
+
 // The suite's flags of check and mutants (tools/flags.def): --backend, --budget, --case-timeout,
 // --cases, --seed, --corpus, each as given or its command's default.
 SuiteOptions suite_options(const flags::Parsed& f);

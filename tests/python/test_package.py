@@ -37,6 +37,11 @@ def test_an_unknown_op_is_a_value_error():
         mlacheck.check("topk_decoder", topk_torch.topk_decode)
 
 
+def test_an_unknown_contract_key_is_a_value_error():
+    with pytest.raises(ValueError, match="its contract bounds 'kk', which is no term of topk_decode"):
+        mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, contract="kk <= 2048")
+
+
 def test_a_malformed_contract_is_a_value_error():
     with pytest.raises(ValueError, match="unknown layout 'zigzag'"):
         mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, contract="out zigzag")
