@@ -1,29 +1,18 @@
-// Python callables as implementations (tools/python_bridge.h): the worker process, the memory it
-// is lent, and one plugin function per op that turns the op's C arguments into a call of the
-// Python function (the stateful ops: an object made once, then its methods).
+// Python callables as implementations (tools/python_bridge.h): one plugin function per op that
+// turns the op's C arguments into a call of the Python function (the stateful ops: an object made
+// once, then its methods), and their registration. The worker process and the memory it is lent
+// are tools/python_worker.h.
 //
-// (Past 500 lines on purpose: the protocol, the memory and the thirteen ops' argument lists are
-// one translation between mlacheck's C interface and the worker's messages, read together.)
+// (Past 500 lines on purpose: the thirteen ops' argument lists are one translation between
+// mlacheck's C interface and the worker's messages, read together.)
 #include "tools/python_bridge.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,16 +23,14 @@
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
 #include "mlacheck/plugin.h"
-#include "tools/python_worker_source.h"  // kPythonWorkerSource: python/mlacheck/_worker.py
+#include "tools/python_worker.h"
 #include "tools/report_formats.h"
 
-#if defined(MLACHECK_HAVE_CUDA)
-#include "core/backend/cuda_runtime.h"
-#endif
 
 namespace mlacheck::kernels {
 namespace {
 
+using python_worker::Reply;
 using report::json_quote;
 
 // ---- what was registered ----------------------------------------------------------------------------
@@ -64,16 +51,6 @@ Registered& registered() {
 }
 
 
-// The socket of the Python process serving OP=- ($MLACHECK_DRIVER_FD), or -1.
-int driver_fd() {
-  const char* env = std::getenv("MLACHECK_DRIVER_FD");
-  if (env == nullptr || *env == '\0') return -1;
-  char* end = nullptr;
-  const long fd = std::strtol(env, &end, 10);
-  if (*end != '\0' || fd < 0 || fd > 1 << 20 || fcntl(static_cast<int>(fd), F_GETFD) < 0) return -1;
-  return static_cast<int>(fd);
-}
-
 bool is_op(const std::string& op) {
   for (const std::string& o : plugin_ops()) {
     if (o == op) return true;
@@ -81,332 +58,15 @@ bool is_op(const std::string& op) {
   return false;
 }
 
-// ---- the worker process ---------------------------------------------------------------------------
-
-// One reply: "ok" with values, "fail" with a line, or "crashed" with a fault and a line.
-struct Reply {
-  std::string status, message, fault, seq;
-  std::map<std::string, std::vector<std::string>> values;  // name -> the tokens after "kind name"
-  std::map<std::string, std::string> kinds;                // name -> int, real, ints, tensor, none
-};
-
-class Worker {
- public:
-  // The worker of this process, started on first use (a forked child starts its own).
-  static Worker& of_this_process() {
-    static Worker* w = nullptr;
-    static pid_t owner = 0;
-    if (w == nullptr || owner != getpid()) {
-      w = new Worker;  // an inherited one belongs to the parent: left alone, never destroyed here
-      owner = getpid();
-    }
-    return *w;
-  }
-
-  // Sends one message (with fd attached when >= 0) and returns the reply. A worker that died is
-  // mlacheck::ContextLost ("crashed"): its state is gone, as a lost CUDA context's is.
-  Reply request(const std::string& json, int fd = -1) {
-    start();
-    // A sequence number unique across the run's processes: with OP=- they share one socket, and a
-    // reply to a process killed mid-call (a budget's end) must not be taken for this one's.
-    static uint64_t counter = 0;
-    const uint64_t seq = (static_cast<uint64_t>(getpid()) << 24) + (++counter & 0xFFFFFF);
-    send_message("{\"seq\":" + std::to_string(seq) + "," + json.substr(1), fd);
-    for (;;) {
-      Reply r = receive_reply();
-      if (r.seq.empty() || r.seq == std::to_string(seq)) return r;  // else a stale reply: skipped
-    }
-  }
-
-  bool started() const { return pid_ > 0 || driver_; }
-
- private:
-  Reply receive_reply() {
-    std::string text;
-    if (!receive(&text)) {
-      MLA_REQUIRE(!driver_, "the Python process serving the calls (mlacheck.cases()) stopped answering: its loop "
-                  "ended before the run did");
-      int status = 0;
-      std::string how = "closed its end";
-      if (waitpid(pid_, &status, 0) == pid_) {
-        how = WIFSIGNALED(status) ? std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                        strsignal(WTERMSIG(status)) + ")"
-                                  : "exited with status " + std::to_string(WEXITSTATUS(status));
-      }
-      dead_ = true;
-      throw ContextLost("the Python worker " + how + " during the call (its stderr is above)",
-                        WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "worker exit");
-    }
-    return parse(text);
-  }
-
-  void start() {
-    if (dead_) throw ContextLost("the Python worker of this process died before", "worker exit");
-    if (pid_ > 0 || driver_) return;
-    if (!registered().specs.empty() && registered().specs.front().module == "-") {
-      sock_ = driver_fd();
-      MLA_REQUIRE(sock_ >= 0, "--python OP=-: no MLACHECK_DRIVER_FD socket");
-      driver_ = true;
-      return;
-    }
-    int sv[2];
-    MLA_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "--python: socketpair: ",
-                std::strerror(errno));
-    const char* env = std::getenv("MLACHECK_PYTHON");
-    const std::string python = env != nullptr && *env ? env : "python3";
-    const std::string fd_arg = std::to_string(sv[1]);
-    const pid_t parent = getpid();
-    int exec_error[2];  // close-on-exec: the child writes errno into it only when exec fails
-    MLA_REQUIRE(pipe2(exec_error, O_CLOEXEC) == 0, "--python: pipe: ", std::strerror(errno));
-    const pid_t pid = fork();
-    MLA_REQUIRE(pid >= 0, "--python: fork: ", std::strerror(errno));
-    if (pid == 0) {
-      // The worker dies with this process, and prints (the user's print()) go to stderr: stdout may
-      // be a report.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      dup2(2, 1);
-      const int flags = fcntl(sv[1], F_GETFD);
-      fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
-      execlp(python.c_str(), python.c_str(), "-c", kPythonWorkerSource, fd_arg.c_str(), static_cast<char*>(nullptr));
-      const int e = errno;
-      (void)!write(exec_error[1], &e, sizeof e);
-      _exit(127);
-    }
-    close(sv[1]);
-    close(exec_error[1]);
-    int e = 0;
-    ssize_t k;
-    while ((k = read(exec_error[0], &e, sizeof e)) < 0 && errno == EINTR) {
-    }
-    close(exec_error[0]);
-    if (k == static_cast<ssize_t>(sizeof e)) {
-      waitpid(pid, nullptr, 0);
-      close(sv[0]);
-      dead_ = true;
-      throw Error("cannot run the Python interpreter '" + python + "' (" + std::strerror(e) +
-                  "): set MLACHECK_PYTHON to the Python that has your torch");
-    }
-    sock_ = sv[0], pid_ = pid;
-  }
-
-  void send_message(const std::string& json, int fd) {
-    const uint32_t n = static_cast<uint32_t>(json.size());
-    std::string wire(reinterpret_cast<const char*>(&n), 4);
-    wire += json;
-    size_t sent = 0;
-    bool fd_pending = fd >= 0;
-    while (sent < wire.size()) {
-      iovec iov{const_cast<char*>(wire.data() + sent), wire.size() - sent};
-      msghdr msg{};
-      msg.msg_iov = &iov, msg.msg_iovlen = 1;
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-      if (fd_pending) {
-        msg.msg_control = control, msg.msg_controllen = sizeof control;
-        cmsghdr* c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-      }
-      const ssize_t k = sendmsg(sock_, &msg, MSG_NOSIGNAL);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) {
-        dead_ = true;
-        throw ContextLost("the Python worker is gone (sending to it: " + std::string(std::strerror(errno)) + ")",
-                          "worker exit");
-      }
-      sent += static_cast<size_t>(k);
-      fd_pending = false;
-    }
-  }
-
-  bool read_exactly(char* p, size_t n) {
-    while (n > 0) {
-      const ssize_t k = read(sock_, p, n);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) return false;
-      p += k, n -= static_cast<size_t>(k);
-    }
-    return true;
-  }
-
-  bool receive(std::string* text) {
-    uint32_t n = 0;
-    if (!read_exactly(reinterpret_cast<char*>(&n), 4)) return false;
-    text->assign(n, '\0');
-    return read_exactly(text->data(), n);
-  }
-
-  static Reply parse(const std::string& text) {
-    Reply r;
-    std::istringstream lines(text);
-    std::string line;
-    bool first = true;
-    while (std::getline(lines, line)) {
-      const size_t sp = line.find(' ');
-      const std::string head = line.substr(0, sp), rest = sp == std::string::npos ? "" : line.substr(sp + 1);
-      if (first) {
-        r.status = head;
-        if (head == "crashed") {
-          const size_t sp2 = rest.find(' ');
-          r.fault = rest.substr(0, sp2);
-          r.message = sp2 == std::string::npos ? "" : rest.substr(sp2 + 1);
-        } else {
-          r.message = rest;
-        }
-        first = false;
-        continue;
-      }
-      if (head == "seq") {
-        r.seq = rest;
-        continue;
-      }
-      std::istringstream words(rest);
-      std::string name, w;
-      words >> name;
-      std::vector<std::string> tokens;
-      if (head == "contract") {  // the rest of the line is one JSON string
-        std::getline(words, w);
-        const size_t q = w.find('"');
-        tokens.push_back(q == std::string::npos ? "" : w.substr(q));
-      } else {
-        while (words >> w) tokens.push_back(w);
-      }
-      r.kinds[name] = head;
-      r.values[name] = tokens;
-    }
-    return r;
-  }
-
-  pid_t pid_ = 0;
-  int sock_ = -1;
-  bool dead_ = false;
-  bool driver_ = false;  // sock_ is the OP=- caller's, shared by every process of the run
-};
-
-// ---- the memory lent to the worker ------------------------------------------------------------------
-
-// Blocks are named by ids; id 0 is the host arena (sent once, with its file). A cuda block is one
-// device allocation; the worker opens it for a scope (a call, or a stateful object's life) and
-// closes it when the scope ends.
-class Lender {
- public:
-  static Lender& of_this_process() {
-    static Lender* l = nullptr;
-    static pid_t owner = 0;
-    if (l == nullptr || owner != getpid()) l = new Lender, owner = getpid();
-    return *l;
-  }
-
-  // The worker's descriptor of t: [block, offset, dtype, shape, strides], or "null" for no tensor.
-  std::string describe(const mlacheck_tensor& t, [[maybe_unused]] int64_t scope) {
-    if (t.data == nullptr) return "null";
-    int64_t block = 0, offset = 0;
-    if (backend_ == MLACHECK_BACKEND_HOST) {
-      const shared_arena::Arena a = shared_arena::current();
-      const auto* p = static_cast<const uint8_t*>(t.data);
-      MLA_REQUIRE(a.fd >= 0 && p >= a.base && p < a.base + a.bytes,
-                  "a Python callable can be lent only mlacheck's guarded buffers (this tensor is not one: "
-                  "MLACHECK_GUARDS=0 is not supported with --python)");
-      offset = p - a.base;
-      if (!arena_sent_) {
-        blocks_json_ += std::string(blocks_json_.empty() ? "" : ",") + "{\"id\":0,\"bytes\":" + std::to_string(a.bytes) +
-                        ",\"fd\":0}";
-        fd_ = a.fd;
-        arena_sent_ = true;
-      }
-    } else {
-#if defined(MLACHECK_HAVE_CUDA)
-      cuda::IpcBlock b;
-      std::string why;
-      MLA_REQUIRE(cuda::ipc_block_of(t.data, &b, &why), "a Python callable can be lent only mlacheck's device "
-                  "buffers: ", why);
-      auto it = open_.find(b.handle);
-      if (it != open_.end() && it->second.scope == 0) it->second.scope = scope;  // kept open: in use again
-      if (it == open_.end()) {
-        const int64_t id = next_id_++;
-        it = open_.emplace(b.handle, Open{id, scope, b.base}).first;
-        base_of_[id] = b.base;
-        blocks_json_ += std::string(blocks_json_.empty() ? "" : ",") + "{\"id\":" + std::to_string(id) +
-                        ",\"bytes\":" + std::to_string(b.bytes) + ",\"ipc\":\"" + b.handle + "\"}";
-      }
-      block = it->second.id;
-      offset = static_cast<const uint8_t*>(t.data) - static_cast<const uint8_t*>(b.base);
-#else
-      throw Error("a Python callable on a GPU backend needs a build with CUDA");
-#endif
-    }
-    std::string s = "[" + std::to_string(block) + "," + std::to_string(offset) + "," + std::to_string(t.dtype) + ",[";
-    for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
-    s += "],[";
-    for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.strides[i]);
-    return s + "]]";
-  }
-
-  // The address of byte offset of block in this process.
-  void* address(int64_t block, int64_t offset) const {
-    if (block == 0) {
-      const shared_arena::Arena a = shared_arena::current();
-      MLA_REQUIRE(a.base != nullptr && offset >= 0 && offset < a.bytes, "the Python worker named a host offset ",
-                  offset, " outside the arena");
-      return a.base + offset;
-    }
-    const auto it = base_of_.find(block);
-    MLA_REQUIRE(it != base_of_.end(), "the Python worker named block ", block, ", which it was not lent");
-    return static_cast<uint8_t*>(it->second) + offset;
-  }
-
-  // The "blocks" and "drop" members of the next message (each once), and the file to attach.
-  std::string take_members(int* fd) {
-    std::string s = ",\"blocks\":[" + blocks_json_ + "],\"drop\":[" + drop_json_ + "]";
-    blocks_json_.clear(), drop_json_.clear();
-    *fd = fd_;
-    fd_ = -1;
-    return s;
-  }
-  // Ends a scope: its blocks stay open in the worker, for the next calls on the same allocations
-  // (mlacheck's allocation cache hands them out again), the oldest closed past kKeptOpen. A handle
-  // names one allocation: a new allocation at a freed one's address has a handle of its own
-  // (measured on an H100), so a kept mapping is never taken for another allocation's.
-  void end_scope(int64_t scope) {
-    for (auto& [handle, open] : open_) {
-      if (open.scope == scope) open.scope = 0, kept_.push_back(handle);
-    }
-    while (kept_.size() > kKeptOpen) {
-      const auto it = open_.find(kept_.front());
-      kept_.erase(kept_.begin());
-      if (it == open_.end() || it->second.scope != 0) continue;  // in use by an object again
-      drop_json_ += std::string(drop_json_.empty() ? "" : ",") + std::to_string(it->second.id);
-      base_of_.erase(it->second.id);
-      open_.erase(it);
-    }
-  }
-  int64_t new_scope() { return next_scope_++; }
-  void set_backend(int32_t b) { backend_ = b; }
-  int32_t backend() const { return backend_; }
-
- private:
-  struct Open {
-    int64_t id, scope;
-    void* base;
-  };
-  int32_t backend_ = MLACHECK_BACKEND_HOST;
-  bool arena_sent_ = false;
-  int fd_ = -1;
-  std::string blocks_json_, drop_json_;
-  static constexpr size_t kKeptOpen = 64;
-  std::map<std::string, Open> open_;  // by IPC handle
-  std::vector<std::string> kept_;     // handles of ended scopes, oldest first
-  std::map<int64_t, void*> base_of_;  // block id -> base in this process
-  int64_t next_id_ = 1, next_scope_ = 1;
-};
-
 // ---- messages ------------------------------------------------------------------------------------
 
 // A JSON object of named arguments: tensors, numbers, integer lists, nested namespaces.
 class Args {
  public:
-  Args(Lender& lender, int64_t scope) : lender_(lender), scope_(scope) {}
-  Args& tensor(const char* name, const mlacheck_tensor& t) { return raw(name, "{\"t\":" + lender_.describe(t, scope_) + "}"); }
+  explicit Args(int64_t scope) : scope_(scope) {}
+  Args& tensor(const char* name, const mlacheck_tensor& t) {
+    return raw(name, "{\"t\":" + python_worker::describe(t, scope_) + "}");
+  }
   Args& integer(const char* name, int64_t v) { return raw(name, std::to_string(v)); }
   Args& real(const char* name, double v) {
     char buf[40];
@@ -427,33 +87,33 @@ class Args {
     return *this;
   }
   std::string json() const { return "{" + body_ + "}"; }
-  Args nested() const { return Args(lender_, scope_); }
+  Args nested() const { return Args(scope_); }
 
  private:
-  Lender& lender_;
   int64_t scope_;
   std::string body_;
 };
 
-// The worker, loaded for this process's backend on first use.
-Worker& loaded_worker(const mlacheck_device* device) {
-  Worker& w = Worker::of_this_process();
-  Lender& lender = Lender::of_this_process();
-  if (!w.started()) {
-    lender.set_backend(device->backend);
-    MLA_REQUIRE(device->backend != MLACHECK_BACKEND_HIP, "a Python callable cannot run on the hip backend (torch has "
-                "no hip device in this build's scope)");
-    std::string specs;
-    for (const Spec& s : registered().specs) {
-      specs += std::string(specs.empty() ? "" : ",") + "{\"spec\":" + json_quote(s.text) + ",\"op\":" + json_quote(s.op) +
-               ",\"module\":" + json_quote(s.module) + ",\"callable\":" + json_quote(s.callable) + "}";
-    }
-    const Reply r = w.request(std::string("{\"cmd\":\"load\",\"backend\":\"") +
-                              (device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host") +
-                              "\",\"device\":" + std::to_string(device->device_index) + ",\"specs\":[" + specs + "]}");
-    MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
+// The "load" message: every registered callable, for backend.
+std::string load_message(const std::string& backend, int32_t device_index) {
+  std::string specs;
+  for (const Spec& s : registered().specs) {
+    specs += std::string(specs.empty() ? "" : ",") + "{\"spec\":" + json_quote(s.text) + ",\"op\":" + json_quote(s.op) +
+             ",\"module\":" + json_quote(s.module) + ",\"callable\":" + json_quote(s.callable) + "}";
   }
-  return w;
+  return "{\"cmd\":\"load\",\"backend\":\"" + backend + "\",\"device\":" + std::to_string(device_index) +
+         ",\"specs\":[" + specs + "]}";
+}
+
+// Loads the worker for this process's backend on first use.
+void load_worker(const mlacheck_device* device) {
+  if (python_worker::started()) return;
+  python_worker::set_backend(device->backend);
+  MLA_REQUIRE(device->backend != MLACHECK_BACKEND_HIP, "a Python callable cannot run on the hip backend (torch has "
+              "no hip device in this build's scope)");
+  const Reply r = python_worker::request(
+      load_message(device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host", device->device_index));
+  MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
 }
 
 std::string who(const std::string& op) {
@@ -464,13 +124,12 @@ std::string who(const std::string& op) {
 // Sends cmd with its members and args; throws for a failed or crashed reply.
 Reply exchange(const std::string& op, const mlacheck_device* device, const std::string& cmd,
                const std::string& members, const Args* args) {
-  Worker& w = loaded_worker(device);
-  Lender& lender = Lender::of_this_process();
+  load_worker(device);
   std::string json = "{\"cmd\":\"" + cmd + "\",\"op\":\"" + op + "\"" + members;
   if (args != nullptr) json += ",\"args\":" + args->json();
   int fd = -1;
-  json += lender.take_members(&fd) + "}";
-  const Reply r = w.request(json, fd);
+  json += python_worker::take_members(&fd) + "}";
+  const Reply r = python_worker::request(json, fd);
   if (r.status == "crashed") throw ContextLost(who(op) + " crashed the GPU: " + r.message, r.fault);
   MLA_REQUIRE(r.status == "ok", who(op), " ", r.message);
   return r;
@@ -494,7 +153,7 @@ mlacheck_tensor tensor_value(const Reply& r, const std::string& name, const std:
   const int rank = std::stoi(v[3]);
   MLA_REQUIRE(rank >= 0 && rank <= MLACHECK_MAX_RANK && v.size() == 4 + 2 * static_cast<size_t>(rank), who(op),
               ": '", name, "' has a malformed shape");
-  t.data = Lender::of_this_process().address(std::stoll(v[0]), std::stoll(v[1]));
+  t.data = python_worker::address(std::stoll(v[0]), std::stoll(v[1]));
   t.dtype = std::stoi(v[2]);
   t.rank = rank;
   for (int i = 0; i < rank; ++i) t.shape[i] = std::stoll(v[4 + i]), t.strides[i] = std::stoll(v[4 + rank + i]);
@@ -512,18 +171,17 @@ std::string want(const std::vector<std::pair<const char*, const char*>>& fields)
 // ---- the stateless ops: one call, the answer written in place ----------------------------------------
 
 int stateless(const char* op, const mlacheck_device* device, const std::function<void(Args&)>& fill) {
-  Lender& lender = Lender::of_this_process();
-  loaded_worker(device);
-  const int64_t scope = lender.new_scope();
-  Args a(lender, scope);
+  load_worker(device);
+  const int64_t scope = python_worker::new_scope();
+  Args a(scope);
   fill(a);
   try {
     exchange(op, device, "call", ",\"what\":\"" + std::string(op) + "\"", &a);
   } catch (...) {
-    lender.end_scope(scope);
+    python_worker::end_scope(scope);
     throw;
   }
-  lender.end_scope(scope);
+  python_worker::end_scope(scope);
   return 0;
 }
 
@@ -601,18 +259,17 @@ struct PyObj {
 // Makes the object: fn(**args) in the worker, which must have the methods named.
 PyObj* make_object(const char* op, const mlacheck_device* device, const std::vector<const char*>& methods,
                       const std::function<void(Args&)>& fill) {
-  Lender& lender = Lender::of_this_process();
-  loaded_worker(device);
+  load_worker(device);
   auto obj = std::make_unique<PyObj>();
-  obj->op = op, obj->scope = lender.new_scope(), obj->device = *device;
-  Args a(lender, obj->scope);
+  obj->op = op, obj->scope = python_worker::new_scope(), obj->device = *device;
+  Args a(obj->scope);
   fill(a);
   std::string members = ",\"what\":\"" + std::string(op) + "\",\"methods\":[";
   for (size_t i = 0; i < methods.size(); ++i) members += std::string(i ? "," : "") + "\"" + methods[i] + "\"";
   try {
     obj->id = int_value(exchange(op, device, "make", members + "]", &a), "object", op);
   } catch (...) {
-    lender.end_scope(obj->scope);
+    python_worker::end_scope(obj->scope);
     throw;
   }
   return obj.release();
@@ -634,8 +291,7 @@ void forget(PyObj& obj, int64_t id, bool close) {
 
 void destroy_object(void* state) {
   std::unique_ptr<PyObj> obj(static_cast<PyObj*>(state));
-  Lender& lender = Lender::of_this_process();
-  lender.end_scope(obj->scope);
+  python_worker::end_scope(obj->scope);
   try {
     forget(*obj, obj->id, true);
   } catch (const std::exception&) {
@@ -691,8 +347,7 @@ void read_metadata_result(const Reply& r, const std::string& op, const std::stri
 int metadata_build(void* state, const mlacheck_device*, const mlacheck_decode_metadata_batch* batch,
                    mlacheck_decode_metadata_result* result, char*, size_t) {
   PyObj& obj = *static_cast<PyObj*>(state);
-  Lender& lender = Lender::of_this_process();
-  const Args b = metadata_batch(Args(lender, obj.scope), *batch);
+  const Args b = metadata_batch(Args(obj.scope), *batch);
   const Reply r = call_method(obj, "build", "[{\"ns\":" + b.json() + "}]", metadata_result_fields(false));
   read_metadata_result(r, obj.op, "", result);
   return 0;
@@ -712,7 +367,7 @@ int py_decode_metadata(const mlacheck_device* d, const mlacheck_decode_metadata_
 int impl_forward(void* state, const mlacheck_device*, const mlacheck_mla_decode_call* c, int64_t* num_splits, char*,
                  size_t) {
   PyObj& obj = *static_cast<PyObj*>(state);
-  Args a(Lender::of_this_process(), obj.scope);
+  Args a(obj.scope);
   a.tensor("q", c->q).tensor("kv_cache", c->kv_cache).tensor("block_table", c->block_table);
   a.tensor("seq_lens", c->seq_lens).tensor("o", c->o).tensor("lse", c->lse);
   a.ints("host_query_lens", c->host_query_lens, c->host_query_lens_count);  // None: the caller vouches
@@ -726,7 +381,7 @@ int impl_forward(void* state, const mlacheck_device*, const mlacheck_mla_decode_
 int impl_capture(void* state, const mlacheck_device*, const mlacheck_mla_decode_capture* c, void** graph, char*,
                  size_t) {
   PyObj& obj = *static_cast<PyObj*>(state);
-  Args a(Lender::of_this_process(), obj.scope);
+  Args a(obj.scope);
   a.integer("padded_batch", c->padded_batch).integer("q_len", c->q_len);
   a.tensor("q", c->q).tensor("kv_cache", c->kv_cache).tensor("block_table", c->block_table);
   a.tensor("seq_lens", c->seq_lens).tensor("o", c->o).tensor("lse", c->lse);
@@ -768,7 +423,7 @@ int py_mla_decode_impl(const mlacheck_device* d, const mlacheck_mla_decode_impl_
 int step_run(void* state, const mlacheck_device*, const mlacheck_indexer_decode_step_inputs* in,
              mlacheck_indexer_decode_step_result* result, char*, size_t) {
   PyObj& obj = *static_cast<PyObj*>(state);
-  Args a(Lender::of_this_process(), obj.scope);
+  Args a(obj.scope);
   a.ns("batch", metadata_batch(a.nested(), in->batch));
   a.tensor("index_q", in->index_q).tensor("index_weights", in->index_weights).tensor("kv_blocks", in->kv_blocks);
   a.integer("block_size", in->block_size).integer("max_context_len", in->max_context_len);
@@ -881,14 +536,7 @@ void probe_workers(const std::vector<std::string>& texts) {
   opts.timeout_seconds = 120;
   const IsolatedOutcome probe = run_isolated(
       [&]() -> std::string {
-        Worker& w = Worker::of_this_process();
-        std::string specs;
-        for (const Spec& s : registered().specs) {
-          specs += std::string(specs.empty() ? "" : ",") + "{\"spec\":" + json_quote(s.text) + ",\"op\":" +
-                   json_quote(s.op) + ",\"module\":" + json_quote(s.module) + ",\"callable\":" + json_quote(s.callable) +
-                   "}";
-        }
-        const Reply r = w.request("{\"cmd\":\"load\",\"backend\":\"host\",\"specs\":[" + specs + "]}");
+        const Reply r = python_worker::request(load_message("host", 0));
         if (r.status != "ok") return "error: " + r.message;
         std::string found_ops = "loaded";
         for (const auto& [name, v] : r.values) {
@@ -957,7 +605,8 @@ std::vector<std::string> load_python_isolated(const std::vector<std::string>& te
       const char* contract = std::getenv("MLACHECK_PYTHON_CONTRACT");
       if (contract != nullptr) found().contract_of_op[s.op] = contract;
     }
-    MLA_REQUIRE(driver_fd() >= 0, "--python ", texts.front(), ": OP=- is how mlacheck.cases() (python/mlacheck) "
+    python_worker::serve_through_driver();
+    MLA_REQUIRE(python_worker::driver_fd() >= 0, "--python ", texts.front(), ": OP=- is how mlacheck.cases() (python/mlacheck) "
                 "runs this command; it passes its socket in MLACHECK_DRIVER_FD, which is not set to an open one");
   } else {
     probe_workers(texts);

@@ -1,0 +1,370 @@
+// The Python worker (tools/python_worker.h): its process and socket, and the memory it is lent.
+#include "tools/python_worker.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/shared_arena.h"
+#include "tools/python_worker_source.h"  // kPythonWorkerSource: python/mlacheck/_worker.py
+
+#if defined(MLACHECK_HAVE_CUDA)
+#include "core/backend/cuda_runtime.h"
+#endif
+
+namespace mlacheck::kernels::python_worker {
+namespace {
+
+bool& through_driver() {
+  static bool on = false;
+  return on;
+}
+
+// ---- the worker process ---------------------------------------------------------------------------
+
+class Worker {
+ public:
+  // The worker of this process, started on first use (a forked child starts its own).
+  static Worker& of_this_process() {
+    static Worker* w = nullptr;
+    static pid_t owner = 0;
+    if (w == nullptr || owner != getpid()) {
+      w = new Worker;  // an inherited one belongs to the parent: left alone, never destroyed here
+      owner = getpid();
+    }
+    return *w;
+  }
+
+  // Sends one message (with fd attached when >= 0) and returns the reply. A worker that died is
+  // mlacheck::ContextLost ("crashed"): its state is gone, as a lost CUDA context's is.
+  Reply request(const std::string& json, int fd = -1) {
+    start();
+    // A sequence number unique across the run's processes: with OP=- they share one socket, and a
+    // reply to a process killed mid-call (a budget's end) must not be taken for this one's.
+    static uint64_t counter = 0;
+    const uint64_t seq = (static_cast<uint64_t>(getpid()) << 24) + (++counter & 0xFFFFFF);
+    send_message("{\"seq\":" + std::to_string(seq) + "," + json.substr(1), fd);
+    for (;;) {
+      Reply r = receive_reply();
+      if (r.seq.empty() || r.seq == std::to_string(seq)) return r;  // else a stale reply: skipped
+    }
+  }
+
+  bool started() const { return pid_ > 0 || driver_; }
+
+ private:
+  Reply receive_reply() {
+    std::string text;
+    if (!receive(&text)) {
+      MLA_REQUIRE(!driver_, "the Python process serving the calls (mlacheck.cases()) stopped answering: its loop "
+                  "ended before the run did");
+      int status = 0;
+      std::string how = "closed its end";
+      if (waitpid(pid_, &status, 0) == pid_) {
+        how = WIFSIGNALED(status) ? std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                        strsignal(WTERMSIG(status)) + ")"
+                                  : "exited with status " + std::to_string(WEXITSTATUS(status));
+      }
+      dead_ = true;
+      throw ContextLost("the Python worker " + how + " during the call (its stderr is above)",
+                        WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "worker exit");
+    }
+    return parse(text);
+  }
+
+  void start() {
+    if (dead_) throw ContextLost("the Python worker of this process died before", "worker exit");
+    if (pid_ > 0 || driver_) return;
+    if (through_driver()) {
+      sock_ = driver_fd();
+      MLA_REQUIRE(sock_ >= 0, "--python OP=-: no MLACHECK_DRIVER_FD socket");
+      driver_ = true;
+      return;
+    }
+    int sv[2];
+    MLA_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "--python: socketpair: ",
+                std::strerror(errno));
+    const char* env = std::getenv("MLACHECK_PYTHON");
+    const std::string python = env != nullptr && *env ? env : "python3";
+    const std::string fd_arg = std::to_string(sv[1]);
+    const pid_t parent = getpid();
+    int exec_error[2];  // close-on-exec: the child writes errno into it only when exec fails
+    MLA_REQUIRE(pipe2(exec_error, O_CLOEXEC) == 0, "--python: pipe: ", std::strerror(errno));
+    const pid_t pid = fork();
+    MLA_REQUIRE(pid >= 0, "--python: fork: ", std::strerror(errno));
+    if (pid == 0) {
+      // The worker dies with this process, and prints (the user's print()) go to stderr: stdout may
+      // be a report.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
+      dup2(2, 1);
+      const int flags = fcntl(sv[1], F_GETFD);
+      fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
+      execlp(python.c_str(), python.c_str(), "-c", kPythonWorkerSource, fd_arg.c_str(), static_cast<char*>(nullptr));
+      const int e = errno;
+      (void)!write(exec_error[1], &e, sizeof e);
+      _exit(127);
+    }
+    close(sv[1]);
+    close(exec_error[1]);
+    int e = 0;
+    ssize_t k;
+    while ((k = read(exec_error[0], &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    close(exec_error[0]);
+    if (k == static_cast<ssize_t>(sizeof e)) {
+      waitpid(pid, nullptr, 0);
+      close(sv[0]);
+      dead_ = true;
+      throw Error("cannot run the Python interpreter '" + python + "' (" + std::strerror(e) +
+                  "): set MLACHECK_PYTHON to the Python that has your torch");
+    }
+    sock_ = sv[0], pid_ = pid;
+  }
+
+  void send_message(const std::string& json, int fd) {
+    const uint32_t n = static_cast<uint32_t>(json.size());
+    std::string wire(reinterpret_cast<const char*>(&n), 4);
+    wire += json;
+    size_t sent = 0;
+    bool fd_pending = fd >= 0;
+    while (sent < wire.size()) {
+      iovec iov{const_cast<char*>(wire.data() + sent), wire.size() - sent};
+      msghdr msg{};
+      msg.msg_iov = &iov, msg.msg_iovlen = 1;
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+      if (fd_pending) {
+        msg.msg_control = control, msg.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+      }
+      const ssize_t k = sendmsg(sock_, &msg, MSG_NOSIGNAL);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) {
+        dead_ = true;
+        throw ContextLost("the Python worker is gone (sending to it: " + std::string(std::strerror(errno)) + ")",
+                          "worker exit");
+      }
+      sent += static_cast<size_t>(k);
+      fd_pending = false;
+    }
+  }
+
+  bool read_exactly(char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t k = read(sock_, p, n);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return false;
+      p += k, n -= static_cast<size_t>(k);
+    }
+    return true;
+  }
+
+  bool receive(std::string* text) {
+    uint32_t n = 0;
+    if (!read_exactly(reinterpret_cast<char*>(&n), 4)) return false;
+    text->assign(n, '\0');
+    return read_exactly(text->data(), n);
+  }
+
+  static Reply parse(const std::string& text) {
+    Reply r;
+    std::istringstream lines(text);
+    std::string line;
+    bool first = true;
+    while (std::getline(lines, line)) {
+      const size_t sp = line.find(' ');
+      const std::string head = line.substr(0, sp), rest = sp == std::string::npos ? "" : line.substr(sp + 1);
+      if (first) {
+        r.status = head;
+        if (head == "crashed") {
+          const size_t sp2 = rest.find(' ');
+          r.fault = rest.substr(0, sp2);
+          r.message = sp2 == std::string::npos ? "" : rest.substr(sp2 + 1);
+        } else {
+          r.message = rest;
+        }
+        first = false;
+        continue;
+      }
+      if (head == "seq") {
+        r.seq = rest;
+        continue;
+      }
+      std::istringstream words(rest);
+      std::string name, w;
+      words >> name;
+      std::vector<std::string> tokens;
+      if (head == "contract") {  // the rest of the line is one JSON string
+        std::getline(words, w);
+        const size_t q = w.find('"');
+        tokens.push_back(q == std::string::npos ? "" : w.substr(q));
+      } else {
+        while (words >> w) tokens.push_back(w);
+      }
+      r.kinds[name] = head;
+      r.values[name] = tokens;
+    }
+    return r;
+  }
+
+  pid_t pid_ = 0;
+  int sock_ = -1;
+  bool dead_ = false;
+  bool driver_ = false;  // sock_ is the OP=- caller's, shared by every process of the run
+};
+
+// ---- the memory lent to the worker ------------------------------------------------------------------
+
+// Blocks are named by ids; id 0 is the host arena (sent once, with its file). A cuda block is one
+// device allocation; the worker opens it for a scope (a call, or a stateful object's life) and
+// closes it when the scope ends.
+class Lender {
+ public:
+  static Lender& of_this_process() {
+    static Lender* l = nullptr;
+    static pid_t owner = 0;
+    if (l == nullptr || owner != getpid()) l = new Lender, owner = getpid();
+    return *l;
+  }
+
+  // The worker's descriptor of t: [block, offset, dtype, shape, strides], or "null" for no tensor.
+  std::string describe(const mlacheck_tensor& t, [[maybe_unused]] int64_t scope) {
+    if (t.data == nullptr) return "null";
+    int64_t block = 0, offset = 0;
+    if (backend_ == MLACHECK_BACKEND_HOST) {
+      const shared_arena::Arena a = shared_arena::current();
+      const auto* p = static_cast<const uint8_t*>(t.data);
+      MLA_REQUIRE(a.fd >= 0 && p >= a.base && p < a.base + a.bytes,
+                  "a Python callable can be lent only mlacheck's guarded buffers (this tensor is not one: "
+                  "MLACHECK_GUARDS=0 is not supported with --python)");
+      offset = p - a.base;
+      if (!arena_sent_) {
+        blocks_json_ += std::string(blocks_json_.empty() ? "" : ",") + "{\"id\":0,\"bytes\":" + std::to_string(a.bytes) +
+                        ",\"fd\":0}";
+        fd_ = a.fd;
+        arena_sent_ = true;
+      }
+    } else {
+#if defined(MLACHECK_HAVE_CUDA)
+      cuda::IpcBlock b;
+      std::string why;
+      MLA_REQUIRE(cuda::ipc_block_of(t.data, &b, &why), "a Python callable can be lent only mlacheck's device "
+                  "buffers: ", why);
+      auto it = open_.find(b.handle);
+      if (it != open_.end() && it->second.scope == 0) it->second.scope = scope;  // kept open: in use again
+      if (it == open_.end()) {
+        const int64_t id = next_id_++;
+        it = open_.emplace(b.handle, Open{id, scope, b.base}).first;
+        base_of_[id] = b.base;
+        blocks_json_ += std::string(blocks_json_.empty() ? "" : ",") + "{\"id\":" + std::to_string(id) +
+                        ",\"bytes\":" + std::to_string(b.bytes) + ",\"ipc\":\"" + b.handle + "\"}";
+      }
+      block = it->second.id;
+      offset = static_cast<const uint8_t*>(t.data) - static_cast<const uint8_t*>(b.base);
+#else
+      throw Error("a Python callable on a GPU backend needs a build with CUDA");
+#endif
+    }
+    std::string s = "[" + std::to_string(block) + "," + std::to_string(offset) + "," + std::to_string(t.dtype) + ",[";
+    for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
+    s += "],[";
+    for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.strides[i]);
+    return s + "]]";
+  }
+
+  // The address of byte offset of block in this process.
+  void* address(int64_t block, int64_t offset) const {
+    if (block == 0) {
+      const shared_arena::Arena a = shared_arena::current();
+      MLA_REQUIRE(a.base != nullptr && offset >= 0 && offset < a.bytes, "the Python worker named a host offset ",
+                  offset, " outside the arena");
+      return a.base + offset;
+    }
+    const auto it = base_of_.find(block);
+    MLA_REQUIRE(it != base_of_.end(), "the Python worker named block ", block, ", which it was not lent");
+    return static_cast<uint8_t*>(it->second) + offset;
+  }
+
+  // The "blocks" and "drop" members of the next message (each once), and the file to attach.
+  std::string take_members(int* fd) {
+    std::string s = ",\"blocks\":[" + blocks_json_ + "],\"drop\":[" + drop_json_ + "]";
+    blocks_json_.clear(), drop_json_.clear();
+    *fd = fd_;
+    fd_ = -1;
+    return s;
+  }
+  // Ends a scope: its blocks stay open in the worker, for the next calls on the same allocations
+  // (mlacheck's allocation cache hands them out again), the oldest closed past kKeptOpen. A handle
+  // names one allocation: a new allocation at a freed one's address has a handle of its own
+  // (measured on an H100), so a kept mapping is never taken for another allocation's.
+  void end_scope(int64_t scope) {
+    for (auto& [handle, open] : open_) {
+      if (open.scope == scope) open.scope = 0, kept_.push_back(handle);
+    }
+    while (kept_.size() > kKeptOpen) {
+      const auto it = open_.find(kept_.front());
+      kept_.erase(kept_.begin());
+      if (it == open_.end() || it->second.scope != 0) continue;  // in use by an object again
+      drop_json_ += std::string(drop_json_.empty() ? "" : ",") + std::to_string(it->second.id);
+      base_of_.erase(it->second.id);
+      open_.erase(it);
+    }
+  }
+  int64_t new_scope() { return next_scope_++; }
+  void set_backend(int32_t b) { backend_ = b; }
+  int32_t backend() const { return backend_; }
+
+ private:
+  struct Open {
+    int64_t id, scope;
+    void* base;
+  };
+  int32_t backend_ = MLACHECK_BACKEND_HOST;
+  bool arena_sent_ = false;
+  int fd_ = -1;
+  std::string blocks_json_, drop_json_;
+  static constexpr size_t kKeptOpen = 64;
+  std::map<std::string, Open> open_;  // by IPC handle
+  std::vector<std::string> kept_;     // handles of ended scopes, oldest first
+  std::map<int64_t, void*> base_of_;  // block id -> base in this process
+  int64_t next_id_ = 1, next_scope_ = 1;
+};
+
+}  // namespace
+
+// The socket of the Python process serving OP=- ($MLACHECK_DRIVER_FD), or -1.
+int driver_fd() {
+  const char* env = std::getenv("MLACHECK_DRIVER_FD");
+  if (env == nullptr || *env == '\0') return -1;
+  char* end = nullptr;
+  const long fd = std::strtol(env, &end, 10);
+  if (*end != '\0' || fd < 0 || fd > 1 << 20 || fcntl(static_cast<int>(fd), F_GETFD) < 0) return -1;
+  return static_cast<int>(fd);
+}
+
+void serve_through_driver() { through_driver() = true; }
+bool started() { return Worker::of_this_process().started(); }
+Reply request(const std::string& json, int fd) { return Worker::of_this_process().request(json, fd); }
+void set_backend(int32_t backend) { Lender::of_this_process().set_backend(backend); }
+std::string describe(const mlacheck_tensor& t, int64_t scope) { return Lender::of_this_process().describe(t, scope); }
+void* address(int64_t block, int64_t offset) { return Lender::of_this_process().address(block, offset); }
+std::string take_members(int* fd) { return Lender::of_this_process().take_members(fd); }
+int64_t new_scope() { return Lender::of_this_process().new_scope(); }
+void end_scope(int64_t scope) { Lender::of_this_process().end_scope(scope); }
+
+}  // namespace mlacheck::kernels::python_worker

@@ -1,0 +1,50 @@
+// The Python worker of tools/python_bridge.h, as the bridge uses it (not installed): the process
+// that runs the user's callables (started on first use, one per process; with OP=- the Python
+// process that started mlacheck instead), the messages to it and its replies, and the memory it is
+// lent (host: the shared arena; cuda: IPC handles, named by block ids and kept open by scope).
+// python/mlacheck/_worker.py is the other end; its docstring has the message format.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mlacheck/plugin.h"
+
+namespace mlacheck::kernels::python_worker {
+
+// One reply: "ok" with values, "fail" with a line, or "crashed" with a fault and a line.
+struct Reply {
+  std::string status, message, fault, seq;
+  std::map<std::string, std::vector<std::string>> values;  // name -> the tokens after "kind name"
+  std::map<std::string, std::string> kinds;                // name -> int, real, ints, tensor, none
+};
+
+// The socket of the Python process serving OP=- ($MLACHECK_DRIVER_FD), or -1.
+int driver_fd();
+// From now on every process of the run talks to that process instead of starting a worker.
+void serve_through_driver();
+
+// Whether this process's worker has started.
+bool started();
+// Sends one message (with fd attached when >= 0) to this process's worker, starting it first, and
+// returns its reply. Throws mlacheck::Error when the interpreter cannot run, mlacheck::ContextLost
+// when the worker died (its state is gone, as a lost CUDA context's is).
+Reply request(const std::string& json, int fd = -1);
+
+// ---- the memory lent to the worker ----
+// The backend whose buffers are lent (set before the first describe).
+void set_backend(int32_t backend);
+// The worker's descriptor of t: [block, offset, dtype, shape, strides], or "null" for no tensor;
+// the block is opened for scope. Throws for memory that is not a guarded buffer of mlacheck's.
+std::string describe(const mlacheck_tensor& t, int64_t scope);
+// The address of byte offset of block in this process.
+void* address(int64_t block, int64_t offset);
+// The "blocks" and "drop" members of the next message (each once), and the file to attach.
+std::string take_members(int* fd);
+int64_t new_scope();
+// Ends a scope: its blocks stay open in the worker for later calls, the oldest closed past 64.
+void end_scope(int64_t scope);
+
+}  // namespace mlacheck::kernels::python_worker
