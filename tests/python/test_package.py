@@ -107,11 +107,13 @@ def test_the_plugin_makes_one_test_per_property(tmp_path):
     assert props == ["topk_decode.rows_admissible", "topk_decode.permutation_commutes"], props
     p = run_pytest(tmp_path, "-rA")
     assert "2 failed, 2 passed" in p.stdout, p.stdout
-    lines = p.stdout.splitlines()
-    assert any(l.startswith("PASSED") and l.endswith("plugin_module.py::good[topk_decode.rows_admissible]")
-               for l in lines), p.stdout
-    assert any(l.startswith("FAILED") and l.endswith("plugin_module.py::buggy[topk_decode.permutation_commutes]")
-               for l in lines), p.stdout
+    # The short summary's lines are "STATUS NODEID", then " - MESSAGE" when the terminal is wide enough
+    # (its width differs between machines), so the node id is the line's second word.
+    summary = [l.split(" - ")[0].split() for l in p.stdout.splitlines()]
+    assert any(w[:1] == ["PASSED"] and w[-1].endswith("plugin_module.py::good[topk_decode.rows_admissible]")
+               for w in summary if len(w) == 2), p.stdout
+    assert any(w[:1] == ["FAILED"] and w[-1].endswith("plugin_module.py::buggy[topk_decode.permutation_commutes]")
+               for w in summary if len(w) == 2), p.stdout
     assert "past the view's" in p.stdout and "case saved as mlacheck-cases/topk_decode.rows_admissible" in p.stdout
 
 
