@@ -323,7 +323,8 @@ class SuiteRun {
 
   // A random case that failed, made smaller: its bytes with a chunk removed or zeroed (halves, then
   // quarters, ... single bytes), kept whenever the same property still fails on the implementation
-  // and holds on <op>@ref (run_one's test), until nothing smaller fails, 200 tries or the deadline.
+  // and holds on <op>@ref (run_one's test) on a case of shorter text, until nothing smaller fails,
+  // 200 tries or the deadline.
   // Small bytes decode to small cases (harness/case_bytes.h), so the saved case shrinks too.
   void shrink(std::string bytes, const PropertyEntry& property, const std::string& stage, const std::string& what,
               Clock::time_point deadline, SuiteResult& row, SuiteFinding& found) {
@@ -341,7 +342,9 @@ class SuiteRun {
       if (fc.property != &property) return false;
       ++tries;
       std::optional<SuiteFinding> k = run_one(fc.text, stage, what + " (shrinking)", row);
-      if (!k || k->check != found.check) return false;
+      // Fewer bytes usually decode to a smaller case, not always (a zeroed byte can pick a wider
+      // range): a candidate is kept only when its case text is shorter too.
+      if (!k || k->check != found.check || k->case_text.size() >= found.case_text.size()) return false;
       const double first_seen = found.seconds;  // when it was found, not when it was last made smaller
       found = *k;
       found.seconds = first_seen;

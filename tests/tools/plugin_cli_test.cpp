@@ -208,7 +208,10 @@ TEST(PluginCli, FuzzFindsTheBuggyTwin) {
   // --time holds for triage and minimizing too (6 s and 5%; room for a loaded machine). Before it
   // did, this run took 17 s.
   EXPECT_LT(took, 10.0) << r.out;
-  EXPECT_NE(r.out.find("topk_decode.rows_admissible"), std::string::npos) << r.out;
+  // The twin writes past its rows; either property of the op may be the first to meet it.
+  EXPECT_TRUE(r.out.find("topk_decode.rows_admissible") != std::string::npos ||
+              r.out.find("topk_decode.permutation_commutes") != std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stray write"), std::string::npos) << r.out;
 }
 
 }  // namespace
