@@ -25,6 +25,10 @@
 #include <sanitizer/asan_interface.h>
 #define MLA_ASAN_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, static_cast<size_t>(n))
 #define MLA_ASAN_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, static_cast<size_t>(n))
+// Links the read fence (core/read_fence.cpp) and its AddressSanitizer options into every program
+// with guarded memory: halt_on_error=0, which the fence needs, comes with its error hooks.
+extern "C" int mlacheck_read_fence_anchor;
+__attribute__((used)) static int* const read_fence_anchor = &mlacheck_read_fence_anchor;
 #else
 #define MLA_ASAN_POISON(p, n) ((void)(p), (void)(n))
 #define MLA_ASAN_UNPOISON(p, n) ((void)(p), (void)(n))
@@ -41,37 +45,6 @@ const char* stray_region_name(StrayRegion r) {
   return "?";
 }
 
-namespace {
-
-std::string coords_in_view(const View& v, const std::vector<int64_t>& c) {
-  std::ostringstream os;
-  if (v.rank() == 2) {
-    os << "row " << c[0] << ", column " << c[1];
-  } else {
-    os << "index " << shape_string(c);
-  }
-  // Say in words where the coordinates fall outside the view.
-  for (int d = 0; d < v.rank(); ++d) {
-    const char* dim = v.rank() == 2 ? (d == 0 ? "row" : "column") : "index";
-    if (c[d] < 0) {
-      os << " (before the view's first " << dim << ")";
-      break;
-    }
-    if (c[d] >= v.size(d)) {
-      if (v.rank() == 2 && d == 1) {
-        os << " (past the row's " << v.size(1) << " columns, in its padding)";
-      } else {
-        os << " (past the view's " << v.size(d) << (v.rank() == 2 ? " rows" : " in dim ");
-        if (v.rank() != 2) os << d;
-        os << ")";
-      }
-      break;
-    }
-  }
-  return os.str();
-}
-
-}  // namespace
 
 std::string StrayWrite::describe() const {
   std::ostringstream os;
@@ -82,7 +55,7 @@ std::string StrayWrite::describe() const {
     os << "; no output views were declared";
   } else {
     os << "; nearest output view '" << nearest_view << "' " << view.to_string() << " at "
-       << coords_in_view(view, coords);
+       << describe_coords(view, coords);
   }
   return os.str();
 }

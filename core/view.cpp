@@ -231,4 +231,32 @@ std::string View::to_string() const {
   return os.str();
 }
 
+std::string describe_coords(const View& v, const std::vector<int64_t>& c) {
+  std::ostringstream os;
+  if (v.rank() == 2) {
+    os << "row " << c[0] << ", column " << c[1];
+  } else {
+    os << "index " << shape_string(c);
+  }
+  // Say in words where the coordinates fall outside the view.
+  for (int d = 0; d < v.rank(); ++d) {
+    const char* dim = v.rank() == 2 ? (d == 0 ? "row" : "column") : "index";
+    if (c[d] < 0) {
+      os << " (before the view's first " << dim << ")";
+      break;
+    }
+    if (c[d] >= v.size(d)) {
+      if (v.rank() == 2 && d == 1) {
+        os << " (past the row's " << v.size(1) << " columns, in its padding)";
+      } else {
+        os << " (past the view's " << v.size(d) << (v.rank() == 2 ? " rows" : " in dim ");
+        if (v.rank() != 2) os << d;
+        os << ")";
+      }
+      break;
+    }
+  }
+  return os.str();
+}
+
 }  // namespace mlacheck

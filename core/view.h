@@ -167,4 +167,8 @@ class View {
 // "[4, 128]"
 std::string shape_string(const std::vector<int64_t>& dims);
 
+// Coordinates in v (from View::coords_of_byte) for a report: "row 8, column 0 (past the view's 8
+// rows)", "row 2, column 130 (past the row's 128 columns, in its padding)", "index [1, 0, 3]".
+std::string describe_coords(const View& v, const std::vector<int64_t>& coords);
+
 }  // namespace mlacheck

@@ -4,9 +4,11 @@
 //
 //   upload every buffer; declare each output view as the only bytes its buffer may change; arm
 //   (poison the outputs, snapshot the rest, restore the red zones); refuse an input that was
-//   declared non-zero but is all zero; launch under the case's host schedule; synchronize; check
-//   every guard; read the outputs back; compare; refuse an output declared non-zero that came
-//   back all zero (the oracle agreed, so the case could not tell a kernel that writes zeros).
+//   declared non-zero but is all zero; fence every byte outside the launch's input and output
+//   views (under AddressSanitizer on the host backend, core/read_fence.h: a read past a view is
+//   then seen too); launch under the case's host schedule; synchronize; lift the fence; check every
+//   guard, then the fence; read the outputs back; compare; refuse an output declared non-zero that
+//   came back all zero (the oracle agreed, so the case could not tell a kernel that writes zeros).
 //
 //   Testbed bed(device, c);                        // c: the case, a CaseSchedule
 //   bed.input(s.q, Content::kNonZero).input(s.table).output(s.o);
@@ -39,14 +41,16 @@ class Testbed {
   Testbed(const Testbed&) = delete;
   Testbed& operator=(const Testbed&) = delete;
 
-  // A buffer the launch reads: uploaded, armed and checked whole (no byte of it may change).
+  // A buffer the launch reads: uploaded, armed and checked whole (no byte of it may change); its
+  // view is all the launch may read of it.
   Testbed& input(Buffer& b, Content content = Content::kAny);
   // A buffer the launch writes: its view (or the named view given) is the only part it may change,
   // poisoned before the launch and read back after. A buffer may carry several output views.
   Testbed& output(Buffer& b, Content content = Content::kAny);
   Testbed& output(Buffer& b, const std::string& view_name, const View& view, Content content = Content::kAny);
   // Memory the implementation owns (a builder's persistent buffers, an allocator's blocks): armed
-  // and checked with the buffers. Its output views are the caller's to declare beforehand.
+  // and checked with the buffers; all of it may be read, its red zones not. Its output views are the
+  // caller's to declare beforehand.
   Testbed& guard(GuardedMemory& memory);
   // Runs after arming, before the launch: to set up bytes arming poisoned (counters the launch
   // adds to start at zero).

@@ -127,12 +127,13 @@ MLA_DEVICE void stage_keys(const MlaDecodeParams& p, const simt::shared_array<fl
 }
 
 // One program: request b, token t, heads [h0, h0 + 16) (those below H), split blockIdx.z.
-// kVariant: bit 0 fp8 keys (else bf16), bit 1 16-byte key loads (one template argument, because a
-// comma would split MLA_LAUNCH's arguments).
-constexpr int kFp8Keys = 1, kVectorKeys = 2;
+// kVariant: bit 0 fp8 keys (else bf16), bit 1 16-byte key loads, bit 2 the seeded bug O2 (one
+// template argument, because a comma would split MLA_LAUNCH's arguments).
+constexpr int kFp8Keys = 1, kVectorKeys = 2, kO2Variant = 4;
 template <int kVariant>
 MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
   constexpr bool kFp8 = (kVariant & kFp8Keys) != 0, kVector = (kVariant & kVectorKeys) != 0;
+  constexpr bool kO2 = (kVariant & kO2Variant) != 0;
   MLA_DYNAMIC_SHARED(float, smem);
   MLA_SHARED(int64_t, key_at, kTileKeys);
   MLA_SHARED(float, rescale, kGroupHeads);
@@ -192,7 +193,7 @@ MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
   const int32_t* table_row = p.block_table + int64_t(b) * p.block_table_stride;
   for (int k0 = begin; k0 < end; k0 += kTileKeys) {
     const int n = end - k0 < kTileKeys ? end - k0 : kTileKeys;
-    if (tid < n) {
+    if (tid < (kO2 ? kTileKeys : n)) {
       const int key = k0 + tid;
       const int32_t page_id = table_row[key / p.page];
       const int slot = key - (key / p.page) * p.page;
@@ -338,6 +339,10 @@ MLA_KERNEL void mla_decode_merge_kernel(MlaDecodeParams p) {
 }  // namespace
 
 void launch_mla_decode_split(const MlaDecodeParams& p, void* stream) {
+  launch_mla_decode_split_seeded(p, MlaDecodeBug::kNone, stream);
+}
+
+void launch_mla_decode_split_seeded(const MlaDecodeParams& p, MlaDecodeBug bug, void* stream) {
   if (p.batch == 0 || p.heads == 0) return;
   const int64_t groups = (p.heads + kGroupHeads - 1) / kGroupHeads;
   const simt::LaunchConfig config{{static_cast<unsigned>(groups * p.batch * p.q_len), 1, static_cast<unsigned>(p.num_splits)},
@@ -348,7 +353,17 @@ void launch_mla_decode_split(const MlaDecodeParams& p, void* stream) {
   const int64_t es = p.kv_fp8 ? 1 : 2;
   const bool vector = reinterpret_cast<std::uintptr_t>(p.kv) % 16 == 0 && (p.kv_block_stride * es) % 16 == 0 &&
                       (p.kv_token_stride * es) % 16 == 0;
-  if (p.kv_fp8 && vector) {
+  if (bug == MlaDecodeBug::kO2TablePastTile) {
+    if (p.kv_fp8 && vector) {
+      MLA_LAUNCH(mla_decode_split_kernel<kO2Variant | kFp8Keys | kVectorKeys>, config, p);
+    } else if (p.kv_fp8) {
+      MLA_LAUNCH(mla_decode_split_kernel<kO2Variant | kFp8Keys>, config, p);
+    } else if (vector) {
+      MLA_LAUNCH(mla_decode_split_kernel<kO2Variant | kVectorKeys>, config, p);
+    } else {
+      MLA_LAUNCH(mla_decode_split_kernel<kO2Variant>, config, p);
+    }
+  } else if (p.kv_fp8 && vector) {
     MLA_LAUNCH(mla_decode_split_kernel<kFp8Keys | kVectorKeys>, config, p);
   } else if (p.kv_fp8) {
     MLA_LAUNCH(mla_decode_split_kernel<kFp8Keys>, config, p);

@@ -54,10 +54,15 @@ struct MlaDecodeParams {
 enum class MlaDecodeBug {
   kNone,
   kT5MergeNoEmptyRow,  // T5 (vLLM #51065): the merge has no branch for a row without keys: 0 / 0 = NaN
+  // O2: the split kernel loads the page id of every slot of a 64-key tile, not only of the tile's
+  // keys, and masks the tail afterwards: the last tile of a row reads block_table past the row's
+  // columns (its padding, the next row, or past the table). The ids read are never used.
+  kO2TablePastTile,
 };
 
 #define MLA_MLA_DECODE_LAUNCHERS                                    \
   void launch_mla_decode_split(const MlaDecodeParams& p, void* stream); \
+  void launch_mla_decode_split_seeded(const MlaDecodeParams& p, MlaDecodeBug bug, void* stream); \
   void launch_mla_decode_merge(const MlaDecodeParams& p, void* stream); \
   void launch_mla_decode_merge_seeded(const MlaDecodeParams& p, MlaDecodeBug bug, void* stream);
 namespace host { MLA_MLA_DECODE_LAUNCHERS }

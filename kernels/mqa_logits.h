@@ -99,9 +99,20 @@ struct MqaLogitsParams {
   LogitsMode mode = LogitsMode::kUnclean;
 };
 
+// The seeded-bug variants' decisions inside the paged kernel (docs/bugs.md), switched at compile
+// time: kNone is production.
+enum class PagedLogitsBug {
+  kNone,
+  // O1 (after DeepGEMM #344): every row slot of a block loads its row's length, not only the rows the
+  // block has, and the extra ones are masked afterwards: the last request's block reads
+  // context_lens past its view (lens[B, ...]). The values are never used, so results stay right.
+  kO1LengthsPastRows,
+};
+
 // clang-format off
 #define MLA_MQA_LOGITS_LAUNCHERS                                                  \
   void launch_paged_mqa_logits(const PagedMqaLogitsParams& p, void* stream);     \
+  void launch_paged_mqa_logits_seeded(const PagedMqaLogitsParams& p, PagedLogitsBug bug, void* stream); \
   void launch_mqa_logits(const MqaLogitsParams& p, void* stream);
 namespace host { MLA_MQA_LOGITS_LAUNCHERS }
 namespace cuda { MLA_MQA_LOGITS_LAUNCHERS }

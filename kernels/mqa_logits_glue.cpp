@@ -58,6 +58,10 @@ void require_paged_indexer_cache(const DeviceTensor& kv_blocks, int64_t block_si
 }
 
 void paged_mqa_logits(Device& device, const PagedMqaLogitsArgs& a) {
+  paged_mqa_logits_seeded(device, a, PagedLogitsBug::kNone);
+}
+
+void paged_mqa_logits_seeded(Device& device, const PagedMqaLogitsArgs& a, PagedLogitsBug bug) {
   const char* op = "paged_mqa_logits";
   const View& q = a.q.view;
   MLA_REQUIRE(q.dtype() == DType::kFP8E4M3 && q.rank() == 4 && q.is_contiguous(), op,
@@ -137,7 +141,7 @@ void paged_mqa_logits(Device& device, const PagedMqaLogitsArgs& a) {
   p.heads = static_cast<int32_t>(H);
   p.head_dim = static_cast<int32_t>(D);
   p.mode = a.mode;
-  MLA_DISPATCH(device, launch_paged_mqa_logits, p);
+  MLA_DISPATCH(device, launch_paged_mqa_logits_seeded, p, bug);
 }
 
 void mqa_logits(Device& device, const MqaLogitsArgs& a) {

@@ -32,6 +32,8 @@ struct PagedMqaLogitsArgs {
   const std::vector<int32_t>* host_context_lens = nullptr;
 };
 void paged_mqa_logits(Device& device, const PagedMqaLogitsArgs& args);
+// The same with a seeded variant's decision (kernels/mutants/); paged_mqa_logits is kNone.
+void paged_mqa_logits_seeded(Device& device, const PagedMqaLogitsArgs& args, PagedLogitsBug bug);
 
 // The cache checks of paged_mqa_logits, for callers that must refuse a bad cache before launching
 // anything else (the decode step): u8 [num_blocks, block_stride], unit column stride, blocks of

@@ -82,13 +82,19 @@ MLA_DEVICE void stage_token_keys(const TileSmem& sm, const PagedMqaLogitsParams&
   }
 }
 
+// kVariant: bit 0 the block-tile fast path, bits 1.. a PagedLogitsBug (one template argument, because
+// a comma would split MLA_LAUNCH's arguments).
+constexpr int kBlockTileVariant = 1, kBugShift = 1;
+
 // Grid (groups of kLogitsTilesPerBlock tiles of max_context_len, B, groups of next_n rows). Block
 // (x, b, z) computes rows j0 = z * rows_per_block ... of request b over the tiles [x * kTiles, ...)
 // of 64 tokens each, staging q once for all of them, and writes their columns below
 // max_context_len: the logit where t < ctx_r; in clean mode -inf elsewhere; in unclean mode the
 // logit of any token below the group's longest row (a real key of the request) and nothing else.
-template <bool kBlockTile>
+template <int kVariant>
 MLA_KERNEL void paged_mqa_logits_kernel(PagedMqaLogitsParams p) {
+  constexpr bool kBlockTile = (kVariant & kBlockTileVariant) != 0;
+  constexpr PagedLogitsBug kBug = static_cast<PagedLogitsBug>(kVariant >> kBugShift);
   MLA_DYNAMIC_SHARED(float, smem);
   MLA_SHARED(int, row_len, kLogitsMaxRowsPerBlock);
   MLA_SHARED(int64_t, token_at, kLogitsTileTokens);
@@ -98,7 +104,9 @@ MLA_KERNEL void paged_mqa_logits_kernel(PagedMqaLogitsParams p) {
   const int rows = p.next_n - j0 < p.rows_per_block ? p.next_n - j0 : p.rows_per_block;
   const bool clean = p.mode == LogitsMode::kClean;
 
-  if (tid < rows) row_len[tid] = row_length(p, b, j0 + tid);
+  if (tid < (kBug == PagedLogitsBug::kO1LengthsPastRows ? kLogitsMaxRowsPerBlock : rows)) {
+    row_len[tid] = row_length(p, b, j0 + tid);
+  }
   simt::sync_threads();
   int longest = 0;
   for (int r = 0; r < rows; ++r) longest = row_len[r] > longest ? row_len[r] : longest;
@@ -150,6 +158,10 @@ MLA_KERNEL void paged_mqa_logits_kernel(PagedMqaLogitsParams p) {
 }  // namespace
 
 void launch_paged_mqa_logits(const PagedMqaLogitsParams& p, void* stream) {
+  launch_paged_mqa_logits_seeded(p, PagedLogitsBug::kNone, stream);
+}
+
+void launch_paged_mqa_logits_seeded(const PagedMqaLogitsParams& p, PagedLogitsBug bug, void* stream) {
   if (p.batch == 0 || p.next_n == 0 || p.max_context_len == 0) return;
   const int64_t tiles = (int64_t(p.max_context_len) + kLogitsTileTokens - 1) / kLogitsTileTokens;
   const unsigned tile_groups = static_cast<unsigned>((tiles + kLogitsTilesPerBlock - 1) / kLogitsTilesPerBlock);
@@ -162,10 +174,17 @@ void launch_paged_mqa_logits(const PagedMqaLogitsParams& p, void* stream) {
   // every block start 16-byte aligned.
   const bool block_tile = p.block_size == kLogitsTileTokens && p.head_dim % 16 == 0 && p.block_stride % 16 == 0 &&
                           reinterpret_cast<std::uintptr_t>(p.kv) % 16 == 0;
-  if (block_tile) {
-    MLA_LAUNCH(paged_mqa_logits_kernel<true>, config, p);
+  constexpr int kO1 = static_cast<int>(PagedLogitsBug::kO1LengthsPastRows) << kBugShift;
+  if (bug == PagedLogitsBug::kO1LengthsPastRows) {
+    if (block_tile) {
+      MLA_LAUNCH(paged_mqa_logits_kernel<kO1 | kBlockTileVariant>, config, p);
+    } else {
+      MLA_LAUNCH(paged_mqa_logits_kernel<kO1>, config, p);
+    }
+  } else if (block_tile) {
+    MLA_LAUNCH(paged_mqa_logits_kernel<kBlockTileVariant>, config, p);
   } else {
-    MLA_LAUNCH(paged_mqa_logits_kernel<false>, config, p);
+    MLA_LAUNCH(paged_mqa_logits_kernel<0>, config, p);
   }
 }
 

@@ -109,6 +109,7 @@ MLA_DEVICE void reduce_scatter_round(float* v, int offset, bool upper) {
   }
 }
 
+template <SparseMlaBug kBug>
 MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
   MLA_DYNAMIC_SHARED(float, smem);
   MLA_SHARED(int64_t, token_at, kTile);  // byte offset of the tile's key t in kv, -1: invalid
@@ -145,13 +146,25 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
   const int out_heads = group_heads > slot ? (group_heads - slot + kHeadSlots - 1) / kHeadSlots : 0;
   float acc[kOutHeads][8] = {};
 
-  for (int t0 = 0; t0 < n; t0 += kTile) {
+  // The row's tiles, ceil(n / kTile). H1 counts them as (n - 1) / kTile + 1 in unsigned arithmetic:
+  // the same for every n > 0, and 2^27 tiles of nothing for an empty row.
+  const uint32_t tiles = kBug == SparseMlaBug::kH1TilesOfAnEmptyRow ? uint32_t(n - 1) / kTile + 1
+                                                                   : uint32_t(n + kTile - 1) / kTile;
+  for (uint32_t tile = 0; tile < tiles; ++tile) {
+    const int64_t t0 = int64_t(tile) * kTile;
     simt::sync_threads();  // the previous tile's readers of token_at, keys and p are done
     if (tid < kTile) {
       int64_t at = -1;
       if (t0 + tid < n) {
         const int32_t slot_id = indices[t0 + tid];
-        if (slot_id >= 0 && slot_id < num_slots) {
+        const bool valid = slot_id >= 0 && slot_id < num_slots;
+        if (kBug == SparseMlaBug::kO3ScalesBeforeSlotCheck) {
+          const int32_t block = slot_id / p.page;
+          const int64_t unchecked = block * p.kv_block_stride + int64_t(slot_id - block * p.page) * p.kv_token_stride;
+          const Bytes16 sc = load16(p.kv + unchecked + kScaleByte);
+          for (int i = 0; i < 4; ++i) sm.scale(tid, i) = valid ? bits_float(sc.word[i]) : 0.0f;
+        }
+        if (valid) {
           const int32_t block = slot_id / p.page;
           at = block * p.kv_block_stride + int64_t(slot_id - block * p.page) * p.kv_token_stride;
         }
@@ -308,13 +321,23 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
 }  // namespace
 
 void launch_sparse_mla_decode(const SparseMlaParams& p, void* stream) {
+  launch_sparse_mla_decode_seeded(p, SparseMlaBug::kNone, stream);
+}
+
+void launch_sparse_mla_decode_seeded(const SparseMlaParams& p, SparseMlaBug bug, void* stream) {
   if (p.batch == 0 || p.s_q == 0 || p.heads == 0) return;
   const unsigned groups = static_cast<unsigned>((p.heads + kHeads - 1) / kHeads);
   const simt::LaunchConfig config{{groups, static_cast<unsigned>(p.s_q), static_cast<unsigned>(p.batch)},
                                   {kThreads},
                                   static_cast<std::size_t>(kSparseMlaSharedBytes),
                                   static_cast<simt::Stream>(stream)};
-  MLA_LAUNCH(sparse_mla_decode_kernel, config, p);
+  if (bug == SparseMlaBug::kO3ScalesBeforeSlotCheck) {
+    MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kO3ScalesBeforeSlotCheck>, config, p);
+  } else if (bug == SparseMlaBug::kH1TilesOfAnEmptyRow) {
+    MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kH1TilesOfAnEmptyRow>, config, p);
+  } else {
+    MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kNone>, config, p);
+  }
 }
 
 }  // namespace mlacheck::kernels::MLA_BACKEND_NS

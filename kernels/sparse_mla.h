@@ -46,7 +46,23 @@ struct SparseMlaParams {
   float* lse = nullptr;     // fp32 [b, h, s_q], contiguous (transposed, as FlashMLA returns it)
 };
 
-#define MLA_SPARSE_MLA_LAUNCHERS void launch_sparse_mla_decode(const SparseMlaParams& p, void* stream);
+// The seeded-bug variants' decisions inside the production kernel (docs/bugs.md), switched at
+// compile time: kNone is production.
+enum class SparseMlaBug {
+  kNone,
+  // O3: a key's scales are fetched from its slot's address before the slot is checked, and dropped
+  // afterwards when it is invalid: slot -1 (an unused top-k entry) reads the bytes before the
+  // cache's first token, a slot past the cache reads past it. The values are never used.
+  kO3ScalesBeforeSlotCheck,
+  // H1 (after vLLM #51035, a sparse decode kernel that spun forever): the row's tile count computed
+  // as (n - 1) / 32 + 1 in unsigned arithmetic, so an empty row (topk_length 0) walks 2^27 tiles of
+  // nothing, two barriers each: the kernel does not end.
+  kH1TilesOfAnEmptyRow,
+};
+
+#define MLA_SPARSE_MLA_LAUNCHERS                                                 \
+  void launch_sparse_mla_decode(const SparseMlaParams& p, void* stream);        \
+  void launch_sparse_mla_decode_seeded(const SparseMlaParams& p, SparseMlaBug bug, void* stream);
 namespace host { MLA_SPARSE_MLA_LAUNCHERS }
 namespace cuda { MLA_SPARSE_MLA_LAUNCHERS }
 namespace hip { MLA_SPARSE_MLA_LAUNCHERS }

@@ -28,6 +28,10 @@ void require_disjoint(const DeviceTensor& out, const char* out_name, const Devic
 }  // namespace
 
 void sparse_mla_decode(Device& device, const SparseMlaArgs& a) {
+  sparse_mla_decode_seeded(device, a, SparseMlaBug::kNone);
+}
+
+void sparse_mla_decode_seeded(Device& device, const SparseMlaArgs& a, SparseMlaBug bug) {
   const View& q = a.q.view;
   MLA_REQUIRE(q.dtype() == DType::kBF16 && q.rank() == 4 && q.size(3) == kSparseMlaHeadDim && q.is_contiguous(), kOp,
               ": q must be contiguous bf16 [b, s_q, h, 576], got ", q.to_string());
@@ -106,7 +110,7 @@ void sparse_mla_decode(Device& device, const SparseMlaArgs& a) {
   p.topk = static_cast<int32_t>(topk);
   p.out = a.out.data<uint16_t>();
   p.lse = a.lse.data<float>();
-  MLA_DISPATCH(device, launch_sparse_mla_decode, p);
+  MLA_DISPATCH(device, launch_sparse_mla_decode_seeded, p, bug);
 }
 
 }  // namespace mlacheck::kernels

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/device.h"
+#include "kernels/sparse_mla.h"
 
 namespace mlacheck::kernels {
 
@@ -20,5 +21,7 @@ struct SparseMlaArgs {
   DeviceTensor lse;  // fp32 [b, h, s_q], contiguous
 };
 void sparse_mla_decode(Device& device, const SparseMlaArgs& args);
+// The same with a seeded variant's decision (kernels/mutants/); sparse_mla_decode is kNone.
+void sparse_mla_decode_seeded(Device& device, const SparseMlaArgs& args, SparseMlaBug bug);
 
 }  // namespace mlacheck::kernels

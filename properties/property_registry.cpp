@@ -2,6 +2,7 @@
 #include "properties/property_registry.h"
 
 #include "core/backend/backend.h"
+#include "core/backend/host_executor.h"
 #include "core/error.h"
 #include "kernels/registry.h"
 
@@ -48,6 +49,8 @@ ReproResult run_case_text(const CaseText& text, const std::string& backend, cons
   } catch (const ContextLost& e) {
     r.fault = e.fault();
     r.verdict = "crashed (" + e.fault() + "): " + e.what();
+  } catch (const simt::host::KernelHang& e) {
+    r.verdict = e.what();  // "hang: kernel '...' block (...) took ... thread steps ..."
   } catch (const Error& e) {
     // The case is well formed, so a throw is the implementation's: it refused a valid case, or
     // faulted (a host kernel fault, a device fault).

@@ -93,7 +93,7 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
       out << "  " << r.outside_contract << " seed or regression case(s) outside it were not run\n";
     }
     if (!o.suite.contract_probe) continue;
-    const bool probe_crashed = r.probe_first.check.rfind("crashed", 0) == 0 || r.probe_first.check == "timed out";
+    const bool probe_crashed = r.probe_first.check.rfind("crashed", 0) == 0 || r.probe_first.check == "hang";
     out << "outside the declared contract (probe, never a failure): ";
     if (probe_crashed) {
       out << r.probe_cases << " case(s) ran, then one " << r.probe_first.check << " (the probe stopped there)\n";

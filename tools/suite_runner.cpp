@@ -449,11 +449,14 @@ bool deserialize(const std::string& s, SuiteResult& r) {
   return true;
 }
 
-// How a child that gave no verdict ended, as the check column prints it: "crashed", "timed out",
+// How a child that gave no verdict ended, as the check column prints it: "crashed", "hang",
 // or "crashed (cudaErrorIllegalAddress)" for a lost device context (run_one's "crashed (<fault>)"
 // verdict, or else the first cudaError... word of the message).
 std::string crash_name(const IsolatedOutcome& out) {
   if (out.kind == IsolatedOutcome::kViolation) return "violation";
+  // Judged only once a case ran past the case timeout (a child killed at the end of the budget is
+  // not a finding): a hang, as a host block past its step limit is.
+  if (out.kind == IsolatedOutcome::kTimedOut) return "hang";
   if (out.kind != IsolatedOutcome::kStickyFault) return isolated_outcome_name(out.kind);
   if (out.message.rfind("crashed (", 0) == 0) return out.message.substr(0, out.message.find(')') + 1);
   const size_t at = out.message.find("cudaError");

@@ -9,7 +9,7 @@
 //   3. random fuzzing of the op's target for the rest of the budget.
 // A failure counts only if <op>@ref passes the same case; otherwise it is the suite's own false
 // positive, counted apart with its case. A crash, a hang or a lost device context (a CUDA sticky
-// fault) of the child is a failure by that, its check "crashed", "timed out" or "crashed
+// fault) of the child is a failure by that, its check "crashed", "hang" or "crashed
 // (cudaErrorIllegalAddress)", with the case it ran, once <op>@ref has passed that case in a fresh
 // child. When a named property is given and the first failure was
 // another, the named property is then run alone (regressions, seeds, random cases) for what is
@@ -33,7 +33,7 @@ struct SuiteOptions {
   // Also run cases just outside the implementation's contract (the last quarter of the budget, in a
   // child of its own) and report them apart, never as the failure.
   bool contract_probe = false;
-  // One case running longer than this is a hang: "timed out", a failure with its case (when <op>@ref
+  // One case running longer than this is a hang: "hang", a failure with its case (when <op>@ref
   // runs it within this time). 0: a third of the budget, within 10 to 60 s.
   double case_timeout = 0;
   // Run only this property (its seed cases, its regressions, random cases of it for the rest of

@@ -10,14 +10,20 @@
 // Under AddressSanitizer, its shadow-gap protection takes the address range the CUDA driver maps
 // device memory into: every allocation then fails as "out of memory". Every program that links
 // the CUDA runtime wrappers (mlacheck, the harnesses, the GPU tests) gets these defaults, which
-// ASAN_OPTIONS still overrides; the CUDA runtime's own allocations are not leaks.
+// ASAN_OPTIONS still overrides; the CUDA runtime's own allocations are not leaks. They are the
+// read fence's defaults (core/read_fence.cpp, which defines __asan_default_options) with these
+// added; the anchor links that file into every program that links this one.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define MLA_CUDA_UNDER_ASAN 1
 #endif
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(MLA_CUDA_UNDER_ASAN)
-extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0:detect_leaks=0"; }
+extern "C" const char* mlacheck_asan_options() {
+  return "halt_on_error=0:suppress_equal_pcs=0:protect_shadow_gap=0:detect_leaks=0";
+}
+extern "C" int mlacheck_read_fence_anchor;
+__attribute__((used)) static int* const read_fence_anchor = &mlacheck_read_fence_anchor;
 #endif
 
 namespace mlacheck::cuda {

@@ -106,6 +106,7 @@ struct BlockRun {
   std::size_t fibers = 0;            // stacks in use
   GpuThread* from = nullptr;         // who switched last: a thread, or null for the scheduler
   ScopedWorkBudget::State* budget = nullptr;
+  uint64_t steps = 0, max_steps = 0;  // this block's, and Options::max_block_steps (0: none)
   // Shared memory: static arrays in one arena, the dynamic bytes in their own allocation of exactly
   // the declared size (so ASan sees a raw pointer running past it).
   std::vector<uint8_t>* static_arena = nullptr;
@@ -170,6 +171,14 @@ const char* collective_name(Collective k) {
 
 // Counts one step of the block's work budget; false (with the block's fault set) once it is spent.
 MLA_EXECUTOR_HOT bool take_step(BlockRun& b) {
+  if (++b.steps > b.max_steps && b.max_steps != 0) {
+    if (!b.fault) {
+      b.fault = std::make_exception_ptr(KernelHang(
+          "hang: " + where_block(b) + " took " + std::to_string(b.max_steps) +
+          " thread steps (a step runs a thread to a barrier, a warp collective or its end) without finishing"));
+    }
+    return false;
+  }
   if (b.budget == nullptr || b.budget->steps.fetch_add(1, std::memory_order_relaxed) < b.budget->max_steps) return true;
   b.budget->exceeded = true;
   if (!b.fault) {
@@ -471,6 +480,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   b.block_dim = block;
   b.grid_dim = grid;
   b.options = &options;
+  b.max_steps = options.max_block_steps;
   b.body = &body;
   b.warp_size = options.warp_size;
   b.static_arena = &scratch.static_arena;

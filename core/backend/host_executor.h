@@ -43,6 +43,12 @@ struct Options {
   uint64_t seed = 0;                    // for kShuffled
   std::size_t stack_bytes = 0;          // per thread's fiber; 0: 64 KiB (256 KiB under ASan)
   std::size_t max_shared_bytes = 232448;  // per block, static + dynamic (an H100/H200's 227 KiB)
+  // A block whose threads take more steps than this (one step: a thread run until it returns or
+  // reaches a barrier or a warp collective) is a hang: KernelHang. The largest blocks of the suite's
+  // kernels take well under a million; a loop that never ends around a barrier reaches 2^25 in a
+  // few seconds. 0: no limit. (A loop with no barrier in it never yields; the check's case timeout
+  // catches that one.)
+  uint64_t max_block_steps = uint64_t(1) << 25;
 };
 
 // The options launches on this host thread use; ScopedOptions sets them for a scope.
@@ -62,6 +68,12 @@ class ScopedOptions {
 class KernelFault : public Error {
  public:
   explicit KernelFault(const std::string& what) : Error(what) {}
+};
+
+// A block that passed Options::max_block_steps: a loop that does not end. The message starts "hang: ".
+class KernelHang : public KernelFault {
+ public:
+  explicit KernelHang(const std::string& what) : KernelFault(what) {}
 };
 
 // A cap on the work of the launches on this host thread, counted in steps: one GPU thread run until

@@ -15,10 +15,19 @@ void mla_decode_t5(Device& device, const MlaDecodeArgs& args) {
   MLA_DISPATCH(device, launch_mla_decode_merge_seeded, p, MlaDecodeBug::kT5MergeNoEmptyRow);
 }
 
+// O2: the split kernel loads page ids for the whole 64-key tile past the row's last key.
+void mla_decode_o2(Device& device, const MlaDecodeArgs& args) {
+  const MlaDecodeParams p = mla_decode_params(args);
+  MLA_DISPATCH(device, launch_mla_decode_split_seeded, p, MlaDecodeBug::kO2TablePastTile);
+  MLA_DISPATCH(device, launch_mla_decode_merge, p);
+}
+
 }  // namespace
 
 void register_mla_decode_mutants(Registry& reg) {
   reg.add({"mla_decode", "T5", "seeded bug T5 (vLLM #51065): seq_len 0 rows merged as 0/0 = NaN"}, &mla_decode_t5);
+  reg.add({"mla_decode", "O2", "seeded bug O2: page ids loaded for a whole 64-key tile, past the row's last key (a read past block_table's row)"},
+          &mla_decode_o2);
 }
 
 }  // namespace mlacheck::kernels

@@ -31,7 +31,8 @@ void register_topk_mutants(Registry& reg);
 // R1, R2 (top-k decode glue of the indexer step, vLLM #42072): rows written past the view; packed
 // rows regrouped with the configured next_n.
 void register_indexer_decode_step_mutants(Registry& reg);
-// T5 (dense MLA decode, vLLM #51065): rows without keys merged as 0/0.
+// T5 (dense MLA decode, vLLM #51065): rows without keys merged as 0/0; O2: page ids read past a
+// row's last block.
 void register_mla_decode_mutants(Registry& reg);
 // K1, K2, T1, T2, K3 (MLA decode impl, vLLM #41778, #42885): scales cached from the first call;
 // non-uniform query lengths run a token per row; a graph's key range fixed at capture; workspace
@@ -41,6 +42,12 @@ void register_mla_decode_impl_mutants(Registry& reg);
 // fp8 value bytes.
 void register_k_cache_insert_mutants(Registry& reg);
 
+// O1 (paged indexer logits, after DeepGEMM #344): row lengths read past context_lens's view.
+void register_paged_mqa_logits_mutants(Registry& reg);
+// O3 (sparse MLA decode): scales read at an unchecked slot's address, before the cache for slot -1;
+// H1: an empty row's tile count wraps around, and the kernel spins.
+void register_sparse_mla_mutants(Registry& reg);
+
 // Every variant above.
 inline void register_mutants(Registry& reg) {
   register_decode_metadata_mutants(reg);
@@ -49,6 +56,8 @@ inline void register_mutants(Registry& reg) {
   register_mla_decode_mutants(reg);
   register_mla_decode_impl_mutants(reg);
   register_k_cache_insert_mutants(reg);
+  register_paged_mqa_logits_mutants(reg);
+  register_sparse_mla_mutants(reg);
 }
 
 }  // namespace mlacheck::kernels

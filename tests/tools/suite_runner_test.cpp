@@ -1,6 +1,6 @@
 // Tests of tools/suite_runner.h: a kernel that loses the device context (mlacheck::ContextLost, as a
 // CUDA sticky fault throws) is a failure "crashed (<fault>)" with the case it ran, never a setup
-// error; the case reruns; a kernel that never returns is "timed out" with its case once it runs
+// error; the case reruns; a kernel that never returns is a "hang" with its case once it runs
 // past the case timeout, and otherwise the budget holds (the row ends, the case not judged); a
 // correct implementation passes.
 #include "tools/suite_runner.h"
@@ -91,7 +91,7 @@ TEST(SuiteRunner, ACaseThatNeverEndsIsTimedOutWithItsCase) {
   const auto t0 = std::chrono::steady_clock::now();
   const SuiteResult r = run_suite(o, "topk_decode@test_hang");
   ASSERT_TRUE(r.failed) << r.budget_note << r.false_positive;
-  EXPECT_EQ(r.first.check, "timed out");
+  EXPECT_EQ(r.first.check, "hang");
   EXPECT_NE(r.first.verdict.find("case timeout of 2 s"), std::string::npos) << r.first.verdict;
   EXPECT_EQ(r.false_positives, 0) << r.false_positive;
   ASSERT_FALSE(r.first.case_text.empty());

@@ -107,6 +107,36 @@ TEST(HostFaults, ThreadsReturningBeforeABarrierAreReported) {
   expect_contains(f, "(first: thread (16,0,0))");
 }
 
+// A loop around a barrier that never ends is stopped at the block's step limit and named a hang;
+// a block under the limit, however many barriers it crosses, runs to its end.
+TEST(HostFaults, ABlockPastItsStepLimitIsAHang) {
+  sh::Options o;
+  o.max_block_steps = 1 << 16;
+  sh::ScopedOptions scope(o);
+  volatile bool forever = true;
+  int rounds = 0;
+  bool hang = false;
+  try {
+    sh::launch("spin_kernel", simt::Dim3(2), simt::Dim3(64), 0, nullptr, [&] {
+      while (forever) {
+        if (sh::this_thread().thread_idx.x == 0) ++rounds;
+        sh::barrier(__FILE__, __LINE__);
+      }
+    });
+  } catch (const sh::KernelHang& e) {
+    hang = true;
+    expect_contains(e.what(), "hang: kernel 'spin_kernel' block (0,0,0) took 65536 thread steps");
+  }
+  EXPECT_TRUE(hang);
+  EXPECT_EQ(rounds, 1024);  // 65536 steps of 64 threads
+  int done = 0;
+  sh::launch("long_kernel", simt::Dim3(1), simt::Dim3(64), 0, nullptr, [&] {
+    for (int i = 0; i < 1000; ++i) sh::barrier(__FILE__, __LINE__);  // 64064 steps
+    if (sh::this_thread().thread_idx.x == 0) ++done;
+  });
+  EXPECT_EQ(done, 1);
+}
+
 TEST(HostFaults, ThreadsAtDifferentBarriersAreReported) {
   const SimtKernels k = host::kernels();
   std::vector<int> out(64);

@@ -1,0 +1,24 @@
+// Paged indexer logits seeded bugs (kernels/mutants/mutants.h): the production entry point
+// (kernels/mqa_logits_glue.h) with its kernel compiled with one decision switched (PagedLogitsBug,
+// kernels/mqa_logits.h).
+#include "kernels/mqa_logits_glue.h"
+#include "kernels/mutants/mutants.h"
+
+namespace mlacheck::kernels {
+
+namespace {
+
+// O1 (after DeepGEMM #344): row lengths loaded for every row slot of a block, past the last request's.
+void paged_mqa_logits_o1(Device& device, const PagedMqaLogitsArgs& args) {
+  paged_mqa_logits_seeded(device, args, PagedLogitsBug::kO1LengthsPastRows);
+}
+
+}  // namespace
+
+void register_paged_mqa_logits_mutants(Registry& reg) {
+  reg.add({"paged_mqa_logits", "O1",
+           "seeded bug O1 (after DeepGEMM #344): each block loads 16 rows' lengths, the last request's past context_lens"},
+          &paged_mqa_logits_o1);
+}
+
+}  // namespace mlacheck::kernels

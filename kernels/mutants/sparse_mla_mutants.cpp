@@ -1,0 +1,32 @@
+// Sparse MLA decode seeded bugs (kernels/mutants/mutants.h): the production entry point
+// (kernels/sparse_mla_glue.h) with its kernel compiled with one decision switched (SparseMlaBug,
+// kernels/sparse_mla.h).
+#include "kernels/mutants/mutants.h"
+#include "kernels/sparse_mla_glue.h"
+
+namespace mlacheck::kernels {
+
+namespace {
+
+// O3: scales read at an unchecked slot's address (slot -1 reads before the cache).
+void sparse_mla_o3(Device& device, const SparseMlaArgs& args) {
+  sparse_mla_decode_seeded(device, args, SparseMlaBug::kO3ScalesBeforeSlotCheck);
+}
+
+// H1 (after vLLM #51035): an empty row's tile count wraps around; the kernel spins.
+void sparse_mla_h1(Device& device, const SparseMlaArgs& args) {
+  sparse_mla_decode_seeded(device, args, SparseMlaBug::kH1TilesOfAnEmptyRow);
+}
+
+}  // namespace
+
+void register_sparse_mla_mutants(Registry& reg) {
+  reg.add({"sparse_mla_decode", "O3",
+           "seeded bug O3: a key's scales read at its slot's address before the slot is checked (slot -1 reads before the cache)"},
+          &sparse_mla_o3);
+  reg.add({"sparse_mla_decode", "H1",
+           "seeded bug H1 (after vLLM #51035): an empty row's tile count computed unsigned as (n - 1) / 32 + 1: 2^27 tiles, a hang"},
+          &sparse_mla_h1);
+}
+
+}  // namespace mlacheck::kernels
