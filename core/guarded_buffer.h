@@ -85,6 +85,12 @@ class GuardedMemory {
   virtual void arm() = 0;
   // Compares every byte outside the output views (red zones included) to the armed snapshot.
   virtual GuardReport check() const = 0;
+  // A launch's read fence on memory the host cannot watch (core/read_fence.h): the views the next
+  // launch may touch, handed to a tool that watches the device's accesses (cuda: each view as an
+  // NVTX memory region of the allocation, which compute-sanitizer's memcheck enforces), and taken
+  // back after it. The defaults do nothing.
+  virtual void fence_views(const std::vector<NamedView>& views) { (void)views; }
+  virtual void lift_fence() {}
   // Several buffers of one launch at once: see arm_all and check_all below.
   friend void arm_all(const std::vector<GuardedMemory*>& buffers);
   friend std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);

@@ -133,7 +133,11 @@ std::string StrayAccess::describe() const {
 
 bool ReadFence::available() {
 #if defined(MLA_FENCE_ASAN)
-  return true;
+  static const bool on = [] {
+    const char* v = std::getenv("MLACHECK_READ_FENCE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
 #else
   return false;
 #endif
@@ -143,18 +147,49 @@ ReadFence::~ReadFence() {
   if (armed_) disarm();
 }
 
+bool ReadFence::device_fences() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLACHECK_DEVICE_FENCE");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
+std::vector<FenceRun> fence_runs(const std::vector<NamedView>& views, int64_t bytes) {
+  std::vector<FenceRun> runs;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    views[i].view.for_each_run([&](int64_t first, int64_t n) {
+      const int64_t lo = std::max<int64_t>(first, 0), hi = std::min<int64_t>(first + n, bytes);
+      if (hi > lo) runs.push_back({lo, hi, i});
+    });
+  }
+  std::sort(runs.begin(), runs.end(), [](const FenceRun& a, const FenceRun& b) { return a.begin < b.begin; });
+  std::vector<FenceRun> merged;
+  for (const FenceRun& r : runs) {
+    if (!merged.empty() && r.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, r.end);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  return merged;
+}
+
 void ReadFence::add(GuardedMemory& memory, const std::vector<NamedView>& views) {
-  if (memory.on_device()) return;
-  for (Entry& e : entries_) {
+  std::vector<Entry>& list = memory.on_device() ? device_ : entries_;
+  if (memory.on_device() && !device_fences()) return;
+  for (Entry& e : list) {
     if (e.memory != &memory) continue;
     e.views.insert(e.views.end(), views.begin(), views.end());
     return;
   }
-  entries_.push_back({&memory, views});
+  list.push_back({&memory, views});
 }
 
 void ReadFence::arm() {
   MLA_REQUIRE(!armed_, "read fence: armed twice");
+  for (const Entry& e : device_) e.memory->fence_views(e.views);
+  device_armed_ = !device_.empty();
   if (!available() || entries_.empty()) {
     armed_ = true;
     return;
@@ -170,27 +205,11 @@ void ReadFence::arm() {
     const uintptr_t begin = reinterpret_cast<uintptr_t>(data - red);
     s.regions.push_back({begin, begin + static_cast<uintptr_t>(size + 2 * red)});
     __asan_poison_memory_region(data - red, static_cast<size_t>(size + 2 * red));
-    // The views' bytes, merged into runs, made addressable again (a run that begins inside a
-    // granule opens the granule from its start: AddressSanitizer's precision, see the header).
-    std::vector<std::pair<int64_t, int64_t>> runs;
-    for (const NamedView& v : e.views) {
-      v.view.for_each_run([&](int64_t first, int64_t bytes) { runs.emplace_back(first, first + bytes); });
+    // The views' bytes made addressable again (a run that begins inside a granule opens the
+    // granule from its start: AddressSanitizer's precision, see the header).
+    for (const FenceRun& r : fence_runs(e.views, size)) {
+      __asan_unpoison_memory_region(data + r.begin, static_cast<size_t>(r.end - r.begin));
     }
-    std::sort(runs.begin(), runs.end());
-    int64_t open = -1, close = -1;
-    auto flush = [&] {
-      if (close > open) __asan_unpoison_memory_region(data + open, static_cast<size_t>(close - open));
-    };
-    for (const auto& [b, end] : runs) {
-      const int64_t lo = std::max<int64_t>(b, 0), hi = std::min<int64_t>(end, size);
-      if (hi <= lo) continue;
-      if (lo > close) {
-        flush();
-        open = lo;
-      }
-      close = std::max(close, hi);
-    }
-    flush();
   }
   s.hit.store(false);
   s.armed.store(true);
@@ -200,6 +219,10 @@ void ReadFence::arm() {
 std::optional<StrayAccess> ReadFence::disarm() {
   if (!armed_) return std::nullopt;
   armed_ = false;
+  if (device_armed_) {
+    for (const Entry& e : device_) e.memory->lift_fence();
+    device_armed_ = false;
+  }
   std::optional<StrayAccess> out;
   if (!fenced_) return out;
   fenced_ = false;

@@ -56,18 +56,32 @@ struct StrayAccess {
   std::string describe() const;  // one line
 };
 
+// The bytes a launch may touch of an allocation of `bytes`: the views' elements merged into runs
+// [begin, end) in increasing order, each with the index of the first view it came from.
+struct FenceRun {
+  int64_t begin, end;
+  std::size_t view;
+};
+std::vector<FenceRun> fence_runs(const std::vector<NamedView>& views, int64_t bytes);
+
 class ReadFence {
  public:
-  // Whether fences work in this build (it was compiled with AddressSanitizer).
+  // Whether fences work in this build (it was compiled with AddressSanitizer) and are on
+  // (MLACHECK_READ_FENCE=0 turns them off, to measure what they cost).
   static bool available();
+  // Whether device memory is fenced too (GuardedMemory::fence_views: on cuda, NVTX memory regions
+  // that compute-sanitizer's memcheck enforces): MLACHECK_DEVICE_FENCE=1 in the environment, which
+  // `--sanitize memcheck` sets. Without a tool attached the regions cost little and do nothing.
+  static bool device_fences();
 
   ReadFence() = default;
   ~ReadFence();
   ReadFence(const ReadFence&) = delete;
   ReadFence& operator=(const ReadFence&) = delete;
 
-  // The launch may touch these views of memory and nothing else of it. Device memory is ignored (a
-  // host fence cannot see a device's reads); a memory added twice keeps the union of its views.
+  // The launch may touch these views of memory and nothing else of it. Device memory is handed to
+  // its own fence_views when device_fences() (a host fence cannot see a device's reads), else
+  // ignored; a memory added twice keeps the union of its views.
   void add(GuardedMemory& memory, const std::vector<NamedView>& views);
   // Fences every added memory. At most one fence is armed at a time in a process.
   void arm();
@@ -80,8 +94,10 @@ class ReadFence {
     std::vector<NamedView> views;
   };
   std::vector<Entry> entries_;
+  std::vector<Entry> device_;  // fenced through GuardedMemory::fence_views
   bool armed_ = false;
   bool fenced_ = false;  // armed with memory to fence, in a build that can
+  bool device_armed_ = false;
 };
 
 }  // namespace mlacheck

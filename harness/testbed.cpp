@@ -2,6 +2,8 @@
 #include "harness/testbed.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/poison.h"
@@ -62,6 +64,58 @@ void Testbed::stage(Buffer& b) {
 }
 
 Verdict Testbed::launch(const std::function<void()>& fn) {
+  if (Verdict v = launch_once(fn, schedule_.host_options())) return v;
+  const int launches = ScopedRepeats::launches();
+  return launches > 1 ? repeat(fn, launches) : std::nullopt;
+}
+
+namespace {
+
+std::string hex_bytes(const uint8_t* p, int64_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x";
+  for (int64_t i = n - 1; i >= 0; --i) s += digits[p[i] >> 4], s += digits[p[i] & 15];  // little-endian value
+  return s;
+}
+
+}  // namespace
+
+Verdict Testbed::repeat(const std::function<void()>& fn, int launches) {
+  std::vector<std::vector<uint8_t>> first;
+  for (const Staged& s : staged_) first.push_back(s.output ? s.buffer->host : std::vector<uint8_t>{});
+  for (int i = 2; i <= launches; ++i) {
+    simt::host::Options host = schedule_.host_options();
+    std::string how;
+    if (device_.backend() == Backend::kHost) {
+      host.schedule = simt::host::Schedule::kShuffled;
+      host.seed = schedule_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i);
+      char seed[40];
+      std::snprintf(seed, sizeof seed, "%#llx", static_cast<unsigned long long>(host.seed));
+      how = " (host schedule shuffled, seed " + std::string(seed) + ")";
+    }
+    if (Verdict v = launch_once(fn, host)) return "launch " + std::to_string(i) + " of " + std::to_string(launches) + how + ": " + *v;
+    for (size_t k = 0; k < staged_.size(); ++k) {
+      const Staged& s = staged_[k];
+      if (!s.output) continue;
+      const int64_t es = s.view.element_size();
+      std::optional<std::string> diff;
+      s.view.for_each_index([&](const std::vector<int64_t>& idx) {
+        if (diff) return;
+        const int64_t at = s.view.byte_offset_of(idx);
+        const uint8_t* now = s.buffer->host.data() + at;
+        const uint8_t* was = first[k].data() + at;
+        if (std::memcmp(now, was, static_cast<size_t>(es)) == 0) return;
+        diff = "nondeterministic: launch " + std::to_string(i) + " of " + std::to_string(launches) + how +
+               " wrote output '" + s.view_name + "' element " + shape_string(idx) + " as " + hex_bytes(now, es) +
+               ", launch 1 as " + hex_bytes(was, es);
+      });
+      if (diff) return diff;
+    }
+  }
+  return std::nullopt;
+}
+
+Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::Options& host) {
   MLA_REQUIRE(!staged_.empty(), "testbed: a launch with no buffers declared");
   if (Verdict v = refuse_all_zero(false)) return v;
   const std::vector<Buffer*> all = buffers();
@@ -80,7 +134,7 @@ Verdict Testbed::launch(const std::function<void()>& fn) {
   for (GuardedMemory* m : guarded_) fence.add(*m, {{m->name(), View::contiguous(DType::kU8, {m->size()})}});
   std::optional<StrayAccess> stray_access;
   {
-    const simt::host::ScopedOptions scope(schedule_.host_options());
+    const simt::host::ScopedOptions scope(host);
     fence.arm();
     fn();
     device_.synchronize();

@@ -30,6 +30,27 @@
 
 namespace mlacheck {
 
+// Determinism: while one is in scope on this thread, every Testbed launch that passes runs `launches`
+// times in all, the later ones restaged and re-armed exactly as the first (on the host backend each
+// under a shuffled schedule of its own seed, so block, warp and thread order change), and a launch
+// whose outputs differ from the first's in any bit is the verdict "nondeterministic: ...", with the
+// output, the element and both values. The op's `<op>.deterministic` properties set it.
+class ScopedRepeats {
+ public:
+  explicit ScopedRepeats(int launches) : saved_(current()) { current() = launches; }
+  ~ScopedRepeats() { current() = saved_; }
+  ScopedRepeats(const ScopedRepeats&) = delete;
+  ScopedRepeats& operator=(const ScopedRepeats&) = delete;
+  static int launches() { return current(); }
+
+ private:
+  static int& current() {
+    static thread_local int n = 1;
+    return n;
+  }
+  int saved_;
+};
+
 enum class Content {
   kAny,      // zeros are a case of their own (lengths, indices, padding, top-k values with ties)
   kNonZero,  // a random payload: all zero only when staging failed, and then the case is refused
@@ -77,6 +98,10 @@ class Testbed {
   };
   std::vector<Buffer*> buffers() const;  // each once, in declaration order
   void stage(Buffer& b);
+  // One launch of the sequence above under the given host options.
+  Verdict launch_once(const std::function<void()>& fn, const simt::host::Options& host);
+  // ScopedRepeats' later launches, compared with the first one's outputs.
+  Verdict repeat(const std::function<void()>& fn, int launches);
   Verdict refuse_all_zero(bool outputs) const;
 
   kernels::Device& device_;

@@ -107,6 +107,11 @@ enum class PagedLogitsBug {
   // block has, and the extra ones are masked afterwards: the last request's block reads
   // context_lens past its view (lens[B, ...]). The values are never used, so results stay right.
   kO1LengthsPastRows,
+  // D1 (a racy reduction, after DeepGEMM #392's logits that failed 20-launch bitwise consistency):
+  // the head slots' partial logits are added into one shared accumulator with atomics, in arrival
+  // order, instead of summed in slot order. Every result stays within rounding of the oracle; the
+  // bits depend on the schedule.
+  kD1HeadSumsInArrivalOrder,
 };
 
 // clang-format off
@@ -210,7 +215,9 @@ MLA_DEVICE void zero_keys_from(const TileSmem& sm, int first) {
 // The logit of every (row r < sm.rows, tile token s) from the staged q, weights, keys and scales:
 // emit(r, s, logit) is called once per pair, by one thread (threads [0, tile) emit). Every thread of
 // the block must call it (it has barriers); staging must be followed by a barrier.
-template <class Emit>
+// kArrivalOrder: the seeded bug D1 (PagedLogitsBug): the head slots' partial sums are added into
+// one accumulator with atomics, in the order the slots arrive, not summed in slot order.
+template <bool kArrivalOrder = false, class Emit>
 MLA_DEVICE void weighted_relu_tile(const TileSmem& sm, Emit&& emit) {
   const int tid = static_cast<int>(simt::thread_idx().x);
   const int token_lane = tid % kLogitsTokenLanes, slot = tid / kLogitsTokenLanes;
@@ -237,6 +244,15 @@ MLA_DEVICE void weighted_relu_tile(const TileSmem& sm, Emit&& emit) {
         const float w = sm.w(r, h0 + slot + j * kLogitsHeadSlots);
         for (int i = 0; i < kTokensPerLane; ++i) logit[i] += w * relu(acc[i][j]);
       }
+    }
+    if (kArrivalOrder) {
+      if (tid < kLogitsTileTokens) sm.partial(0, tid) = 0.0f;
+      simt::sync_threads();
+      for (int i = 0; i < kTokensPerLane; ++i) simt::atomic_add(&sm.partial(0, token_lane + i * kLogitsTokenLanes), logit[i]);
+      simt::sync_threads();
+      if (tid < kLogitsTileTokens) emit(r, tid, sm.partial(0, tid) * sm.scale(tid));
+      simt::sync_threads();
+      continue;
     }
     for (int i = 0; i < kTokensPerLane; ++i) sm.partial(slot, token_lane + i * kLogitsTokenLanes) = logit[i];
     simt::sync_threads();

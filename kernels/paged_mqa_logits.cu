@@ -141,7 +141,7 @@ MLA_KERNEL void paged_mqa_logits_kernel(PagedMqaLogitsParams p) {
     zero_keys_from(sm, n);
     simt::sync_threads();
 
-    weighted_relu_tile(sm, [&](int r, int s, float logit) {
+    weighted_relu_tile<kBug == PagedLogitsBug::kD1HeadSumsInArrivalOrder>(sm, [&](int r, int s, float logit) {
       if (s >= tile_cols) return;  // past max_context_len: not this view's
       float* at = out + r * p.logits_stride + s;
       if (t0 + s < row_len[r]) {
@@ -175,11 +175,18 @@ void launch_paged_mqa_logits_seeded(const PagedMqaLogitsParams& p, PagedLogitsBu
   const bool block_tile = p.block_size == kLogitsTileTokens && p.head_dim % 16 == 0 && p.block_stride % 16 == 0 &&
                           reinterpret_cast<std::uintptr_t>(p.kv) % 16 == 0;
   constexpr int kO1 = static_cast<int>(PagedLogitsBug::kO1LengthsPastRows) << kBugShift;
+  constexpr int kD1 = static_cast<int>(PagedLogitsBug::kD1HeadSumsInArrivalOrder) << kBugShift;
   if (bug == PagedLogitsBug::kO1LengthsPastRows) {
     if (block_tile) {
       MLA_LAUNCH(paged_mqa_logits_kernel<kO1 | kBlockTileVariant>, config, p);
     } else {
       MLA_LAUNCH(paged_mqa_logits_kernel<kO1>, config, p);
+    }
+  } else if (bug == PagedLogitsBug::kD1HeadSumsInArrivalOrder) {
+    if (block_tile) {
+      MLA_LAUNCH(paged_mqa_logits_kernel<kD1 | kBlockTileVariant>, config, p);
+    } else {
+      MLA_LAUNCH(paged_mqa_logits_kernel<kD1>, config, p);
     }
   } else if (block_tile) {
     MLA_LAUNCH(paged_mqa_logits_kernel<kBlockTileVariant>, config, p);

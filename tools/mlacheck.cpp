@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -27,6 +28,7 @@
 #include "tools/fuzz_command.h"
 #include "tools/mutants_command.h"
 #include "tools/repro.h"
+#include "tools/sanitize.h"
 #include "tools/selfcheck.h"
 
 namespace {
@@ -175,6 +177,7 @@ int main(int argc, char** argv) {
     return stdout_checked("mlacheck: ", 0);
   }
   if (!is_command(cmd)) return usage_error("unknown command '" + cmd + "'");
+  if (const std::optional<int> sanitized = mlacheck::run_sanitized(cmd, args, std::cerr)) return *sanitized;
   int rc = 2;
   try {
     rc = run_command(cmd, args);

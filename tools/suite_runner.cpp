@@ -753,7 +753,7 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
   } else if (named_run.kind == IsolatedOutcome::kTimedOut && !named_timed_out) {
     row.named_result = "unfinished (budget spent)";
   } else {
-    row.named_result = std::string("crashed too: ") + isolated_outcome_name(named_run.kind);
+    row.named_result = "crashed too: " + crash_name(named_run);
   }
   return row;
 }

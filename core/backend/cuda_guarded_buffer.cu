@@ -3,6 +3,8 @@
 // share the private layout of the batched work lists, which no header should expose.
 #include "core/backend/cuda_guarded_buffer.h"
 
+#include "core/read_fence.h"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -677,5 +679,19 @@ GuardReport DeviceGuardedBuffer::report(unsigned long long first, unsigned long 
   r.last_offset = static_cast<int64_t>(last) - red_zone();
   return r;
 }
+
+}  // namespace mlacheck
+
+namespace mlacheck {
+
+void DeviceGuardedBuffer::fence_views(const std::vector<NamedView>& views) {
+  std::vector<cuda::NvtxRegion> regions;
+  for (const FenceRun& r : fence_runs(views, size())) {
+    regions.push_back({data() + r.begin, static_cast<std::size_t>(r.end - r.begin), name() + ": " + views[r.view].name});
+  }
+  fence_.fence(data() - red_zone(), static_cast<std::size_t>(size() + 2 * red_zone()), regions);
+}
+
+void DeviceGuardedBuffer::lift_fence() { fence_.lift(name() + " (between launches)"); }
 
 }  // namespace mlacheck

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/backend/cuda_runtime.h"
+#include "core/backend/cuda_nvtx.h"
 #include "core/guarded_buffer.h"
 
 namespace mlacheck {
@@ -61,6 +62,10 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // device (see the file comment for the outputs that take a host copy).
   void arm() override;
   void arm(cudaStream_t stream);
+  // The allocation (red zones included) as an NVTX sub-allocator heap whose regions are the views'
+  // bytes, each named "<buffer>: <view>" (core/backend/cuda_nvtx.h), until lift_fence().
+  void fence_views(const std::vector<NamedView>& views) override;
+  void lift_fence() override;
   // The stray-write check as a kernel; see the file comment for the ordering.
   GuardReport check() const override;
   GuardReport check(cudaStream_t stream) const;
@@ -105,6 +110,7 @@ class DeviceGuardedBuffer final : public GuardedMemory {
 
   cuda::DeviceAllocation storage_;   // red zone | data | red zone
   cuda::DeviceAllocation snapshot_;  // of storage_, taken by arm()
+  cuda::NvtxHeap fence_;             // registered at the first fence, kept for the allocation's life
   cuda::DeviceAllocation mask_;      // output bits of the data bytes, zero-padded to a 16-byte multiple
   cuda::DeviceAllocation scratch_;   // the check's tally and the checksums
   // What arm() prepares once per set of outputs: the device mask, and the poisoned bytes of each

@@ -42,7 +42,8 @@ void register_mla_decode_impl_mutants(Registry& reg);
 // fp8 value bytes.
 void register_k_cache_insert_mutants(Registry& reg);
 
-// O1 (paged indexer logits, after DeepGEMM #344): row lengths read past context_lens's view.
+// O1 (paged indexer logits, after DeepGEMM #344): row lengths read past context_lens's view; D1
+// (after DeepGEMM #392): head sums added in arrival order, so the bits depend on the schedule.
 void register_paged_mqa_logits_mutants(Registry& reg);
 // O3 (sparse MLA decode): scales read at an unchecked slot's address, before the cache for slot -1;
 // H1: an empty row's tile count wraps around, and the kernel spins.

@@ -13,12 +13,20 @@ void paged_mqa_logits_o1(Device& device, const PagedMqaLogitsArgs& args) {
   paged_mqa_logits_seeded(device, args, PagedLogitsBug::kO1LengthsPastRows);
 }
 
+// D1 (after DeepGEMM #392): head sums added in arrival order; results within rounding, bits by schedule.
+void paged_mqa_logits_d1(Device& device, const PagedMqaLogitsArgs& args) {
+  paged_mqa_logits_seeded(device, args, PagedLogitsBug::kD1HeadSumsInArrivalOrder);
+}
+
 }  // namespace
 
 void register_paged_mqa_logits_mutants(Registry& reg) {
   reg.add({"paged_mqa_logits", "O1",
            "seeded bug O1 (after DeepGEMM #344): each block loads 16 rows' lengths, the last request's past context_lens"},
           &paged_mqa_logits_o1);
+  reg.add({"paged_mqa_logits", "D1",
+           "seeded bug D1 (after DeepGEMM #392): head slots' partial logits added with atomics in arrival order: the bits depend on the schedule"},
+          &paged_mqa_logits_d1);
 }
 
 }  // namespace mlacheck::kernels

@@ -140,6 +140,22 @@ TEST_F(Fenced, AGapOfLessThanAGranuleBeforeAnElementIsNotFenced) {
   ASSERT_TRUE(fence.disarm().has_value());
 }
 
+// The runs a fence opens: every view's elements, merged where they touch, clipped to the allocation,
+// each with the first view it came from.
+TEST(ReadFence, RunsMergeTheViewsElements) {
+  const std::vector<NamedView> views = {{"rows", View(DType::kI32, {2, 2}, {4, 1}, 0)},
+                                        {"tail", View::contiguous(DType::kI32, {2}, 8)},
+                                        {"past", View::contiguous(DType::kI32, {4}, 28)}};
+  const std::vector<FenceRun> runs = fence_runs(views, 36);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].begin, 0);  // row 0, the tail, row 1
+  EXPECT_EQ(runs[0].end, 24);
+  EXPECT_EQ(runs[0].view, 0u);
+  EXPECT_EQ(runs[1].begin, 28);  // clipped at the allocation's 36 bytes
+  EXPECT_EQ(runs[1].end, 36);
+  EXPECT_EQ(runs[1].view, 2u);
+}
+
 TEST(ReadFence, WithoutAddressSanitizerAFenceDoesNothing) {
   if (ReadFence::available()) GTEST_SKIP() << "skipped: an AddressSanitizer build (the fence is tested above)";
   GuardedBuffer b("x", 16);

@@ -8,6 +8,7 @@
 
 #include "core/backend/host_executor.h"
 #include "core/poison.h"
+#include "core/read_fence.h"
 
 namespace mlacheck {
 namespace {
@@ -69,6 +70,49 @@ TEST_F(Bed, AWriteToAnInputIsCaught) {
   const Verdict v = bed.launch([&] { in.memory->data()[0] ^= 1; });
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->rfind("guard of in: ", 0), 0u) << *v;
+}
+
+// Under ScopedRepeats every launch runs again; a later launch that writes other bits is the verdict,
+// with the output, the element and both values; one that writes the same bits passes.
+TEST_F(Bed, RepeatedLaunchesMustWriteTheSameBits) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  int calls = 0;
+  {
+    const ScopedRepeats repeats(4);
+    EXPECT_EQ(bed.launch([&] { copy(), ++calls; }), std::nullopt);
+  }
+  EXPECT_EQ(calls, 4);
+  const ScopedRepeats repeats(3);
+  calls = 0;
+  const Verdict v = bed.launch([&] {
+    copy();
+    if (++calls == 3) reinterpret_cast<float*>(out.memory->data())[3 + 1] = 5.0f;  // row 1, column 1
+  });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rfind("nondeterministic: launch 3 of 3 (host schedule shuffled, seed ", 0), 0u) << *v;
+  EXPECT_NE(v->find("wrote output 'out' element [1, 1] as 0x40a00000, launch 1 as 0x40800000"), std::string::npos) << *v;
+}
+
+// Under AddressSanitizer a read outside every view of the launch is the fence's verdict, after the
+// guards (which saw nothing: it was a read).
+TEST_F(Bed, AReadPastAViewIsTheFencesVerdict) {
+  if (!ReadFence::available()) GTEST_SKIP() << "skipped: not an AddressSanitizer build (the sanitizer build runs it)";
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  volatile float sink = 0;
+  const Verdict v = bed.launch([&] {
+    copy();
+    // Row 1, column 2: the allocation ends with row 1's last element, so this is its red zone. (Row
+    // 0's padding element, bytes [8, 12), shares a granule with row 1's first element and stays
+    // open: read_fence.h, precision.)
+    sink = reinterpret_cast<const float*>(out.memory->data())[5];
+  });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(*v, "fence of out: buffer 'out': read of 4 bytes at byte 20, after the allocation (trailing red zone); "
+                "nearest view 'out' fp32[2, 2] strides (3, 1) at row 1, column 2 (past the row's 2 columns, in its "
+                "padding)");
+  (void)sink;
 }
 
 TEST_F(Bed, TheComparisonsVerdictIsTheRunsVerdict) {

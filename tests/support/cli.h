@@ -14,8 +14,9 @@ struct CliResult {
   std::string out;  // stdout and stderr together
 };
 
-inline CliResult run_mlacheck(const std::string& args) {
-  const std::string cmd = std::string(MLACHECK_BINARY) + " " + args + " 2>&1";
+// env: assignments put before the command ("PATH=/nonexistent"), or "".
+inline CliResult run_mlacheck(const std::string& args, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(MLACHECK_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   CliResult r{-1, ""};
   if (!p) return r;

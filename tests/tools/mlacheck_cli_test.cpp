@@ -1,5 +1,6 @@
 // Tests of the mlacheck command: each subcommand's output and exit status, and one-line errors.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -282,6 +283,26 @@ TEST(MlacheckCli, AFailedWriteToStdoutIsReported) {
     EXPECT_EQ(lines(err), 1) << args << ": " << err;
     EXPECT_NE(err.find("cannot write the output to stdout"), std::string::npos) << args << ": " << err;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// --sanitize memcheck reruns the command under compute-sanitizer: another tool, or none given, is
+// refused in one line, and so is a machine where compute-sanitizer is on neither the PATH nor
+// /usr/local/cuda/bin.
+TEST(MlacheckCli, SanitizeTakesMemcheckAndNeedsComputeSanitizer) {
+  CliResult r = run_mlacheck("repro --sanitize racecheck x.case");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("mlacheck repro: --sanitize takes 'memcheck', not 'racecheck'"), std::string::npos) << r.out;
+  r = run_mlacheck("check --sanitize");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  if (access("/usr/local/cuda/bin/compute-sanitizer", X_OK) == 0) GTEST_SKIP() << "skipped: compute-sanitizer is installed here";
+  r = run_mlacheck("mutants --sanitize memcheck --backend cuda", "PATH=/nonexistent");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("mlacheck mutants: --sanitize memcheck needs compute-sanitizer"), std::string::npos) << r.out;
 }
 
 }  // namespace
