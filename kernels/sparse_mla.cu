@@ -207,7 +207,7 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
         }
       }
     }
-    simt::sync_threads();
+    if (kBug != SparseMlaBug::kD2NoBarrierAfterStaging) simt::sync_threads();  // the keys are staged
 
     // Scores: acc over this lane's dims of heads quad + 4 j and keys oct + 8 i.
     float partial[kScoreHeads * kScoreKeys] = {};
@@ -335,6 +335,8 @@ void launch_sparse_mla_decode_seeded(const SparseMlaParams& p, SparseMlaBug bug,
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kO3ScalesBeforeSlotCheck>, config, p);
   } else if (bug == SparseMlaBug::kH1TilesOfAnEmptyRow) {
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kH1TilesOfAnEmptyRow>, config, p);
+  } else if (bug == SparseMlaBug::kD2NoBarrierAfterStaging) {
+    MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kD2NoBarrierAfterStaging>, config, p);
   } else {
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kNone>, config, p);
   }

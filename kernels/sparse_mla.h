@@ -58,6 +58,10 @@ enum class SparseMlaBug {
   // as (n - 1) / 32 + 1 in unsigned arithmetic, so an empty row (topk_length 0) walks 2^27 tiles of
   // nothing, two barriers each: the kernel does not end.
   kH1TilesOfAnEmptyRow,
+  // D2 (a missing barrier): the barrier between staging a tile's keys in shared memory and reading
+  // them for the scores is left out, so a thread may read keys another thread has not staged yet
+  // (on a GPU, another warp's; on the host backend, any thread that runs later).
+  kD2NoBarrierAfterStaging,
 };
 
 #define MLA_SPARSE_MLA_LAUNCHERS                                                 \

@@ -18,6 +18,11 @@ void sparse_mla_h1(Device& device, const SparseMlaArgs& args) {
   sparse_mla_decode_seeded(device, args, SparseMlaBug::kH1TilesOfAnEmptyRow);
 }
 
+// D2: no barrier between staging a tile's keys and reading them.
+void sparse_mla_d2(Device& device, const SparseMlaArgs& args) {
+  sparse_mla_decode_seeded(device, args, SparseMlaBug::kD2NoBarrierAfterStaging);
+}
+
 }  // namespace
 
 void register_sparse_mla_mutants(Registry& reg) {
@@ -27,6 +32,9 @@ void register_sparse_mla_mutants(Registry& reg) {
   reg.add({"sparse_mla_decode", "H1",
            "seeded bug H1 (after vLLM #51035): an empty row's tile count computed unsigned as (n - 1) / 32 + 1: 2^27 tiles, a hang"},
           &sparse_mla_h1);
+  reg.add({"sparse_mla_decode", "D2",
+           "seeded bug D2 (a missing barrier): a tile's keys are read for the scores without a barrier after they are staged"},
+          &sparse_mla_d2);
 }
 
 }  // namespace mlacheck::kernels
