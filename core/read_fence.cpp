@@ -83,14 +83,19 @@ extern "C" void __asan_on_error() {
   FenceState& s = state();
   const uintptr_t a = reinterpret_cast<uintptr_t>(__asan_get_report_address());
   if (s.armed.load()) {  // between arm() and disarm(), lifted or not
-    // Inside a fenced allocation; or a read near one but past its red zones, in memory that is not
-    // ours but is mapped (AddressSanitizer reports it: poisoned): the launch's too, reported against
-    // the nearest allocation. A write outside every allocation may have corrupted memory that is not
-    // ours: that one ends the program, as any other error does.
+    // Inside a fenced allocation; or a read near one (within 64 KiB) but past its red zones, in
+    // memory that is not ours but is mapped (AddressSanitizer reports it: poisoned): the launch's
+    // too, reported against the nearest allocation. A write outside every allocation may have
+    // corrupted memory that is not ours, and an error far from every fenced allocation is not the
+    // fence's to explain: those end the program, as any other error does.
+    constexpr uintptr_t kNear = 64 << 10;
     const bool write = __asan_get_report_access_type() != 0;
-    bool inside = false;
-    for (const Region& r : s.regions) inside = inside || (a >= r.begin && a < r.end);
-    if (inside || !write) {
+    bool inside = false, near = false;
+    for (const Region& r : s.regions) {
+      inside = inside || (a >= r.begin && a < r.end);
+      near = near || (a + kNear >= r.begin && a < r.end + kNear);
+    }
+    if (inside || (near && !write)) {
       if (!s.hit.exchange(true)) {
         s.address = a;
         s.bytes = static_cast<int64_t>(__asan_get_report_access_size());

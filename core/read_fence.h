@@ -18,8 +18,9 @@
 //
 // The first fenced access is recorded with its buffer, nearest view and coordinates, and the fence
 // is lifted at once (one AddressSanitizer report per launch, however many threads repeat it). A
-// read past an allocation's red zones, into memory AddressSanitizer knows is not to be read, is
-// recorded too, against the nearest fenced allocation; a write there ends the program.
+// read up to 64 KiB past an allocation's red zones, into memory AddressSanitizer knows is not to be
+// read, is recorded too, against the nearest fenced allocation; a write there, or any error farther
+// away, ends the program as before.
 //
 // Precision is AddressSanitizer's: an 8-byte granule can be made addressable only as a prefix, so a
 // view's bytes that begin inside a granule leave that granule's leading bytes open (a gap of fewer

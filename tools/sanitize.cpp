@@ -40,14 +40,30 @@ std::vector<std::string> memcheck_arguments() {
 
 std::optional<int> run_sanitized(const std::string& cmd, const std::vector<std::string>& args, std::ostream& err) {
   if (cmd != "check" && cmd != "mutants" && cmd != "repro") return std::nullopt;
-  const auto at = std::find(args.begin(), args.end(), "--sanitize");
-  if (at == args.end()) return std::nullopt;
+  // --sanitize TOOL or --sanitize=TOOL (before a "--", after which every argument is positional).
+  auto at = args.end();
+  std::string tool_name;
+  bool given = false;
+  for (auto it = args.begin(); it != args.end() && *it != "--"; ++it) {
+    if (*it == "--sanitize") {
+      at = it, given = true;
+      tool_name = it + 1 == args.end() ? "" : *(it + 1);
+      break;
+    }
+    if (it->rfind("--sanitize=", 0) == 0) {
+      at = it, given = true;
+      tool_name = it->substr(11);
+      break;
+    }
+  }
+  if (!given) return std::nullopt;
   if (const char* v = std::getenv("MLACHECK_SANITIZED"); v != nullptr && std::string(v) == "1") return std::nullopt;
-  if (at + 1 == args.end() || *(at + 1) != "memcheck") {
-    err << flags::prefix(cmd) << "--sanitize takes 'memcheck'" << (at + 1 == args.end() ? "" : ", not '" + *(at + 1) + "'")
+  if (tool_name != "memcheck") {
+    err << flags::prefix(cmd) << "--sanitize takes 'memcheck'" << (tool_name.empty() ? "" : ", not '" + tool_name + "'")
         << '\n';
     return 2;
   }
+  const bool joined = at->size() > 10;  // --sanitize=memcheck: one argument, not two
   const std::string tool = find_compute_sanitizer();
   if (tool.empty()) {
     err << flags::prefix(cmd)
@@ -67,7 +83,7 @@ std::optional<int> run_sanitized(const std::string& cmd, const std::vector<std::
   argv.push_back(cmd);
   for (auto it = args.begin(); it != args.end(); ++it) {
     if (it == at) {
-      ++it;  // and its value
+      if (!joined) ++it;  // and its value
       continue;
     }
     argv.push_back(*it);

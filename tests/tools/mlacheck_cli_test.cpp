@@ -299,10 +299,15 @@ TEST(MlacheckCli, SanitizeTakesMemcheckAndNeedsComputeSanitizer) {
   r = run_mlacheck("check --sanitize");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_EQ(lines(r.out), 1) << r.out;
-  if (access("/usr/local/cuda/bin/compute-sanitizer", X_OK) == 0) GTEST_SKIP() << "skipped: compute-sanitizer is installed here";
-  r = run_mlacheck("mutants --sanitize memcheck --backend cuda", "PATH=/nonexistent");
+  r = run_mlacheck("mutants --sanitize=initcheck");  // the joined form is read too, never ignored
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("mlacheck mutants: --sanitize memcheck needs compute-sanitizer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not 'initcheck'"), std::string::npos) << r.out;
+  if (access("/usr/local/cuda/bin/compute-sanitizer", X_OK) == 0) GTEST_SKIP() << "skipped: compute-sanitizer is installed here";
+  for (const char* form : {"--sanitize memcheck", "--sanitize=memcheck"}) {
+    r = run_mlacheck(std::string("mutants --backend cuda ") + form, "PATH=/nonexistent");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("mlacheck mutants: --sanitize memcheck needs compute-sanitizer"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace
