@@ -146,11 +146,11 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
   const int out_heads = group_heads > slot ? (group_heads - slot + kHeadSlots - 1) / kHeadSlots : 0;
   float acc[kOutHeads][8] = {};
 
-  // The row's tiles, ceil(n / kTile). H1 counts them as (n - 1) / kTile + 1 in unsigned arithmetic:
-  // the same for every n > 0, and 2^27 tiles of nothing for an empty row.
-  const uint32_t tiles = kBug == SparseMlaBug::kH1TilesOfAnEmptyRow ? uint32_t(n - 1) / kTile + 1
-                                                                   : uint32_t(n + kTile - 1) / kTile;
-  for (uint32_t tile = 0; tile < tiles; ++tile) {
+  // The row's tiles, ceil(n / kTile). H1 counts them as (n - 1) / kTile + 1 in unsigned 64-bit
+  // arithmetic: the same for every n > 0, and 2^59 tiles of nothing for an empty row.
+  const uint64_t tiles = kBug == SparseMlaBug::kH1TilesOfAnEmptyRow ? uint64_t(int64_t(n) - 1) / kTile + 1
+                                                                   : uint64_t(n + kTile - 1) / kTile;
+  for (uint64_t tile = 0; tile < tiles; ++tile) {
     const int64_t t0 = int64_t(tile) * kTile;
     simt::sync_threads();  // the previous tile's readers of token_at, keys and p are done
     if (tid < kTile) {

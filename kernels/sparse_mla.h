@@ -55,8 +55,9 @@ enum class SparseMlaBug {
   // cache's first token, a slot past the cache reads past it. The values are never used.
   kO3ScalesBeforeSlotCheck,
   // H1 (after vLLM #51035, a sparse decode kernel that spun forever): the row's tile count computed
-  // as (n - 1) / 32 + 1 in unsigned arithmetic, so an empty row (topk_length 0) walks 2^27 tiles of
-  // nothing, two barriers each: the kernel does not end.
+  // as (n - 1) / 32 + 1 in unsigned 64-bit arithmetic, so an empty row (topk_length 0) walks 2^59
+  // tiles of nothing, two barriers each: the kernel does not end. (In 32 bits it was 2^27 tiles,
+  // which an H100 walks in about 13 s: slow, not endless.)
   kH1TilesOfAnEmptyRow,
   // D2 (a missing barrier): the barrier between staging a tile's keys in shared memory and reading
   // them for the scores is left out, so a thread may read keys another thread has not staged yet

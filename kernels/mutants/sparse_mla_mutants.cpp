@@ -30,7 +30,7 @@ void register_sparse_mla_mutants(Registry& reg) {
            "seeded bug O3: a key's scales read at its slot's address before the slot is checked (slot -1 reads before the cache)"},
           &sparse_mla_o3);
   reg.add({"sparse_mla_decode", "H1",
-           "seeded bug H1 (after vLLM #51035): an empty row's tile count computed unsigned as (n - 1) / 32 + 1: 2^27 tiles, a hang"},
+           "seeded bug H1 (after vLLM #51035): an empty row's tile count computed unsigned (64-bit) as (n - 1) / 32 + 1: 2^59 tiles, a hang"},
           &sparse_mla_h1);
   reg.add({"sparse_mla_decode", "D2",
            "seeded bug D2 (a missing barrier): a tile's keys are read for the scores without a barrier after they are staged"},
