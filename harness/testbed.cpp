@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/poison.h"
@@ -22,6 +23,16 @@ Testbed& Testbed::output(Buffer& b, Content content) { return output(b, b.name, 
 Testbed& Testbed::output(Buffer& b, const std::string& view_name, const View& view, Content content) {
   staged_.push_back({&b, true, content, view_name, view});
   return *this;
+}
+
+Testbed& Testbed::same_across_launches(const std::string& view_name, Sameness sameness) {
+  for (Staged& s : staged_) {
+    if (s.output && s.view_name == view_name) {
+      s.sameness = sameness;
+      return *this;
+    }
+  }
+  throw Error("testbed: no output view '" + view_name + "' to say what repeated launches keep of");
 }
 
 Testbed& Testbed::guard(GuardedMemory& memory) {
@@ -80,6 +91,72 @@ std::string hex_bytes(const uint8_t* p, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// Each element of a row of the view (1 to 8 bytes), in column order, as a number.
+std::vector<uint64_t> row_elements(const uint8_t* base, const View& view, const std::vector<int64_t>& row) {
+  const int64_t es = view.element_size(), cols = view.size(view.rank() - 1);
+  std::vector<uint64_t> out(static_cast<size_t>(cols), 0);
+  std::vector<int64_t> idx = row;
+  idx.push_back(0);
+  for (int64_t c = 0; c < cols; ++c) {
+    idx.back() = c;
+    std::memcpy(&out[static_cast<size_t>(c)], base + view.byte_offset_of(idx), static_cast<size_t>(es));
+  }
+  return out;
+}
+
+}  // namespace
+
+Verdict Testbed::bits_differ(const Staged& s, const std::vector<uint8_t>& first, const std::string& which) const {
+  const int64_t es = s.view.element_size();
+  Verdict diff;
+  s.view.for_each_index([&](const std::vector<int64_t>& idx) {
+    if (diff) return;
+    const int64_t at = s.view.byte_offset_of(idx);
+    const uint8_t* now = s.buffer->host.data() + at;
+    const uint8_t* was = first.data() + at;
+    if (std::memcmp(now, was, static_cast<size_t>(es)) == 0) return;
+    diff = which + " wrote output '" + s.view_name + "' element " + shape_string(idx) + " as " + hex_bytes(now, es) +
+           ", launch 1 as " + hex_bytes(was, es);
+  });
+  return diff;
+}
+
+Verdict Testbed::row_sets_differ(const Staged& s, const std::vector<uint8_t>& first, const std::string& which) const {
+  MLA_REQUIRE(s.view.rank() >= 1 && s.view.element_size() <= 8, "testbed: output '", s.view_name,
+              "' compared as row sets needs rows of elements of at most 8 bytes, got ", s.view.to_string());
+  const std::vector<int64_t> shape = s.view.shape();
+  const View rows = View::contiguous(s.view.dtype(), s.view.rank() == 1 ? std::vector<int64_t>{1}
+                                                                        : std::vector<int64_t>(shape.begin(), shape.end() - 1));
+  const auto hex = [&](const std::vector<uint64_t>& v) {
+    if (v.empty()) return std::string("nothing");
+    // Integers (indices) in decimal, anything else as its bits.
+    const DType t = s.view.dtype();
+    std::string h = t == DType::kI32   ? std::to_string(static_cast<int32_t>(static_cast<uint32_t>(v.front())))
+                    : t == DType::kI64 ? std::to_string(static_cast<int64_t>(v.front()))
+                                       : hex_bytes(reinterpret_cast<const uint8_t*>(&v.front()), s.view.element_size());
+    return v.size() > 1 ? h + " and " + std::to_string(v.size() - 1) + " more" : h;
+  };
+  Verdict diff;
+  rows.for_each_index([&](const std::vector<int64_t>& row_idx) {
+    if (diff) return;
+    const std::vector<int64_t> row = s.view.rank() == 1 ? std::vector<int64_t>{} : row_idx;
+    std::vector<uint64_t> now = row_elements(s.buffer->host.data(), s.view, row);
+    std::vector<uint64_t> was = row_elements(first.data(), s.view, row);
+    if (now == was) return;
+    std::sort(now.begin(), now.end());
+    std::sort(was.begin(), was.end());
+    if (now == was) return;
+    std::vector<uint64_t> only_now, only_was;  // what one launch took and the other left
+    std::set_difference(now.begin(), now.end(), was.begin(), was.end(), std::back_inserter(only_now));
+    std::set_difference(was.begin(), was.end(), now.begin(), now.end(), std::back_inserter(only_was));
+    diff = which + " wrote output '" + s.view_name + "' row " + shape_string(row) + " (compared as a set) holding " +
+           hex(only_now) + " where launch 1 held " + hex(only_was);
+  });
+  return diff;
+}
+
 Verdict Testbed::repeat(const std::function<void()>& fn, int launches) {
   std::vector<std::vector<uint8_t>> first;
   for (const Staged& s : staged_) first.push_back(s.output ? s.buffer->host : std::vector<uint8_t>{});
@@ -96,19 +173,10 @@ Verdict Testbed::repeat(const std::function<void()>& fn, int launches) {
     if (Verdict v = launch_once(fn, host)) return "launch " + std::to_string(i) + " of " + std::to_string(launches) + how + ": " + *v;
     for (size_t k = 0; k < staged_.size(); ++k) {
       const Staged& s = staged_[k];
-      if (!s.output) continue;
-      const int64_t es = s.view.element_size();
-      std::optional<std::string> diff;
-      s.view.for_each_index([&](const std::vector<int64_t>& idx) {
-        if (diff) return;
-        const int64_t at = s.view.byte_offset_of(idx);
-        const uint8_t* now = s.buffer->host.data() + at;
-        const uint8_t* was = first[k].data() + at;
-        if (std::memcmp(now, was, static_cast<size_t>(es)) == 0) return;
-        diff = "nondeterministic: launch " + std::to_string(i) + " of " + std::to_string(launches) + how +
-               " wrote output '" + s.view_name + "' element " + shape_string(idx) + " as " + hex_bytes(now, es) +
-               ", launch 1 as " + hex_bytes(was, es);
-      });
+      if (!s.output || s.sameness == Sameness::kNotAsked) continue;
+      const std::string which = "nondeterministic: launch " + std::to_string(i) + " of " + std::to_string(launches) + how;
+      const Verdict diff = s.sameness == Sameness::kRowSets ? row_sets_differ(s, first[k], which)
+                                                            : bits_differ(s, first[k], which);
       if (diff) return diff;
     }
   }

@@ -56,6 +56,14 @@ enum class Content {
   kNonZero,  // a random payload: all zero only when staging failed, and then the case is refused
 };
 
+// What ScopedRepeats' later launches must reproduce of an output view.
+enum class Sameness {
+  kBits,      // every bit of every element (the default)
+  kRowSets,   // each row (every index but the last) as a set of elements: the op's contract leaves the
+              // order within a row free (top-k's selected columns), not which elements it holds
+  kNotAsked,  // nothing: scratch whose contents the contract leaves free (top-k's split workspace)
+};
+
 class Testbed {
  public:
   Testbed(kernels::Device& device, const CaseSchedule& schedule) : device_(device), schedule_(schedule) {}
@@ -69,6 +77,8 @@ class Testbed {
   // poisoned before the launch and read back after. A buffer may carry several output views.
   Testbed& output(Buffer& b, Content content = Content::kAny);
   Testbed& output(Buffer& b, const std::string& view_name, const View& view, Content content = Content::kAny);
+  // What a repeated launch must reproduce of the output view named (default Sameness::kBits).
+  Testbed& same_across_launches(const std::string& view_name, Sameness sameness);
   // Memory the implementation owns (a builder's persistent buffers, an allocator's blocks): armed
   // and checked with the buffers; all of it may be read, its red zones not. Its output views are the
   // caller's to declare beforehand.
@@ -95,6 +105,7 @@ class Testbed {
     Content content;
     std::string view_name;  // outputs
     View view;              // outputs: the declared view; inputs: the buffer's view
+    Sameness sameness = Sameness::kBits;  // outputs
   };
   std::vector<Buffer*> buffers() const;  // each once, in declaration order
   void stage(Buffer& b);
@@ -103,6 +114,9 @@ class Testbed {
   // ScopedRepeats' later launches, compared with the first one's outputs.
   Verdict repeat(const std::function<void()>& fn, int launches);
   Verdict refuse_all_zero(bool outputs) const;
+  // A later launch's output against the first's (which: "nondeterministic: launch i of N ...").
+  Verdict bits_differ(const Staged& s, const std::vector<uint8_t>& first, const std::string& which) const;
+  Verdict row_sets_differ(const Staged& s, const std::vector<uint8_t>& first, const std::string& which) const;
 
   kernels::Device& device_;
   CaseSchedule schedule_;

@@ -7,7 +7,14 @@
 // higher digits are in the top k, those in lower ones are out; only the tied ones go on. Once they fit
 // in shared memory they are gathered there (the ones already above are emitted on the way), so long
 // rows are streamed from global memory only until the threshold narrows. The last pass writes the
-// elements above the threshold key and as many equal to it as are still needed: exactly k slots.
+// elements above the threshold and as many equal to it as are still needed: exactly k slots.
+//
+// Ties: an element's rank is its key with its inverted column index below it (64 bits, eight
+// digits), so equal values rank lower index first and every rank is distinct. The digits of the
+// index run only while values tie across the threshold; the selection is then the same set on every
+// launch, whatever the order threads arrive in (docs/ops.md 3 allows any choice; a choice that
+// changes between launches is the class `<op>.deterministic` finds). Output slots are still taken
+// in arrival order: the set is fixed, its order within the row is not.
 #include "core/backend/simt.h"
 #include "kernels/topk.h"
 
@@ -19,7 +26,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kDigitBits = 8;
 constexpr int kBins = 1 << kDigitBits;
-constexpr int kDigits = 32 / kDigitBits;
+constexpr int kKeyDigits = 32 / kDigitBits;
+constexpr int kRankDigits = 64 / kDigitBits;  // key digits, then the inverted index's
 constexpr int kBinsPerThread = kBins / kThreads;
 static_assert(kBins % kThreads == 0, "each thread owns whole bins of the histogram");
 constexpr int kPoolCapacity = kTopkShortRowMaxLen;
@@ -35,6 +43,17 @@ MLA_DEVICE uint32_t order_key(float x) {
   } pun{x};
   const uint32_t bits = pun.u;
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// How a selection orders elements of equal value. kLowestIndex is production; kArrival is the seeded
+// variant D3 (after ATOM #1832): equal values rank alike and the tie slots go to whichever thread
+// comes first.
+enum class Ties { kLowestIndex, kArrival };
+
+// An element's rank: its key, then (kLowestIndex) its inverted index, so a lower index ranks higher.
+template <Ties kTies>
+MLA_DEVICE uint64_t rank_of(uint32_t key, int32_t index) {
+  return (uint64_t(key) << 32) | (kTies == Ties::kLowestIndex ? ~static_cast<uint32_t>(index) : 0u);
 }
 
 // counters[]: output slots taken above the threshold, equal-to-threshold elements seen, pool size.
@@ -147,11 +166,11 @@ MLA_DEVICE ThresholdDigit find_threshold_digit(const Smem& s, int need) {
   return ThresholdDigit{s.found[0], s.found[1], s.found[2]};
 }
 
-template <class Source>
-MLA_DEVICE void count_digits(const Source& src, int n, uint32_t prefix, uint32_t mask, int shift, const Smem& s) {
+template <Ties kTies, class Source>
+MLA_DEVICE void count_digits(const Source& src, int n, uint64_t prefix, uint64_t mask, int shift, const Smem& s) {
   for (int i = thread_rank(); i < n; i += kThreads) {
-    const uint32_t key = src.key(i);
-    if ((key & mask) == prefix) simt::atomic_add(&s.hist[(key >> shift) & (kBins - 1)], 1u);
+    const uint64_t rank = rank_of<kTies>(src.key(i), src.index(i));
+    if ((rank & mask) == prefix) simt::atomic_add(&s.hist[(rank >> shift) & (kBins - 1)], 1u);
   }
 }
 
@@ -165,41 +184,48 @@ MLA_DEVICE void load_pool(const Source& src, int n, const Smem& s) {
 }
 
 // Emits the elements above the threshold prefix and pools the ones tied with it.
-template <class Source, class Emit>
-MLA_DEVICE void gather_tied(const Source& src, int n, uint32_t prefix, uint32_t mask, const Smem& s, const Emit& emit) {
+template <Ties kTies, class Source, class Emit>
+MLA_DEVICE void gather_tied(const Source& src, int n, uint64_t prefix, uint64_t mask, const Smem& s, const Emit& emit) {
   for (int i = thread_rank(); i < n; i += kThreads) {
-    const uint32_t key = src.key(i), masked = key & mask;
+    const uint32_t key = src.key(i);
+    const int32_t index = src.index(i);
+    const uint64_t masked = rank_of<kTies>(key, index) & mask;
     if (masked > prefix) {
-      emit(simt::atomic_add(&s.counters[kAboveSlots], 1), src.index(i), key);
+      emit(simt::atomic_add(&s.counters[kAboveSlots], 1), index, key);
     } else if (masked == prefix) {
       const int at = simt::atomic_add(&s.counters[kPoolSize], 1);
       s.pool_key(at) = key;
-      s.pool_index(at) = static_cast<uint32_t>(src.index(i));
+      s.pool_index(at) = static_cast<uint32_t>(index);
     }
   }
 }
 
 // The last pass: above the threshold take the next slot; equal to it, take one of the `need` slots
-// left at the end while any remain (ties: whichever comes first).
-template <class Source, class Emit>
-MLA_DEVICE void emit_selected(const Source& src, int n, uint32_t prefix, uint32_t mask, int k, int need,
+// left at the end while any remain. With kLowestIndex every element equal to the threshold is
+// needed (ranks are distinct); with kArrival, the first `need` to arrive are taken.
+template <Ties kTies, class Source, class Emit>
+MLA_DEVICE void emit_selected(const Source& src, int n, uint64_t prefix, uint64_t mask, int k, int need,
                               const Smem& s, const Emit& emit) {
   for (int i = thread_rank(); i < n; i += kThreads) {
-    const uint32_t key = src.key(i), masked = key & mask;
+    const uint32_t key = src.key(i);
+    const int32_t index = src.index(i);
+    const uint64_t masked = rank_of<kTies>(key, index) & mask;
     if (masked > prefix) {
-      emit(simt::atomic_add(&s.counters[kAboveSlots], 1), src.index(i), key);
+      emit(simt::atomic_add(&s.counters[kAboveSlots], 1), index, key);
     } else if (masked == prefix) {
       const int e = simt::atomic_add(&s.counters[kEqualSeen], 1);
-      if (e < need) emit(k - need + e, src.index(i), key);
+      if (e < need) emit(k - need + e, index, key);
     }
   }
 }
 
 // The k largest of n > k elements, each handed to emit with its own slot in [0, k). pooled: the
 // caller has loaded the n elements into the pool (and synchronised); else they are read from src.
-template <class Source, class Emit>
+template <Ties kTies, class Source, class Emit>
 MLA_DEVICE void radix_select(const TopkParams& p, const Source& src, int n, int k, bool pooled, const Smem& s,
                              const Emit& emit) {
+  // kArrival ranks carry no index bits: only the key's digits can separate them.
+  constexpr int kDigits = kTies == Ties::kLowestIndex ? kRankDigits : kKeyDigits;
   if (thread_rank() == 0) {  // published by the first pass's barrier
     s.counters[kAboveSlots] = 0;
     s.counters[kEqualSeen] = 0;
@@ -207,43 +233,50 @@ MLA_DEVICE void radix_select(const TopkParams& p, const Source& src, int n, int 
   }
   const PoolSource pool{s};
   int pool_n = pooled ? n : 0;
-  uint32_t prefix = 0, mask = 0;  // the threshold key's digits found so far
+  uint64_t prefix = 0, mask = 0;  // the threshold rank's digits found so far
   int need = k;                   // how many of the elements tied with prefix are still to take
   int digit = 0;
   for (; digit < kDigits; ++digit) {
-    const int shift = 32 - kDigitBits * (digit + 1);
+    const int shift = 64 - kDigitBits * (digit + 1);
+    if (digit >= kKeyDigits && (uint32_t(p.cols - 1) >> shift) == 0) {
+      // Every index (a column, below cols) is below 2^shift, so this digit of every inverted index is
+      // all ones: a pass would count every tied element in its top bin.
+      prefix |= uint64_t(kBins - 1) << shift;
+      mask |= uint64_t(kBins - 1) << shift;
+      continue;
+    }
     for (int b = thread_rank(); b < kBins; b += kThreads) s.hist[static_cast<std::size_t>(b)] = 0;
     simt::sync_threads();
-    if (pooled) count_digits(pool, pool_n, prefix, mask, shift, s);
-    else count_digits(src, n, prefix, mask, shift, s);
+    if (pooled) count_digits<kTies>(pool, pool_n, prefix, mask, shift, s);
+    else count_digits<kTies>(src, n, prefix, mask, shift, s);
     simt::sync_threads();
     const ThresholdDigit t = find_threshold_digit(s, need);
-    prefix |= uint32_t(t.digit) << shift;
-    mask |= uint32_t(kBins - 1) << shift;
+    prefix |= uint64_t(t.digit) << shift;
+    mask |= uint64_t(kBins - 1) << shift;
     need -= t.above;
     if (t.count == need) break;  // every tied element is taken: later digits cannot change that
     if (!pooled && t.count <= s.pool_capacity && digit + 1 < kDigits) {
-      gather_tied(src, n, prefix, mask, s, emit);
+      gather_tied<kTies>(src, n, prefix, mask, s, emit);
       simt::sync_threads();
       pool_n = s.counters[kPoolSize];
       pooled = true;
     }
   }
-  if (pooled) emit_selected(pool, pool_n, prefix, mask, k, need, s, emit);
-  else emit_selected(src, n, prefix, mask, k, need, s, emit);
+  if (pooled) emit_selected<kTies>(pool, pool_n, prefix, mask, k, need, s, emit);
+  else emit_selected<kTies>(src, n, prefix, mask, k, need, s, emit);
   if (!pooled) count_event(p, kTopkStreamedSelect);
-  if (digit < kDigits - 1) count_event(p, kTopkEarlyExit);
+  if (digit < kKeyDigits - 1) count_event(p, kTopkEarlyExit);
 }
 
 // Selects from src: in shared memory when the n elements fit the pool, else streamed.
-template <class Source, class Emit>
+template <Ties kTies, class Source, class Emit>
 MLA_DEVICE void select_topk(const TopkParams& p, const Source& src, int n, int k, const Smem& s, const Emit& emit) {
   const bool fits = n <= s.pool_capacity;
   if (fits) {
     load_pool(src, n, s);
     simt::sync_threads();
   }
-  radix_select(p, src, n, k, fits, s, emit);
+  radix_select<kTies>(p, src, n, k, fits, s, emit);
 }
 
 struct RowSpan {
@@ -277,22 +310,22 @@ MLA_DEVICE LogitsSource logits_of(const TopkParams& p, int row, RowSpan span) {
 }
 
 // A row with n > k, by its length class.
-template <class Emit>
+template <Ties kTies, class Emit>
 MLA_DEVICE void select_row(const TopkParams& p, int row, RowSpan span, int k, const Smem& s, const Emit& emit) {
   if (span.n > kTopkSplitRowMinLen) {
     count_event(p, kTopkSplitRow);
     const int64_t at = int64_t(row) * p.workspace_row_stride;
     const WorkspaceSource candidates{p.workspace_keys + at, p.workspace_indices + at};
-    select_topk(p, candidates, topk_split_candidates(span.n, k), k, s, emit);
+    select_topk<kTies>(p, candidates, topk_split_candidates(span.n, k), k, s, emit);
   } else {
     count_event(p, span.n <= kTopkShortRowMaxLen ? kTopkShortRow : kTopkLongRow);
-    select_topk(p, logits_of(p, row, span), span.n, k, s, emit);
+    select_topk<kTies>(p, logits_of(p, row, span), span.n, k, s, emit);
   }
 }
 
 // One block per row: every row of the output view is written whole, no other row is touched.
 // kStaticK > 0: the fast path for that k, with the row's result staged in shared memory.
-template <int kStaticK>
+template <int kStaticK, Ties kTies>
 MLA_KERNEL void topk_rows_kernel(TopkParams p, int pool_capacity) {
   MLA_SHARED(unsigned, hist, kBins);
   MLA_SHARED(unsigned, warp_totals, simt::kMaxWarpsPerBlock);
@@ -311,17 +344,17 @@ MLA_KERNEL void topk_rows_kernel(TopkParams p, int pool_capacity) {
     return;
   }
   if constexpr (kStaticK > 0) {
-    select_row(p, row, span, k, s, StagedEmit{staged});
+    select_row<kTies>(p, row, span, k, s, StagedEmit{staged});
     simt::sync_threads();
     for (int i = thread_rank(); i < kStaticK; i += kThreads) out[i] = staged[static_cast<std::size_t>(i)];
   } else {
-    select_row(p, row, span, k, s, GlobalEmit{out});
+    select_row<kTies>(p, row, span, k, s, GlobalEmit{out});
   }
 }
 
 // Very long rows, first step: block (r, c) leaves the top k of chunk c of row r in the workspace,
 // at c * min(chunk, k), as (key, column) pairs; a chunk of at most k elements is copied whole.
-template <int kStaticK>
+template <int kStaticK, Ties kTies>
 MLA_KERNEL void topk_split_kernel(TopkParams p, int pool_capacity) {
   MLA_SHARED(unsigned, hist, kBins);
   MLA_SHARED(unsigned, warp_totals, simt::kMaxWarpsPerBlock);
@@ -344,10 +377,10 @@ MLA_KERNEL void topk_split_kernel(TopkParams p, int pool_capacity) {
     for (int i = thread_rank(); i < len; i += kThreads) emit(i, src.index(i), src.key(i));
     return;
   }
-  select_topk(p, src, len, k, s, emit);
+  select_topk<kTies>(p, src, len, k, s, emit);
 }
 
-template <int kStaticK>
+template <int kStaticK, Ties kTies = Ties::kLowestIndex>
 void launch(const TopkParams& p, void* stream) {
   if (p.rows == 0) return;
   const int pool_capacity = p.cols < kPoolCapacity ? p.cols : kPoolCapacity;
@@ -357,15 +390,19 @@ void launch(const TopkParams& p, void* stream) {
   // Graph-safe: the grid depends on shapes only; blocks of rows that are not very long exit at once.
   if (p.cols > kTopkSplitRowMinLen && p.cols > k) {
     const simt::LaunchConfig split{{unsigned(p.rows), unsigned(kTopkMaxSplits)}, {kThreads}, pool_bytes, s};
-    MLA_LAUNCH(topk_split_kernel<kStaticK>, split, p, pool_capacity);
+    MLA_LAUNCH((topk_split_kernel<kStaticK, kTies>), split, p, pool_capacity);
   }
   const simt::LaunchConfig rows{{unsigned(p.rows)}, {kThreads}, pool_bytes, s};
-  MLA_LAUNCH(topk_rows_kernel<kStaticK>, rows, p, pool_capacity);
+  MLA_LAUNCH((topk_rows_kernel<kStaticK, kTies>), rows, p, pool_capacity);
 }
 
 }  // namespace
 
 void topk_per_row(const TopkParams& p, void* stream) { launch<0>(p, stream); }
 void topk_per_row_k2048(const TopkParams& p, void* stream) { launch<kTopkFastK>(p, stream); }
+void topk_per_row_ties_by_arrival(const TopkParams& p, bool fast_path, void* stream) {
+  if (fast_path) launch<kTopkFastK, Ties::kArrival>(p, stream);
+  else launch<0, Ties::kArrival>(p, stream);
+}
 
 }  // namespace mlacheck::kernels::MLA_BACKEND_NS

@@ -77,8 +77,10 @@ TopkParams common_params(const char* op, const DeviceTensor& logits, int64_t k, 
 }
 
 // The launch itself; the path comes from topk_path_for or was checked by launch_topk.
-void dispatch(Device& device, const TopkParams& p, TopkPath path) {
-  if (path == TopkPath::kFastK2048) {
+void dispatch(Device& device, const TopkParams& p, TopkPath path, TopkBug bug = TopkBug::kNone) {
+  if (bug == TopkBug::kD3TiesByArrival) {
+    MLA_DISPATCH(device, topk_per_row_ties_by_arrival, p, path == TopkPath::kFastK2048);
+  } else if (path == TopkPath::kFastK2048) {
     MLA_DISPATCH(device, topk_per_row_k2048, p);
   } else {
     MLA_DISPATCH(device, topk_per_row, p);
@@ -166,7 +168,7 @@ TopkPath topk_per_row_decode_seeded(Device& device, const DeviceTensor& logits, 
                                     const DeviceTensor& workspace, const DeviceTensor& row_class_counts, TopkBug bug) {
   const TopkParams p = topk_decode_params(logits, next_n, seq_lens, k, out, workspace, row_class_counts);
   const TopkPath path = topk_path_for(k, bug);
-  dispatch(device, p, path);
+  dispatch(device, p, path, bug);
   return path;
 }
 

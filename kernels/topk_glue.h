@@ -24,6 +24,7 @@ const char* topk_path_name(TopkPath path);
 enum class TopkBug {
   kNone,
   kR4FastPathForAnyLargeK,  // R4 (vLLM #42072): the dispatch compares k >= 2048 where it must compare ==
+  kD3TiesByArrival,         // D3 (after ATOM #1832): values tied across the threshold taken as threads arrive
 };
 
 // The path the glue takes for k: the fast path exactly when k == kTopkFastK.

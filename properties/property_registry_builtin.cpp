@@ -34,16 +34,18 @@ int determinism_launches(const kernels::Device& device) {
 
 // <op>.deterministic from the property that checks the op's outputs against the oracle: the same
 // cases, each launched determinism_launches() times (harness/testbed.h, ScopedRepeats). Only ops
-// whose launches are stateless: a second launch of the same case must write the same bits. Not
-// top-k: docs/ops.md 3 lets it return any order and any choice among ties.
+// whose launches are stateless: a second launch of the same case must write the same bits. Top-k
+// (docs/ops.md 3: any order within a row) must select the same set per row (Sameness::kRowSets).
 void register_determinism(PropertyRegistry& reg) {
   for (const char* base : {"paged_mqa_logits.equals_oracle", "mqa_logits.equals_oracle", "sparse_mla_decode.equals_oracle",
                            "mla_decode.equals_oracle", "pack_decode.slots_left_aligned", "unpack_decode.inverts_pack",
-                           "topk_to_global.equals_oracle", "indexer_k_cache_insert.equals_oracle"}) {
+                           "topk_to_global.equals_oracle", "indexer_k_cache_insert.equals_oracle",
+                           "topk_decode.rows_admissible", "topk_prefill.rows_admissible"}) {
     PropertyEntry e = reg.find(base);
     e.name = e.op + ".deterministic";
     e.summary = "the cases of " + std::string(base) +
-                ", each launched again and again (20 times on a GPU, 4 on the host under shuffled schedules): bit-identical outputs";
+                ", each launched again and again (20 times on a GPU, 4 on the host under shuffled schedules): bit-identical outputs" +
+                (e.op.rfind("topk_", 0) == 0 && e.op != "topk_to_global" ? " (each row's selection as a set)" : "");
     e.run = [run = e.run](kernels::Device& device, const std::string& impl, const CaseText& c) {
       const ScopedRepeats repeats(determinism_launches(device));
       return run(device, impl, c);

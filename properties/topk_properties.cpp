@@ -100,6 +100,10 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   Testbed bed(device, c);
   bed.input(s.logits).output(s.out, "out", out_view).output(s.counts, "counts", s.counts.view);
   if (ws_bytes > 0) bed.output(s.workspace, "workspace", s.workspace.view);
+  // docs/ops.md 3 leaves the order within a row free, and the split candidates' order with it: a
+  // repeated launch (topk_*.deterministic) must select the same set per row.
+  bed.same_across_launches("out", Sameness::kRowSets);
+  if (ws_bytes > 0) bed.same_across_launches("workspace", Sameness::kNotAsked);
   for (Buffer* b : {&s.seq_lens, &s.ks, &s.ke}) {
     if (!b->host.empty()) bed.input(*b);
   }

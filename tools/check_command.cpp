@@ -57,6 +57,12 @@ std::string saved_name(const std::string& impl) {
   return name + ".case";
 }
 
+// A case that failed on <op>@ref too: saved so the suite's own fault can be looked at.
+std::string false_positive_name(const std::string& impl) {
+  const std::string name = saved_name(impl);
+  return name.substr(0, name.size() - 5) + "-false-positive-on-ref.case";
+}
+
 void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::ostream& out) {
   out << "mlacheck check: " << rows.size() << " implementation(s) on the " << o.suite.backend << " backend, up to "
       << fixed(o.suite.budget, 0) << " s each\n\n";
@@ -111,7 +117,9 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   for (const SuiteResult& r : rows) {
     if (r.false_positives > 0) {
       out << "suite false positive: " << r.false_positives << " case(s) run for " << r.impl << " failed on " << r.op
-          << "@ref too (not counted against it); first: " << r.false_positive << '\n';
+          << "@ref too (not counted against it); first: " << r.false_positive;
+      if (!r.false_positive_case.empty()) out << "; its case is saved as " << (fs::path(o.save_dir) / false_positive_name(r.impl)).string();
+      out << '\n';
     }
   }
 }
@@ -283,6 +291,12 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       if (o.format == "table") err << "check: " << impl << " ...\n";
       rows.push_back(run_suite(o.suite, impl));
       const SuiteResult& r = rows.back();
+      if (!r.false_positive_case.empty()) {
+        std::error_code ec;
+        fs::create_directories(o.save_dir, ec);
+        MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
+        std::ofstream(fs::path(o.save_dir) / false_positive_name(impl)) << r.false_positive_case;
+      }
       if (r.failed && !r.first.case_text.empty()) {
         std::error_code ec;
         fs::create_directories(o.save_dir, ec);

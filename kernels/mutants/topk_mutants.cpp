@@ -18,11 +18,25 @@ TopkPath topk_decode_r4(Device& device, const DeviceTensor& logits, int64_t next
                                     TopkBug::kR4FastPathForAnyLargeK);
 }
 
+// D3 (after ATOM #1832, a top-k whose tie fill picked different sets on identical inputs): values
+// tied across the threshold are taken in the order threads reach them, not lowest index first.
+// Every row stays an admissible top-k; which of the tied columns it holds depends on the schedule.
+TopkPath topk_decode_d3(Device& device, const DeviceTensor& logits, int64_t next_n, const DeviceTensor& seq_lens,
+                        int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
+                        const DeviceTensor& row_class_counts) {
+  return topk_per_row_decode_seeded(device, logits, next_n, seq_lens, k, out, workspace, row_class_counts,
+                                    TopkBug::kD3TiesByArrival);
+}
+
 }  // namespace
 
 void register_topk_mutants(Registry& reg) {
   reg.add({"topk_decode", "R4", "seeded bug R4 (vLLM #42072): the k = 2048 fast path runs for any k >= 2048"},
           &topk_decode_r4);
+  reg.add({"topk_decode", "D3",
+           "seeded bug D3 (after ATOM #1832): values tied across the threshold taken in the order threads arrive, "
+           "not lowest index first: the selected set depends on the schedule"},
+          &topk_decode_d3);
 }
 
 }  // namespace mlacheck::kernels

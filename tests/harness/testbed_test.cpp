@@ -3,10 +3,12 @@
 #include "harness/testbed.h"
 
 #include <cstring>
+#include <functional>
 
 #include <gtest/gtest.h>
 
 #include "core/backend/host_executor.h"
+#include "core/error.h"
 #include "core/poison.h"
 #include "core/read_fence.h"
 
@@ -92,6 +94,46 @@ TEST_F(Bed, RepeatedLaunchesMustWriteTheSameBits) {
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->rfind("nondeterministic: launch 3 of 3 (host schedule shuffled, seed ", 0), 0u) << *v;
   EXPECT_NE(v->find("wrote output 'out' element [1, 1] as 0x40a00000, launch 1 as 0x40800000"), std::string::npos) << *v;
+}
+
+// An output compared as row sets may come back in another order within a row; another set in a row
+// is the verdict, naming the row and what each launch held. An output not asked about may change.
+TEST_F(Bed, RepeatedLaunchesKeepEachRowsSetOrNothing) {
+  Buffer ids{"ids", View::contiguous(DType::kI32, {2, 3}), 0, 0};
+  Buffer scratch{"scratch", View::contiguous(DType::kU8, {8}), 0, 0};
+  const auto write_ids = [&](int a, int b, int c) {
+    int32_t* p = reinterpret_cast<int32_t*>(ids.memory->data());
+    const int32_t row[6] = {a, b, c, 7, 8, 9};
+    std::memcpy(p, row, sizeof row);
+  };
+  int calls = 0;
+  const auto run = [&](const std::function<void(int)>& body) {
+    Testbed bed(*device, schedule);
+    bed.input(in).output(ids).output(scratch);
+    bed.same_across_launches("ids", Sameness::kRowSets).same_across_launches("scratch", Sameness::kNotAsked);
+    calls = 0;
+    const ScopedRepeats repeats(3);
+    return bed.launch([&] {
+      body(++calls);
+      scratch.memory->data()[0] = static_cast<uint8_t>(calls);  // scratch differs every launch
+    });
+  };
+  // Row 0 as {1, 2, 3} in three orders: the same set.
+  EXPECT_EQ(run([&](int n) { n == 1 ? write_ids(1, 2, 3) : n == 2 ? write_ids(3, 1, 2) : write_ids(2, 3, 1); }), std::nullopt);
+  // The third launch takes 4 where the first took 3.
+  const Verdict v = run([&](int n) { n < 3 ? write_ids(1, 2, 3) : write_ids(2, 1, 4); });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rfind("nondeterministic: launch 3 of 3 (host schedule shuffled, seed ", 0), 0u) << *v;
+  EXPECT_NE(v->find("wrote output 'ids' row [0] (compared as a set) holding 4 where launch 1 held 3"), std::string::npos) << *v;
+  // Without kRowSets, another order is already another output.
+  Testbed bed(*device, schedule);
+  bed.input(in).output(ids);
+  calls = 0;
+  const ScopedRepeats repeats(2);
+  const Verdict bits = bed.launch([&] { ++calls == 1 ? write_ids(1, 2, 3) : write_ids(3, 2, 1); });
+  ASSERT_TRUE(bits.has_value());
+  EXPECT_NE(bits->find("wrote output 'ids' element [0, 0] as 0x00000003, launch 1 as 0x00000001"), std::string::npos) << *bits;
+  EXPECT_THROW(bed.same_across_launches("no such view", Sameness::kRowSets), Error);
 }
 
 // Under AddressSanitizer a read outside every view of the launch is the fence's verdict, after the

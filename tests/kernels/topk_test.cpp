@@ -474,10 +474,17 @@ TEST(Topk, VeryLongRowsOfEveryPatternAreAdmissible) {
 // Which algorithm each row takes, read from the kernels' counters: ties wider than the shared pool
 // stream every pass; a selection stops early once the threshold digit's elements are all taken.
 TEST(Topk, EachAlgorithmRunsWhereItShould) {
-  // 5000 equal values: the tie never fits the pool; no digit ever separates them.
+  // 5000 equal values: no key digit separates them and the tie never fits the pool; the index digits
+  // then do, and the 256 of the top index digit are gathered.
   TopkRun run = run_on_host(topk_rows_of_lengths(10, {5000}, 5000, 1, {TopkPattern::kAllEqual}));
   EXPECT_EQ(run.problem, "");
   EXPECT_EQ(run.counts[kTopkLongRow], 1);
+  EXPECT_EQ(run.counts[kTopkStreamedSelect], 0);
+  EXPECT_EQ(run.counts[kTopkEarlyExit], 0);
+  // k = 4352 = 17 x 256: the index digit of bits 15..8 takes 16 whole bins and then exactly the 17th,
+  // so the selection ends there without gathering: every pass streamed.
+  run = run_on_host(topk_rows_of_lengths(4352, {5000}, 5000, 1, {TopkPattern::kAllEqual}));
+  EXPECT_EQ(run.problem, "");
   EXPECT_EQ(run.counts[kTopkStreamedSelect], 1);
   EXPECT_EQ(run.counts[kTopkEarlyExit], 0);
   // Normal values: the long row's tie fits the pool after the first digit.
@@ -497,6 +504,25 @@ TEST(Topk, EachAlgorithmRunsWhereItShould) {
   EXPECT_EQ(run.counts[kTopkEarlyExit], 1);
   EXPECT_EQ(run.indices[2].size(), 3u);
   for (int32_t i : run.indices[2]) EXPECT_EQ(i % 2, 1) << "index " << i;
+}
+
+// Values tied across the threshold go to the lowest indices, on every row class and both paths, so
+// the selected set is the same on every launch and under any schedule (topk_*.deterministic).
+TEST(Topk, TiesGoToTheLowestIndicesOnEveryPath) {
+  for (const int64_t k : {int64_t(10), int64_t(kTopkFastK)}) {
+    // Short (in the pool), long (streamed, then gathered) and very long (split, merged) rows.
+    TopkCase c = topk_rows_of_lengths(k, {3000, 9000, 40000}, 40000, 7, {TopkPattern::kAllEqual});
+    for (const bool shuffled : {false, true}) {
+      c.shuffled = shuffled;
+      const TopkRun run = run_on_host(c);
+      ASSERT_EQ(run.problem, "") << "k " << k;
+      for (size_t r = 0; r < run.indices.size(); ++r) {
+        std::vector<int32_t> got = run.indices[r];
+        std::sort(got.begin(), got.end());
+        for (int64_t i = 0; i < k; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], i) << "k " << k << ", row " << r;
+      }
+    }
+  }
 }
 
 // A graph captured with short rows replays correctly after the lengths grow past the split point:
