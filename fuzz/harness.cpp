@@ -189,6 +189,8 @@ int harness_run(const uint8_t* data, size_t size) {
     verdict = fc.property->run(device, s.impl, fc.text);
   } catch (const simt::host::KernelHang& e) {
     violation(fc, e.what());  // "hang: ...": a loop that never ends, whatever the budgets
+  } catch (const simt::host::SharedHazard& e) {
+    violation(fc, e.what());  // "race: ...": two threads' unordered accesses of shared memory
   } catch (const std::exception& e) {
     // A parsed case that throws is the implementation's fault (a host kernel fault, a device
     // fault, a refused launch), unless it only outgrew a budget.

@@ -163,11 +163,11 @@ struct TileSmem {
   }
   MLA_DEVICE int64_t q_at(int r, int h, int d) const { return (int64_t(r) * padded_heads + h) * pitch + d; }
   MLA_DEVICE int64_t key_at(int t, int d) const { return k_at + int64_t(t) * pitch + d; }
-  MLA_DEVICE float& q(int r, int h, int d) const { return s[q_at(r, h, d)]; }
-  MLA_DEVICE float& w(int r, int h) const { return s[w_at + int64_t(r) * padded_heads + h]; }
-  MLA_DEVICE float& k(int t, int d) const { return s[key_at(t, d)]; }
-  MLA_DEVICE float& scale(int t) const { return s[scale_at + t]; }
-  MLA_DEVICE float& partial(int slot, int t) const { return s[partial_at + int64_t(slot) * kLogitsTileTokens + t]; }
+  MLA_DEVICE simt::shared_array<float>::reference q(int r, int h, int d) const { return s[q_at(r, h, d)]; }
+  MLA_DEVICE simt::shared_array<float>::reference w(int r, int h) const { return s[w_at + int64_t(r) * padded_heads + h]; }
+  MLA_DEVICE simt::shared_array<float>::reference k(int t, int d) const { return s[key_at(t, d)]; }
+  MLA_DEVICE simt::shared_array<float>::reference scale(int t) const { return s[scale_at + t]; }
+  MLA_DEVICE simt::shared_array<float>::reference partial(int slot, int t) const { return s[partial_at + int64_t(slot) * kLogitsTileTokens + t]; }
 };
 
 // Decodes the group's q rows (contiguous [rows, H, D] fp8 from q) and weights ([rows, H] from w)

@@ -90,11 +90,11 @@ struct Smem {
 
   MLA_DEVICE static int64_t q_at(int h, int d) { return kQ + int64_t(h) * kDim + d; }
   MLA_DEVICE static int64_t key_at(int t, int d) { return kK + int64_t(t) * kDim + d; }
-  MLA_DEVICE float& p(int h, int t) const { return s[kP + h * kTile + t]; }
-  MLA_DEVICE float& alpha(int h) const { return s[kAlpha + h]; }
-  MLA_DEVICE float& max(int h) const { return s[kMax + h]; }
-  MLA_DEVICE float& sum(int h) const { return s[kSum + h]; }
-  MLA_DEVICE float& scale(int t, int i) const { return s[kScale + t * 4 + i]; }
+  MLA_DEVICE simt::shared_array<float>::reference p(int h, int t) const { return s[kP + h * kTile + t]; }
+  MLA_DEVICE simt::shared_array<float>::reference alpha(int h) const { return s[kAlpha + h]; }
+  MLA_DEVICE simt::shared_array<float>::reference max(int h) const { return s[kMax + h]; }
+  MLA_DEVICE simt::shared_array<float>::reference sum(int h) const { return s[kSum + h]; }
+  MLA_DEVICE simt::shared_array<float>::reference scale(int t, int i) const { return s[kScale + t * 4 + i]; }
 };
 
 // One round of the score reduce-scatter: lanes whose `offset` bit is set keep the upper half of

@@ -67,8 +67,8 @@ struct Smem {
   simt::shared_array<int> counters;
   simt::shared_array<uint32_t> pool;
   int pool_capacity;
-  MLA_DEVICE uint32_t& pool_key(int i) const { return pool[static_cast<std::size_t>(i)]; }
-  MLA_DEVICE uint32_t& pool_index(int i) const { return pool[static_cast<std::size_t>(pool_capacity + i)]; }
+  MLA_DEVICE simt::shared_array<uint32_t>::reference pool_key(int i) const { return pool[static_cast<std::size_t>(i)]; }
+  MLA_DEVICE simt::shared_array<uint32_t>::reference pool_index(int i) const { return pool[static_cast<std::size_t>(pool_capacity + i)]; }
 };
 
 // ---- what a selection reads --------------------------------------------------------------------

@@ -51,6 +51,8 @@ ReproResult run_case_text(const CaseText& text, const std::string& backend, cons
     r.verdict = "crashed (" + e.fault() + "): " + e.what();
   } catch (const simt::host::KernelHang& e) {
     r.verdict = e.what();  // "hang: kernel '...' block (...) took ... thread steps ..."
+  } catch (const simt::host::SharedHazard& e) {
+    r.verdict = e.what();  // "race: kernel '...' block (...) thread (...) reads what thread (...) wrote to ..."
   } catch (const Error& e) {
     // The case is well formed, so a throw is the implementation's: it refused a valid case, or
     // faulted (a host kernel fault, a device fault).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -82,6 +83,19 @@ struct GpuThread {
   bool started = false;  // has run (on a fiber of its own, or after another thread on that one's)
 };
 
+// What the hazard checks (Options::check_shared) know of one 4-byte word of a block's shared memory.
+// Entries belong to the block run whose serial they carry; any other serial means "not this block's".
+constexpr uint32_t kNoThread = UINT32_MAX;
+constexpr uint32_t kSameValueWriters = UINT32_MAX - 1;  // several threads wrote the one value
+struct ShadowWord {
+  uint32_t serial = 0;  // the block run whose thread last wrote it (0: none)
+  uint32_t w_tid = 0, w_epoch = 0, w_warp_epoch = 0;  // that write: thread, barrier and sync_warp epochs
+  bool w_atomic = false;                              // and whether it was an atomic
+  uint32_t r_serial = 0, r_epoch = 0;                 // the reads recorded: block run, barrier epoch
+  uint32_t r_tid = 0, r_tid2 = kNoThread;             // the first reader and another one, if any
+  uint32_t r_warp = 0, r_warp_epoch = 0;              // the readers' warp (kNoThread: several) and newest epoch
+};
+
 struct SharedDecl {
   const char* name;  // the declaration's string literal (every thread passes the same pointer)
   std::size_t offset, bytes;
@@ -114,6 +128,14 @@ struct BlockRun {
   std::size_t static_used = 0;
   uint8_t* dynamic = nullptr;
   std::size_t dynamic_bytes = 0;
+  // Hazard checks (null shadows: off). epoch counts the block's barriers, warp_epochs each warp's
+  // sync_warps; barrier_file/line: where the last barrier was.
+  ShadowWord* static_shadow = nullptr;
+  ShadowWord* dynamic_shadow = nullptr;
+  uint32_t serial = 0, epoch = 0;
+  std::vector<uint32_t>* warp_epochs = nullptr;
+  const char* barrier_file = nullptr;
+  int barrier_line = 0;
   bool abandoning = false;
   std::exception_ptr fault;
   const void* scheduler_stack_bottom = nullptr;
@@ -393,6 +415,7 @@ std::string resolve(BlockRun& b) {
       for (int i = first; i < end; ++i) b.threads[i].result = ballot;
     } else {
       for (int i = first; i < end; ++i) b.threads[i].result = 0;
+      if (b.warp_epochs != nullptr) ++(*b.warp_epochs)[static_cast<std::size_t>(w)];  // orders the warp's accesses
     }
     for (int i = first; i < end; ++i) b.threads[i].state = State::kRunnable;
     progress = true;
@@ -413,6 +436,9 @@ std::string resolve(BlockRun& b) {
   }
   if (!returned && !different) {
     for (GpuThread& t : b.threads) t.state = State::kRunnable;
+    ++b.epoch;  // every access before it is ordered before every access after it
+    b.barrier_file = lead->file;
+    b.barrier_line = lead->line;
     return "";
   }
   std::vector<unsigned> waiting, done;
@@ -443,6 +469,15 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// MLACHECK_SHARED_CHECKS=0 turns the hazard checks off (benchmarks compare the two).
+bool shared_checks_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("MLACHECK_SHARED_CHECKS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+}
+
 // What one host thread reuses from block to block: allocating these per block (a 227 KiB arena
 // mapped and zeroed per launch, the dynamic bytes per block) was a large part of a small case.
 struct WorkerScratch {
@@ -453,6 +488,27 @@ struct WorkerScratch {
   std::vector<unsigned> order;
   std::vector<int> warp_order;
   std::mt19937_64 rng;
+  // Hazard checks: a shadow word per 4 bytes of the static arena and of the dynamic bytes, the
+  // serial of the block run last started, and the warps' sync_warp epochs.
+  std::vector<ShadowWord> static_shadow, dynamic_shadow;
+  uint32_t serial = 0;
+  std::vector<uint32_t> warp_epochs;
+
+  // Starts block run b's hazard checks: a fresh serial (on wrap-around every word is cleared).
+  void start_shadow(BlockRun& b, std::size_t max_shared_bytes) {
+    if (static_shadow.size() < max_shared_bytes / 4) static_shadow.resize(max_shared_bytes / 4);
+    if (dynamic_shadow.size() < (b.dynamic_bytes + 3) / 4) dynamic_shadow.resize((b.dynamic_bytes + 3) / 4);
+    if (++serial == 0) {
+      std::fill(static_shadow.begin(), static_shadow.end(), ShadowWord{});
+      std::fill(dynamic_shadow.begin(), dynamic_shadow.end(), ShadowWord{});
+      serial = 1;
+    }
+    warp_epochs.assign(static_cast<std::size_t>(b.warps), 0);
+    b.serial = serial;
+    b.static_shadow = static_shadow.data();
+    b.dynamic_shadow = dynamic_shadow.data();
+    b.warp_epochs = &warp_epochs;
+  }
 
   // At least n stacks of `bytes` each in stacks[0, n).
   void reserve_stacks(std::size_t n, std::size_t bytes) {
@@ -490,6 +546,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   if (dynamic_bytes > 0) std::memset(dynamic, 0xFF, dynamic_bytes);
   const unsigned n = block.x * block.y * block.z;
   b.warps = static_cast<int>((n + b.warp_size - 1) / b.warp_size);
+  if (options.check_shared && shared_checks_allowed()) scratch.start_shadow(b, options.max_shared_bytes);
   const uint64_t block_linear = block_idx.x + uint64_t(grid.x) * (block_idx.y + uint64_t(grid.y) * block_idx.z);
   const bool shuffled = options.schedule == Schedule::kShuffled;
   if (shuffled) {
@@ -751,6 +808,138 @@ void* dynamic_shared_base() {
 std::size_t dynamic_shared_bytes() {
   this_thread();
   return tls_thread->block->dynamic_bytes;
+}
+
+namespace {
+
+// The shadow of the word holding byte p of the running block's shared memory, or null when p is not
+// shared memory or the checks are off.
+MLA_EXECUTOR_HOT ShadowWord* shadow_of(const BlockRun& b, const uint8_t* p) {
+  if (b.static_shadow == nullptr) return nullptr;
+  const uint8_t* arena = b.static_arena->data();
+  if (p >= arena && p < arena + b.static_used) return b.static_shadow + (p - arena) / 4;
+  if (p >= b.dynamic && p < b.dynamic + b.dynamic_bytes) return b.dynamic_shadow + (p - b.dynamic) / 4;
+  return nullptr;
+}
+
+// The shared array holding byte p and the index of the element of `bytes` there (for atomics, which
+// see a raw pointer): a static declaration, or the dynamic bytes.
+std::pair<const char*, std::size_t> shared_element(const BlockRun& b, const uint8_t* p, std::size_t bytes) {
+  const uint8_t* arena = b.static_arena->data();
+  for (const SharedDecl& d : b.shared_decls) {
+    if (p >= arena + d.offset && p < arena + d.offset + d.bytes) return {d.name, (p - arena - d.offset) / bytes};
+  }
+  return {"dynamic shared memory", (p - b.dynamic) / bytes};
+}
+
+std::string thread_name(const BlockRun& b, uint32_t linear) {
+  const Dim3 d = b.block_dim;
+  return "thread " + dim3_string(Dim3(linear % d.x, linear / d.x % d.y, linear / (d.x * d.y)));
+}
+
+// Is an access by thread `tid` (warp `warp`, at barrier epoch `epoch` and that warp's sync_warp epoch
+// `warp_epoch`) ordered before what the running thread t does now?
+bool ordered_before(const BlockRun& b, const GpuThread& t, uint32_t epoch, uint32_t warp, uint32_t warp_epoch) {
+  return epoch != b.epoch || (warp == static_cast<uint32_t>(t.warp) &&
+                              warp_epoch < (*b.warp_epochs)[static_cast<std::size_t>(t.warp)]);
+}
+
+[[noreturn]] __attribute__((noinline)) void hazard(const GpuThread& t, const std::string& what, const char* name,
+                                                   std::size_t index, const std::string& other) {
+  const BlockRun& b = *t.block;
+  std::ostringstream os;
+  os << what << where_thread(t) << " " << other << " shared '" << name << "'[" << index
+     << "] with no barrier between them (the last barrier: "
+     << (b.barrier_file ? site(b.barrier_file, b.barrier_line) : std::string("none since the block began")) << ")";
+  throw SharedHazard(os.str());
+}
+
+}  // namespace
+
+MLA_EXECUTOR_HOT void shared_read(const void* p, std::size_t bytes, const char* name, std::size_t index) {
+  GpuThread* tp = tls_thread;
+  if (tp == nullptr) return;
+  const GpuThread& t = *tp;
+  const BlockRun& b = *t.block;
+  ShadowWord* w = shadow_of(b, static_cast<const uint8_t*>(p));
+  if (w == nullptr) return;
+  const uint32_t me = t.linear, warp = static_cast<uint32_t>(t.warp);
+  const uint32_t warp_epoch = (*b.warp_epochs)[static_cast<std::size_t>(t.warp)];
+  for (ShadowWord* end = w + (bytes + 3) / 4; w < end; ++w) {
+    // A word no thread of the block wrote reads as 0xFF bytes (static_shared_bytes, run_block): not
+    // reported here, since kernels read such words and mask what they computed from them; a value
+    // that reaches an output shows there as NaN.
+    if (w->serial == b.serial && w->w_tid != me && w->w_tid != kSameValueWriters &&
+        !ordered_before(b, t, w->w_epoch, w->w_tid / static_cast<uint32_t>(b.warp_size), w->w_warp_epoch)) {
+      hazard(t, "race: ", name, index, "reads what " + thread_name(b, w->w_tid) + " wrote to");
+    }
+    if (w->r_serial != b.serial || w->r_epoch != b.epoch) {
+      w->r_serial = b.serial, w->r_epoch = b.epoch, w->r_tid = me, w->r_tid2 = kNoThread;
+      w->r_warp = warp, w->r_warp_epoch = warp_epoch;
+    } else {
+      if (w->r_tid != me && w->r_tid2 == kNoThread) w->r_tid2 = me;
+      if (w->r_warp != warp) w->r_warp = kNoThread;
+      w->r_warp_epoch = std::max(w->r_warp_epoch, warp_epoch);
+    }
+  }
+}
+
+MLA_EXECUTOR_HOT void shared_write(const void* p, std::size_t bytes, const char* name, std::size_t index,
+                                   bool same_value) {
+  GpuThread* tp = tls_thread;
+  if (tp == nullptr) return;
+  const GpuThread& t = *tp;
+  const BlockRun& b = *t.block;
+  ShadowWord* w = shadow_of(b, static_cast<const uint8_t*>(p));
+  if (w == nullptr) return;
+  const uint32_t me = t.linear;
+  const uint32_t warp_epoch = (*b.warp_epochs)[static_cast<std::size_t>(t.warp)];
+  for (ShadowWord* end = w + (bytes + 3) / 4; w < end; ++w) {
+    const bool written_now = w->serial == b.serial && w->w_tid != me &&
+                             !ordered_before(b, t, w->w_epoch, w->w_tid == kSameValueWriters ? kNoThread
+                                                                   : w->w_tid / static_cast<uint32_t>(b.warp_size),
+                                             w->w_warp_epoch);
+    if (written_now && !same_value) {
+      hazard(t, "race: ", name, index,
+             w->w_tid == kSameValueWriters ? "writes another value where other threads wrote to"
+                                           : "writes another value where " + thread_name(b, w->w_tid) + " wrote to");
+    }
+    if (w->r_serial == b.serial && w->r_epoch == b.epoch) {
+      const uint32_t reader = w->r_tid != me ? w->r_tid : w->r_tid2;
+      if (reader != kNoThread && !ordered_before(b, t, w->r_epoch, w->r_warp, w->r_warp_epoch)) {
+        hazard(t, "race: ", name, index, "writes where " + thread_name(b, reader) + " read");
+      }
+    }
+    w->w_tid = written_now ? kSameValueWriters : me;
+    w->serial = b.serial, w->w_epoch = b.epoch, w->w_warp_epoch = warp_epoch, w->w_atomic = false;
+  }
+}
+
+MLA_EXECUTOR_HOT void shared_atomic(const void* p, std::size_t bytes) {
+  GpuThread* tp = tls_thread;
+  if (tp == nullptr) return;
+  const GpuThread& t = *tp;
+  const BlockRun& b = *t.block;
+  ShadowWord* w = shadow_of(b, static_cast<const uint8_t*>(p));
+  if (w == nullptr) return;
+  const uint32_t me = t.linear;
+  const uint32_t warp_epoch = (*b.warp_epochs)[static_cast<std::size_t>(t.warp)];
+  // Atomics never conflict with each other; with another thread's plain write or read, unordered,
+  // they do (a plain read of a counter others still add to reads whatever has arrived).
+  const auto [name, index] = shared_element(b, static_cast<const uint8_t*>(p), bytes);
+  for (ShadowWord* end = w + (bytes + 3) / 4; w < end; ++w) {
+    if (w->serial == b.serial && !w->w_atomic && w->w_tid != me && w->w_tid != kSameValueWriters &&
+        !ordered_before(b, t, w->w_epoch, w->w_tid / static_cast<uint32_t>(b.warp_size), w->w_warp_epoch)) {
+      hazard(t, "race: ", name, index, "atomically updates what " + thread_name(b, w->w_tid) + " wrote to");
+    }
+    if (w->r_serial == b.serial && w->r_epoch == b.epoch) {
+      const uint32_t reader = w->r_tid != me ? w->r_tid : w->r_tid2;
+      if (reader != kNoThread && !ordered_before(b, t, w->r_epoch, w->r_warp, w->r_warp_epoch)) {
+        hazard(t, "race: ", name, index, "atomically updates where " + thread_name(b, reader) + " read");
+      }
+    }
+    w->serial = b.serial, w->w_tid = me, w->w_epoch = b.epoch, w->w_warp_epoch = warp_epoch, w->w_atomic = true;
+  }
 }
 
 void shared_out_of_bounds(const char* name, std::size_t index, std::size_t count, std::size_t element_bytes) {

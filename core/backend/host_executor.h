@@ -49,6 +49,14 @@ struct Options {
   // few seconds. 0: no limit. (A loop with no barrier in it never yields; the check's case timeout
   // catches that one.)
   uint64_t max_block_steps = uint64_t(1) << 25;
+  // Shared-memory races (SharedHazard): every access of a shared array of 4- or 8-byte elements is
+  // checked against the block's earlier ones: two accesses of one word by different threads, at
+  // least one a plain write, with no barrier between them (nor a sync_warp, for two lanes of one
+  // warp) are a race, unless both write the same value. Shuffles and ballots order nothing in
+  // memory; atomics count as writes that never conflict with each other. A read of a word no thread
+  // wrote is not one (it reads 0xFF bytes: NaN where it reaches a float output).
+  // MLACHECK_SHARED_CHECKS=0 in the environment turns it off for every launch.
+  bool check_shared = true;
 };
 
 // The options launches on this host thread use; ScopedOptions sets them for a scope.
@@ -74,6 +82,13 @@ class KernelFault : public Error {
 class KernelHang : public KernelFault {
  public:
   explicit KernelHang(const std::string& what) : KernelFault(what) {}
+};
+
+// A shared-memory race (Options::check_shared): the message starts "race: " and names the kernel,
+// the block, both threads, the array, the element and the last barrier.
+class SharedHazard : public KernelFault {
+ public:
+  explicit SharedHazard(const std::string& what) : KernelFault(what) {}
 };
 
 // A cap on the work of the launches on this host thread, counted in steps: one GPU thread run until
@@ -172,6 +187,12 @@ template <class T>
 T* dynamic_shared() {
   return static_cast<T*>(dynamic_shared_base());
 }
+// The hazard checks of one access (shared_array's element references call them): bytes at p, element
+// index of array name; same_value: a write that leaves the bytes as they were (two threads writing
+// one value is not reported). shared_atomic: an atomic read-modify-write at p, if p is shared.
+void shared_read(const void* p, std::size_t bytes, const char* name, std::size_t index);
+void shared_write(const void* p, std::size_t bytes, const char* name, std::size_t index, bool same_value);
+void shared_atomic(const void* p, std::size_t bytes);
 [[noreturn]] void shared_out_of_bounds(const char* name, std::size_t index, std::size_t count,
                                        std::size_t element_bytes);
 

@@ -262,17 +262,27 @@ MLA_DEVICE T warp_min(T v MLA_SITE_PARAMS) {
 // ---- atomics on 32-bit global or shared memory; each returns the old value ----------------------
 #if defined(MLA_BACKEND_HOST)
 // Blocks may run on several host threads at once, so these are real atomics.
-inline int atomic_add(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
-inline unsigned atomic_add(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+// Each tells the shared-memory hazard checks first (nothing happens there for global memory).
+inline int atomic_add(int* p, int v) {
+  host::shared_atomic(p, sizeof *p);
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+inline unsigned atomic_add(unsigned* p, unsigned v) {
+  host::shared_atomic(p, sizeof *p);
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
 inline int atomic_cas(int* p, int expected, int desired) {
+  host::shared_atomic(p, sizeof *p);
   __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   return expected;
 }
 inline unsigned atomic_cas(unsigned* p, unsigned expected, unsigned desired) {
+  host::shared_atomic(p, sizeof *p);
   __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   return expected;
 }
 inline float atomic_add(float* p, float v) {
+  host::shared_atomic(p, sizeof *p);
   std::uint32_t* word = reinterpret_cast<std::uint32_t*>(p);
   std::uint32_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
   for (;;) {
@@ -283,6 +293,7 @@ inline float atomic_add(float* p, float v) {
 }
 template <class T>
 inline T host_atomic_max(T* p, T v) {
+  host::shared_atomic(p, sizeof *p);
   T old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
@@ -310,12 +321,66 @@ MLA_DEVICE std::uint16_t float_to_bf16(float f) { return ::mlacheck::float_to_bf
 MLA_DEVICE float ue8m0_to_float(std::uint8_t c) { return ::mlacheck::ue8m0_to_float(c); }
 
 // ---- shared memory -----------------------------------------------------------------------------
+#if defined(MLA_BACKEND_HOST)
+// An element of a shared array on the host: reading it (converting to T) and writing it (assigning)
+// go through the executor's hazard checks (host::Options::check_shared) for 4- and 8-byte elements.
+// Use it as the T it stands for: `T v = s[i]`, `s[i] = v`, `s[i] += v`, `&s[i]` for an atomic.
+// Not `auto v = s[i]`: that keeps the reference, and reads when v is used, not there.
+template <class T>
+class SharedRef {
+ public:
+  SharedRef(T* p, const char* name, std::size_t index) : p_(p), name_(name), index_(index) {}
+  operator T() const {
+    if constexpr (kChecked) host::shared_read(p_, sizeof(T), name_, index_);
+    return *p_;
+  }
+  const SharedRef& operator=(const T& v) const {
+    if constexpr (kChecked) host::shared_write(p_, sizeof(T), name_, index_, std::memcmp(p_, &v, sizeof(T)) == 0);
+    *p_ = v;
+    return *this;
+  }
+  const SharedRef& operator=(const SharedRef& other) const { return *this = static_cast<T>(other); }
+  template <class U>
+  const SharedRef& operator+=(const U& v) const { return *this = static_cast<T>(static_cast<T>(*this) + v); }
+  template <class U>
+  const SharedRef& operator-=(const U& v) const { return *this = static_cast<T>(static_cast<T>(*this) - v); }
+  template <class U>
+  const SharedRef& operator*=(const U& v) const { return *this = static_cast<T>(static_cast<T>(*this) * v); }
+  template <class U>
+  const SharedRef& operator/=(const U& v) const { return *this = static_cast<T>(static_cast<T>(*this) / v); }
+  template <class U>
+  const SharedRef& operator|=(const U& v) const { return *this = static_cast<T>(static_cast<T>(*this) | v); }
+  template <class U>
+  const SharedRef& operator&=(const U& v) const { return *this = static_cast<T>(static_cast<T>(*this) & v); }
+  const SharedRef& operator++() const { return *this += 1; }
+  T operator++(int) const {
+    const T old = *this;
+    *this = static_cast<T>(old + 1);
+    return old;
+  }
+  // The element's address, for an atomic (which simt's host atomics report to the checks themselves).
+  T* operator&() const { return p_; }
+
+ private:
+  static constexpr bool kChecked = sizeof(T) % 4 == 0;  // the checks keep a word per 4 bytes
+  T* p_;
+  const char* name_;
+  std::size_t index_;
+};
+#endif
+
 // A shared-memory array. On the host every access is bounds-checked and an access past the array
 // (for dynamic shared memory: past the bytes the launch declared) is reported with the block and
-// thread; on a GPU it is a bare pointer.
+// thread, and every element access goes through the hazard checks (SharedRef); on a GPU it is a
+// bare pointer.
 template <class T>
 class shared_array {
  public:
+#if defined(MLA_BACKEND_HOST)
+  using reference = SharedRef<T>;
+#else
+  using reference = T&;
+#endif
   MLA_DEVICE shared_array(T* data, std::size_t count, const char* name) : data_(data), count_(count) {
 #if defined(MLA_BACKEND_HOST)
     name_ = name;
@@ -323,11 +388,13 @@ class shared_array {
     (void)name;
 #endif
   }
-  MLA_DEVICE T& operator[](std::size_t i) const {
+  MLA_DEVICE reference operator[](std::size_t i) const {
 #if defined(MLA_BACKEND_HOST)
     if (i >= count_) host::shared_out_of_bounds(name_, i, count_, sizeof(T));
-#endif
+    return SharedRef<T>(data_ + i, name_, i);
+#else
     return data_[i];
+#endif
   }
   MLA_DEVICE T* data() const { return data_; }
   MLA_DEVICE std::size_t size() const { return count_; }

@@ -196,6 +196,7 @@ TEST(HostFaults, TheFaultOfTheFirstBlockInOrderIsReported) {
   expect_contains(fault_of([&] { k.shared_overrun(out.data(), 16); }), "block (0,0,0)");
 }
 
+// With the race checks off (as a GPU runs it), a missing barrier shows only in the results.
 TEST(HostRaces, AMissingBarrierGivesDifferentResultsUnderShuffling) {
   const SimtKernels k = host::kernels();
   const int n = 64;
@@ -205,6 +206,7 @@ TEST(HostRaces, AMissingBarrierGivesDifferentResultsUnderShuffling) {
     sh::Options o;
     o.schedule = sh::Schedule::kShuffled;
     o.seed = seed;
+    o.check_shared = false;
     sh::ScopedOptions scope(o);
     std::vector<int> racy(n), safe(n);
     k.neighbour_exchange(racy.data(), n, false);
@@ -214,6 +216,9 @@ TEST(HostRaces, AMissingBarrierGivesDifferentResultsUnderShuffling) {
   }
   EXPECT_GT(results.size(), 1u) << "the race gave the same result for every seed";
   // In order, thread t reads slot t+1 before thread t+1 wrote it: the race is visible even there.
+  sh::Options o;
+  o.check_shared = false;
+  sh::ScopedOptions scope(o);
   std::vector<int> ordered(n);
   k.neighbour_exchange(ordered.data(), n, false);
   EXPECT_NE(ordered, want);
@@ -221,10 +226,76 @@ TEST(HostRaces, AMissingBarrierGivesDifferentResultsUnderShuffling) {
 
 TEST(HostRaces, OrderedRunsAreDeterministic) {
   const SimtKernels k = host::kernels();
+  sh::Options o;
+  o.check_shared = false;
+  sh::ScopedOptions scope(o);
   std::vector<int> a(64), b(64);
   k.neighbour_exchange(a.data(), 64, false);
   k.neighbour_exchange(b.data(), 64, false);
   EXPECT_EQ(a, b);
+}
+
+// With them on (the default), the race is the verdict in any schedule, whichever thread comes
+// first: the later of the two accesses is reported, naming both threads, the array and the element.
+TEST(HostRaces, EveryUnorderedConflictIsReportedInAnySchedule) {
+  const SimtKernels k = host::kernels();
+  struct Want {
+    SharedPattern pattern;
+    std::string ordered;   // what the ordered schedule reports (thread 0 runs first)
+  };
+  const std::vector<Want> races = {
+      // Thread 0 read slot 1 before thread 1 wrote it.
+      {kExchangeWithoutBarrier, "race: kernel 'shared_pattern_kernel' block (0,0,0) thread (1,0,0) writes where "
+                                "thread (0,0,0) read shared 'slot'[1] with no barrier between them (the last "
+                                "barrier: none since the block began)"},
+      // After the shuffle, thread 0 reads slot 1, written before it by thread 1.
+      {kLaneExchangeAfterShuffle, "thread (0,0,0) reads what thread (1,0,0) wrote to shared 'slot'[1]"},
+      {kOwnValueFromEveryThread, "thread (1,0,0) writes another value where thread (0,0,0) wrote to shared 'slot'[0]"},
+      {kAtomicsThenRead, "thread (1,0,0) atomically updates where thread (0,0,0) read shared 'slot'[0]"},
+      {kReadThenOverwrite, "thread (1,0,0) writes where thread (0,0,0) read shared 'slot'[1]"},
+  };
+  for (const Want& w : races) {
+    for (const int warp : {32, 64}) {
+      for (const sh::Schedule schedule : {sh::Schedule::kOrdered, sh::Schedule::kShuffled}) {
+        for (uint64_t seed = 0; seed < (schedule == sh::Schedule::kShuffled ? 4u : 1u); ++seed) {
+          sh::Options o;
+          o.warp_size = warp, o.schedule = schedule, o.seed = seed;
+          sh::ScopedOptions scope(o);
+          std::vector<int> out(64);
+          std::string fault;
+          try {
+            k.shared_pattern(out.data(), 64, w.pattern);
+          } catch (const sh::SharedHazard& e) {
+            fault = e.what();
+          }
+          SCOPED_TRACE("pattern " + std::to_string(w.pattern) + ", warp " + std::to_string(warp) + ", seed " +
+                       std::to_string(seed));
+          ASSERT_EQ(fault.rfind("race: kernel 'shared_pattern_kernel' block (0,0,0) thread (", 0), 0u) << fault;
+          if (schedule == sh::Schedule::kOrdered) EXPECT_NE(fault.find(w.ordered), std::string::npos) << fault;
+        }
+      }
+    }
+  }
+}
+
+// What orders two accesses: a barrier, a sync_warp between lanes of one warp; and what is no race:
+// several threads writing one value, atomics among themselves.
+TEST(HostRaces, OrderedAndBenignPatternsAreNotReported) {
+  const SimtKernels k = host::kernels();
+  for (const SharedPattern pattern : {kExchangeAfterBarrier, kLaneExchangeAfterSyncWarp, kSameValueFromEveryThread,
+                                      kAtomicsThenBarrier}) {
+    for (const int warp : {32, 64}) {
+      for (uint64_t seed = 0; seed < 4; ++seed) {
+        sh::Options o;
+        o.warp_size = warp, o.schedule = seed == 0 ? sh::Schedule::kOrdered : sh::Schedule::kShuffled, o.seed = seed;
+        sh::ScopedOptions scope(o);
+        std::vector<int> out(64);
+        EXPECT_NO_THROW(k.shared_pattern(out.data(), 64, pattern)) << "pattern " << pattern << ", warp " << warp;
+        if (pattern == kAtomicsThenBarrier) EXPECT_EQ(out[5], 64);
+        if (pattern == kLaneExchangeAfterSyncWarp) EXPECT_EQ(out[0], 1 * 7 + 1);
+      }
+    }
+  }
 }
 
 TEST(HostLaunch, ConfigurationsAGpuRefusesAreErrors) {

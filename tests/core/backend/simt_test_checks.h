@@ -50,6 +50,23 @@ struct SimtKernels {
   // Writes dynamic shared memory through the raw pointer, one int past the threads * 4 - 4 bytes
   // the launch declares: only AddressSanitizer can see it (on the host backend).
   void (*raw_dynamic_overrun)(int* out, int threads);
+  // One block of n threads through one shared-memory pattern (SharedPattern); out[t] what thread t
+  // read back.
+  void (*shared_pattern)(int* out, int n, int pattern);
+};
+
+// The patterns of shared_pattern: the ordered ones are not races; the others are, and the host
+// backend's checks (simt::host::Options::check_shared) report them.
+enum SharedPattern : int {
+  kExchangeAfterBarrier = 0,  // write slot t, barrier, read slot t + 1
+  kExchangeWithoutBarrier,    // the same without the barrier
+  kLaneExchangeAfterSyncWarp, // write slot t, sync_warp, read the next lane's slot of the warp
+  kLaneExchangeAfterShuffle,  // the same with a shuffle in place of sync_warp (it orders no memory)
+  kSameValueFromEveryThread,  // every thread writes 5 into slot 0, barrier, reads it
+  kOwnValueFromEveryThread,   // every thread writes its id into slot 0
+  kAtomicsThenBarrier,        // thread 0 zeroes slot 0, barrier, atomic adds, barrier, read
+  kAtomicsThenRead,           // the same without the second barrier
+  kReadThenOverwrite,         // write slot t, barrier, read slot t + 1, write slot t again (no barrier)
 };
 
 using MakeBuffer = std::function<std::unique_ptr<GuardedMemory>(const std::string& name, int64_t bytes)>;

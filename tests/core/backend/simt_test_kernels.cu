@@ -94,6 +94,48 @@ MLA_KERNEL void neighbour_exchange_kernel(int* out, bool with_barrier) {
   out[tid] = slot[(tid + 1) % n];
 }
 
+MLA_KERNEL void shared_pattern_kernel(int* out, int pattern) {
+  MLA_SHARED(int, slot, simt::kMaxThreadsPerBlock);
+  const int tid = static_cast<int>(simt::thread_idx().x), n = static_cast<int>(simt::block_dim().x);
+  const int lane = simt::lane_id(), warp_base = tid - lane;
+  const int warp_lanes = n - warp_base < simt::warp_size() ? n - warp_base : simt::warp_size();
+  switch (pattern) {
+    case kExchangeAfterBarrier:
+    case kExchangeWithoutBarrier:
+      slot[tid] = tid * 7 + 1;
+      if (pattern == kExchangeAfterBarrier) simt::sync_threads();
+      out[tid] = slot[(tid + 1) % n];
+      break;
+    case kLaneExchangeAfterSyncWarp:
+    case kLaneExchangeAfterShuffle:
+      slot[tid] = tid * 7 + 1;
+      if (pattern == kLaneExchangeAfterSyncWarp) simt::sync_warp();
+      else out[tid] = simt::shfl(tid, 0);
+      out[tid] = slot[warp_base + (lane + 1) % warp_lanes];
+      break;
+    case kSameValueFromEveryThread:
+    case kOwnValueFromEveryThread:
+      slot[0] = pattern == kSameValueFromEveryThread ? 5 : tid;
+      simt::sync_threads();
+      out[tid] = slot[0];
+      break;
+    case kAtomicsThenBarrier:
+    case kAtomicsThenRead:
+      if (tid == 0) slot[0] = 0;
+      simt::sync_threads();
+      simt::atomic_add(&slot[0], 1);
+      if (pattern == kAtomicsThenBarrier) simt::sync_threads();
+      out[tid] = slot[0];
+      break;
+    case kReadThenOverwrite:
+      slot[tid] = tid;
+      simt::sync_threads();
+      out[tid] = slot[(tid + 1) % n];
+      slot[tid] = -tid;  // what thread tid - 1 reads, with no barrier between
+      break;
+  }
+}
+
 MLA_KERNEL void early_return_barrier_kernel(int* out) {
   const int tid = static_cast<int>(simt::thread_idx().x);
   if (tid >= 16) return;
@@ -184,6 +226,10 @@ void neighbour_exchange(int* out, int n, bool with_barrier) {
   MLA_LAUNCH(neighbour_exchange_kernel, (simt::LaunchConfig{simt::Dim3(1), blocks_of(n)}), out, with_barrier);
 }
 
+void shared_pattern(int* out, int n, int pattern) {
+  MLA_LAUNCH(shared_pattern_kernel, (simt::LaunchConfig{simt::Dim3(1), blocks_of(n)}), out, pattern);
+}
+
 void early_return_barrier(int* out, int threads) {
   MLA_LAUNCH(early_return_barrier_kernel, (simt::LaunchConfig{simt::Dim3(1), blocks_of(threads)}), out);
 }
@@ -233,6 +279,7 @@ SimtKernels kernels() {
   k.partial_warp_sum = partial_warp_sum;
   k.shared_overrun = shared_overrun;
   k.raw_dynamic_overrun = raw_dynamic_overrun;
+  k.shared_pattern = shared_pattern;
   return k;
 }
 
