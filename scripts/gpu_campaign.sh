@@ -5,7 +5,7 @@
 # table last, full logs in the output folder.
 #
 #   scripts/gpu_campaign.sh [--build DIR] [--fuzz-build DIR] [--out DIR] [--check-seconds S]
-#                           [--fuzz-seconds S] [--mutants-seconds S] [--repeats N]
+#                           [--fuzz-seconds S] [--mutants-seconds S] [--repeats N] [--case-timeout S]
 #
 # --build       a CUDA build whose tools/mlacheck runs the cuda backend (the `cuda` preset:
 #               build/cuda; built with `cmake --build --preset cuda --target mlacheck` it is all
@@ -16,20 +16,25 @@
 # --out         logs and the saved cases (default ./gpu-campaign)
 # Budgets (defaults fit 10 minutes on an H200): the property suite 8 s per op (--check-seconds),
 # each harness 8 s (--fuzz-seconds), each variant 30 s at most (--mutants-seconds, most die in
-# under a second), 20 repeats per kernel for the guard timing (--repeats).
+# under a second), 20 repeats per kernel for the guard timing (--repeats), each run of step 5 60 s at
+# most (--case-timeout: a hang variant's case takes all of it, five times).
 #
 # The steps:
 #   1. `mlacheck check --backend cuda`: every <op>@ref through its op's suite (seed and random cases
 #      of every property, the corpus regressions, random fuzzing);
 #   2. `scripts/fuzz_throughput.sh --backend cuda`: every harness from an empty corpus;
-#   3. `mlacheck mutants --backend cuda --save`: the kill matrix, each kill's case saved;
+#   3. `mlacheck mutants --backend cuda --save`: the kill matrix, each kill's case saved; then the
+#      variants it lists as not run (reads past a view whose value is never used) under
+#      `--sanitize memcheck`;
 #   4. `mlacheck bench guards --backend cuda`: plain against guarded launches;
 #   5. for each saved case of step 3, the production memory layout (MLACHECK_GUARDS=0: plain
 #      allocations of the staged sizes, views inside them; MLACHECK_CUDA_CACHE=0: every block from
 #      cudaMalloc, so the sanitizer sees its bounds) run plainly, under `compute-sanitizer --tool
-#      memcheck`, under `--tool initcheck`, and under mlacheck's guards; detected by the sanitizer
-#      means it reported an error, by mlacheck that the case failed. Each time is the whole command
-#      (process start, staging, the oracle), and each slowdown is against the plain run's.
+#      memcheck`, `--tool initcheck` and `--tool racecheck`, and under mlacheck's guards (and, when
+#      they pass it, under `--sanitize memcheck`); detected by the sanitizer means it reported an
+#      error or hazard, by mlacheck that the case failed (a hang: killed at --case-timeout). Each time is the
+#      whole command (process start, staging, the oracle), and each slowdown is against the plain
+#      run's.
 # Exit status: 0 the suite held, no harness found a crash, every variant was killed; 1 otherwise;
 # 2 bad usage or setup (one line).
 set -uo pipefail
@@ -39,7 +44,7 @@ me="gpu_campaign"
 die() { echo "$me: $*" >&2; exit 2; }
 
 build="$repo/build/cuda" fuzz_build="" out="gpu-campaign"
-check_s=8 fuzz_s=8 mutants_s=30 repeats=20
+check_s=8 fuzz_s=8 mutants_s=30 repeats=20 case_s=60
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=${2:?}; shift 2 ;;
@@ -49,11 +54,12 @@ while [ $# -gt 0 ]; do
     --fuzz-seconds) fuzz_s=${2:?}; shift 2 ;;
     --mutants-seconds) mutants_s=${2:?}; shift 2 ;;
     --repeats) repeats=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --case-timeout) case_s=${2:?}; shift 2 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (--help)" ;;
   esac
 done
-for v in "$check_s" "$fuzz_s" "$mutants_s" "$repeats"; do
+for v in "$check_s" "$fuzz_s" "$mutants_s" "$repeats" "$case_s"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "'$v' is not a whole positive number"
 done
 # The corpus of this checkout, wherever the binaries were built (they default to their source tree's).
@@ -115,6 +121,18 @@ stamp "3. kill matrix on cuda (mlacheck mutants, up to $mutants_s s per variant)
 mutants_rc=$?
 [ $mutants_rc -eq 0 ] || status=1
 mutants_line=$(grep -E '^[0-9]+ of [0-9]+ killed' "$out/mutants.log" || echo "did not finish (exit $mutants_rc)")
+# 3b. The variants only a read fence sees ("not run" above): under --sanitize memcheck.
+fenced=$(sed -nE 's/^not run: ([a-z_0-9]+@[A-Za-z0-9]+): .*--sanitize memcheck.*/\1/p' "$out/mutants.log")
+if [ -n "$fenced" ]; then
+  stamp "3b. the read variants under --sanitize memcheck ($(echo $fenced))"
+  only=()
+  for v in $fenced; do only+=(--only "$v"); done
+  "$mlacheck" mutants --backend cuda --budget "$mutants_s" --sanitize memcheck "${only[@]}" --save "$out/kills" \
+    > "$out/mutants_fenced.log" 2> "$out/mutants_fenced.err"
+  fenced_rc=$?
+  [ $fenced_rc -eq 0 ] || status=1
+  mutants_line="$mutants_line; under --sanitize memcheck: $(grep -E '^[0-9]+ of [0-9]+ killed' "$out/mutants_fenced.log" | grep -v '^=' || echo "did not finish (exit $fenced_rc)")"
+fi
 
 # 4. The guards' cost per launch.
 stamp "4. guard overhead (mlacheck bench guards, $repeats repeats)"
@@ -136,27 +154,44 @@ timed() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
 yesno() { if [ -z "$1" ]; then echo "?"; elif [ "$1" -gt 0 ]; then echo "yes ($1)"; else echo "no"; fi; }
+# The errors or hazards a sanitizer run reported, from the end of the case log ("" when it printed no
+# summary: it did not finish within its timeout).
+found() { tail -8 "$case_log" | grep -Eo "(ERROR|RACECHECK) SUMMARY: [0-9]+( hazards)?" | tail -1 | grep -Eo '[0-9]+' | head -1; }
 table="$out/sanitizer_table.txt"
-printf '%-26s %-9s %-9s %-46s %8s %9s %9s %9s\n' variant memcheck initcheck "mlacheck (which check)" "plain s" \
-  "memcheck" "initcheck" "mlacheck" > "$table"
+printf '%-26s %-9s %-9s %-9s %-56s %8s %9s %9s %9s %9s\n' variant memcheck initcheck racecheck "mlacheck (which check)" \
+  "plain s" "memcheck" "initcheck" "racecheck" "mlacheck" > "$table"
 for c in "$out"/kills/*.case; do
   [ -e "$c" ] || continue
   case "$c" in *-false-positive-on-ref.case) continue ;; esac
   variant=$(sed -nE 's/^impl (.*)/\1/p' "$c" | head -1)
   case_log="$out/cases.log"
   echo "=== $variant: $c" >> "$case_log"
+  # Every run under a time limit: a hang variant's case never ends by itself.
   plain="env MLACHECK_GUARDS=0 MLACHECK_CUDA_CACHE=0 $mlacheck repro $c --backend cuda"
-  timed t_plain $plain
-  timed t_mem "$sanitizer" --tool memcheck --target-processes all $plain
-  mem=$(tail -5 "$case_log" | grep -Eo 'ERROR SUMMARY: [0-9]+' | tail -1 | grep -Eo '[0-9]+$')
-  timed t_init "$sanitizer" --tool initcheck --target-processes all $plain
-  init=$(tail -5 "$case_log" | grep -Eo 'ERROR SUMMARY: [0-9]+' | tail -1 | grep -Eo '[0-9]+$')
-  timed t_ml env MLACHECK_CUDA_CACHE=0 "$mlacheck" repro "$c" --backend cuda
+  timed t_plain timeout "$case_s" $plain
+  timed t_mem timeout "$case_s" "$sanitizer" --tool memcheck --target-processes all $plain
+  mem=$(found)
+  timed t_init timeout "$case_s" "$sanitizer" --tool initcheck --target-processes all $plain
+  init=$(found)
+  timed t_race timeout "$case_s" "$sanitizer" --tool racecheck --target-processes all $plain
+  race=$(found)
+  timed t_ml timeout "$case_s" env MLACHECK_CUDA_CACHE=0 "$mlacheck" repro "$c" --backend cuda
   ml_rc=$last_rc
   check=$(sed -nE 's/^property (.*)/\1/p' "$c" | head -1)
-  verdict=$( [ "$ml_rc" -eq 1 ] && echo "yes, $check" || echo "no (exit $ml_rc)")
-  printf '%-26s %-9s %-9s %-46s %8.2f %8sx %8sx %8sx\n' "$variant" "$(yesno "$mem")" "$(yesno "$init")" "$verdict" \
-    "$t_plain" "$(ratio "$t_mem" "$t_plain")" "$(ratio "$t_init" "$t_plain")" "$(ratio "$t_ml" "$t_plain")" >> "$table"
+  how=""
+  if [ "$ml_rc" -eq 0 ]; then  # a read whose value is never used: only the views as NVTX regions see it
+    timed t_ml timeout "$case_s" env MLACHECK_CUDA_CACHE=0 "$mlacheck" repro "$c" --backend cuda --sanitize memcheck
+    ml_rc=$last_rc
+    how=" (--sanitize memcheck)"
+  fi
+  case "$ml_rc" in
+    1) verdict="yes, $check$how" ;;
+    124|137) verdict="yes, hang (killed at $case_s s)" ;;
+    *) verdict="no (exit $ml_rc)" ;;
+  esac
+  printf '%-26s %-9s %-9s %-9s %-56s %8.2f %8sx %8sx %8sx %8sx\n' "$variant" "$(yesno "$mem")" "$(yesno "$init")" \
+    "$(yesno "$race")" "$verdict" "$t_plain" "$(ratio "$t_mem" "$t_plain")" "$(ratio "$t_init" "$t_plain")" \
+    "$(ratio "$t_race" "$t_plain")" "$(ratio "$t_ml" "$t_plain")" >> "$table"
 done
 
 stamp "done"
