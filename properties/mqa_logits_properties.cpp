@@ -383,6 +383,49 @@ Verdict prefill_logits_weights_scale_exactly(Device& device, MqaLogitsFn* impl, 
   return compare_exactly(a.got, b.got, std::max<int64_t>(c.N, 1), 2.0f, prefill_specified(c, c.mode), "weights x 2");
 }
 
+// ---- a request alone, as in its batch ------------------------------------------------------------------
+
+// Batch invariance (docs/ops.md 2.1: a row's logits depend on its request only): the batch launched
+// once, then one request (drawn from the seed) launched alone on the same buffers, each input viewed
+// at that request's rows (q, weights, context_lens, block_table) and a logits buffer of its own:
+// its rows must be the batch's bit for bit wherever the mode specifies them.
+Verdict paged_logits_rows_independent_of_batch(Device& device, PagedMqaLogitsFn* impl, const PagedLogitsCase& c) {
+  PagedStaged s = stage_paged(c, 1.0f);
+  if (Verdict v = launch_paged(device, impl, c, s, false)) return "the batch: " + *v;
+  const std::vector<float> batch = dense(s.logits);
+  const int64_t b = static_cast<int64_t>(c.seed % static_cast<uint64_t>(c.B)), n = c.next_n;
+  const int64_t cols = std::max<int64_t>(c.max_context_len, 1);
+  Buffer alone("logits of request " + std::to_string(b),
+               View::padded_rows(DType::kF32, {n, c.max_context_len}, c.logits_stride, 4 * c.logits_offset), 64,
+               kLogitsFill);
+  const auto rows_of = [b](const Buffer& buf, int64_t per_request) {
+    DeviceTensor t = buf.device_tensor();
+    t.view = t.view.slice(0, b * per_request, (b + 1) * per_request);
+    return t;
+  };
+  const Verdict v = run_guarded(device, c, {&s.q, &s.w, &s.lens, &s.table, &s.kv}, alone, [&] {
+    PagedMqaLogitsArgs a;
+    a.q = rows_of(s.q, 1);
+    a.kv_blocks = s.kv.device_tensor();
+    a.block_size = c.block_size;
+    a.weights = rows_of(s.w, n);
+    a.context_lens = rows_of(s.lens, 1);
+    a.block_table = rows_of(s.table, 1);
+    a.max_context_len = c.max_context_len;
+    a.logits = alone.device_tensor();
+    a.mode = c.mode;
+    impl(device, a);
+  });
+  if (v) return "request " + std::to_string(b) + " alone: " + *v;
+  const std::vector<float> got = dense(alone);
+  const int64_t width = c.max_context_len;  // dense()'s columns (0 for an empty logits view)
+  const std::vector<float> want(batch.begin() + b * n * width, batch.begin() + (b + 1) * n * width);
+  return compare_exactly(want, got, cols, 1.0f,
+                         [&](int64_t r, int64_t col) { return paged_specified(c, c.mode)(b * n + r, col); },
+                         "request " + std::to_string(b) + " of " + std::to_string(c.B) +
+                             " launched alone vs in its batch (as [row of the request, column])");
+}
+
 // ---- paged = prefill over the gathered keys ----------------------------------------------------------
 
 Verdict paged_logits_equal_prefill_over_gathered_keys(Device& device, PagedMqaLogitsFn* impl, MqaLogitsFn* prefill,
@@ -472,6 +515,9 @@ void register_mqa_logits_properties(PropertyRegistry& r) {
         &paged_logits_clean_equals_unclean);
   paged("weights_scale_exactly", "index weights x 2 give every specified logit exactly x 2",
         &paged_logits_weights_scale_exactly);
+  paged("rows_independent_of_batch",
+        "one request launched alone on the batch's buffers gives its rows of the batch's logits bit for bit",
+        &paged_logits_rows_independent_of_batch);
   r.add(make_property<PagedLogitsCase>(
       "paged_mqa_logits.equals_prefill_over_gathered_keys", "paged_mqa_logits",
       "each request's logits equal mqa_logits@ref's over its keys gathered contiguously (mqa_logits tolerance)",

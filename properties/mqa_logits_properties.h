@@ -67,6 +67,10 @@ Verdict paged_logits_weights_scale_exactly(kernels::Device& device, PagedMqaLogi
 // Both compute docs/ops.md 2's formula but may sum in different orders, so they are compared under the
 // tolerance table's mqa_logits logits entry (the bound each is held to against the oracle), the
 // prefill result as the reference, on logits divided by 2^key_exponent.
+// Batch invariance: one request of the case (drawn from its seed) launched alone on the batch's
+// buffers, each input viewed at that request's rows, gives the batch's logits rows bit for bit.
+Verdict paged_logits_rows_independent_of_batch(kernels::Device& device, PagedMqaLogitsFn* impl,
+                                               const PagedLogitsCase& c);
 Verdict paged_logits_equal_prefill_over_gathered_keys(kernels::Device& device, PagedMqaLogitsFn* impl,
                                                       MqaLogitsFn* prefill, const PagedLogitsCase& c);
 

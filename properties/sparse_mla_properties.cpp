@@ -141,6 +141,17 @@ struct Staged {
   }
 };
 
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 bool same_special(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 // out against the oracle's with both x 2^-magnitude_log2 (exact), so the table's atol, meant for
@@ -247,6 +258,47 @@ Verdict sparse_mla_permutation_invariant(Device& device, SparseMlaFn* fn, const 
   return std::nullopt;
 }
 
+Verdict sparse_mla_rows_independent_of_batch(Device& device, SparseMlaFn* fn, const SparseMlaCase& c) {
+  Staged st(c);
+  if (Verdict v = st.run(device, c, [&] { fn(device, st.args(c)); })) return "the batch: " + *v;
+  const int64_t b = static_cast<int64_t>(c.seed % static_cast<uint64_t>(c.B));
+  const std::string who = "request " + std::to_string(b) + " of " + std::to_string(c.B);
+  Buffer out("out of " + who, View::contiguous(DType::kBF16, {1, c.S, c.H, kLatent}, 2 * c.out_offset), 64, kOutFill);
+  Buffer lse("lse of " + who, View::contiguous(DType::kF32, {1, c.H, c.S}, 4 * c.lse_offset), 64, kOutFill);
+  Testbed bed(device, c);
+  bed.input(st.q).input(st.kv).input(st.indices);
+  if (c.has_length) bed.input(st.lengths);
+  if (c.has_sink) bed.input(st.sink);
+  bed.output(out).output(lse);
+  const Verdict v = bed.launch([&] {
+    kernels::SparseMlaArgs a = st.args(c);
+    a.q.view = a.q.view.slice(0, b, b + 1);
+    a.indices.view = a.indices.view.slice(0, b, b + 1);
+    if (c.has_length) a.topk_length.view = a.topk_length.view.slice(0, b, b + 1);
+    a.out = out.device_tensor();
+    a.lse = lse.device_tensor();
+    fn(device, a);
+  });
+  if (v) return who + " alone: " + *v;
+  // Bit for bit, element by element: request b's block of the batch's out and lse.
+  const auto differ = [&](const Buffer& batch, const Buffer& alone, int64_t per_request, int64_t bytes,
+                          const std::string& name) -> Verdict {
+    const uint8_t* x = batch.host.data() + batch.view.byte_offset() + b * per_request * bytes;
+    const uint8_t* y = alone.host.data() + alone.view.byte_offset();
+    for (int64_t i = 0; i < per_request; ++i) {
+      if (std::memcmp(x + i * bytes, y + i * bytes, static_cast<size_t>(bytes)) == 0) continue;
+      const std::vector<int64_t> at = alone.view.coords_of_byte(alone.view.byte_offset() + i * bytes);
+      const double got = bytes == 2 ? bf16_to_float(load_u16(y + i * bytes)) : load_f32(y + i * bytes);
+      const double want = bytes == 2 ? bf16_to_float(load_u16(x + i * bytes)) : load_f32(x + i * bytes);
+      return who + " launched alone vs in its batch: " + name + " element " + shape_string(at) + " (of the request) " +
+             std::to_string(got) + ", in the batch " + std::to_string(want) + " (other bits)";
+    }
+    return std::nullopt;
+  };
+  if (Verdict d = differ(st.out, out, c.S * c.H * kLatent, 2, "out")) return d;
+  return differ(st.lse, lse, c.H * c.S, 4, "lse");
+}
+
 void register_sparse_mla_properties(PropertyRegistry& r) {
   const auto find = [](const std::string& impl) { return kernels::registry().find<SparseMlaFn>(impl); };
   r.add(make_property<SparseMlaCase>(
@@ -254,6 +306,12 @@ void register_sparse_mla_properties(PropertyRegistry& r) {
       "out and lse equal the oracle's (no valid entry: 0 and +inf); only out and lse are written", sparse_mla_from_text,
       [find](Device& device, const std::string& impl, const SparseMlaCase& c) {
         return sparse_mla_equals_oracle(device, find(impl), c);
+      }));
+  r.add(make_property<SparseMlaCase>(
+      "sparse_mla_decode.rows_independent_of_batch", "sparse_mla_decode",
+      "one request launched alone on the batch's buffers gives its rows of the batch's out and lse bit for bit",
+      sparse_mla_from_text, [find](Device& device, const std::string& impl, const SparseMlaCase& c) {
+        return sparse_mla_rows_independent_of_batch(device, find(impl), c);
       }));
   using Permuted = std::pair<SparseMlaCase, uint64_t>;
   r.add(make_property<Permuted>(

@@ -47,6 +47,10 @@ SparseMlaCase permute_sparse_mla_rows(const SparseMlaCase& c, uint64_t permutati
 // Metamorphic, without the oracle: a top-k row is a multiset, so permute_sparse_mla_rows(c, seed)
 // gives out within one bf16 ulp (plus the tolerance table's atol) and lse within the table's
 // tolerance of c's, with the same special values in the same places.
+// Batch invariance: one request of the case (drawn from its seed) launched alone on the batch's
+// buffers (q, indices and topk_length viewed at its rows, out and lse of its own) gives the batch's
+// out and lse rows of that request bit for bit.
+Verdict sparse_mla_rows_independent_of_batch(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c);
 Verdict sparse_mla_permutation_invariant(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c,
                                          uint64_t permutation_seed);
 

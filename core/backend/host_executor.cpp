@@ -873,6 +873,9 @@ MLA_EXECUTOR_HOT void shared_read(const void* p, std::size_t bytes, const char* 
         !ordered_before(b, t, w->w_epoch, w->w_tid / static_cast<uint32_t>(b.warp_size), w->w_warp_epoch)) {
       hazard(t, "race: ", name, index, "reads what " + thread_name(b, w->w_tid) + " wrote to");
     }
+    if (w->r_serial == b.serial && w->r_epoch == b.epoch && w->r_warp == kNoThread && w->r_tid2 != kNoThread) {
+      continue;  // readers of several warps recorded already: nothing a later read adds
+    }
     if (w->r_serial != b.serial || w->r_epoch != b.epoch) {
       w->r_serial = b.serial, w->r_epoch = b.epoch, w->r_tid = me, w->r_tid2 = kNoThread;
       w->r_warp = warp, w->r_warp_epoch = warp_epoch;

@@ -398,6 +398,18 @@ class shared_array {
   }
   MLA_DEVICE T* data() const { return data_; }
   MLA_DEVICE std::size_t size() const { return count_; }
+#if defined(MLA_BACKEND_HOST)
+  // Elements [i, i + n) for one access (load4, store4): bounds-checked, and reported to the hazard
+  // checks once for all of them; write: as a write (same_value: every byte stays as it was).
+  T* checked_span(std::size_t i, std::size_t n, bool write, const void* value = nullptr) const {
+    if (i + n > count_) host::shared_out_of_bounds(name_, i + n - 1, count_, sizeof(T));
+    if constexpr (sizeof(T) % 4 == 0) {
+      if (write) host::shared_write(data_ + i, n * sizeof(T), name_, i, std::memcmp(data_ + i, value, n * sizeof(T)) == 0);
+      else host::shared_read(data_ + i, n * sizeof(T), name_, i);
+    }
+    return data_ + i;
+  }
+#endif
 
  private:
   T* data_;
@@ -408,13 +420,14 @@ class shared_array {
 };
 
 // Four consecutive floats of shared memory at a 16-byte-aligned index: one vector access on a GPU,
-// four bounds-checked ones on the host.
+// one bounds-checked and race-checked access of 16 bytes on the host.
 struct Float4 {
   float x, y, z, w;
 };
 MLA_DEVICE Float4 load4(const shared_array<float>& s, std::size_t at) {
 #if defined(MLA_BACKEND_HOST)
-  return {s[at], s[at + 1], s[at + 2], s[at + 3]};
+  const float* p = s.checked_span(at, 4, false);
+  return {p[0], p[1], p[2], p[3]};
 #else
   const float4 v = *reinterpret_cast<const float4*>(s.data() + at);
   return {v.x, v.y, v.z, v.w};
@@ -422,7 +435,8 @@ MLA_DEVICE Float4 load4(const shared_array<float>& s, std::size_t at) {
 }
 MLA_DEVICE void store4(const shared_array<float>& s, std::size_t at, Float4 v) {
 #if defined(MLA_BACKEND_HOST)
-  s[at] = v.x, s[at + 1] = v.y, s[at + 2] = v.z, s[at + 3] = v.w;
+  const float value[4] = {v.x, v.y, v.z, v.w};
+  std::memcpy(s.checked_span(at, 4, true, value), value, sizeof value);
 #else
   *reinterpret_cast<float4*>(s.data() + at) = make_float4(v.x, v.y, v.z, v.w);
 #endif

@@ -78,6 +78,13 @@ RC_GTEST_PROP(PagedMqaLogits, DoublingTheWeightsDoublesEveryLogitExactly, ()) {
   rc_require(paged_logits_weights_scale_exactly(*device, &paged_mqa_logits, c), paged_text("weights_scale_exactly", c));
 }
 
+RC_GTEST_PROP(PagedMqaLogits, ARequestAloneGetsItsRowsOfTheBatchBitForBit, ()) {
+  const PagedLogitsCase c = *gen::paged_logits_case(kTwoRuns);
+  const auto device = make_device(Backend::kHost);
+  rc_require(paged_logits_rows_independent_of_batch(*device, &paged_mqa_logits, c),
+             paged_text("rows_independent_of_batch", c));
+}
+
 RC_GTEST_PROP(PagedMqaLogits, EqualsPrefillLogitsOverTheKeysGatheredContiguously, ()) {
   const PagedLogitsCase c = *gen::paged_logits_case(kTwoRuns);
   RC_TAG(path_tag(c));
@@ -280,6 +287,19 @@ void paged_assumes_an_aligned_cache(Device& d, const PagedMqaLogitsArgs& a) {
   paged_mqa_logits(d, b);
 }
 
+// A batch-dependent reduction, as a split count chosen from the batch size would give: a batch of one
+// request sums in another order, which moves every logit of it by a last bit.
+void paged_depends_on_the_batch(Device& d, const PagedMqaLogitsArgs& a) {
+  paged_mqa_logits(d, a);
+  if (a.q.view.size(0) != 1) return;
+  for (int64_t r = 0; r < a.logits.view.size(0); ++r) {
+    for (int64_t c = 0; c < a.logits.view.size(1); ++c) {
+      float& x = *logits_at(a.logits, r, c);
+      if (std::isfinite(x)) x = std::nextafter(x, INFINITY);
+    }
+  }
+}
+
 void prefill_writes_past_the_view(Device& d, const MqaLogitsArgs& a) {
   mqa_logits(d, a);
   write_past_the_last_row(a.logits);
@@ -342,6 +362,8 @@ TEST(PagedMqaLogits, ThePropertiesReportWrongImplementations) {
                            &paged_assumes_an_aligned_cache, true));
   EXPECT_FALSE(paged_holds("clean_equals_unclean", &paged_logits_clean_equals_unclean, &paged_unclean_rows_one_short));
   EXPECT_FALSE(paged_holds("weights_scale_exactly", &paged_logits_weights_scale_exactly, &paged_shifts_the_logits));
+  EXPECT_FALSE(paged_holds("rows_independent_of_batch", &paged_logits_rows_independent_of_batch,
+                           &paged_depends_on_the_batch));
   EXPECT_FALSE(rc::check("equals_prefill_over_gathered_keys", [] {
     const PagedLogitsCase c = *gen::paged_logits_case();
     const auto device = make_device(Backend::kHost);

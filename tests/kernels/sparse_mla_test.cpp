@@ -49,6 +49,13 @@ RC_GTEST_PROP(SparseMlaDecode, EqualsTheOracleAndWritesOnlyOutAndLse, ()) {
              case_text("sparse_mla_decode.equals_oracle", c));
 }
 
+RC_GTEST_PROP(SparseMlaDecode, ARequestAloneGetsItsRowsOfTheBatchBitForBit, ()) {
+  const SparseMlaCase c = *gen::sparse_mla_case();
+  const auto device = make_device(Backend::kHost);
+  rc_require(sparse_mla_rows_independent_of_batch(*device, &sparse_mla_decode, c),
+             case_text("sparse_mla_decode.rows_independent_of_batch", c));
+}
+
 RC_GTEST_PROP(SparseMlaDecode, PermutingEachTopkRowChangesNothing, ()) {
   const SparseMlaCase c = *gen::sparse_mla_case();
   const uint64_t perm = *rc::gen::arbitrary<uint64_t>();
@@ -101,7 +108,24 @@ void drops_the_last_counted_entry(Device& device, const SparseMlaArgs& a) {
   sparse_mla_decode(device, wrong);
 }
 
+// A batch-dependent result, as a split count chosen from the batch size would give: a batch of one
+// request gets every finite lse one float step higher.
+void depends_on_the_batch(Device& device, const SparseMlaArgs& a) {
+  sparse_mla_decode(device, a);
+  if (a.q.view.size(0) != 1) return;
+  float* lse = a.lse.data<float>();
+  for (int64_t i = 0; i < a.lse.view.numel(); ++i) {
+    if (std::isfinite(lse[i])) lse[i] = std::nextafter(lse[i], INFINITY);
+  }
+}
+
 TEST(SparseMlaDecode, ThePropertiesReportWrongImplementations) {
+  EXPECT_FALSE(rc::check("a request alone as in its batch, on a wrong implementation", [] {
+    const SparseMlaCase c = *gen::sparse_mla_case();
+    const auto device = make_device(Backend::kHost);
+    rc_require(sparse_mla_rows_independent_of_batch(*device, &depends_on_the_batch, c),
+               case_text("sparse_mla_decode.rows_independent_of_batch", c));
+  }));
   for (SparseMlaFn* wrong : {&writes_past_lse, &drops_the_last_counted_entry}) {
     EXPECT_FALSE(rc::check("sparse MLA decode equals the oracle, on a wrong implementation", [wrong] {
       const SparseMlaCase c = *gen::sparse_mla_case();
