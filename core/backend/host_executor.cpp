@@ -854,17 +854,37 @@ bool ordered_before(const BlockRun& b, const GpuThread& t, uint32_t epoch, uint3
   throw SharedHazard(os.str());
 }
 
+// The thread whose read of w since the last barrier is not ordered before t's access now, if any
+// (kNoThread: none).
+uint32_t unordered_reader(const BlockRun& b, const GpuThread& t, const ShadowWord& w) {
+  if (w.r_serial != b.serial || w.r_epoch != b.epoch) return kNoThread;
+  const uint32_t reader = w.r_tid != t.linear ? w.r_tid : w.r_tid2;
+  return reader == kNoThread || ordered_before(b, t, w.r_epoch, w.r_warp, w.r_warp_epoch) ? kNoThread : reader;
+}
+
+// The running thread and the shadow of the word holding p: null when outside a kernel, or when p
+// is not shared memory the checks follow; and the thread's warp's sync_warp epoch.
+struct Access {
+  const GpuThread* t = nullptr;
+  ShadowWord* w = nullptr;
+  uint32_t warp_epoch = 0;
+};
+MLA_EXECUTOR_HOT Access access_of(const void* p) {
+  const GpuThread* t = tls_thread;
+  if (t == nullptr) return {};
+  ShadowWord* w = shadow_of(*t->block, static_cast<const uint8_t*>(p));
+  if (w == nullptr) return {};
+  return {t, w, (*t->block->warp_epochs)[static_cast<std::size_t>(t->warp)]};
+}
+
 }  // namespace
 
 MLA_EXECUTOR_HOT void shared_read(const void* p, std::size_t bytes, const char* name, std::size_t index) {
-  GpuThread* tp = tls_thread;
-  if (tp == nullptr) return;
+  auto [tp, w, warp_epoch] = access_of(p);
+  if (w == nullptr) return;
   const GpuThread& t = *tp;
   const BlockRun& b = *t.block;
-  ShadowWord* w = shadow_of(b, static_cast<const uint8_t*>(p));
-  if (w == nullptr) return;
   const uint32_t me = t.linear, warp = static_cast<uint32_t>(t.warp);
-  const uint32_t warp_epoch = (*b.warp_epochs)[static_cast<std::size_t>(t.warp)];
   for (ShadowWord* end = w + (bytes + 3) / 4; w < end; ++w) {
     // A word no thread of the block wrote reads as 0xFF bytes (static_shared_bytes, run_block): not
     // reported here, since kernels read such words and mask what they computed from them; a value
@@ -889,14 +909,11 @@ MLA_EXECUTOR_HOT void shared_read(const void* p, std::size_t bytes, const char* 
 
 MLA_EXECUTOR_HOT void shared_write(const void* p, std::size_t bytes, const char* name, std::size_t index,
                                    bool same_value) {
-  GpuThread* tp = tls_thread;
-  if (tp == nullptr) return;
+  auto [tp, w, warp_epoch] = access_of(p);
+  if (w == nullptr) return;
   const GpuThread& t = *tp;
   const BlockRun& b = *t.block;
-  ShadowWord* w = shadow_of(b, static_cast<const uint8_t*>(p));
-  if (w == nullptr) return;
   const uint32_t me = t.linear;
-  const uint32_t warp_epoch = (*b.warp_epochs)[static_cast<std::size_t>(t.warp)];
   for (ShadowWord* end = w + (bytes + 3) / 4; w < end; ++w) {
     const bool written_now = w->serial == b.serial && w->w_tid != me &&
                              !ordered_before(b, t, w->w_epoch, w->w_tid == kSameValueWriters ? kNoThread
@@ -907,11 +924,8 @@ MLA_EXECUTOR_HOT void shared_write(const void* p, std::size_t bytes, const char*
              w->w_tid == kSameValueWriters ? "writes another value where other threads wrote to"
                                            : "writes another value where " + thread_name(b, w->w_tid) + " wrote to");
     }
-    if (w->r_serial == b.serial && w->r_epoch == b.epoch) {
-      const uint32_t reader = w->r_tid != me ? w->r_tid : w->r_tid2;
-      if (reader != kNoThread && !ordered_before(b, t, w->r_epoch, w->r_warp, w->r_warp_epoch)) {
-        hazard(t, "race: ", name, index, "writes where " + thread_name(b, reader) + " read");
-      }
+    if (const uint32_t reader = unordered_reader(b, t, *w); reader != kNoThread) {
+      hazard(t, "race: ", name, index, "writes where " + thread_name(b, reader) + " read");
     }
     w->w_tid = written_now ? kSameValueWriters : me;
     w->serial = b.serial, w->w_epoch = b.epoch, w->w_warp_epoch = warp_epoch, w->w_atomic = false;
@@ -919,14 +933,11 @@ MLA_EXECUTOR_HOT void shared_write(const void* p, std::size_t bytes, const char*
 }
 
 MLA_EXECUTOR_HOT void shared_atomic(const void* p, std::size_t bytes) {
-  GpuThread* tp = tls_thread;
-  if (tp == nullptr) return;
+  auto [tp, w, warp_epoch] = access_of(p);
+  if (w == nullptr) return;
   const GpuThread& t = *tp;
   const BlockRun& b = *t.block;
-  ShadowWord* w = shadow_of(b, static_cast<const uint8_t*>(p));
-  if (w == nullptr) return;
   const uint32_t me = t.linear;
-  const uint32_t warp_epoch = (*b.warp_epochs)[static_cast<std::size_t>(t.warp)];
   // Atomics never conflict with each other; with another thread's plain write or read, unordered,
   // they do (a plain read of a counter others still add to reads whatever has arrived).
   const auto [name, index] = shared_element(b, static_cast<const uint8_t*>(p), bytes);
@@ -935,11 +946,8 @@ MLA_EXECUTOR_HOT void shared_atomic(const void* p, std::size_t bytes) {
         !ordered_before(b, t, w->w_epoch, w->w_tid / static_cast<uint32_t>(b.warp_size), w->w_warp_epoch)) {
       hazard(t, "race: ", name, index, "atomically updates what " + thread_name(b, w->w_tid) + " wrote to");
     }
-    if (w->r_serial == b.serial && w->r_epoch == b.epoch) {
-      const uint32_t reader = w->r_tid != me ? w->r_tid : w->r_tid2;
-      if (reader != kNoThread && !ordered_before(b, t, w->r_epoch, w->r_warp, w->r_warp_epoch)) {
-        hazard(t, "race: ", name, index, "atomically updates where " + thread_name(b, reader) + " read");
-      }
+    if (const uint32_t reader = unordered_reader(b, t, *w); reader != kNoThread) {
+      hazard(t, "race: ", name, index, "atomically updates where " + thread_name(b, reader) + " read");
     }
     w->serial = b.serial, w->w_tid = me, w->w_epoch = b.epoch, w->w_warp_epoch = warp_epoch, w->w_atomic = true;
   }
