@@ -32,6 +32,7 @@ MLA_KERNEL void copy_rows_kernel(CopyRowsParams p) {
 }
 
 // One block per token; the token's request is found by binary search over query_start_loc.
+template <TopkToGlobalBug kBug>
 MLA_KERNEL void topk_to_global_kernel(TopkToGlobalParams p) {
   const int32_t t = static_cast<int32_t>(simt::block_idx().x);
   int32_t lo = 0, hi = p.num_requests - 1;  // the last request b with query_start_loc[b] <= t
@@ -43,7 +44,7 @@ MLA_KERNEL void topk_to_global_kernel(TopkToGlobalParams p) {
   const int32_t* table = p.block_table + int64_t(lo) * p.block_table_row_stride;
   for (int32_t i = simt::thread_idx().x; i < p.k; i += simt::block_dim().x) {
     const int32_t local = p.local[int64_t(t) * p.local_row_stride + i];
-    int32_t global = -1;
+    int32_t global = kBug == TopkToGlobalBug::kS1InvalidAsZero ? 0 : -1;  // the sentinel of "no slot"
     if (local >= 0 && local / p.page < p.block_table_width) global = table[local / p.page] * p.page + local % p.page;
     p.global[int64_t(t) * p.global_row_stride + i] = global;
   }
@@ -69,10 +70,16 @@ void copy_rows(const CopyRowsParams& p, void* stream) {
   MLA_LAUNCH(copy_rows_kernel, config, p);
 }
 
-void topk_to_global(const TopkToGlobalParams& p, void* stream) {
+void topk_to_global(const TopkToGlobalParams& p, void* stream) { topk_to_global_seeded(p, TopkToGlobalBug::kNone, stream); }
+
+void topk_to_global_seeded(const TopkToGlobalParams& p, TopkToGlobalBug bug, void* stream) {
   if (p.num_tokens == 0) return;
   const simt::LaunchConfig config{{unsigned(p.num_tokens)}, {kThreads}, 0, static_cast<simt::Stream>(stream)};
-  MLA_LAUNCH(topk_to_global_kernel, config, p);
+  if (bug == TopkToGlobalBug::kS1InvalidAsZero) {
+    MLA_LAUNCH(topk_to_global_kernel<TopkToGlobalBug::kS1InvalidAsZero>, config, p);
+  } else {
+    MLA_LAUNCH(topk_to_global_kernel<TopkToGlobalBug::kNone>, config, p);
+  }
 }
 
 }  // namespace mlacheck::kernels::MLA_BACKEND_NS

@@ -51,11 +51,21 @@ struct TopkToGlobalParams {
   int32_t page = 1;
 };
 
+// The seeded-bug variants' decisions inside the production kernel (docs/bugs.md), switched at
+// compile time: kNone is production.
+enum class TopkToGlobalBug {
+  kNone,
+  // S1 (after vLLM #45324, invalid slots returned as 0): an index with no slot (-1, or a block column
+  // past the table) is written as 0, a valid slot of the cache, where the contract says -1.
+  kS1InvalidAsZero,
+};
+
 #define MLA_PACK_DECODE_LAUNCHERS                                  \
   void pack_rows(const PackRowsParams& p, void* stream);           \
   void unpack_rows(const PackRowsParams& p, void* stream);         \
   void copy_rows(const CopyRowsParams& p, void* stream);           \
-  void topk_to_global(const TopkToGlobalParams& p, void* stream);
+  void topk_to_global(const TopkToGlobalParams& p, void* stream);  \
+  void topk_to_global_seeded(const TopkToGlobalParams& p, TopkToGlobalBug bug, void* stream);
 namespace host { MLA_PACK_DECODE_LAUNCHERS }
 namespace cuda { MLA_PACK_DECODE_LAUNCHERS }
 namespace hip { MLA_PACK_DECODE_LAUNCHERS }

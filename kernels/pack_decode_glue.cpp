@@ -104,6 +104,12 @@ void copy_rows(Device& device, const DeviceTensor& src, const DeviceTensor& dst)
 
 void topk_to_global(Device& device, const DeviceTensor& qsl, const DeviceTensor& local, const DeviceTensor& block_table,
                     int64_t page, const DeviceTensor& global) {
+  topk_to_global_seeded(device, qsl, local, block_table, page, global, TopkToGlobalBug::kNone);
+}
+
+void topk_to_global_seeded(Device& device, const DeviceTensor& qsl, const DeviceTensor& local,
+                           const DeviceTensor& block_table, int64_t page, const DeviceTensor& global,
+                           TopkToGlobalBug bug) {
   const int32_t B = require_query_start_loc(qsl, "topk_to_global");
   const View &l = local.view, &g = global.view, &t = block_table.view;
   MLA_REQUIRE(l.dtype() == DType::kI32 && l.rank() == 2 && (l.size(1) <= 1 || l.stride(1) == 1),
@@ -133,7 +139,7 @@ void topk_to_global(Device& device, const DeviceTensor& qsl, const DeviceTensor&
   p.block_table_row_stride = t.stride(0);
   p.block_table_width = static_cast<int32_t>(t.size(1));
   p.page = static_cast<int32_t>(page);
-  MLA_DISPATCH(device, topk_to_global, p);
+  MLA_DISPATCH(device, topk_to_global_seeded, p, bug);
 }
 
 }  // namespace mlacheck::kernels

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/device.h"
+#include "kernels/pack_decode.h"
 
 namespace mlacheck::kernels {
 
@@ -33,5 +34,9 @@ void copy_rows(Device& device, const DeviceTensor& src, const DeviceTensor& dst)
 // int32 [B, W] (unit column stride) with pages of `page` tokens. global may be local itself.
 void topk_to_global(Device& device, const DeviceTensor& query_start_loc, const DeviceTensor& local,
                     const DeviceTensor& block_table, int64_t page, const DeviceTensor& global);
+// The same with a seeded variant's decision (kernels/mutants/); topk_to_global is kNone.
+void topk_to_global_seeded(Device& device, const DeviceTensor& query_start_loc, const DeviceTensor& local,
+                           const DeviceTensor& block_table, int64_t page, const DeviceTensor& global,
+                           TopkToGlobalBug bug);
 
 }  // namespace mlacheck::kernels
