@@ -48,6 +48,21 @@ const char* stray_region_name(StrayRegion r) {
 
 std::string StrayWrite::describe() const {
   std::ostringstream os;
+  if (unbacked_read) {
+    // Bytes touched past the ends of reserved memory lie in its reserved margins: a far access is
+    // the mark of an offset computed in 32 bits, wrapped by 2^32.
+    os << "buffer '" << buffer << "': an access to unbacked memory in the page at byte " << offset;
+    if (region == StrayRegion::kBetweenViews) {
+      os << ", inside the reserved allocation but in no page the case staged";
+    } else if (region == StrayRegion::kAfterAllocation) {
+      os << ", after the allocation";
+    } else {
+      const double gib = double(-offset) / double(int64_t{1} << 30);
+      os << ", " << gib << " GiB before the allocation";
+      if (gib > 1) os << " (where an offset wrapped to 32 bits lands)";
+    }
+    return os.str();
+  }
   os << "buffer '" << buffer << "': stray write at byte " << offset << ", "
      << stray_region_name(region) << "; expected 0x" << std::hex << int(expected) << ", found 0x"
      << int(actual) << std::dec;
@@ -63,6 +78,11 @@ std::string StrayWrite::describe() const {
 std::string GuardReport::describe() const {
   if (ok()) return "ok: no byte outside the output views changed";
   std::ostringstream os;
+  if (first.unbacked_read) {  // reserved memory: counted in pages
+    os << stray_bytes << " unbacked page" << (stray_bytes == 1 ? "" : "s") << " touched (last at byte " << last_offset
+       << "); first: " << first.describe();
+    return os.str();
+  }
   os << stray_bytes << " stray byte" << (stray_bytes == 1 ? "" : "s") << " (last at byte " << last_offset
      << "); first: " << first.describe();
   return os.str();
@@ -75,12 +95,12 @@ uint8_t GuardedMemory::poison_byte(int64_t off) {
   return static_cast<uint8_t>(0xA5 ^ static_cast<uint8_t>(off * 0x9D));
 }
 
-GuardedMemory::GuardedMemory(std::string name, int64_t bytes, int64_t red_zone)
-    : name_(std::move(name)), size_(bytes), red_zone_(red_zone) {
+GuardedMemory::GuardedMemory(std::string name, int64_t bytes, int64_t red_zone, bool outputs)
+    : name_(std::move(name)), size_(bytes), red_zone_(red_zone), outputs_allowed_(outputs) {
   MLA_REQUIRE(bytes >= 0, "guarded buffer '", name_, "': negative size ", bytes);
   MLA_REQUIRE(red_zone >= 256 && red_zone % 256 == 0, "guarded buffer '", name_, "': red zone of ",
               red_zone, " bytes; it must be a multiple of 256, at least 256");
-  output_mask_.assign(static_cast<size_t>((size_ + 7) / 8), 0);
+  if (outputs_allowed_) output_mask_.assign(static_cast<size_t>((size_ + 7) / 8), 0);
 }
 
 GuardedMemory::GuardedMemory(GuardedMemory&&) noexcept = default;
@@ -146,6 +166,8 @@ void GuardedMemory::require_inside(int64_t offset, int64_t bytes, const char* wh
 }
 
 void GuardedMemory::declare_output(std::string view_name, const View& v) {
+  MLA_REQUIRE(outputs_allowed_, "guarded buffer '", name_, "': output view '", view_name,
+              "' declared on input-only memory (a reserved allocation may not be written)");
   const ByteSpan span = v.byte_span();
   MLA_REQUIRE(span.empty() || span.end <= size_, "guarded buffer '", name_, "' (", size_,
               " bytes): output view '", view_name, "' ", v.to_string(), " reaches byte ", span.end);

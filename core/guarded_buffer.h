@@ -34,6 +34,9 @@ const char* stray_region_name(StrayRegion r);
 
 struct StrayWrite {
   std::string buffer;
+  // An access to reserved memory's unbacked pages (core/reserved_buffer.h), seen by the page it
+  // brought in: offset is that page's first byte, and expected/actual mean nothing.
+  bool unbacked_read = false;
   StrayRegion region = StrayRegion::kBetweenViews;
   int64_t offset = 0;  // from the allocation start; negative in the leading red zone
   uint8_t expected = 0;
@@ -91,6 +94,10 @@ class GuardedMemory {
   // back after it. The defaults do nothing.
   virtual void fence_views(const std::vector<NamedView>& views) { (void)views; }
   virtual void lift_fence() {}
+  // The data offsets [begin, end) a launch may touch, in increasing order, for memory of which only
+  // part is backed (core/reserved_buffer.h: red zones included, whole pages); nullptr when every
+  // byte is (the default).
+  virtual const std::vector<ByteSpan>* backed() const { return nullptr; }
   // Several buffers of one launch at once: see arm_all and check_all below.
   friend void arm_all(const std::vector<GuardedMemory*>& buffers);
   friend std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
@@ -103,7 +110,9 @@ class GuardedMemory {
 
  protected:
   // bytes may be 0. red_zone must be a multiple of 256 and at least 256 (keeps data 256-aligned).
-  GuardedMemory(std::string name, int64_t bytes, int64_t red_zone);
+  // Memory made without outputs (reserved memory: an input of gigabytes) refuses declare_output
+  // and keeps no output mask.
+  GuardedMemory(std::string name, int64_t bytes, int64_t red_zone, bool outputs = true);
   GuardedMemory(GuardedMemory&&) noexcept;
   GuardedMemory& operator=(GuardedMemory&&) noexcept;
 
@@ -126,6 +135,7 @@ class GuardedMemory {
   std::string name_;
   int64_t size_ = 0;
   int64_t red_zone_ = 0;
+  bool outputs_allowed_ = true;
   std::vector<uint8_t> output_mask_;
   std::vector<NamedView> outputs_;
 };

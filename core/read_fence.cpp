@@ -181,6 +181,9 @@ std::vector<FenceRun> fence_runs(const std::vector<NamedView>& views, int64_t by
 }
 
 void ReadFence::add(GuardedMemory& memory, const std::vector<NamedView>& views) {
+  // Reserved memory (core/reserved_buffer.h) is fenced already: its unbacked pages fault on any
+  // access, and poisoning gigabytes of shadow would cost more than the launch.
+  if (memory.backed() != nullptr) return;
   std::vector<Entry>& list = memory.on_device() ? device_ : entries_;
   if (memory.on_device() && !device_fences()) return;
   for (Entry& e : list) {

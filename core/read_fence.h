@@ -82,7 +82,8 @@ class ReadFence {
 
   // The launch may touch these views of memory and nothing else of it. Device memory is handed to
   // its own fence_views when device_fences() (a host fence cannot see a device's reads), else
-  // ignored; a memory added twice keeps the union of its views.
+  // ignored; a memory added twice keeps the union of its views. Reserved memory
+  // (core/reserved_buffer.h) is left alone: touching its unbacked pages faults already.
   void add(GuardedMemory& memory, const std::vector<NamedView>& views);
   // Fences every added memory. At most one fence is armed at a time in a process.
   void arm();

@@ -128,6 +128,13 @@ void release(uint8_t* p) {
   add_free(s, offset, bytes);
 }
 
+void discard(uint8_t* p, int64_t bytes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (p == nullptr || s.owner != getpid() || p < s.arena.base || p + bytes > s.arena.base + s.arena.bytes) return;
+  fallocate(s.arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, p - s.arena.base, bytes);
+}
+
 Arena current() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -20,6 +20,9 @@ bool active();
 // nullptr when it is exhausted or cannot be made.
 uint8_t* allocate(int64_t bytes);
 void release(uint8_t* p);
+// Gives the pages of [p, p + bytes) (page-aligned, inside an allocation) back: they read as zero
+// again, and mincore(2) shows them not resident until touched.
+void discard(uint8_t* p, int64_t bytes);
 
 // The arena of this process: its file (memfd; this process keeps it open), its first byte and its
 // size. fd -1 when no arena was made yet.

@@ -12,6 +12,7 @@
 
 #include "core/backend/backend.h"
 #include "core/backend/host_executor.h"
+#include "core/contract.h"
 #include "core/error.h"
 #include "kernels/device.h"
 #include "kernels/plugin.h"
@@ -35,6 +36,17 @@ class BudgetDevice final : public kernels::Device {
       throw Error("fuzz: case needs over " + std::to_string(budget_ >> 20) + " MiB (" + name + ")");
     }
     return inner_.allocate(name, bytes);
+  }
+  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
+                                         const std::vector<ByteSpan>& backed) override {
+    int64_t staged = 0;
+    for (const ByteSpan& r : backed) staged += r.size();
+    used_ += staged;
+    if (used_ > budget_) {
+      exceeded_ = true;
+      throw Error("fuzz: case needs over " + std::to_string(budget_ >> 20) + " MiB (" + name + ")");
+    }
+    return inner_.reserve(name, bytes, backed);
   }
   void* stream() const override { return inner_.stream(); }
   void synchronize() override { inner_.synchronize(); }
@@ -185,8 +197,11 @@ int harness_run(const uint8_t* data, size_t size) {
   const auto over_budget = [&] { return device.exceeded() || staging.exceeded() || (work && work->exceeded()); };
   Verdict verdict;
   const auto start = std::chrono::steady_clock::now();
+  bool unstageable = false;
   try {
     verdict = fc.property->run(device, s.impl, fc.text);
+  } catch (const OutsideContract&) {
+    unstageable = true;  // the device cannot stage the case (Device::reserve on cuda): skipped
   } catch (const simt::host::KernelHang& e) {
     violation(fc, e.what());  // "hang: ...": a loop that never ends, whatever the budgets
   } catch (const simt::host::SharedHazard& e) {
@@ -196,7 +211,7 @@ int harness_run(const uint8_t* data, size_t size) {
     // fault, a refused launch), unless it only outgrew a budget.
     if (!over_budget()) violation(fc, std::string("error: ") + e.what());
   }
-  if (over_budget()) {
+  if (over_budget() || unstageable) {
     --s.runs;
     ++s.skipped;
     return -1;

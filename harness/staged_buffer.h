@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/guarded_buffer.h"
+#include "core/reserved_buffer.h"
 #include "core/tensor.h"
 #include "harness/memory_budget.h"
 #include "kernels/device.h"
@@ -58,7 +59,7 @@ class ScopedStagingBudget {
 struct Buffer {
   std::string name;
   View view;
-  std::vector<uint8_t> host;
+  std::vector<uint8_t> host;  // empty for a reserved buffer (see reserved())
   std::unique_ptr<GuardedMemory> memory;
 
   Buffer() = default;
@@ -67,26 +68,82 @@ struct Buffer {
   // are allocated: a case too large for either throws here, having allocated nothing for this buffer.
   Buffer(std::string n, const View& v, int64_t tail, uint8_t fill) : name(std::move(n)), view(v) {
     const int64_t bytes = add_bytes_saturating(std::max(v.byte_span().end, v.byte_offset()), tail);
-    ScopedStagingBudget::charge(name, bytes);
-    if (!ScopedStagingBudget::active()) charge_case_memory(name, bytes);
+    charge(bytes);
     host.assign(static_cast<size_t>(bytes), fill);
   }
+  // An input of gigabytes of which only the byte ranges `backed` are staged, each `fill` until
+  // written: the rest is reserved, not backed, on the host (zero) and on the device (it faults when
+  // touched; core/reserved_buffer.h). Only the backed bytes are charged. For a KV cache whose
+  // blocks lie past 2^31 or 2^32 bytes.
+  static Buffer reserved(std::string n, const View& v, const std::vector<ByteSpan>& backed, uint8_t fill) {
+    Buffer b;
+    b.name = std::move(n);
+    b.view = v;
+    const int64_t bytes = std::max(v.byte_span().end, v.byte_offset());
+    int64_t staged = 0;
+    for (const ByteSpan& r : backed) {
+      MLA_REQUIRE(r.begin >= 0 && r.begin <= r.end && r.end <= bytes, "buffer '", b.name, "': backed range [", r.begin,
+                  ", ", r.end, ") lies outside its ", bytes, " bytes");
+      staged += r.size();
+    }
+    b.charge(staged);
+    b.lazy = std::make_unique<LazyBytes>(bytes);
+    for (const ByteSpan& r : backed) {
+      b.lazy->open(r.begin, r.end);
+      std::memset(b.lazy->data() + r.begin, fill, static_cast<size_t>(r.size()));
+    }
+    b.backed = backed;
+    return b;
+  }
+  bool is_reserved() const { return lazy != nullptr; }
+  // The host bytes (what the oracle reads) and how many.
+  uint8_t* bytes() { return lazy ? lazy->data() : host.data(); }
+  const uint8_t* bytes() const { return lazy ? lazy->data() : host.data(); }
+  int64_t size() const { return lazy ? lazy->size() : static_cast<int64_t>(host.size()); }
+
   template <class T>
   void put(const std::vector<int64_t>& coords, T value) {
-    std::memcpy(host.data() + view.byte_offset_of(coords), &value, sizeof(T));
+    std::memcpy(bytes() + view.byte_offset_of(coords), &value, sizeof(T));
   }
   template <class T>
   void put(std::initializer_list<int64_t> coords, T value) {
-    std::memcpy(host.data() + view.byte_offset_of(coords), &value, sizeof(T));
+    std::memcpy(bytes() + view.byte_offset_of(coords), &value, sizeof(T));
   }
-  HostTensor host_tensor() { return HostTensor(host.data(), view); }
+  HostTensor host_tensor() { return HostTensor(bytes(), view); }
   kernels::DeviceTensor device_tensor() const { return {memory->data(), view}; }
   void upload(kernels::Device& device) {
-    memory = device.allocate(name, static_cast<int64_t>(host.size()));
-    memory->write(0, host.data(), static_cast<int64_t>(host.size()));
+    if (lazy) {
+      memory = device.reserve(name, size(), backed);
+      for (const ByteSpan& r : backed) memory->write(r.begin, bytes() + r.begin, r.size());
+      return;
+    }
+    memory = device.allocate(name, size());
+    memory->write(0, host.data(), size());
   }
-  // Reads the device's bytes back into host.
-  void download() { memory->read(0, host.data(), static_cast<int64_t>(host.size())); }
+  // Writes the host bytes into the allocation the buffer already has.
+  void refill() {
+    if (lazy) {
+      for (const ByteSpan& r : backed) memory->write(r.begin, bytes() + r.begin, r.size());
+    } else {
+      memory->write(0, host.data(), size());
+    }
+  }
+  // Reads the device's bytes back into host (a reserved buffer's backed ranges).
+  void download() {
+    if (lazy) {
+      for (const ByteSpan& r : backed) memory->read(r.begin, bytes() + r.begin, r.size());
+      return;
+    }
+    memory->read(0, host.data(), size());
+  }
+
+ private:
+  void charge(int64_t bytes) const {
+    ScopedStagingBudget::charge(name, bytes);
+    if (!ScopedStagingBudget::active()) charge_case_memory(name, bytes);
+  }
+  std::unique_ptr<LazyBytes> lazy;  // a reserved buffer's host bytes
+  std::vector<ByteSpan> backed;     // and the ranges staged
 };
 
 // The guarded memory of each buffer, for arm_all and check_all (core/guarded_buffer.h), which arm

@@ -56,7 +56,7 @@ std::vector<Buffer*> Testbed::buffers() const {
 Verdict Testbed::refuse_all_zero(bool outputs) const {
   for (const Staged& s : staged_) {
     if (s.output != outputs || s.content != Content::kNonZero || s.view.numel() == 0) continue;
-    if (!all_zero(HostTensor(s.buffer->host.data(), s.view))) continue;
+    if (!all_zero(HostTensor(s.buffer->bytes(), s.view))) continue;
     return std::string("testbed: ") + (outputs ? "output '" + s.view_name + "'" : "input '" + s.buffer->name + "'") +
            " is all zero, so the case cannot tell a kernel that " + (outputs ? "writes zeros" : "ignores it") +
            " from a correct one (a staging fault of the case, not of the kernel)";
@@ -65,9 +65,8 @@ Verdict Testbed::refuse_all_zero(bool outputs) const {
 }
 
 void Testbed::stage(Buffer& b) {
-  const int64_t bytes = static_cast<int64_t>(b.host.size());
-  if (b.memory && b.memory->size() == bytes) {
-    b.memory->write(0, b.host.data(), bytes);
+  if (b.memory && b.memory->size() == b.size()) {
+    b.refill();
     b.memory->clear_outputs();
   } else {
     b.upload(device_);
@@ -114,7 +113,7 @@ Verdict Testbed::bits_differ(const Staged& s, const std::vector<uint8_t>& first,
   s.view.for_each_index([&](const std::vector<int64_t>& idx) {
     if (diff) return;
     const int64_t at = s.view.byte_offset_of(idx);
-    const uint8_t* now = s.buffer->host.data() + at;
+    const uint8_t* now = s.buffer->bytes() + at;
     const uint8_t* was = first.data() + at;
     if (std::memcmp(now, was, static_cast<size_t>(es)) == 0) return;
     diff = which + " wrote output '" + s.view_name + "' element " + shape_string(idx) + " as " + hex_bytes(now, es) +
@@ -142,7 +141,7 @@ Verdict Testbed::row_sets_differ(const Staged& s, const std::vector<uint8_t>& fi
   rows.for_each_index([&](const std::vector<int64_t>& row_idx) {
     if (diff) return;
     const std::vector<int64_t> row = s.view.rank() == 1 ? std::vector<int64_t>{} : row_idx;
-    std::vector<uint64_t> now = row_elements(s.buffer->host.data(), s.view, row);
+    std::vector<uint64_t> now = row_elements(s.buffer->bytes(), s.view, row);
     std::vector<uint64_t> was = row_elements(first.data(), s.view, row);
     if (now == was) return;
     std::sort(now.begin(), now.end());

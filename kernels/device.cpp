@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "core/backend/host_executor.h"
+#include "core/contract.h"
 #include "core/error.h"
+#include "core/reserved_buffer.h"
 
 #if defined(MLACHECK_HAVE_CUDA)
 #include "core/backend/cuda_guarded_buffer.h"
@@ -65,6 +67,11 @@ class HostDevice final : public Device {
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
     if (!guards_) return std::make_unique<PlainHostMemory>(name, bytes);
     return std::make_unique<GuardedBuffer>(name, bytes);
+  }
+  // With or without guards: a reserved allocation's checks cost only its backed pages.
+  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
+                                         const std::vector<ByteSpan>& backed) override {
+    return std::make_unique<ReservedBuffer>(name, bytes, backed);
   }
   // Launches on a stream that is not capturing run at once.
   void* stream() const override { return &stream_; }
@@ -151,6 +158,14 @@ class CudaDevice final : public Device {
 }  // namespace
 
 Device::~Device() = default;
+
+std::unique_ptr<GuardedMemory> Device::reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed) {
+  (void)bytes, (void)backed;
+  // Not a finding and not the command's trouble: the case is reported as not run (it lies outside
+  // what this backend can stage), as a case outside an implementation's contract is.
+  throw OutsideContract(std::string(backend_name(backend())) + ": cannot reserve memory for '" + name +
+                        "' (reserved memory, backed only where a case writes it, is the host backend's so far)");
+}
 
 bool device_usable(Backend b, std::string* why) {
   for (const BackendStatus& s : backend_statuses()) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/backend/backend.h"
 #include "core/guarded_buffer.h"
@@ -46,6 +47,13 @@ class Device {
   virtual Backend backend() const = 0;
   // A guarded allocation in this device's memory.
   virtual std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) = 0;
+  // A guarded input allocation of `bytes` of which only the ranges `backed` (data offsets) are
+  // backed; every other byte is reserved address space that faults when touched, and so is the
+  // address space for 4 GiB on either side (core/reserved_buffer.h). Offsets past 2^32 without
+  // gigabytes of data. On a device that cannot reserve memory (cuda, for now) it throws
+  // OutsideContract (core/contract.h): the case is reported as not run, never as a failure.
+  virtual std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
+                                                 const std::vector<ByteSpan>& backed);
   // The stream launches go to: a simt::host::Stream* (null: run at once) or a cudaStream_t.
   virtual void* stream() const = 0;
   // Waits for every launch; throws mlacheck::Error on a launch or device fault (a host KernelFault

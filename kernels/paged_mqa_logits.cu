@@ -28,13 +28,24 @@ MLA_DEVICE int row_length(const PagedMqaLogitsParams& p, int b, int j) {
 
 MLA_DEVICE bool valid_page(const PagedMqaLogitsParams& p, int32_t page) { return page >= 0 && page < p.num_blocks; }
 
+// The byte offset of KV block `page` in the cache: in 64 bits, since block ids times strides pass
+// 2^31 bytes in a large cache. The seeded bug W1 computes it in 32 bits.
+template <PagedLogitsBug kBug>
+MLA_DEVICE int64_t block_offset(const PagedMqaLogitsParams& p, int32_t page) {
+  if (kBug == PagedLogitsBug::kW1BlockOffsetIn32Bits) {
+    return static_cast<int32_t>(static_cast<uint32_t>(page) * static_cast<uint32_t>(p.block_stride));
+  }
+  return int64_t(page) * p.block_stride;
+}
+
 // Fast path (block size == tile, 16-byte aligned keys): the tile is KV block block_table[b, tile],
 // whose first n tokens' keys are n * D contiguous bytes and whose scales follow at 64 * D.
+template <PagedLogitsBug kBug>
 MLA_DEVICE void stage_block_keys(const TileSmem& sm, const PagedMqaLogitsParams& p, int b, int tile, int n) {
   const int tid = static_cast<int>(simt::thread_idx().x), threads = static_cast<int>(simt::block_dim().x);
   const int32_t page = p.block_table[b * p.block_table_stride + tile];
   const bool valid = valid_page(p, page);
-  const uint8_t* block = p.kv + (valid ? page : 0) * p.block_stride;
+  const uint8_t* block = p.kv + (valid ? block_offset<kBug>(p, page) : 0);
   const Bytes16* chunks = reinterpret_cast<const Bytes16*>(block);
   const int D = sm.head_dim;
   for (int c = tid; c < n * D / 16; c += threads) {
@@ -55,6 +66,7 @@ MLA_DEVICE void stage_block_keys(const TileSmem& sm, const PagedMqaLogitsParams&
 // General path (any block size): token t0 + s lives in block block_table[b, t / block_size], slot
 // t % block_size. One thread per token finds its key's byte offset (-1 for a page outside the
 // cache) and scale, then the block decodes the keys bytewise.
+template <PagedLogitsBug kBug>
 MLA_DEVICE void stage_token_keys(const TileSmem& sm, const PagedMqaLogitsParams& p, int b, int t0, int n,
                                  const simt::shared_array<int64_t>& token_at) {
   const int tid = static_cast<int>(simt::thread_idx().x), threads = static_cast<int>(simt::block_dim().x);
@@ -68,8 +80,9 @@ MLA_DEVICE void stage_token_keys(const TileSmem& sm, const PagedMqaLogitsParams&
       sm.scale(s) = quiet_nan();
       continue;
     }
-    const uint8_t* block = p.kv + page * p.block_stride;
-    token_at[s] = page * p.block_stride + slot * D;
+    const int64_t at = block_offset<kBug>(p, page);
+    const uint8_t* block = p.kv + at;
+    token_at[s] = at + slot * D;
     // The scale is 4-aligned only when block_size * D is: assemble it from bytes.
     const uint8_t* sb = block + int64_t(p.block_size) * D + 4 * slot;
     sm.scale(s) = bits_float(uint32_t(sb[0]) | uint32_t(sb[1]) << 8 | uint32_t(sb[2]) << 16 | uint32_t(sb[3]) << 24);
@@ -134,9 +147,9 @@ MLA_KERNEL void paged_mqa_logits_kernel(PagedMqaLogitsParams p) {
       q_staged = true;
     }
     if (kBlockTile) {
-      stage_block_keys(sm, p, b, tile, n);
+      stage_block_keys<kBug>(sm, p, b, tile, n);
     } else {
-      stage_token_keys(sm, p, b, t0, n, token_at);
+      stage_token_keys<kBug>(sm, p, b, t0, n, token_at);
     }
     zero_keys_from(sm, n);
     simt::sync_threads();
@@ -176,6 +189,7 @@ void launch_paged_mqa_logits_seeded(const PagedMqaLogitsParams& p, PagedLogitsBu
                           reinterpret_cast<std::uintptr_t>(p.kv) % 16 == 0;
   constexpr int kO1 = static_cast<int>(PagedLogitsBug::kO1LengthsPastRows) << kBugShift;
   constexpr int kD1 = static_cast<int>(PagedLogitsBug::kD1HeadSumsInArrivalOrder) << kBugShift;
+  constexpr int kW1 = static_cast<int>(PagedLogitsBug::kW1BlockOffsetIn32Bits) << kBugShift;
   if (bug == PagedLogitsBug::kO1LengthsPastRows) {
     if (block_tile) {
       MLA_LAUNCH(paged_mqa_logits_kernel<kO1 | kBlockTileVariant>, config, p);
@@ -187,6 +201,12 @@ void launch_paged_mqa_logits_seeded(const PagedMqaLogitsParams& p, PagedLogitsBu
       MLA_LAUNCH(paged_mqa_logits_kernel<kD1 | kBlockTileVariant>, config, p);
     } else {
       MLA_LAUNCH(paged_mqa_logits_kernel<kD1>, config, p);
+    }
+  } else if (bug == PagedLogitsBug::kW1BlockOffsetIn32Bits) {
+    if (block_tile) {
+      MLA_LAUNCH(paged_mqa_logits_kernel<kW1 | kBlockTileVariant>, config, p);
+    } else {
+      MLA_LAUNCH(paged_mqa_logits_kernel<kW1>, config, p);
     }
   } else if (block_tile) {
     MLA_LAUNCH(paged_mqa_logits_kernel<kBlockTileVariant>, config, p);

@@ -54,14 +54,15 @@ std::vector<int64_t> PagedLogitsCase::table_lows() const {
   return lows;
 }
 
-std::string PagedLogitsCase::table_pages_problem() const {
+std::string PagedLogitsCase::table_pages_problem(bool far) const {
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t col = 0; col < needed(b); ++col) {
-      const int64_t page = table[static_cast<size_t>(b * W + col)];
-      if (page >= max_blocks()) {
+      const int64_t page = this->page(b, col);
+      if (page >= max_blocks(far)) {
         return "block_table: request " + std::to_string(b) + " column " + std::to_string(col) + " is page " +
-               std::to_string(page) + ", past the largest cache (" + std::to_string(max_blocks()) +
-               " pages: at most " + std::to_string(kLogitsMaxLen) + " and 256 MiB at this block_stride)";
+               std::to_string(page) + ", past the largest cache (" + std::to_string(max_blocks(far)) + " pages: " +
+               (far ? "8 GiB" : "at most " + std::to_string(kLogitsMaxLen) + " and 256 MiB") +
+               " at this block_stride and kv_offset)";
       }
     }
   }
@@ -71,7 +72,7 @@ std::string PagedLogitsCase::table_pages_problem() const {
 int64_t PagedLogitsCase::pages_read() const {
   int64_t pages = 1;
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t col = 0; col < needed(b); ++col) pages = std::max<int64_t>(pages, table[static_cast<size_t>(b * W + col)] + 1);
+    for (int64_t col = 0; col < needed(b); ++col) pages = std::max<int64_t>(pages, page(b, col) + 1);
   }
   return pages;
 }
@@ -127,6 +128,11 @@ void draw_prefill_ranges(const PrefillLogitsCase& c, std::vector<int32_t>& ks, s
 void paged_logits_to_text(const PagedLogitsCase& c, CaseText& out) { write_case(c, out); }
 void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out) { write_case(c, out); }
 PagedLogitsCase paged_logits_from_text(const CaseText& t) { return read_case<PagedLogitsCase>(t); }
+PagedLogitsCase paged_logits_far_from_text(const CaseText& t) {
+  gen::PagedCaseShape far;
+  far.far_pages = true;
+  return read_case<PagedLogitsCase>(t, far);
+}
 PrefillLogitsCase prefill_logits_from_text(const CaseText& t) { return read_case<PrefillLogitsCase>(t); }
 
 namespace gen {

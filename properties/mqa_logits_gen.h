@@ -40,12 +40,15 @@ const char* key_pattern_name(KeyPattern p);
 constexpr int kMaxKeyExponent = 100;
 
 // What a case may hold (sizes the host backend runs in seconds): lengths, keys, table widths and
-// pages up to kLogitsMaxLen; strides and offsets up to kLogitsSlack past the tightest; at most
-// kLogitsMaxListValues values on a case-file line (CaseText::parse); the KV cache within
-// kLogitsMaxCacheBytes and the logits within kLogitsMaxElements.
+// lengths, keys and table widths up to kLogitsMaxLen; strides and offsets up to kLogitsSlack past the tightest; at most
+// kLogitsMaxListValues values on a case-file line (CaseText::parse); the logits within
+// kLogitsMaxElements; the KV cache dense within kLogitsMaxCacheBytes, and past it reserved memory
+// (only the pages read are backed) of up to kLogitsMaxReservedBytes, so that pages past byte 2^31
+// and 2^32 cost no more than pages at the start.
 constexpr int64_t kLogitsMaxLen = 65536, kLogitsSlack = 4096;
 constexpr int64_t kLogitsMaxListValues = (int64_t{1} << 16) - 1;
 constexpr int64_t kLogitsMaxCacheBytes = int64_t{1} << 28, kLogitsMaxElements = int64_t{1} << 26;
+constexpr int64_t kLogitsMaxReservedBytes = int64_t{1} << 33;
 // The largest head_dim whose H x D fits one block's shared memory (the glue refuses more).
 int64_t max_logits_head_dim(int64_t H);
 
@@ -54,6 +57,7 @@ namespace gen {
 struct PagedCaseShape {
   bool block64_fast_path = false;  // only cases the reference kernel runs on its block-64 fast path
   bool short_rows = false;         // next_n <= 4 and lengths <= 200 (+1): for properties that run a case twice
+  bool far_pages = false;          // the pages read lie across byte 2^31 or 2^32 of the cache (reserved memory)
 };
 }  // namespace gen
 
@@ -66,6 +70,7 @@ struct PagedLogitsCase : CaseSchedule {
   int64_t max_context_len = 0;
   int64_t W = 0, table_row_pad = 0;
   std::vector<int32_t> table;  // [B, W]: pages, then garbage past each request's needed columns
+  int64_t page_base = 0;       // far pages: a read column's page is page_base + its table value
   int64_t num_blocks = 1, block_stride = 0, kv_offset = 0;  // bytes
   int64_t logits_stride = 1, logits_offset = 0;             // elements
   kernels::LogitsMode mode = kernels::LogitsMode::kUnclean;
@@ -75,6 +80,8 @@ struct PagedLogitsCase : CaseSchedule {
   uint8_t poison = 0x7F;  // unread bytes: 0x7F fp8 NaN keys; 0x7E 448 with a huge scale
 
   int64_t rows() const { return B * next_n; }
+  // The page request b reads at table column col (col < needed(b)), as the staged table holds it.
+  int64_t page(int64_t b, int64_t col) const { return page_base + table[static_cast<size_t>(b * W + col)]; }
   // Row (b, j)'s length (docs/ops.md 2.1).
   int64_t row_len(int64_t b, int64_t j) const;
   int64_t longest(int64_t b) const;
@@ -84,10 +91,16 @@ struct PagedLogitsCase : CaseSchedule {
   int64_t most_needed() const;
   // block_table's lowest value per entry: 0 (a page) where a request reads, int32's least elsewhere.
   std::vector<int64_t> table_lows() const;
-  // The most pages a cache may have at this block_stride (at most kLogitsMaxLen and kLogitsMaxCacheBytes).
-  int64_t max_blocks() const { return std::min(kLogitsMaxLen, kLogitsMaxCacheBytes / block_stride); }
-  // "" when every page a request reads is below max_blocks(), else which is not.
-  std::string table_pages_problem() const;
+  // The most pages a cache may have at this block_stride: kLogitsMaxCacheBytes of them (and at most
+  // kLogitsMaxLen), or for far pages (PagedCaseShape::far_pages) kLogitsMaxReservedBytes.
+  int64_t max_blocks(bool far = false) const {
+    return far ? (kLogitsMaxReservedBytes - kv_offset) / block_stride : std::min(kLogitsMaxLen, kLogitsMaxCacheBytes / block_stride);
+  }
+  // Whether the cache is staged as reserved memory: more pages than a dense cache may have (far
+  // pages only); only the pages read are backed (core/reserved_buffer.h).
+  bool reserved_cache() const { return num_blocks > max_blocks(false); }
+  // "" when every page a request reads is below max_blocks(far), else which is not.
+  std::string table_pages_problem(bool far = false) const;
   // The fewest pages the cache needs: one past the largest page read (at least 1).
   int64_t pages_read() const;
   // Whether the reference kernel takes its block-64 fast path (16-byte key loads) on this case.
@@ -192,15 +205,27 @@ void fields(V& v, PagedLogitsCase& c, const gen::PagedCaseShape& shape = {}) {
          std::min(c.max_context_len, c.block_size * (kLogitsMaxListValues / c.B)), [&c] { return c.lens; });
   v.integer("table_width", c.W, c.most_needed(), std::min(kLogitsMaxLen, kLogitsMaxListValues / c.B),
             [&c] { return c.most_needed() + *rc::gen::inRange(0, 3); });
+  // Far pages: every page read moves up by page_base, so that they straddle byte 2^31 or 2^32 of
+  // the cache (a page id times the stride computed in 32 bits wraps there). Its range starts that
+  // far, less the columns read, so that fuzz bytes (which decode to small offsets in a range) reach
+  // past 2^31 too.
+  if (shape.far_pages || c.page_base != 0) {
+    const auto edge_page = [&c](int64_t edge) { return (edge - c.kv_offset) / c.block_stride; };
+    const int64_t lo = std::max<int64_t>(1, edge_page(int64_t{1} << 31) - c.most_needed());
+    v.integer("page_base", c.page_base, lo, c.max_blocks(true) - 1, [&c, edge_page, lo] {
+      const int64_t edge = *rc::gen::element<int64_t>(int64_t{1} << 31, int64_t{1} << 32);
+      return std::max<int64_t>(lo, edge_page(edge) - *rc::gen::inRange<int64_t>(0, std::max<int64_t>(1, c.most_needed())));
+    });
+  }
   v.list_from("block_table", c.table, c.table_lows(), std::numeric_limits<int32_t>::max(), [&] {
     std::vector<int64_t> pages;
     for (int64_t b = 0; b < c.B; ++b) pages.push_back(c.needed(b));
     const PagedBlockTable t = *gen::paged_block_table(pages, c.W);
-    drawn_blocks = t.num_blocks;
+    drawn_blocks = t.num_blocks + c.page_base;
     return t.table;
   });
-  v.rule(c.table_pages_problem().empty(), c.table_pages_problem());
-  v.integer("num_blocks", c.num_blocks, c.pages_read(), c.max_blocks(), [&] { return drawn_blocks; });
+  v.rule(c.table_pages_problem(shape.far_pages).empty(), c.table_pages_problem(shape.far_pages));
+  v.integer("num_blocks", c.num_blocks, c.pages_read(), c.max_blocks(shape.far_pages), [&] { return drawn_blocks; });
 }
 
 // The schema of a prefill case: keys_count within what rows x logits_stride >= keys_count allows,
@@ -241,6 +266,8 @@ void fields(V& v, PrefillLogitsCase& c) {
 void paged_logits_to_text(const PagedLogitsCase& c, CaseText& out);
 void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out);
 PagedLogitsCase paged_logits_from_text(const CaseText& t);
+// The same keys; drawn, the pages read lie across byte 2^31 or 2^32 of the cache (PagedCaseShape::far_pages).
+PagedLogitsCase paged_logits_far_from_text(const CaseText& t);
 PrefillLogitsCase prefill_logits_from_text(const CaseText& t);
 
 namespace gen {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -159,20 +160,30 @@ PagedStaged stage_paged(const PagedLogitsCase& c, float weight_scale) {
                    View::padded_rows(DType::kI32, {c.B, c.W}, std::max<int64_t>(c.W + c.table_row_pad, 1), 8), 64,
                    c.poison);
   for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t col = 0; col < c.W; ++col) s.table.put({b, col}, c.table[static_cast<size_t>(b * c.W + col)]);
-  }
-  s.kv = Buffer("kv_blocks", View(DType::kU8, {c.num_blocks, c.block_stride}, {c.block_stride, 1}, c.kv_offset), 64,
-                c.poison);
-  std::vector<int64_t> valid(static_cast<size_t>(c.num_blocks), 0);
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t col = 0; col < c.needed(b); ++col) {
-      const int32_t page = c.table[static_cast<size_t>(b * c.W + col)];
-      valid[static_cast<size_t>(page)] = std::max(valid[static_cast<size_t>(page)], std::min(bs, c.longest(b) - col * bs));
+    for (int64_t col = 0; col < c.W; ++col) {
+      s.table.put({b, col}, static_cast<int32_t>(col < c.needed(b) ? c.page(b, col) : c.table[static_cast<size_t>(b * c.W + col)]));
     }
   }
+  // The pages some request reads, each with the tokens of its longest user, in increasing order.
+  std::map<int64_t, int64_t> valid;
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t col = 0; col < c.needed(b); ++col) {
+      int64_t& n = valid[c.page(b, col)];
+      n = std::max(n, std::min(bs, c.longest(b) - col * bs));
+    }
+  }
+  const View kv_view(DType::kU8, {c.num_blocks, c.block_stride}, {c.block_stride, 1}, c.kv_offset);
+  if (c.reserved_cache()) {  // only the pages read are backed
+    std::vector<ByteSpan> backed;
+    for (const auto& [page, n] : valid) backed.push_back({c.kv_offset + page * c.block_stride, c.kv_offset + (page + 1) * c.block_stride});
+    s.kv = Buffer::reserved("kv_blocks", kv_view, backed, c.poison);
+  } else {
+    s.kv = Buffer("kv_blocks", kv_view, 64, c.poison);
+  }
+  // Keys for the pages read, in page order (a page no request reads would draw nothing).
   const oracle::PagedIndexerCache cache{s.kv.host_tensor(), bs, D};
-  for (int64_t page = 0; page < c.num_blocks; ++page) {
-    const oracle::Fp8Rows keys = make_keys(rng, valid[static_cast<size_t>(page)], D, c.ue8m0, c.keys, c.key_exponent);
+  for (const auto& [page, n] : valid) {
+    const oracle::Fp8Rows keys = make_keys(rng, n, D, c.ue8m0, c.keys, c.key_exponent);
     for (int64_t slot = 0; slot < keys.rows; ++slot) {
       oracle::store_indexer_token(cache, page, slot, keys.codes.data() + slot * D, keys.scales[static_cast<size_t>(slot)]);
     }
@@ -448,8 +459,8 @@ Verdict paged_logits_equal_prefill_over_gathered_keys(Device& device, PagedMqaLo
   p.scale = Buffer("k_scale", View::contiguous(DType::kF32, {N}), 0, 0);
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t t = 0; t < c.longest(b); ++t) {
-      const int64_t page = c.table[static_cast<size_t>(b * c.W + t / bs)], slot = t % bs;
-      const uint8_t* block = s.kv.host.data() + s.kv.view.byte_offset() + page * c.block_stride;
+      const int64_t page = c.page(b, t / bs), slot = t % bs;
+      const uint8_t* block = s.kv.bytes() + s.kv.view.byte_offset() + page * c.block_stride;
       const int64_t n = offset[static_cast<size_t>(b)] + t;
       std::memcpy(p.k.host.data() + n * D, block + slot * D, static_cast<size_t>(D));
       std::memcpy(p.scale.host.data() + n * 4, block + bs * D + 4 * slot, 4);
@@ -518,6 +529,12 @@ void register_mqa_logits_properties(PropertyRegistry& r) {
   paged("rows_independent_of_batch",
         "one request launched alone on the batch's buffers gives its rows of the batch's logits bit for bit",
         &paged_logits_rows_independent_of_batch);
+  r.add(make_property<PagedLogitsCase>(
+      "paged_mqa_logits.far_pages", "paged_mqa_logits",
+      "pages read across byte 2^31 or 2^32 of an 8 GiB cache, only they backed: the oracle's logits, no other page read",
+      paged_logits_far_from_text, [](Device& device, const std::string& impl, const PagedLogitsCase& c) {
+        return paged_logits_equal_oracle(device, kernels::registry().find<PagedMqaLogitsFn>(impl), c);
+      }));
   r.add(make_property<PagedLogitsCase>(
       "paged_mqa_logits.equals_prefill_over_gathered_keys", "paged_mqa_logits",
       "each request's logits equal mqa_logits@ref's over its keys gathered contiguously (mqa_logits tolerance)",

@@ -46,6 +46,8 @@ ReproResult run_case_text(const CaseText& text, const std::string& backend, cons
   const auto device = kernels::make_device(*b);
   try {
     r.verdict = p.run(*device, r.impl, c);
+  } catch (const OutsideContract& e) {
+    r.outside = e.what();  // the device cannot stage the case (Device::reserve): not run
   } catch (const ContextLost& e) {
     r.fault = e.fault();
     r.verdict = "crashed (" + e.fault() + "): " + e.what();

@@ -52,6 +52,7 @@ const std::map<std::string, std::string>& named_checks() {
       {"mla_decode_impl@K3", "mla_decode_impl.calls_equal_oracle"},     // the workspace never moves
       {"mla_decode_impl@K2", "mla_decode_impl.nonuniform_query_lengths_refused"},  // shape contract
       {"indexer_k_cache_insert@L1", "indexer_k_cache_insert.equals_oracle"},  // the cache's layout
+      {"topk_to_global@S1", "topk_to_global.equals_oracle"},                  // the -1 sentinel
       // Reads past a view whose values are never used: only the read fence sees them, in the first
       // launch of the op's kernel (core/read_fence.h).
       {"paged_mqa_logits@O1", "paged_mqa_logits.equals_oracle"},   // context_lens past [B, next_n]
@@ -59,6 +60,7 @@ const std::map<std::string, std::string>& named_checks() {
       {"sparse_mla_decode@O3", "sparse_mla_decode.equals_oracle"},  // slot -1's scales
       {"sparse_mla_decode@H1", "sparse_mla_decode.equals_oracle"},  // hang: an empty row
       {"paged_mqa_logits@D1", "paged_mqa_logits.deterministic"},    // bits by the schedule
+      {"paged_mqa_logits@W1", "paged_mqa_logits.far_pages"},        // a block offset in 32 bits
       {"sparse_mla_decode@D2", "sparse_mla_decode.equals_oracle"},  // keys read before they are staged
   };
   return m;

@@ -50,6 +50,9 @@ void register_paged_mqa_logits_mutants(Registry& reg);
 // a tile's keys in shared memory and reading them.
 void register_sparse_mla_mutants(Registry& reg);
 
+// S1 (top-k to global slots, after vLLM #45324): an index with no slot written as 0, not -1.
+void register_pack_decode_mutants(Registry& reg);
+
 // Every variant above.
 inline void register_mutants(Registry& reg) {
   register_decode_metadata_mutants(reg);
@@ -58,6 +61,7 @@ inline void register_mutants(Registry& reg) {
   register_mla_decode_mutants(reg);
   register_mla_decode_impl_mutants(reg);
   register_k_cache_insert_mutants(reg);
+  register_pack_decode_mutants(reg);
   register_paged_mqa_logits_mutants(reg);
   register_sparse_mla_mutants(reg);
 }

@@ -18,6 +18,11 @@ void paged_mqa_logits_d1(Device& device, const PagedMqaLogitsArgs& args) {
   paged_mqa_logits_seeded(device, args, PagedLogitsBug::kD1HeadSumsInArrivalOrder);
 }
 
+// W1: a KV block's byte offset computed in 32 bits; it wraps past byte 2^31 of the cache.
+void paged_mqa_logits_w1(Device& device, const PagedMqaLogitsArgs& args) {
+  paged_mqa_logits_seeded(device, args, PagedLogitsBug::kW1BlockOffsetIn32Bits);
+}
+
 }  // namespace
 
 void register_paged_mqa_logits_mutants(Registry& reg) {
@@ -27,6 +32,9 @@ void register_paged_mqa_logits_mutants(Registry& reg) {
   reg.add({"paged_mqa_logits", "D1",
            "seeded bug D1 (after DeepGEMM #392): head slots' partial logits added with atomics in arrival order: the bits depend on the schedule"},
           &paged_mqa_logits_d1);
+  reg.add({"paged_mqa_logits", "W1",
+           "seeded bug W1 (32-bit offsets): a KV block's byte offset, page x block_stride, computed in 32 bits: wraps past byte 2^31"},
+          &paged_mqa_logits_w1);
 }
 
 }  // namespace mlacheck::kernels

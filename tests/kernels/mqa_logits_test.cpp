@@ -57,6 +57,26 @@ RC_GTEST_PROP(PagedMqaLogits, EqualsTheOracleAndWritesOnlyTheLogitsView, ()) {
   rc_require(paged_logits_equal_oracle(*device, &paged_mqa_logits, c), paged_text("equals_oracle", c));
 }
 
+// Pages past byte 2^31 or 2^32 of an 8 GiB cache, of which only they are backed (reserved memory).
+RC_GTEST_PROP(PagedMqaLogits, FarPagesPastByte2To31Or2To32EqualTheOracle, ()) {
+  gen::PagedCaseShape far;
+  far.far_pages = true;
+  const PagedLogitsCase c = *gen::paged_logits_case(far);
+  int64_t top = -1;  // the highest page read
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t col = 0; col < c.needed(b); ++col) top = std::max<int64_t>(top, c.page(b, col));
+  }
+  const int64_t end = c.kv_offset + (top + 1) * c.block_stride;
+  RC_ASSERT(c.reserved_cache());
+  RC_TAG(top < 0                        ? "no page read"
+         : end > (int64_t{1} << 32)     ? "past 2^32"
+         : end > (int64_t{1} << 31)     ? "past 2^31"
+                                        : "below 2^31",
+         path_tag(c));
+  const auto device = make_device(Backend::kHost);
+  rc_require(paged_logits_equal_oracle(*device, &paged_mqa_logits, c), paged_text("far_pages", c));
+}
+
 RC_GTEST_PROP(PagedMqaLogits, TheBlock64FastPathEqualsTheGeneralPathBitForBit, ()) {
   const PagedLogitsCase c = *gen::paged_logits_case({true, true});
   RC_ASSERT(c.fast_path_shape());
@@ -334,12 +354,17 @@ void prefill_shifts_the_logits(Device& d, const MqaLogitsArgs& a) {
   shift_every_logit(a.logits);
 }
 
+// A block's byte offset computed in 32 bits (the seeded bug W1, here as a test's own wrong build).
+void paged_offsets_in_32_bits(Device& d, const PagedMqaLogitsArgs& a) {
+  paged_mqa_logits_seeded(d, a, PagedLogitsBug::kW1BlockOffsetIn32Bits);
+}
+
 // rc::check of a property on a wrong implementation (holds == false is the test passing); a failure
 // prints its case as `mlacheck repro` reads it (the case passes there, on @ref).
 bool paged_holds(const char* property, Verdict (*verdict)(Device&, PagedMqaLogitsFn*, const PagedLogitsCase&),
-                 PagedMqaLogitsFn* wrong, bool block64 = false) {
+                 PagedMqaLogitsFn* wrong, bool block64 = false, bool far = false) {
   return rc::check(property, [=] {
-    const PagedLogitsCase c = *gen::paged_logits_case({block64, false});
+    const PagedLogitsCase c = *gen::paged_logits_case({block64, false, far});
     const auto device = make_device(Backend::kHost);
     rc_require(verdict(*device, wrong, c), paged_text(property, c));
   });
@@ -364,6 +389,9 @@ TEST(PagedMqaLogits, ThePropertiesReportWrongImplementations) {
   EXPECT_FALSE(paged_holds("weights_scale_exactly", &paged_logits_weights_scale_exactly, &paged_shifts_the_logits));
   EXPECT_FALSE(paged_holds("rows_independent_of_batch", &paged_logits_rows_independent_of_batch,
                            &paged_depends_on_the_batch));
+  EXPECT_FALSE(paged_holds("far_pages", &paged_logits_equal_oracle, &paged_offsets_in_32_bits, false, true));
+  // The same wrong build passes every case under 2 GiB: only far pages tell it from the reference.
+  EXPECT_TRUE(paged_holds("equals_oracle", &paged_logits_equal_oracle, &paged_offsets_in_32_bits));
   EXPECT_FALSE(rc::check("equals_prefill_over_gathered_keys", [] {
     const PagedLogitsCase c = *gen::paged_logits_case();
     const auto device = make_device(Backend::kHost);
@@ -383,18 +411,20 @@ TEST(MqaLogits, ThePropertiesReportWrongImplementations) {
 
 const std::vector<std::string> kPagedProperties = {"equals_oracle", "fast_path_equals_general_path",
                                                    "clean_equals_unclean", "weights_scale_exactly",
-                                                   "equals_prefill_over_gathered_keys"};
+                                                   "equals_prefill_over_gathered_keys", "far_pages"};
 const std::vector<std::string> kPrefillProperties = {"equals_oracle", "clean_equals_unclean", "weights_scale_exactly"};
 
 // A case printed as text (of any shape the generator draws) reads back to the same case, and one in
 // eight runs through the registry (what `mlacheck repro` does) and passes on @ref.
 RC_GTEST_PROP(MqaLogitsCaseText, PagedRoundTripsAndRunsThroughTheRegistry, ()) {
-  const PagedLogitsCase c = *gen::paged_logits_case({*rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<bool>()});
-  const CaseText t = paged_text(*rc::gen::elementOf(kPagedProperties), c);
+  const std::string property = *rc::gen::elementOf(kPagedProperties);
+  const PagedLogitsCase c =
+      *gen::paged_logits_case({*rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<bool>(), property == "far_pages"});
+  const CaseText t = paged_text(property, c);
   const CaseText back = CaseText::parse(t.format());
   RC_ASSERT(back == t);
   CaseText again = case_header(back.word("property"), "paged_mqa_logits@ref");
-  paged_logits_to_text(paged_logits_from_text(back), again);
+  paged_logits_to_text(property == "far_pages" ? paged_logits_far_from_text(back) : paged_logits_from_text(back), again);
   RC_ASSERT(again == t);
   if (*rc::gen::inRange(0, 8) == 0) rc_require(run_case_text(back).verdict, t);
 }

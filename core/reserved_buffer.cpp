@@ -1,0 +1,223 @@
+// Reserved guarded memory (core/reserved_buffer.h): address space reserved with mmap, the backed
+// pages opened with mprotect, snapshots and checks over those pages only.
+#include "core/reserved_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <sys/mman.h>
+
+#include "core/error.h"
+#include "core/shared_arena.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MLA_RESERVED_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MLA_RESERVED_ASAN 1
+#endif
+#endif
+#if defined(MLA_RESERVED_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace mlacheck {
+
+std::vector<ByteSpan> backed_pages(const std::vector<ByteSpan>& ranges, int64_t bytes, int64_t red_zone, int64_t page) {
+  MLA_REQUIRE(page > 0 && red_zone >= 0 && bytes >= 0, "backed_pages: page ", page, ", red zone ", red_zone, ", bytes ", bytes);
+  const auto down = [page](int64_t x) { return x >= 0 ? x / page * page : -((-x + page - 1) / page * page); };
+  const auto up = [&](int64_t x) { return -down(-x); };
+  std::vector<ByteSpan> spans;
+  spans.push_back({down(-red_zone), up(0)});
+  spans.push_back({down(bytes), up(bytes + red_zone)});
+  for (const ByteSpan& r : ranges) {
+    MLA_REQUIRE(r.begin >= 0 && r.end <= bytes, "backed range [", r.begin, ", ", r.end, ") lies outside the ", bytes,
+                " bytes of the allocation");
+    if (!r.empty()) spans.push_back({down(r.begin), up(r.end)});
+  }
+  std::sort(spans.begin(), spans.end(), [](const ByteSpan& a, const ByteSpan& b) { return a.begin < b.begin; });
+  std::vector<ByteSpan> merged;
+  for (const ByteSpan& s : spans) {
+    if (s.empty()) continue;
+    if (!merged.empty() && s.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, s.end);
+    } else {
+      merged.push_back(s);
+    }
+  }
+  return merged;
+}
+
+LazyBytes::LazyBytes(int64_t bytes) : size_(bytes) {
+  MLA_REQUIRE(bytes >= 0, "lazy bytes: negative size ", bytes);
+  void* p = mmap(nullptr, static_cast<size_t>(std::max<int64_t>(bytes, 1)), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  MLA_REQUIRE(p != MAP_FAILED, "lazy bytes: cannot map ", bytes, " bytes");
+  data_ = static_cast<uint8_t*>(p);
+}
+
+void LazyBytes::open(int64_t begin, int64_t end) {
+  MLA_REQUIRE(begin >= 0 && begin <= end && end <= size_, "lazy bytes: range [", begin, ", ", end, ") of ", size_);
+#if defined(MLA_RESERVED_ASAN)
+  ASAN_UNPOISON_MEMORY_REGION(data_ + begin, static_cast<size_t>(end - begin));
+#endif
+}
+
+LazyBytes::~LazyBytes() {
+  if (data_ != nullptr) munmap(data_, static_cast<size_t>(std::max<int64_t>(size_, 1)));
+}
+
+ReservedBuffer::ReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed, int64_t red_zone)
+    : GuardedMemory(std::move(name), bytes, red_zone, /*outputs=*/false) {
+  backed_ = backed_pages(backed, bytes, red_zone, kPage);
+  const int64_t span = (bytes + kPage - 1) / kPage * kPage + 2 * kPage * ((red_zone + kPage - 1) / kPage);
+  reservation_bytes_ = 2 * kMargin + span;
+  if (shared_arena::active()) {
+    // In a process that lends its memory to a Python worker: a span of the shared arena (sparse,
+    // so unbacked pages cost nothing until touched, and every touch shows in mincore(2)), emptied
+    // first. The worker maps it writable: there a stray write is seen as a touched page, not a fault.
+    reservation_ = shared_arena::allocate(reservation_bytes_);
+    MLA_REQUIRE(reservation_ != nullptr, "reserved buffer '", this->name(), "': the shared arena has no ",
+                reservation_bytes_, " bytes left");
+    shared_arena::discard(reservation_, reservation_bytes_);
+    in_arena_ = true;
+  } else {
+    // Read-only everywhere: an unbacked page reads as zeros from the kernel's shared zero page (no
+    // memory), and check() finds it by its page table entry; a write there faults.
+    void* p = mmap(nullptr, static_cast<size_t>(reservation_bytes_), PROT_READ,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    MLA_REQUIRE(p != MAP_FAILED, "reserved buffer '", this->name(), "': cannot reserve ", reservation_bytes_,
+                " bytes of address space");
+    reservation_ = static_cast<uint8_t*>(p);
+  }
+  data_ = reservation_ + kMargin + kPage * ((red_zone + kPage - 1) / kPage);
+  for (const ByteSpan& s : backed_) {
+    if (!in_arena_ && mprotect(data_ + s.begin, static_cast<size_t>(s.size()), PROT_READ | PROT_WRITE) != 0) {
+      munmap(reservation_, static_cast<size_t>(reservation_bytes_));
+      MLA_REQUIRE(false, "reserved buffer '", this->name(), "': cannot back ", s.size(), " bytes at offset ", s.begin);
+    }
+#if defined(MLA_RESERVED_ASAN)
+    ASAN_UNPOISON_MEMORY_REGION(data_ + s.begin, static_cast<size_t>(s.size()));
+#endif
+    // The red-zone pattern outside the data (as wide as the pages holding the red zones), the
+    // poison pattern inside it.
+    for (int64_t i = s.begin; i < s.end; ++i) {
+      const bool red = i < 0 || i >= size();
+      data_[i] = red ? red_zone_byte(i) : poison_byte(i);
+    }
+  }
+}
+
+ReservedBuffer::~ReservedBuffer() {
+  if (reservation_ == nullptr) return;
+  if (in_arena_) {
+    shared_arena::release(reservation_);  // punches the pages out
+  } else {
+    munmap(reservation_, static_cast<size_t>(reservation_bytes_));
+  }
+}
+
+namespace {
+
+// Whether [offset, offset + bytes) lies within one of the backed spans (merged, so one suffices).
+bool inside_backed(const std::vector<ByteSpan>& backed, int64_t offset, int64_t bytes) {
+  if (bytes == 0) return true;
+  for (const ByteSpan& s : backed) {
+    if (offset >= s.begin && offset + bytes <= s.end) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void ReservedBuffer::write(int64_t offset, const void* src, int64_t bytes) {
+  require_inside(offset, bytes, "write");
+  MLA_REQUIRE(inside_backed(backed_, offset, bytes), "reserved buffer '", name(), "': write of ", bytes,
+              " bytes at offset ", offset, " reaches unbacked pages");
+  if (bytes > 0) std::memcpy(data_ + offset, src, static_cast<size_t>(bytes));
+}
+
+void ReservedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
+  require_inside(offset, bytes, "read");
+  MLA_REQUIRE(inside_backed(backed_, offset, bytes), "reserved buffer '", name(), "': read of ", bytes,
+              " bytes at offset ", offset, " reaches unbacked pages");
+  if (bytes > 0) std::memcpy(dst, data_ + offset, static_cast<size_t>(bytes));
+}
+
+void ReservedBuffer::arm() {
+  MLA_REQUIRE(outputs().empty(), "reserved buffer '", name(), "': input-only memory has output views");
+  if (unbacked_read_) {  // drop the zero pages an earlier launch brought in
+    for (const ByteSpan& r : unbacked_pages_touched()) {
+      if (in_arena_) {
+        shared_arena::discard(data_ + r.begin, r.size());
+      } else {
+        madvise(data_ + r.begin, static_cast<size_t>(r.size()), MADV_DONTNEED);
+      }
+    }
+    unbacked_read_ = false;
+  }
+  for (const ByteSpan& s : backed_) {  // the red zones, as wide as their pages
+    for (int64_t i = s.begin; i < std::min<int64_t>(s.end, 0); ++i) data_[i] = red_zone_byte(i);
+    for (int64_t i = std::max(s.begin, size()); i < s.end; ++i) data_[i] = red_zone_byte(i);
+  }
+  snapshot_.clear();
+  for (const ByteSpan& s : backed_) snapshot_.insert(snapshot_.end(), data_ + s.begin, data_ + s.end);
+  armed_ = true;
+}
+
+std::vector<ByteSpan> ReservedBuffer::unbacked_pages_touched() const {
+  const int64_t pages = reservation_bytes_ / kPage;
+  std::vector<unsigned char> resident(static_cast<size_t>(pages));
+  MLA_REQUIRE(mincore(reservation_, static_cast<size_t>(reservation_bytes_), resident.data()) == 0,
+              "reserved buffer '", name(), "': mincore failed");
+  const int64_t first = (data_ - reservation_) / kPage;  // the page of data offset 0
+  std::vector<ByteSpan> read;
+  size_t next = 0;  // the first backed span not below the page
+  for (int64_t i = 0; i < pages; ++i) {
+    if (!(resident[static_cast<size_t>(i)] & 1)) continue;
+    const int64_t off = (i - first) * kPage;
+    while (next < backed_.size() && backed_[next].end <= off) ++next;
+    if (next < backed_.size() && backed_[next].begin <= off) continue;  // a backed page
+    if (!read.empty() && read.back().end == off) {
+      read.back().end += kPage;
+    } else {
+      read.push_back({off, off + kPage});
+    }
+  }
+  return read;
+}
+
+GuardReport ReservedBuffer::check() const {
+  MLA_REQUIRE(armed_, "reserved buffer '", name(), "': check() before arm()");
+  GuardReport report;
+  // Reads of unbacked pages first: the lowest one is the report, each page counts as one.
+  const std::vector<ByteSpan> read = unbacked_pages_touched();
+  for (const ByteSpan& r : read) {
+    if (report.stray_bytes == 0) {
+      report.first = describe_stray(r.begin, 0, 0);
+      report.first.unbacked_read = true;
+    }
+    report.stray_bytes += r.size() / kPage;
+    report.last_offset = r.end - kPage;
+  }
+  if (!report.ok()) {
+    unbacked_read_ = true;
+    return report;
+  }
+  size_t at = 0;
+  for (const ByteSpan& s : backed_) {
+    const uint8_t* was = snapshot_.data() + at;
+    const uint8_t* now = data_ + s.begin;
+    at += static_cast<size_t>(s.size());
+    if (std::memcmp(was, now, static_cast<size_t>(s.size())) == 0) continue;
+    for (int64_t i = 0; i < s.size(); ++i) {
+      if (was[i] == now[i]) continue;
+      const int64_t off = s.begin + i;
+      if (report.stray_bytes++ == 0) report.first = describe_stray(off, was[i], now[i]);
+      report.last_offset = off;
+    }
+  }
+  return report;
+}
+
+}  // namespace mlacheck

@@ -1,0 +1,135 @@
+// Tests of core/reserved_buffer.h: backed pages rounded and merged, bytes staged only where backed,
+// a stray write inside a backed page and an access to an unbacked page (in the allocation, or in
+// the margin where an offset wrapped to 32 bits lands) reported, a write to an unbacked page a
+// fault, input-only, and the same in a process whose memory lives in the shared arena.
+#include "core/reserved_buffer.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/shared_arena.h"
+
+namespace mlacheck {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// Runs body in a forked child; its exit status: 0 when body returned true, 1 when false, 100 +
+// the signal when it died of one.
+int in_child(const std::function<bool()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body() ? 0 : 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+// Reads a byte the compiler may not drop.
+uint8_t touch(const uint8_t* p) { return *static_cast<const volatile uint8_t*>(p); }
+
+TEST(BackedPages, RoundsOutMergesAndAddsTheRedZones) {
+  const std::vector<ByteSpan> pages = backed_pages({{5000, 5001}, {8190, 9000}, {100000, 100001}}, 200000, 256, 4096);
+  ASSERT_EQ(pages.size(), 4u);
+  EXPECT_EQ(pages[0].begin, -4096);  // the leading red zone's page
+  EXPECT_EQ(pages[0].end, 0);
+  EXPECT_EQ(pages[1].begin, 4096);  // 5000 and 8190..9000 share pages 1 and 2
+  EXPECT_EQ(pages[1].end, 12288);
+  EXPECT_EQ(pages[2].begin, 98304);
+  EXPECT_EQ(pages[3].begin, 196608);  // the trailing red zone's page
+  EXPECT_EQ(pages[3].end, 200704);
+  EXPECT_THROW(backed_pages({{10, 300000}}, 200000, 256, 4096), Error);
+}
+
+TEST(ReservedBuffer, EightGibCostTheirBackedPagesOnly) {
+  const int64_t far = 5 * kGiB + 12345;
+  ReservedBuffer kv("kv", 8 * kGiB, {{far, far + 100}, {7, 9}});
+  std::vector<uint8_t> bytes(100, 0x3C);
+  kv.write(far, bytes.data(), 100);
+  std::vector<uint8_t> back(100);
+  kv.read(far, back.data(), 100);
+  EXPECT_EQ(back, bytes);
+  EXPECT_THROW(kv.write(3 * kGiB, bytes.data(), 1), Error);  // not backed
+  EXPECT_THROW(kv.read(far + 5000, back.data(), 1), Error);
+  kv.arm();
+  EXPECT_TRUE(kv.check().ok()) << kv.check().describe();
+  EXPECT_TRUE(kv.unbacked_pages_touched().empty());
+}
+
+TEST(ReservedBuffer, AStrayWriteInsideABackedPageIsReported) {
+  ReservedBuffer kv("kv", 3 * kGiB, {{2 * kGiB + 64, 2 * kGiB + 128}});
+  kv.arm();
+  kv.data()[2 * kGiB + 200] ^= 1;  // backed (the same page), but the launch may not write it
+  const GuardReport r = kv.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.stray_bytes, 1);
+  EXPECT_EQ(r.first.offset, 2 * kGiB + 200);
+  EXPECT_FALSE(r.first.unbacked_read);
+}
+
+TEST(ReservedBuffer, ReadsOfUnbackedPagesAreZeroAndReportedWithTheirPage) {
+  ReservedBuffer kv("kv", 3 * kGiB, {{2 * kGiB, 2 * kGiB + 4096}});
+  kv.arm();
+  EXPECT_EQ(touch(kv.data() + kGiB + 10), 0);  // inside the allocation, unbacked
+  GuardReport r = kv.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.first.unbacked_read);
+  EXPECT_EQ(r.first.offset, kGiB);
+  EXPECT_EQ(r.first.region, StrayRegion::kBetweenViews);
+  EXPECT_NE(r.describe().find("an access to unbacked memory in the page at byte 1073741824"), std::string::npos)
+      << r.describe();
+  // Arming again forgets the page; a launch that reads nothing unbacked then passes.
+  kv.arm();
+  EXPECT_TRUE(kv.check().ok()) << kv.check().describe();
+
+  // 2 GiB + 4 KiB read as an int32 offset: 4 GiB before its place, in the leading margin.
+  const int64_t wrapped = static_cast<int32_t>(static_cast<uint32_t>(2 * kGiB + 4096));
+  ASSERT_LT(wrapped, 0);
+  EXPECT_EQ(touch(kv.data() + wrapped), 0);
+  r = kv.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.first.region, StrayRegion::kBeforeAllocation);
+  EXPECT_NE(r.describe().find("GiB before the allocation (where an offset wrapped to 32 bits lands)"), std::string::npos)
+      << r.describe();
+}
+
+TEST(ReservedBuffer, AWriteToAnUnbackedPageFaults) {
+  EXPECT_EQ(in_child([] {
+              ReservedBuffer kv("kv", 3 * kGiB, {{0, 64}});
+              kv.arm();
+              kv.data()[2 * kGiB] = 1;
+              return true;
+            }),
+            100 + SIGSEGV);
+}
+
+TEST(ReservedBuffer, IsInputOnly) {
+  ReservedBuffer kv("kv", 1 << 20, {{0, 64}});
+  EXPECT_THROW(kv.declare_output("out", View::contiguous(DType::kU8, {16})), Error);
+}
+
+TEST(ReservedBuffer, InTheSharedArenaATouchedPageIsReported) {
+  shared_arena::enable_for_children();
+  EXPECT_EQ(in_child([] {
+              ReservedBuffer kv("kv", 5 * kGiB, {{4 * kGiB, 4 * kGiB + 64}});
+              const shared_arena::Arena arena = shared_arena::current();
+              if (kv.data() < arena.base || kv.data() >= arena.base + arena.bytes) return false;
+              uint8_t b = 0x42;
+              kv.write(4 * kGiB + 8, &b, 1);
+              kv.arm();
+              if (!kv.check().ok()) return false;
+              kv.data()[3 * kGiB] = 1;  // writable in the arena: seen as a touched page
+              const GuardReport r = kv.check();
+              return !r.ok() && r.first.unbacked_read && r.first.offset == 3 * kGiB;
+            }),
+            0);
+}
+
+}  // namespace
+}  // namespace mlacheck
