@@ -13,6 +13,7 @@
 
 #if defined(MLACHECK_HAVE_CUDA)
 #include "core/backend/cuda_guarded_buffer.h"
+#include "core/backend/cuda_reserved_buffer.h"
 #include "core/backend/cuda_runtime.h"
 #endif
 
@@ -101,6 +102,11 @@ class CudaDevice final : public Device {
     if (!guards_) return std::make_unique<PlainDeviceMemory>(name, bytes);
     return std::make_unique<DeviceGuardedBuffer>(name, bytes);
   }
+  // A reserved virtual range, physical granules only where the case stages bytes.
+  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
+                                         const std::vector<ByteSpan>& backed) override {
+    return std::make_unique<DeviceReservedBuffer>(name, bytes, backed);
+  }
   void* stream() const override { return stream_.get(); }
   void synchronize() override { stream_.synchronize(); }
   int64_t multiprocessors() const override { return sm_count_; }
@@ -164,7 +170,7 @@ std::unique_ptr<GuardedMemory> Device::reserve(const std::string& name, int64_t 
   // Not a finding and not the command's trouble: the case is reported as not run (it lies outside
   // what this backend can stage), as a case outside an implementation's contract is.
   throw OutsideContract(std::string(backend_name(backend())) + ": cannot reserve memory for '" + name +
-                        "' (reserved memory, backed only where a case writes it, is the host backend's so far)");
+                        "' (memory backed only where a case writes it)");
 }
 
 bool device_usable(Backend b, std::string* why) {

@@ -50,8 +50,9 @@ class Device {
   // A guarded input allocation of `bytes` of which only the ranges `backed` (data offsets) are
   // backed; every other byte is reserved address space that faults when touched, and so is the
   // address space for 4 GiB on either side (core/reserved_buffer.h). Offsets past 2^32 without
-  // gigabytes of data. On a device that cannot reserve memory (cuda, for now) it throws
-  // OutsideContract (core/contract.h): the case is reported as not run, never as a failure.
+  // gigabytes of data (host: core/reserved_buffer.h; cuda: core/backend/cuda_reserved_buffer.h). On
+  // a device that cannot reserve memory (hip) it throws OutsideContract (core/contract.h): the case
+  // is reported as not run, never as a failure.
   virtual std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
                                                  const std::vector<ByteSpan>& backed);
   // The stream launches go to: a simt::host::Stream* (null: run at once) or a cudaStream_t.

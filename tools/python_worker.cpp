@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/contract.h"
 #include "core/error.h"
 #include "core/shared_arena.h"
 #include "tools/python_worker_source.h"  // kPythonWorkerSource: python/mlacheck/_worker.py
@@ -263,8 +264,12 @@ class Lender {
 #if defined(MLACHECK_HAVE_CUDA)
       cuda::IpcBlock b;
       std::string why;
-      MLA_REQUIRE(cuda::ipc_block_of(t.data, &b, &why), "a Python callable can be lent only mlacheck's device "
-                  "buffers: ", why);
+      // Reserved device memory (a virtual range mapped in granules) has no CUDA IPC handle: the case
+      // is not run on a Python callable, and said so, rather than failed.
+      if (!cuda::ipc_block_of(t.data, &b, &why)) {
+        throw OutsideContract("a Python callable can be lent only mlacheck's cudaMalloc buffers (" + why +
+                              "): reserved device memory is not lent on cuda");
+      }
       auto it = open_.find(b.handle);
       if (it != open_.end() && it->second.scope == 0) it->second.scope = scope;  // kept open: in use again
       if (it == open_.end()) {

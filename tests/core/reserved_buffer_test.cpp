@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -100,13 +101,14 @@ TEST(ReservedBuffer, ReadsOfUnbackedPagesAreZeroAndReportedWithTheirPage) {
 }
 
 TEST(ReservedBuffer, AWriteToAnUnbackedPageFaults) {
-  EXPECT_EQ(in_child([] {
-              ReservedBuffer kv("kv", 3 * kGiB, {{0, 64}});
-              kv.arm();
-              kv.data()[2 * kGiB] = 1;
-              return true;
-            }),
-            100 + SIGSEGV);
+  const int status = in_child([] {
+    ReservedBuffer kv("kv", 3 * kGiB, {{0, 64}});
+    kv.arm();
+    kv.data()[2 * kGiB] = 1;
+    return true;  // not reached
+  });
+  // SIGSEGV; under AddressSanitizer its SEGV handler reports the fault and exits with status 1.
+  EXPECT_TRUE(status == 100 + SIGSEGV || status == 1) << status;
 }
 
 TEST(ReservedBuffer, IsInputOnly) {
