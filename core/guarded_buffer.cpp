@@ -48,7 +48,7 @@ const char* stray_region_name(StrayRegion r) {
 
 std::string StrayWrite::describe() const {
   std::ostringstream os;
-  if (unbacked_read) {
+  if (unbacked_access) {
     // Bytes touched past the ends of reserved memory lie in its reserved margins: a far access is
     // the mark of an offset computed in 32 bits, wrapped by 2^32.
     os << "buffer '" << buffer << "': an access to unbacked memory in the page at byte " << offset;
@@ -78,7 +78,7 @@ std::string StrayWrite::describe() const {
 std::string GuardReport::describe() const {
   if (ok()) return "ok: no byte outside the output views changed";
   std::ostringstream os;
-  if (first.unbacked_read) {  // reserved memory: counted in pages
+  if (first.unbacked_access) {  // reserved memory: counted in pages
     os << stray_bytes << " unbacked page" << (stray_bytes == 1 ? "" : "s") << " touched (last at byte " << last_offset
        << "); first: " << first.describe();
     return os.str();

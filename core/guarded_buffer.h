@@ -36,7 +36,7 @@ struct StrayWrite {
   std::string buffer;
   // An access to reserved memory's unbacked pages (core/reserved_buffer.h), seen by the page it
   // brought in: offset is that page's first byte, and expected/actual mean nothing.
-  bool unbacked_read = false;
+  bool unbacked_access = false;
   StrayRegion region = StrayRegion::kBetweenViews;
   int64_t offset = 0;  // from the allocation start; negative in the leading red zone
   uint8_t expected = 0;

@@ -146,7 +146,7 @@ void ReservedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
 
 void ReservedBuffer::arm() {
   MLA_REQUIRE(outputs().empty(), "reserved buffer '", name(), "': input-only memory has output views");
-  if (unbacked_read_) {  // drop the zero pages an earlier launch brought in
+  if (unbacked_access_) {  // drop the zero pages an earlier launch brought in
     for (const ByteSpan& r : unbacked_pages_touched()) {
       if (in_arena_) {
         shared_arena::discard(data_ + r.begin, r.size());
@@ -154,7 +154,7 @@ void ReservedBuffer::arm() {
         madvise(data_ + r.begin, static_cast<size_t>(r.size()), MADV_DONTNEED);
       }
     }
-    unbacked_read_ = false;
+    unbacked_access_ = false;
   }
   for (const ByteSpan& s : backed_) {  // the red zones, as wide as their pages
     for (int64_t i = s.begin; i < std::min<int64_t>(s.end, 0); ++i) data_[i] = red_zone_byte(i);
@@ -195,13 +195,13 @@ GuardReport ReservedBuffer::check() const {
   for (const ByteSpan& r : read) {
     if (report.stray_bytes == 0) {
       report.first = describe_stray(r.begin, 0, 0);
-      report.first.unbacked_read = true;
+      report.first.unbacked_access = true;
     }
     report.stray_bytes += r.size() / kPage;
     report.last_offset = r.end - kPage;
   }
   if (!report.ok()) {
-    unbacked_read_ = true;
+    unbacked_access_ = true;
     return report;
   }
   size_t at = 0;

@@ -92,7 +92,7 @@ class ReservedBuffer final : public GuardedMemory {
   std::vector<ByteSpan> backed_;   // data offsets, whole pages, merged, red zones included
   std::vector<uint8_t> snapshot_;  // the backed bytes, in order
   bool in_arena_ = false;               // the storage is a span of core/shared_arena.h
-  mutable bool unbacked_read_ = false;  // check() saw one: arm() drops those pages
+  mutable bool unbacked_access_ = false;  // check() saw one: arm() drops those pages
 };
 
 }  // namespace mlacheck

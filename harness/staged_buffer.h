@@ -95,7 +95,6 @@ struct Buffer {
     b.backed = backed;
     return b;
   }
-  bool is_reserved() const { return lazy != nullptr; }
   // The host bytes (what the oracle reads) and how many.
   uint8_t* bytes() { return lazy ? lazy->data() : host.data(); }
   const uint8_t* bytes() const { return lazy ? lazy->data() : host.data(); }

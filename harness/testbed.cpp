@@ -203,8 +203,21 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
   {
     const simt::host::ScopedOptions scope(host);
     fence.arm();
-    fn();
-    device_.synchronize();
+    try {
+      fn();
+      device_.synchronize();
+    } catch (const ContextLost& e) {
+      // On a device, touching reserved memory anywhere but its staged granules faults: say so, so
+      // that "an illegal address" reads as the finding it is (compute-sanitizer names the address).
+      std::string reserved;
+      for (GuardedMemory* m : memory) {
+        if (m->backed() != nullptr) reserved += (reserved.empty() ? "'" : ", '") + m->name() + "'";
+      }
+      if (reserved.empty()) throw;
+      throw ContextLost(std::string(e.what()) + "; the launch had reserved memory (" + reserved +
+                            "): an access to it outside the pages the case staged, or within 4 GiB of it, faults",
+                        e.fault());
+    }
     stray_access = fence.disarm();
   }
   const std::vector<GuardReport> reports = check_all(memory);

@@ -39,8 +39,8 @@ const char* key_pattern_name(KeyPattern p);
 // and so does every logit the generators' data can give.
 constexpr int kMaxKeyExponent = 100;
 
-// What a case may hold (sizes the host backend runs in seconds): lengths, keys, table widths and
-// lengths, keys and table widths up to kLogitsMaxLen; strides and offsets up to kLogitsSlack past the tightest; at most
+// What a case may hold (sizes the host backend runs in seconds): lengths, keys and table widths up
+// to kLogitsMaxLen; strides and offsets up to kLogitsSlack past the tightest; at most
 // kLogitsMaxListValues values on a case-file line (CaseText::parse); the logits within
 // kLogitsMaxElements; the KV cache dense within kLogitsMaxCacheBytes, and past it reserved memory
 // (only the pages read are backed) of up to kLogitsMaxReservedBytes, so that pages past byte 2^31

@@ -74,6 +74,32 @@ TEST_F(Bed, AWriteToAnInputIsCaught) {
   EXPECT_EQ(v->rfind("guard of in: ", 0), 0u) << *v;
 }
 
+// A reserved input (Buffer::reserved): staged only where backed, read through its host bytes by the
+// launch, and an unbacked page the launch touches is the guard's verdict; a device fault during such
+// a launch says that the launch had reserved memory.
+TEST_F(Bed, AReservedInputIsStagedWhereBackedAndItsUnbackedPagesAreWatched) {
+  constexpr int64_t kFar = (int64_t{1} << 32) + 100;
+  Buffer kv = Buffer::reserved("kv", View::contiguous(DType::kU8, {kFar + 8}), {{kFar, kFar + 8}}, 0x11);
+  kv.put<uint8_t>({kFar + 3}, 0x42);
+  EXPECT_EQ(kv.size(), kFar + 8);
+  EXPECT_TRUE(kv.host.empty());
+  Testbed bed(*device, schedule);
+  bed.input(kv).output(out);
+  uint8_t seen = 0;
+  EXPECT_EQ(bed.launch([&] { seen = kv.memory->data()[kFar + 3]; }), std::nullopt);
+  EXPECT_EQ(seen, 0x42);
+  const Verdict v = bed.launch([&] { seen = static_cast<const volatile uint8_t*>(kv.memory->data())[1 << 20]; });
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("guard of kv: 1 unbacked page touched"), std::string::npos) << *v;
+  try {
+    bed.launch([] { throw ContextLost("cudaStreamSynchronize: an illegal address", "cudaErrorIllegalAddress"); });
+    ADD_FAILURE() << "the fault was swallowed";
+  } catch (const ContextLost& e) {
+    EXPECT_EQ(e.fault(), "cudaErrorIllegalAddress");
+    EXPECT_NE(std::string(e.what()).find("the launch had reserved memory ('kv')"), std::string::npos) << e.what();
+  }
+}
+
 // Under ScopedRepeats every launch runs again; a later launch that writes other bits is the verdict,
 // with the output, the element and both values; one that writes the same bits passes.
 TEST_F(Bed, RepeatedLaunchesMustWriteTheSameBits) {
