@@ -235,6 +235,16 @@ StrayWrite GuardedMemory::describe_stray(int64_t off, uint8_t expected, uint8_t 
   return s;
 }
 
+void GuardedMemory::tally_changes(GuardReport& r, int64_t offset, const uint8_t* was, const uint8_t* now,
+                                  int64_t n) const {
+  if (std::memcmp(was, now, static_cast<size_t>(n)) == 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    if (was[i] == now[i]) continue;
+    if (r.stray_bytes++ == 0) r.first = describe_stray(offset + i, was[i], now[i]);
+    r.last_offset = offset + i;
+  }
+}
+
 namespace {
 
 // Writes pattern(first + i) to dst[i] for i in [0, n). Both patterns repeat every 256 offsets, so

@@ -126,6 +126,9 @@ class GuardedMemory {
   void require_inside(int64_t offset, int64_t bytes, const char* what) const;
   // The report for a stray byte at offset (from data()): its region and nearest output view.
   StrayWrite describe_stray(int64_t offset, uint8_t expected, uint8_t actual) const;
+  // Adds to r each byte of the n at data offset `offset` that differs between was (armed) and now:
+  // the count, the first one described, the last one's offset. For memory with no output views.
+  void tally_changes(GuardReport& r, int64_t offset, const uint8_t* was, const uint8_t* now, int64_t n) const;
   // One bit per data byte inside an output element, lowest offset in bit 0 of byte 0.
   const std::vector<uint8_t>& output_mask() const { return output_mask_; }
 

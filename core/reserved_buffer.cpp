@@ -117,9 +117,6 @@ ReservedBuffer::~ReservedBuffer() {
   }
 }
 
-namespace {
-
-// Whether [offset, offset + bytes) lies within one of the backed spans (merged, so one suffices).
 bool inside_backed(const std::vector<ByteSpan>& backed, int64_t offset, int64_t bytes) {
   if (bytes == 0) return true;
   for (const ByteSpan& s : backed) {
@@ -127,8 +124,6 @@ bool inside_backed(const std::vector<ByteSpan>& backed, int64_t offset, int64_t 
   }
   return false;
 }
-
-}  // namespace
 
 void ReservedBuffer::write(int64_t offset, const void* src, int64_t bytes) {
   require_inside(offset, bytes, "write");
@@ -206,16 +201,8 @@ GuardReport ReservedBuffer::check() const {
   }
   size_t at = 0;
   for (const ByteSpan& s : backed_) {
-    const uint8_t* was = snapshot_.data() + at;
-    const uint8_t* now = data_ + s.begin;
+    tally_changes(report, s.begin, snapshot_.data() + at, data_ + s.begin, s.size());
     at += static_cast<size_t>(s.size());
-    if (std::memcmp(was, now, static_cast<size_t>(s.size())) == 0) continue;
-    for (int64_t i = 0; i < s.size(); ++i) {
-      if (was[i] == now[i]) continue;
-      const int64_t off = s.begin + i;
-      if (report.stray_bytes++ == 0) report.first = describe_stray(off, was[i], now[i]);
-      report.last_offset = off;
-    }
   }
   return report;
 }

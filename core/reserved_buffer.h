@@ -38,6 +38,9 @@ namespace mlacheck {
 // clipped to [-red_zone, bytes + red_zone) and merged, with the red zones added: the pages a
 // reserved allocation of `bytes` backs.
 std::vector<ByteSpan> backed_pages(const std::vector<ByteSpan>& ranges, int64_t bytes, int64_t red_zone, int64_t page);
+// Whether [offset, offset + bytes) lies inside one of backed_pages()'s spans (merged: one holds all
+// of it, or none does). An empty range always does.
+bool inside_backed(const std::vector<ByteSpan>& backed, int64_t offset, int64_t bytes);
 
 // Host bytes of any size that cost only the pages written: an anonymous mapping without swap
 // reservation, zero until written. The staging copy of a reserved buffer (what the oracle reads).

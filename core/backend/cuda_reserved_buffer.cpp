@@ -66,14 +66,6 @@ CUmemAllocationProp pinned_on(int device) {
   return prop;
 }
 
-bool inside(const std::vector<ByteSpan>& spans, int64_t offset, int64_t bytes) {
-  if (bytes == 0) return true;
-  for (const ByteSpan& s : spans) {
-    if (offset >= s.begin && offset + bytes <= s.end) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 DeviceReservedBuffer::DeviceReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed,
@@ -147,7 +139,7 @@ void DeviceReservedBuffer::release_all() noexcept {
 
 void DeviceReservedBuffer::write(int64_t offset, const void* src, int64_t bytes) {
   require_inside(offset, bytes, "write");
-  MLA_REQUIRE(inside(backed_, offset, bytes), "reserved device buffer '", name(), "': write of ", bytes,
+  MLA_REQUIRE(inside_backed(backed_, offset, bytes), "reserved device buffer '", name(), "': write of ", bytes,
               " bytes at offset ", offset, " reaches unbacked memory");
   if (bytes > 0) {
     cuda::check(cudaMemcpy(data_ + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
@@ -157,7 +149,7 @@ void DeviceReservedBuffer::write(int64_t offset, const void* src, int64_t bytes)
 
 void DeviceReservedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
   require_inside(offset, bytes, "read");
-  MLA_REQUIRE(inside(backed_, offset, bytes), "reserved device buffer '", name(), "': read of ", bytes,
+  MLA_REQUIRE(inside_backed(backed_, offset, bytes), "reserved device buffer '", name(), "': read of ", bytes,
               " bytes at offset ", offset, " reaches unbacked memory");
   if (bytes > 0) {
     cuda::check(cudaMemcpy(dst, data_ + offset, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
@@ -201,15 +193,8 @@ GuardReport DeviceReservedBuffer::check() const {
   for (const ByteSpan& s : backed_) {
     now.resize(static_cast<size_t>(s.size()));
     cuda::check(cudaMemcpy(now.data(), data_ + s.begin, now.size(), cudaMemcpyDeviceToHost), "reserved device buffer: check");
-    const uint8_t* was = snapshot_.data() + at;
+    tally_changes(report, s.begin, snapshot_.data() + at, now.data(), s.size());
     at += now.size();
-    if (std::memcmp(was, now.data(), now.size()) == 0) continue;
-    for (int64_t i = 0; i < s.size(); ++i) {
-      if (was[i] == now[static_cast<size_t>(i)]) continue;
-      const int64_t off = s.begin + i;
-      if (report.stray_bytes++ == 0) report.first = describe_stray(off, was[i], now[static_cast<size_t>(i)]);
-      report.last_offset = off;
-    }
   }
   return report;
 }

@@ -13,18 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "core/guarded_buffer.h"
+#include "tests/support/in_child.h"
 
 namespace mlacheck {
 namespace {
 
-// Runs body in a forked child; the child's exit status is 0 when every expectation held.
-int in_child(const std::function<bool()>& body) {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(body() ? 0 : 1);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
-}
+using test_support::in_child;
 
 TEST(SharedArena, OnlyChildrenOfTheEnablingProcessUseIt) {
   shared_arena::enable_for_children();
