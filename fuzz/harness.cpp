@@ -30,22 +30,15 @@ class BudgetDevice final : public kernels::Device {
   BudgetDevice(kernels::Device& inner, int64_t budget) : inner_(inner), budget_(budget) {}
   Backend backend() const override { return inner_.backend(); }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
-    used_ += bytes;
-    if (used_ > budget_) {
-      exceeded_ = true;
-      throw Error("fuzz: case needs over " + std::to_string(budget_ >> 20) + " MiB (" + name + ")");
-    }
+    charge(name, bytes);
     return inner_.allocate(name, bytes);
   }
+  // Reserved memory counts the bytes it backs.
   std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
                                          const std::vector<ByteSpan>& backed) override {
     int64_t staged = 0;
     for (const ByteSpan& r : backed) staged += r.size();
-    used_ += staged;
-    if (used_ > budget_) {
-      exceeded_ = true;
-      throw Error("fuzz: case needs over " + std::to_string(budget_ >> 20) + " MiB (" + name + ")");
-    }
+    charge(name, staged);
     return inner_.reserve(name, bytes, backed);
   }
   void* stream() const override { return inner_.stream(); }
@@ -57,6 +50,13 @@ class BudgetDevice final : public kernels::Device {
   bool exceeded() const { return exceeded_; }
 
  private:
+  void charge(const std::string& name, int64_t bytes) {
+    used_ += bytes;
+    if (used_ > budget_) {
+      exceeded_ = true;
+      throw Error("fuzz: case needs over " + std::to_string(budget_ >> 20) + " MiB (" + name + ")");
+    }
+  }
   kernels::Device& inner_;
   int64_t budget_, used_ = 0;
   bool exceeded_ = false;

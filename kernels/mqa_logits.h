@@ -113,8 +113,8 @@ enum class PagedLogitsBug {
   // bits depend on the schedule.
   kD1HeadSumsInArrivalOrder,
   // W1 (32-bit offsets): a KV block's byte offset, page id times block stride, computed in 32 bits.
-  // Right while the cache is under 2 GiB; past byte 2^31 the offset wraps and the keys are read
-  // from 4 GiB before the cache (past 2^32, from 4 GiB lower in it).
+  // Right while the cache is under 2 GiB; past byte 2^31 the offset wraps negative and the keys are
+  // read from up to 2 GiB before the cache (past 2^32, from 4 GiB lower in it).
   kW1BlockOffsetIn32Bits,
 };
 
