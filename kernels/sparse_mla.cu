@@ -166,7 +166,13 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
         }
         if (valid) {
           const int32_t block = slot_id / p.page;
-          at = block * p.kv_block_stride + int64_t(slot_id - block * p.page) * p.kv_token_stride;
+          if (kBug == SparseMlaBug::kW2SlotOffsetIn32Bits) {
+            at = static_cast<int32_t>(static_cast<uint32_t>(block) * static_cast<uint32_t>(p.kv_block_stride) +
+                                      static_cast<uint32_t>(slot_id - block * p.page) *
+                                          static_cast<uint32_t>(p.kv_token_stride));
+          } else {
+            at = block * p.kv_block_stride + int64_t(slot_id - block * p.page) * p.kv_token_stride;
+          }
         }
       }
       token_at[tid] = at;
@@ -337,6 +343,8 @@ void launch_sparse_mla_decode_seeded(const SparseMlaParams& p, SparseMlaBug bug,
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kH1TilesOfAnEmptyRow>, config, p);
   } else if (bug == SparseMlaBug::kD2NoBarrierAfterStaging) {
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kD2NoBarrierAfterStaging>, config, p);
+  } else if (bug == SparseMlaBug::kW2SlotOffsetIn32Bits) {
+    MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kW2SlotOffsetIn32Bits>, config, p);
   } else {
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kNone>, config, p);
   }

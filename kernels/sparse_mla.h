@@ -63,6 +63,11 @@ enum class SparseMlaBug {
   // them for the scores is left out, so a thread may read keys another thread has not staged yet
   // (on a GPU, another warp's; on the host backend, any thread that runs later).
   kD2NoBarrierAfterStaging,
+  // W2 (32-bit offsets): a slot's byte offset in the cache, block x block stride + offset x token
+  // stride, computed in int32. Right while the cache is under 2 GiB (3.27 M slots of 656 bytes);
+  // past byte 2^31 it turns negative and the key is dropped as if its slot were invalid, past
+  // 2^32 it wraps to a token 4 GiB lower in the cache.
+  kW2SlotOffsetIn32Bits,
 };
 
 #define MLA_SPARSE_MLA_LAUNCHERS                                                 \

@@ -19,14 +19,15 @@ bool SparseMlaCase::counted_valid(int64_t b, int64_t s, int64_t i) const {
 
 void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bool empty_rows) {
   std::mt19937_64 rng(c.seed ^ 0x5eed5eedULL);
-  std::vector<int32_t> blocks(static_cast<size_t>(c.num_blocks));
+  const int64_t pages = c.num_blocks - c.block_base;  // entries count slots from block_base's first
+  std::vector<int32_t> blocks(static_cast<size_t>(pages));
   std::iota(blocks.begin(), blocks.end(), 0);
   std::shuffle(blocks.begin(), blocks.end(), rng);
   const auto pick = [&](int64_t first, int64_t count) {
     return static_cast<int32_t>(blocks[static_cast<size_t>(first + static_cast<int64_t>(rng() % count))] * c.page +
                                 static_cast<int64_t>(rng() % c.page));
   };
-  c.trap = pick(live, c.num_blocks - live);
+  c.trap = pick(live, pages - live);
   if (c.has_length) {
     c.lengths.resize(static_cast<size_t>(c.B));
     for (int32_t& l : c.lengths) {
@@ -34,7 +35,7 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
       l = static_cast<int32_t>(kind == 0 ? 0 : kind == 1 ? c.topk : static_cast<int64_t>(rng() % (c.topk + 1)));
     }
   }
-  const int32_t slots = static_cast<int32_t>(c.num_slots());
+  const int32_t slots = static_cast<int32_t>(pages * c.page);
   const std::array<int32_t, 8> invalid = {-1,
                                           -1,
                                           -2,
@@ -52,7 +53,7 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
       for (int64_t i = 0; i < c.topk; ++i) {
         int32_t& e = c.indices[static_cast<size_t>((b * c.S + s) * c.topk + i)];
         if (i >= c.row_length(b) && rng() % 2 == 0) {
-          e = rng() % 2 == 0 ? pick(live, c.num_blocks - live) : pick(0, live);  // not counted: may be poison
+          e = rng() % 2 == 0 ? pick(live, pages - live) : pick(0, live);  // not counted: may be poison
         } else if (none_valid || canonical_double(rng) < invalid_p) {
           e = invalid[rng() % invalid.size()];
         } else if (!named.empty() && rng() % 4 == 0) {
@@ -76,10 +77,15 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
 void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out) { write_case(c, out); }
 
 SparseMlaCase sparse_mla_from_text(const CaseText& t) { return read_case<SparseMlaCase>(t); }
+SparseMlaCase sparse_mla_far_from_text(const CaseText& t) {
+  gen::SparseMlaShape far;
+  far.far_slots = true;
+  return read_case<SparseMlaCase>(t, far);
+}
 
 namespace gen {
 
-rc::Gen<SparseMlaCase> sparse_mla_case() { return draw_case<SparseMlaCase>(); }
+rc::Gen<SparseMlaCase> sparse_mla_case(SparseMlaShape shape) { return draw_case<SparseMlaCase>(2, shape); }
 
 }  // namespace gen
 }  // namespace mlacheck

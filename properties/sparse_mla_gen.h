@@ -30,17 +30,22 @@ enum class SparseMlaScaleFormat { kFp32, kUe8m0 };
 // the buffers (the seed; magnitudes and zero rows).
 struct SparseMlaCase : CaseSchedule {
   int64_t B = 1, S = 1, H = 1, topk = 1, page = 64, num_blocks = 2;
+  // Far slots (gen::SparseMlaShape::far_slots): the case's pages are blocks block_base ..
+  // num_blocks - 1, every block below them unread, so the slots read lie past byte 2^31 or 2^32
+  // of the cache; each index >= 0 is staged block_base x page higher (index()). 0 for every other
+  // property.
+  int64_t block_base = 0;
   int64_t token_stride = kernels::kSparseMlaTokenBytes;                      // bytes, a multiple of 16
   int64_t block_stride = 64 * kernels::kSparseMlaTokenBytes, kv_offset = 0;  // bytes, multiples of 16
   int64_t q_offset = 0, indices_offset = 0, out_offset = 0, lse_offset = 0, aux_offset = 0;  // elements
-  std::vector<int32_t> indices;  // [B, S, topk]
+  std::vector<int32_t> indices;  // [B, S, topk], as the case holds them (index() is what is staged)
   bool has_length = false;
   std::vector<int32_t> lengths;  // [B] when has_length
   bool has_sink = false;
   std::vector<float> sink;  // [H] when has_sink
   double softmax_scale = 0.0722;
   uint8_t poison = 0xFF;  // every cache byte no counted valid entry names (0xFF: fp8 NaN, NaN scales and rope)
-  int32_t trap = 0;       // the word around indices (a slot of a spare page: reading it counts poison)
+  int32_t trap = 0;       // the word around indices, as staged() (a slot of a spare page: reading it counts poison)
   SparseMlaScaleFormat scale_format = SparseMlaScaleFormat::kFp32;
   // Latent of every cache token x 2^magnitude_log2 (through its tile scales) and latent of q x
   // 2^-magnitude_log2: the scores stay put while out moves to huge or tiny magnitudes.
@@ -49,7 +54,14 @@ struct SparseMlaCase : CaseSchedule {
 
   int64_t num_slots() const { return num_blocks * page; }
   int64_t row_length(int64_t b) const { return has_length ? lengths[static_cast<size_t>(b)] : topk; }
-  int32_t index(int64_t b, int64_t s, int64_t i) const { return indices[static_cast<size_t>((b * S + s) * topk + i)]; }
+  // An entry as staged: a negative one as it is, any other block_base x page higher (at most
+  // int32's largest, which no cache reaches: still invalid).
+  int32_t staged(int32_t entry) const {
+    if (entry < 0 || block_base == 0) return entry;
+    return static_cast<int32_t>(std::min<int64_t>(entry + block_base * page, std::numeric_limits<int32_t>::max()));
+  }
+  // Entry i of row (b, s) as staged: the slot the kernel is given.
+  int32_t index(int64_t b, int64_t s, int64_t i) const { return staged(indices[static_cast<size_t>((b * S + s) * topk + i)]); }
   // Whether entry i of row (b, s) names a slot the kernel must read.
   bool counted_valid(int64_t b, int64_t s, int64_t i) const;
 
@@ -57,6 +69,16 @@ struct SparseMlaCase : CaseSchedule {
 
   static constexpr int64_t kMaxRows = 65536;                    // query rows (batch x s_q x heads)
   static constexpr int64_t kMaxCacheBytes = int64_t{1} << 28;  // what a case may stage
+  // A far-slots cache: up to 8 GiB of reserved memory, only the tokens read (and the trap) backed.
+  static constexpr int64_t kMaxReservedBytes = int64_t{1} << 33;
+  // The most blocks the cache may have: dense, within kMaxCacheBytes (and 65536); far, within
+  // kMaxReservedBytes, with every slot id an int32.
+  int64_t max_blocks(bool far) const {
+    return far ? std::min((kMaxReservedBytes - kv_offset) / block_stride, std::numeric_limits<int32_t>::max() / page)
+               : std::min<int64_t>(65536, kMaxCacheBytes / block_stride);
+  }
+  // Whether the cache is staged as reserved memory (only the tokens read backed; core/reserved_buffer.h).
+  bool reserved_cache() const { return kv_offset + num_blocks * block_stride > kMaxCacheBytes; }
   // The most values a case file's line holds (CaseText::parse: a key and at most 2^16 - 1 values).
   static constexpr int64_t kMaxListValues = (int64_t{1} << 16) - 1;
   // The largest |softmax_scale|: lse's tolerance (core/tolerances.cpp) bounds fp32 log-sum-exp
@@ -67,8 +89,8 @@ struct SparseMlaCase : CaseSchedule {
 };
 
 // Fills c.indices, c.trap and (when c.has_length / c.has_sink) c.lengths and c.sink from c.seed:
-// the first `live` pages of a shuffled order hold the slots counted entries name, the rest are
-// spare; rows mix valid slots, duplicates, -1, other negatives and slots >= num_slots in
+// of the case's pages (blocks c.block_base .. c.num_blocks - 1, entries counted from the first),
+// the first `live` of a shuffled order hold the slots counted entries name, the rest are spare; rows mix valid slots, duplicates, -1, other negatives and slots >= num_slots in
 // proportions set by invalid_mix (0: all valid .. 3: mostly invalid), and (empty_rows) now and then
 // have no valid entry at all; entries past topk_length name spare or live slots that must not be read.
 void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bool empty_rows);
@@ -81,8 +103,14 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
 // indices take the rest. A NaN sink is the one rule (+-inf sinks are allowed). The generator draws
 // 1 to 4 live pages and 1 to 3 spare ones with num_blocks; after the seed, trap's draw calls
 // fill_sparse_mla_entries once and topk_length, attn_sink and indices take what it filled.
+namespace gen {
+struct SparseMlaShape {
+  bool far_slots = false;  // the slots read lie past byte 2^31 or 2^32 of the cache (reserved memory)
+};
+}  // namespace gen
+
 template <class V>
-void fields(V& v, SparseMlaCase& c) {
+void fields(V& v, SparseMlaCase& c, const gen::SparseMlaShape& shape = {}) {
   using C = SparseMlaCase;
   constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min(), kI32Max = std::numeric_limits<int32_t>::max();
   int64_t live = 1;  // the generator's live pages, set with num_blocks (not a case field)
@@ -103,12 +131,25 @@ void fields(V& v, SparseMlaCase& c) {
              [] { return kernels::kSparseMlaTokenBytes + 16 * *rc::gen::inRange<int64_t>(0, 3); });
   v.multiple("block_stride", c.block_stride, 16, c.page * c.token_stride, C::kMaxCacheBytes,
              [&c] { return c.page * c.token_stride + 16 * *rc::gen::inRange<int64_t>(0, 3); });
-  // num_blocks x block_stride within the 256 MiB a case may stage (num_blocks x page <= 2^26 slots).
-  v.integer("num_blocks", c.num_blocks, 1, std::min<int64_t>(65536, C::kMaxCacheBytes / c.block_stride), [&live] {
-    live = *rc::gen::inRange<int64_t>(1, 5);
-    return live + *rc::gen::inRange<int64_t>(1, 4);
-  });
   v.multiple("kv_offset", c.kv_offset, 16, 0, 4096, UpTo{3});
+  // Far slots: the case's pages start at block_base, so that the slots read straddle byte 2^31 or
+  // 2^32 of the cache (block x block_stride, or slot x 656, computed in 32 bits wraps there). Its
+  // range starts 8 blocks short of 2^31, and the entries are counted from its first slot, so that
+  // fuzz bytes (small offsets in a range) reach past it too.
+  if (shape.far_slots || c.block_base != 0) {
+    const auto edge_block = [&c](int64_t edge) { return (edge - c.kv_offset) / c.block_stride; };
+    const int64_t lo = std::max<int64_t>(1, edge_block(int64_t{1} << 31) - 8);
+    v.integer("block_base", c.block_base, lo, c.max_blocks(true) - 1, [edge_block, lo] {
+      const int64_t edge = *rc::gen::element<int64_t>(int64_t{1} << 31, int64_t{1} << 32);
+      return std::max<int64_t>(lo, edge_block(edge) - *rc::gen::inRange<int64_t>(0, 8));
+    });
+  }
+  // num_blocks x block_stride within the 256 MiB a case may stage (num_blocks x page <= 2^26
+  // slots); far, within 8 GiB of reserved memory.
+  v.integer("num_blocks", c.num_blocks, c.block_base + 1, c.max_blocks(shape.far_slots), [&live, &c] {
+    live = *rc::gen::inRange<int64_t>(1, 5);
+    return c.block_base + live + *rc::gen::inRange<int64_t>(1, 4);
+  });
   v.integer("q_offset", c.q_offset, 0, 64, UpTo{8});
   v.integer("indices_offset", c.indices_offset, 0, 64, UpTo{4});
   v.integer("out_offset", c.out_offset, 0, 64, UpTo{8});
@@ -142,6 +183,8 @@ void fields(V& v, SparseMlaCase& c) {
 // inverse: a hand-edited case that breaks a range or the rule throws mlacheck::Error naming the key.
 void sparse_mla_to_text(const SparseMlaCase& c, CaseText& out);
 SparseMlaCase sparse_mla_from_text(const CaseText& t);
+// The same keys and block_base; drawn, the slots read lie past byte 2^31 or 2^32 (SparseMlaShape::far_slots).
+SparseMlaCase sparse_mla_far_from_text(const CaseText& t);
 
 namespace gen {
 
@@ -150,7 +193,7 @@ namespace gen {
 // pages, padded strides, offset views, topk_length and attn_sink (+-inf sinks too) present or not,
 // both scale formats, magnitudes 2^+-40 and 2^+-100 now and then, zero rows, 32/64-lane warps and
 // shuffled schedules.
-rc::Gen<SparseMlaCase> sparse_mla_case();
+rc::Gen<SparseMlaCase> sparse_mla_case(SparseMlaShape shape = {});
 
 }  // namespace gen
 }  // namespace mlacheck

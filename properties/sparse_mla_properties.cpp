@@ -65,14 +65,44 @@ void write_token(const SparseMlaCase& c, std::mt19937_64& rng, bool zero, uint8_
   }
 }
 
+// The slots the case's counted valid entries name.
+std::set<int32_t> named_slots(const SparseMlaCase& c) {
+  std::set<int32_t> named;
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t s = 0; s < c.S; ++s) {
+      for (int64_t i = 0; i < c.topk; ++i) {
+        if (c.counted_valid(b, s, i)) named.insert(c.index(b, s, i));
+      }
+    }
+  }
+  return named;
+}
+
+// The cache, every byte poison. Past 256 MiB (far slots) it is reserved memory with only the
+// tokens named and the trap's backed (core/reserved_buffer.h): a read of any other token of the
+// cache, or of the 4 GiB around it, is seen.
+Buffer stage_cache(const SparseMlaCase& c, const std::set<int32_t>& named) {
+  const View view(DType::kU8, {c.num_blocks, c.page, kToken}, {c.block_stride, c.token_stride, 1}, c.kv_offset);
+  if (!c.reserved_cache()) return Buffer("kv_cache", view, 64, c.poison);
+  std::vector<ByteSpan> backed;
+  const auto back = [&](int64_t slot) {
+    const int64_t at = view.byte_offset_of({slot / c.page, slot % c.page, 0});
+    backed.push_back({at, at + kToken});
+  };
+  for (const int32_t slot : named) back(slot);
+  if (oracle::sparse_mla_index_valid(c.staged(c.trap), c.num_slots())) back(c.staged(c.trap));
+  return Buffer::reserved("kv_cache", view, backed, c.poison);
+}
+
 // The staged buffers of one case.
 struct Staged {
+  std::set<int32_t> named;  // the slots counted valid entries name
   Buffer q, kv, indices, lengths, sink, out, lse;
 
   explicit Staged(const SparseMlaCase& c)
-      : q("q", View::contiguous(DType::kBF16, {c.B, c.S, c.H, kDim}, 2 * c.q_offset), 64, c.poison),
-        kv("kv_cache", View(DType::kU8, {c.num_blocks, c.page, kToken}, {c.block_stride, c.token_stride, 1}, c.kv_offset),
-           64, c.poison),
+      : named(named_slots(c)),
+        q("q", View::contiguous(DType::kBF16, {c.B, c.S, c.H, kDim}, 2 * c.q_offset), 64, c.poison),
+        kv(stage_cache(c, named)),
         indices("indices", View::contiguous(DType::kI32, {c.B, c.S, c.topk}, 4 * c.indices_offset), 64, 0),
         lengths("topk_length", View::contiguous(DType::kI32, {c.B}, 4 * c.aux_offset), 64, 0),
         sink("attn_sink", View::contiguous(DType::kF32, {c.H}, 4 * c.aux_offset), 64, c.poison),
@@ -89,19 +119,11 @@ struct Staged {
       }
     }
     // The cache: every byte poison, then the tokens counted valid entries name.
-    std::set<int32_t> named;
-    for (int64_t b = 0; b < c.B; ++b) {
-      for (int64_t s = 0; s < c.S; ++s) {
-        for (int64_t i = 0; i < c.topk; ++i) {
-          if (c.counted_valid(b, s, i)) named.insert(c.index(b, s, i));
-        }
-      }
-    }
     for (const int32_t slot : named) {
       const bool zero = c.zero_rows && rng() % 4 == 0;
-      write_token(c, rng, zero, kv.host.data() + kv.view.byte_offset_of({slot / c.page, slot % c.page, 0}));
+      write_token(c, rng, zero, kv.bytes() + kv.view.byte_offset_of({slot / c.page, slot % c.page, 0}));
     }
-    fill_words(indices, c.trap);
+    fill_words(indices, c.staged(c.trap));
     for (int64_t b = 0; b < c.B; ++b) {
       for (int64_t s = 0; s < c.S; ++s) {
         for (int64_t i = 0; i < c.topk; ++i) indices.put({b, s, i}, c.index(b, s, i));
@@ -305,6 +327,12 @@ void register_sparse_mla_properties(PropertyRegistry& r) {
       "sparse_mla_decode.equals_oracle", "sparse_mla_decode",
       "out and lse equal the oracle's (no valid entry: 0 and +inf); only out and lse are written", sparse_mla_from_text,
       [find](Device& device, const std::string& impl, const SparseMlaCase& c) {
+        return sparse_mla_equals_oracle(device, find(impl), c);
+      }));
+  r.add(make_property<SparseMlaCase>(
+      "sparse_mla_decode.far_slots", "sparse_mla_decode",
+      "slots read past byte 2^31 or 2^32 of an 8 GiB cache, only they backed: the oracle's out and lse, no other token read",
+      sparse_mla_far_from_text, [find](Device& device, const std::string& impl, const SparseMlaCase& c) {
         return sparse_mla_equals_oracle(device, find(impl), c);
       }));
   r.add(make_property<SparseMlaCase>(

@@ -23,6 +23,11 @@ void sparse_mla_d2(Device& device, const SparseMlaArgs& args) {
   sparse_mla_decode_seeded(device, args, SparseMlaBug::kD2NoBarrierAfterStaging);
 }
 
+// W2: a slot's byte offset computed in 32 bits; it wraps past byte 2^31 of the cache.
+void sparse_mla_w2(Device& device, const SparseMlaArgs& args) {
+  sparse_mla_decode_seeded(device, args, SparseMlaBug::kW2SlotOffsetIn32Bits);
+}
+
 }  // namespace
 
 void register_sparse_mla_mutants(Registry& reg) {
@@ -35,6 +40,9 @@ void register_sparse_mla_mutants(Registry& reg) {
   reg.add({"sparse_mla_decode", "D2",
            "seeded bug D2 (a missing barrier): a tile's keys are read for the scores without a barrier after they are staged"},
           &sparse_mla_d2);
+  reg.add({"sparse_mla_decode", "W2",
+           "seeded bug W2 (32-bit offsets): a slot's byte offset, block x block_stride + offset x token_stride, computed in int32: wraps past byte 2^31"},
+          &sparse_mla_w2);
 }
 
 }  // namespace mlacheck::kernels

@@ -49,6 +49,35 @@ RC_GTEST_PROP(SparseMlaDecode, EqualsTheOracleAndWritesOnlyOutAndLse, ()) {
              case_text("sparse_mla_decode.equals_oracle", c));
 }
 
+gen::SparseMlaShape far_slots() {
+  gen::SparseMlaShape far;
+  far.far_slots = true;
+  return far;
+}
+
+// Slots past byte 2^31 or 2^32 of a cache of up to 8 GiB, of which only the tokens read are backed
+// (reserved memory).
+RC_GTEST_PROP(SparseMlaDecode, FarSlotsPastByte2To31Or2To32EqualTheOracle, ()) {
+  const SparseMlaCase c = *gen::sparse_mla_case(far_slots());
+  int64_t end = -1;  // one past the highest byte of a token read
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t s = 0; s < c.S; ++s) {
+      for (int64_t i = 0; i < c.topk; ++i) {
+        if (!c.counted_valid(b, s, i)) continue;
+        const int64_t slot = c.index(b, s, i);
+        end = std::max(end, c.kv_offset + slot / c.page * c.block_stride + slot % c.page * c.token_stride + kToken);
+      }
+    }
+  }
+  RC_ASSERT(c.reserved_cache());
+  RC_TAG(end < 0                     ? "no slot read"
+         : end > (int64_t{1} << 32)  ? "past 2^32"
+         : end > (int64_t{1} << 31)  ? "past 2^31"
+                                     : "below 2^31");
+  const auto device = make_device(Backend::kHost);
+  rc_require(sparse_mla_equals_oracle(*device, &sparse_mla_decode, c), case_text("sparse_mla_decode.far_slots", c));
+}
+
 RC_GTEST_PROP(SparseMlaDecode, ARequestAloneGetsItsRowsOfTheBatchBitForBit, ()) {
   const SparseMlaCase c = *gen::sparse_mla_case();
   const auto device = make_device(Backend::kHost);
@@ -119,7 +148,23 @@ void depends_on_the_batch(Device& device, const SparseMlaArgs& a) {
   }
 }
 
+// W2: the production kernel with a slot's byte offset computed in int32.
+void offsets_in_32_bits(Device& device, const SparseMlaArgs& a) {
+  sparse_mla_decode_seeded(device, a, SparseMlaBug::kW2SlotOffsetIn32Bits);
+}
+
 TEST(SparseMlaDecode, ThePropertiesReportWrongImplementations) {
+  EXPECT_FALSE(rc::check("far slots, on offsets computed in 32 bits", [] {
+    const SparseMlaCase c = *gen::sparse_mla_case(far_slots());
+    const auto device = make_device(Backend::kHost);
+    rc_require(sparse_mla_equals_oracle(*device, &offsets_in_32_bits, c), case_text("sparse_mla_decode.far_slots", c));
+  }));
+  // The same wrong build passes every case of a cache under 256 MiB: only far slots tell it apart.
+  EXPECT_TRUE(rc::check("equals the oracle, on offsets computed in 32 bits", [] {
+    const SparseMlaCase c = *gen::sparse_mla_case();
+    const auto device = make_device(Backend::kHost);
+    rc_require(sparse_mla_equals_oracle(*device, &offsets_in_32_bits, c), case_text("sparse_mla_decode.equals_oracle", c));
+  }));
   EXPECT_FALSE(rc::check("a request alone as in its batch, on a wrong implementation", [] {
     const SparseMlaCase c = *gen::sparse_mla_case();
     const auto device = make_device(Backend::kHost);
@@ -157,6 +202,34 @@ TEST(SparseMlaDecode, CaseTextRoundTrips) {
     sparse_mla_to_text(sparse_mla_from_text(parsed), again);
     parsed.expect_all_read();
     ASSERT_EQ(again.format(), t.format()) << "seed " << seed;
+  }
+}
+
+// Far cases the same way, through their own reader; and block_base is a key of far cases only.
+TEST(SparseMlaDecode, FarCaseTextRoundTrips) {
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const SparseMlaCase c = gen::sparse_mla_case(far_slots())(rc::Random(seed), static_cast<int>(seed % 100)).value();
+    ASSERT_GT(c.block_base, 0) << "seed " << seed;
+    CaseText t;
+    sparse_mla_to_text(c, t);
+    const CaseText parsed = CaseText::parse(t.format());
+    CaseText again;
+    sparse_mla_to_text(sparse_mla_far_from_text(parsed), again);
+    parsed.expect_all_read();
+    ASSERT_EQ(again.format(), t.format()) << "seed " << seed;
+  }
+  const SparseMlaCase far = gen::sparse_mla_case(far_slots())(rc::Random(7), 10).value();
+  CaseText t;
+  sparse_mla_to_text(far, t);
+  const CaseText parsed = CaseText::parse(t.format());
+  EXPECT_THROW((void)sparse_mla_from_text(parsed), Error);  // block_base is not a key of equals_oracle
+  CaseText near = CaseText::parse(t.format());
+  near.set("block_base", 1);  // the slots read would lie under 2^31
+  try {
+    (void)sparse_mla_far_from_text(near);
+    ADD_FAILURE() << "block_base 1: accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("block_base"), std::string::npos) << e.what();
   }
 }
 
