@@ -127,13 +127,13 @@ MLA_DEVICE void stage_keys(const MlaDecodeParams& p, const simt::shared_array<fl
 }
 
 // One program: request b, token t, heads [h0, h0 + 16) (those below H), split blockIdx.z.
-// kVariant: bit 0 fp8 keys (else bf16), bit 1 16-byte key loads, bit 2 the seeded bug O2 (one
-// template argument, because a comma would split MLA_LAUNCH's arguments).
-constexpr int kFp8Keys = 1, kVectorKeys = 2, kO2Variant = 4;
+// kVariant: bit 0 fp8 keys (else bf16), bit 1 16-byte key loads, bit 2 the seeded bug O2, bit 3
+// the seeded bug W3 (one template argument, because a comma would split MLA_LAUNCH's arguments).
+constexpr int kFp8Keys = 1, kVectorKeys = 2, kO2Variant = 4, kW3Variant = 8;
 template <int kVariant>
 MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
   constexpr bool kFp8 = (kVariant & kFp8Keys) != 0, kVector = (kVariant & kVectorKeys) != 0;
-  constexpr bool kO2 = (kVariant & kO2Variant) != 0;
+  constexpr bool kO2 = (kVariant & kO2Variant) != 0, kW3 = (kVariant & kW3Variant) != 0;
   MLA_DYNAMIC_SHARED(float, smem);
   MLA_SHARED(int64_t, key_at, kTileKeys);
   MLA_SHARED(float, rescale, kGroupHeads);
@@ -197,9 +197,14 @@ MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
       const int key = k0 + tid;
       const int32_t page_id = table_row[key / p.page];
       const int slot = key - (key / p.page) * p.page;
-      key_at[tid] = page_id >= 0 && page_id < p.num_blocks
-                        ? int64_t(page_id) * p.kv_block_stride + int64_t(slot) * p.kv_token_stride
-                        : -1;
+      if (page_id < 0 || page_id >= p.num_blocks) {
+        key_at[tid] = -1;
+      } else if (kW3) {
+        key_at[tid] = static_cast<int32_t>(static_cast<uint32_t>(page_id) * static_cast<uint32_t>(p.kv_block_stride) +
+                                           static_cast<uint32_t>(slot) * static_cast<uint32_t>(p.kv_token_stride));
+      } else {
+        key_at[tid] = int64_t(page_id) * p.kv_block_stride + int64_t(slot) * p.kv_token_stride;
+      }
     }
     simt::sync_threads();
     stage_keys<kFp8, kVector>(p, smem, key_at, n);
@@ -362,6 +367,16 @@ void launch_mla_decode_split_seeded(const MlaDecodeParams& p, MlaDecodeBug bug, 
       MLA_LAUNCH(mla_decode_split_kernel<kO2Variant | kVectorKeys>, config, p);
     } else {
       MLA_LAUNCH(mla_decode_split_kernel<kO2Variant>, config, p);
+    }
+  } else if (bug == MlaDecodeBug::kW3KeyOffsetIn32Bits) {
+    if (p.kv_fp8 && vector) {
+      MLA_LAUNCH(mla_decode_split_kernel<kW3Variant | kFp8Keys | kVectorKeys>, config, p);
+    } else if (p.kv_fp8) {
+      MLA_LAUNCH(mla_decode_split_kernel<kW3Variant | kFp8Keys>, config, p);
+    } else if (vector) {
+      MLA_LAUNCH(mla_decode_split_kernel<kW3Variant | kVectorKeys>, config, p);
+    } else {
+      MLA_LAUNCH(mla_decode_split_kernel<kW3Variant>, config, p);
     }
   } else if (p.kv_fp8 && vector) {
     MLA_LAUNCH(mla_decode_split_kernel<kFp8Keys | kVectorKeys>, config, p);

@@ -58,6 +58,11 @@ enum class MlaDecodeBug {
   // keys, and masks the tail afterwards: the last tile of a row reads block_table past the row's
   // columns (its padding, the next row, or past the table). The ids read are never used.
   kO2TablePastTile,
+  // W3 (32-bit offsets): a key's element offset in the cache, page id x block stride + slot x token
+  // stride, computed in int32. Right while the cache is under 2^31 elements (2 GiB of fp8 keys, 4
+  // GiB of bf16); past that it turns negative and the key is dropped as if its page were outside
+  // the cache, and past 2^32 elements it wraps to a key 2^32 elements lower.
+  kW3KeyOffsetIn32Bits,
 };
 
 #define MLA_MLA_DECODE_LAUNCHERS                                    \

@@ -55,8 +55,14 @@ int64_t MlaDecodeCase::most_splits() const {
   return std::clamp<int64_t>(cap, 1, kernels::kMlaMaxSplits);
 }
 
-int64_t MlaDecodeCase::most_blocks() const {
-  return std::min<int64_t>(65536, kMlaMaxCacheBytes / ((kv_fp8 ? 1 : 2) * block_stride()));
+int64_t MlaDecodeCase::most_blocks(bool far) const {
+  const int64_t block_bytes = (kv_fp8 ? 1 : 2) * block_stride();
+  if (far) return std::min<int64_t>(INT32_MAX, (kMlaMaxReservedBytes - kv_offset) / block_bytes);
+  return std::min<int64_t>(65536, kMlaMaxCacheBytes / block_bytes);
+}
+
+bool MlaDecodeCase::reserved_cache() const {
+  return kv_offset + num_blocks * (kv_fp8 ? 1 : 2) * block_stride() > kMlaMaxCacheBytes;
 }
 
 std::vector<int64_t> mla_table_lows(const std::vector<int32_t>& lens, int64_t W, int64_t page) {
@@ -91,6 +97,11 @@ std::pair<double, double> mla_k_scale_range(double bq) {
 void mla_decode_to_text(const MlaDecodeCase& c, CaseText& out) { write_case(c, out); }
 
 MlaDecodeCase mla_decode_from_text(const CaseText& t) { return read_case<MlaDecodeCase>(t); }
+MlaDecodeCase mla_decode_far_from_text(const CaseText& t) {
+  MlaDecodeFamily far;
+  far.far_pages = true;
+  return read_case<MlaDecodeCase>(t, far);
+}
 
 // ---- the generator's draws -----------------------------------------------------------------------
 
@@ -135,15 +146,16 @@ void fill_mla_decode_block_table(MlaDecodeCase& c) {
   std::vector<int64_t> needed;
   for (int64_t b = 0; b < c.B; ++b) needed.push_back(c.needed(b));
   const PagedBlockTable t = *gen::paged_block_table(needed, c.W);
-  c.num_blocks = t.num_blocks;
+  c.num_blocks = c.page_base + t.num_blocks;
   c.table = t.table;
 }
 
 namespace gen {
 
-rc::Gen<MlaDecodeCase> mla_decode_case(MlaDecodeSize size) {
+rc::Gen<MlaDecodeCase> mla_decode_case(MlaDecodeSize size, bool far_pages) {
   MlaDecodeFamily f;
   f.size = size;
+  f.far_pages = far_pages;
   return draw_case<MlaDecodeCase>(2, f);
 }
 

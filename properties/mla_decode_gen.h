@@ -32,6 +32,9 @@ constexpr int64_t kMlaMaxCaseKeys = int64_t{1} << 16;
 constexpr int64_t kMlaMaxRows = 65536;                   // query rows: batch x q_len x heads
 constexpr int64_t kMlaMaxTable = 65535;                  // values of one key in a case file: batch x table_width
 constexpr int64_t kMlaMaxCacheBytes = int64_t{1} << 28;  // what a case may stage for its cache
+// A far-pages cache (MlaDecodeFamily::far_pages): up to 8 GiB of reserved memory, only the pages
+// read backed.
+constexpr int64_t kMlaMaxReservedBytes = int64_t{1} << 33;
 // Each scale a case holds, and their product (the softmax scale), in [2^-20, 2^20], so that scores
 // (up to 576 x 448^2 ~ 2^27 times it) stay finite in fp32 and the values behind an output scale of
 // 2^40 do not underflow in its products. Wider ranges (2^+-120, then 2^+-40) made the fuzzers
@@ -55,6 +58,7 @@ struct MlaDecodeFamily {
   int64_t max_q_len = kernels::kMlaMaxQueryLen;
   int64_t heads = 0;  // 0: any of 1..128; otherwise exactly this
   gen::MlaDecodeSize size = gen::MlaDecodeSize::kFull;
+  bool far_pages = false;  // the pages read lie across byte 2^31 or 2^32 of the cache (reserved memory)
 };
 
 // One launch of dense MLA decode: shapes, the layout of every view, the block table and lengths,
@@ -65,6 +69,7 @@ struct MlaDecodeCase : CaseSchedule {
   std::vector<int32_t> lens;  // seq_lens [B]
   int64_t W = 0, table_row_pad = 0, num_blocks = 0;
   std::vector<int32_t> table;  // [B, W]: pages, then garbage past each request's needed columns
+  int64_t page_base = 0;       // far pages: a read column's page is page_base + its table value
   bool q_fp8 = false, kv_fp8 = false;
   int64_t token_stride = kernels::kMlaHeadDim, block_pad = 0;  // elements
   int64_t kv_offset = 0, q_offset = 0, out_offset = 0;          // bytes
@@ -79,6 +84,8 @@ struct MlaDecodeCase : CaseSchedule {
   bool zero_rows = false;  // some q rows (a head of a token) and some keys all zero
 
   int64_t needed(int64_t b) const { return (lens[static_cast<size_t>(b)] + page - 1) / page; }
+  // The page request b reads at table column col (col < needed(b)), as the staged table holds it.
+  int64_t read_page(int64_t b, int64_t col) const { return page_base + table[static_cast<size_t>(b * W + col)]; }
   int64_t most_pages() const;  // the pages the longest request needs (0 for none)
   std::string table_width_rule() const;  // which request needs them, for a refusal's message
   int64_t block_stride() const { return page * token_stride + block_pad; }
@@ -91,8 +98,12 @@ struct MlaDecodeCase : CaseSchedule {
   std::pair<int64_t, int64_t> magnitude_range() const;
   // The most splits whose workspace (rows x splits x 513 floats) stays within 256 MiB.
   int64_t most_splits() const;
-  // The most pages a cache of this block stride holds in 256 MiB.
-  int64_t most_blocks() const;
+  // The most pages a cache of this block stride holds in 256 MiB (and 65536), or for far pages in
+  // 8 GiB of reserved memory (and int32's largest page id).
+  int64_t most_blocks(bool far = false) const;
+  // Whether the cache is staged as reserved memory (far pages only): only the pages read are backed
+  // (core/reserved_buffer.h).
+  bool reserved_cache() const;
 
   friend void showValue(const MlaDecodeCase& c, std::ostream& os) { show_case(c, os); }
 };
@@ -136,7 +147,8 @@ struct MlaDecodeShape {
 MlaDecodeShape draw_mla_decode_shape(const MlaDecodeFamily& f);
 // c.B lengths up to max_len: 0, 1..8 and the tile edges now and then (520..640 for 640).
 std::vector<int32_t> draw_mla_decode_lens(const MlaDecodeCase& c, int max_len);
-// Replaces c.table and c.num_blocks with a table from properties/block_table_gen.h for c.lens and
+// Replaces c.table and c.num_blocks (c.page_base past the table's pages) with a table from
+// properties/block_table_gen.h for c.lens and
 // c.W: shuffled, shared and garbage pages.
 void fill_mla_decode_block_table(MlaDecodeCase& c);
 
@@ -215,6 +227,20 @@ void fields(V& v, MlaDecodeCase& c, const MlaDecodeFamily& f = {}) {
   v.integer("kv_tail", c.kv_tail, 0, 1 << 20, [] { return 64; });
   v.integer("zero_rows", c.zero_rows, 0, 1, [] { return *rc::gen::inRange(0, 4) == 0; });  // a flag, 1 drawn 1 in 4
   v.schedule(c);
+  // Far pages: every page read moves up by page_base, so that they straddle byte 2^31 or 2^32 of
+  // the cache (a page id times the block stride computed in 32 bits wraps there; for bf16 keys
+  // counted in elements, at byte 2^32). Its range starts that far, less the pages a request reads,
+  // so that fuzz bytes (small offsets in a range) reach past 2^31 too.
+  if (f.far_pages || c.page_base != 0) {
+    const int64_t block_bytes = es * c.block_stride();
+    const auto edge_page = [&c, block_bytes](int64_t edge) { return (edge - c.kv_offset) / block_bytes; };
+    const int64_t spread = std::max<int64_t>(1, c.most_pages());
+    const int64_t lo = std::max<int64_t>(1, edge_page(int64_t{1} << 31) - spread);
+    v.integer("page_base", c.page_base, lo, c.most_blocks(true) - 1, [edge_page, lo, spread] {
+      const int64_t edge = *rc::gen::element<int64_t>(int64_t{1} << 31, int64_t{1} << 32);
+      return std::max<int64_t>(lo, edge_page(edge) - *rc::gen::inRange<int64_t>(0, spread));
+    });
+  }
   // The columns a request reads hold pages (>= 0; num_blocks, read next, covers them), the rest any
   // int32. The generator draws the table and num_blocks together.
   v.list_from("block_table", c.table, mla_table_lows(c.lens, c.W, c.page), INT32_MAX, [&] {
@@ -223,16 +249,20 @@ void fields(V& v, MlaDecodeCase& c, const MlaDecodeFamily& f = {}) {
   });
   MlaPageRead top;
   note_highest_page(top, c.lens, c.table, c.W, c.page, v.prefix());
-  with_reason(top.where + "num_blocks x block stride is at most 256 MiB", [&] {
-    v.integer("num_blocks", c.num_blocks, std::max<int64_t>(1, top.page + 1), c.most_blocks(),
-              [&] { return c.num_blocks; });
-  });
+  with_reason(top.where + "num_blocks x block stride is at most " + (f.far_pages ? "8 GiB" : "256 MiB") +
+                  (c.page_base != 0 ? " (the page read is page_base + the table's value)" : ""),
+              [&] {
+                v.integer("num_blocks", c.num_blocks, std::max<int64_t>(1, c.page_base + top.page + 1),
+                          c.most_blocks(f.far_pages), [&] { return c.num_blocks; });
+              });
 }
 
 // The case as case-text keys, appended to out (after its property / impl / backend), and the
 // inverse (a value out of its range throws mlacheck::Error naming the key).
 void mla_decode_to_text(const MlaDecodeCase& c, CaseText& out);
 MlaDecodeCase mla_decode_from_text(const CaseText& t);
+// The same keys and page_base; drawn, the pages read lie across byte 2^31 or 2^32 (MlaDecodeFamily::far_pages).
+MlaDecodeCase mla_decode_far_from_text(const CaseText& t);
 
 namespace gen {
 
@@ -242,7 +272,7 @@ namespace gen {
 // shuffled and shared pages, padded tokens and blocks (16-byte aligned or not), offset views, bf16
 // and fp8 q and cache, scales, 1..8 splits (and 64 for small batches), a larger workspace, special
 // values now and then.
-rc::Gen<MlaDecodeCase> mla_decode_case(MlaDecodeSize size = MlaDecodeSize::kFull);
+rc::Gen<MlaDecodeCase> mla_decode_case(MlaDecodeSize size = MlaDecodeSize::kFull, bool far_pages = false);
 
 }  // namespace gen
 }  // namespace mlacheck

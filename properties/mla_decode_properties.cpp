@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -30,13 +31,13 @@ constexpr int64_t kDim = kernels::kMlaHeadDim, kLatent = kernels::kMlaValueDim;
 class RandomCodes {
  public:
   explicit RandomCodes(uint64_t seed) : rng_(seed) {}
-  void store(std::vector<uint8_t>& buf, int64_t at, DType t, int scale_log2) {
+  void store(uint8_t* buf, int64_t at, DType t, int scale_log2) {
     const uint32_t r = next16();
     if (t == DType::kFP8E4M3) {
-      buf[static_cast<size_t>(at)] = static_cast<uint8_t>((r >> 1) % 57 | (r & 1) << 7);
+      buf[at] = static_cast<uint8_t>((r >> 1) % 57 | (r & 1) << 7);
     } else {
       const uint16_t h = float_to_bf16(std::ldexp(static_cast<float>(r) * 0x1p-15f - 1.0f, scale_log2));
-      std::memcpy(buf.data() + at, &h, 2);
+      std::memcpy(buf + at, &h, 2);
     }
   }
   // Whether the next row is a zero row (one in four, when the case has them).
@@ -96,6 +97,33 @@ MlaDecodeOutcome run_staged(Device& device, MlaDecodeFn* fn, const MlaDecodeCase
   return out;
 }
 
+// The pages some request reads, each with the tokens of its longest user, in increasing order.
+std::map<int64_t, int64_t> pages_read(const MlaDecodeCase& c) {
+  std::map<int64_t, int64_t> valid;
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t col = 0; col < c.needed(b); ++col) {
+      int64_t& n = valid[c.read_page(b, col)];
+      n = std::max<int64_t>(n, std::min<int64_t>(c.page, c.lens[static_cast<size_t>(b)] - col * c.page));
+    }
+  }
+  return valid;
+}
+
+// The cache, every byte poison. Past 256 MiB (far pages) it is reserved memory with only the pages
+// read backed (core/reserved_buffer.h): a read of any other page, or of the 4 GiB around the
+// cache, is seen.
+Buffer stage_mla_cache(const MlaDecodeCase& c, const std::map<int64_t, int64_t>& read) {
+  const View view(c.kv_fp8 ? DType::kFP8E4M3 : DType::kBF16, {c.num_blocks, c.page, kDim},
+                  {c.block_stride(), c.token_stride, 1}, c.kv_offset);
+  if (!c.reserved_cache()) return Buffer("kv_cache", view, c.kv_tail, c.poison);
+  const int64_t block_bytes = view.element_size() * c.block_stride(), end = view.byte_span().end;
+  std::vector<ByteSpan> backed;  // whole blocks (the last one's padding lies past the view)
+  for (const auto& [page, n] : read) {
+    backed.push_back({c.kv_offset + page * block_bytes, std::min(end, c.kv_offset + (page + 1) * block_bytes)});
+  }
+  return Buffer::reserved("kv_cache", view, backed, c.poison);
+}
+
 }  // namespace
 
 // ---- staging -------------------------------------------------------------------------------------
@@ -103,10 +131,7 @@ MlaDecodeOutcome run_staged(Device& device, MlaDecodeFn* fn, const MlaDecodeCase
 MlaDecodeBuffers::MlaDecodeBuffers(const MlaDecodeCase& c)
     : q("q", View::contiguous(c.q_fp8 ? DType::kFP8E4M3 : DType::kBF16, {c.B, c.q_len, c.H, kDim}, c.q_offset), 64,
         c.poison),
-      kv("kv_cache",
-         View(c.kv_fp8 ? DType::kFP8E4M3 : DType::kBF16, {c.num_blocks, c.page, kDim},
-              {c.block_stride(), c.token_stride, 1}, c.kv_offset),
-         c.kv_tail, c.poison),
+      kv(stage_mla_cache(c, pages_read(c))),
       table("block_table", View::padded_rows(DType::kI32, {c.B, c.W}, std::max<int64_t>(c.W + c.table_row_pad, 1), 8),
             64, c.poison),
       lens("seq_lens", View::contiguous(DType::kI32, {c.B}, 4), 64, c.poison),
@@ -128,31 +153,25 @@ MlaDecodeBuffers::MlaDecodeBuffers(const MlaDecodeCase& c)
       std::memset(q.host.data() + at, 0, static_cast<size_t>(kDim * qes));
       continue;
     }
-    for (int64_t d = 0; d < kDim; ++d) codes.store(q.host, at + d * qes, q.view.dtype(), -c.magnitude_log2);
+    for (int64_t d = 0; d < kDim; ++d) codes.store(q.host.data(), at + d * qes, q.view.dtype(), -c.magnitude_log2);
   }
   for (int64_t b = 0; b < c.B; ++b) {
     lens.put<int32_t>({b}, c.lens[static_cast<size_t>(b)]);
-    for (int64_t w = 0; w < c.W; ++w) table.put<int32_t>({b, w}, c.table[static_cast<size_t>(b * c.W + w)]);
+    for (int64_t w = 0; w < c.W; ++w) {
+      table.put<int32_t>({b, w}, static_cast<int32_t>(w < c.needed(b) ? c.read_page(b, w) : c.table[static_cast<size_t>(b * c.W + w)]));
+    }
   }
   // Keys of the slots some request reads (a shared page holds its longest user's); every other
   // byte of the cache (other slots, token and block padding, spare pages) stays poison.
-  std::vector<int64_t> valid(static_cast<size_t>(c.num_blocks), 0);
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t col = 0; col < c.needed(b); ++col) {
-      const int32_t page = c.table[static_cast<size_t>(b * c.W + col)];
-      valid[static_cast<size_t>(page)] = std::max(valid[static_cast<size_t>(page)],
-                                                  std::min<int64_t>(c.page, c.lens[static_cast<size_t>(b)] - col * c.page));
-    }
-  }
   const int64_t kes = kv.view.element_size();
-  for (int64_t page = 0; page < c.num_blocks; ++page) {
-    for (int64_t s = 0; s < valid[static_cast<size_t>(page)]; ++s) {
+  for (const auto& [page, n] : pages_read(c)) {
+    for (int64_t s = 0; s < n; ++s) {
       const int64_t row = c.kv_offset + (page * c.block_stride() + s * c.token_stride) * kes;
       if (codes.zero_row(c.zero_rows)) {
-        std::memset(kv.host.data() + row, 0, static_cast<size_t>(kDim * kes));
+        std::memset(kv.bytes() + row, 0, static_cast<size_t>(kDim * kes));
         continue;
       }
-      for (int64_t d = 0; d < kDim; ++d) codes.store(kv.host, row + d * kes, kv.view.dtype(), c.magnitude_log2);
+      for (int64_t d = 0; d < kDim; ++d) codes.store(kv.bytes(), row + d * kes, kv.view.dtype(), c.magnitude_log2);
     }
   }
 }
@@ -339,6 +358,12 @@ void register_mla_decode_properties(PropertyRegistry& r) {
       "mla_decode.equals_oracle", "mla_decode",
       "o and lse equal the oracle's (len 0: 0 and -inf); only o, lse and the used workspace are written",
       read_case, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+        return mla_decode_equals_oracle(device, find(impl), c);
+      }));
+  r.add(make_property<MlaDecodeCase>(
+      "mla_decode.far_pages", "mla_decode",
+      "pages read across byte 2^31 or 2^32 of an 8 GiB cache, only they backed: the oracle's o and lse, no other page read",
+      mla_decode_far_from_text, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
         return mla_decode_equals_oracle(device, find(impl), c);
       }));
   r.add(make_property<MlaDecodeCase>(

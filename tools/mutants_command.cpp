@@ -62,6 +62,7 @@ const std::map<std::string, std::string>& named_checks() {
       {"paged_mqa_logits@D1", "paged_mqa_logits.deterministic"},    // bits by the schedule
       {"paged_mqa_logits@W1", "paged_mqa_logits.far_pages"},        // a block offset in 32 bits
       {"sparse_mla_decode@W2", "sparse_mla_decode.far_slots"},      // a slot offset in 32 bits
+      {"mla_decode@W3", "mla_decode.far_pages"},                    // a key offset in 32 bits
       {"sparse_mla_decode@D2", "sparse_mla_decode.equals_oracle"},  // keys read before they are staged
   };
   return m;

@@ -1,5 +1,5 @@
 // Dense MLA decode seeded bugs (kernels/mutants/mutants.h): the production entry point
-// (kernels/mla_decode_glue.h) with its merge kernel compiled with one decision switched
+// (kernels/mla_decode_glue.h) with its split or merge kernel compiled with one decision switched
 // (MlaDecodeBug, kernels/mla_decode.h).
 #include "kernels/mla_decode_glue.h"
 #include "kernels/mutants/mutants.h"
@@ -22,12 +22,22 @@ void mla_decode_o2(Device& device, const MlaDecodeArgs& args) {
   MLA_DISPATCH(device, launch_mla_decode_merge, p);
 }
 
+// W3: the split kernel computes a key's element offset in int32; it wraps past 2^31 elements.
+void mla_decode_w3(Device& device, const MlaDecodeArgs& args) {
+  const MlaDecodeParams p = mla_decode_params(args);
+  MLA_DISPATCH(device, launch_mla_decode_split_seeded, p, MlaDecodeBug::kW3KeyOffsetIn32Bits);
+  MLA_DISPATCH(device, launch_mla_decode_merge, p);
+}
+
 }  // namespace
 
 void register_mla_decode_mutants(Registry& reg) {
   reg.add({"mla_decode", "T5", "seeded bug T5 (vLLM #51065): seq_len 0 rows merged as 0/0 = NaN"}, &mla_decode_t5);
   reg.add({"mla_decode", "O2", "seeded bug O2: page ids loaded for a whole 64-key tile, past the row's last key (a read past block_table's row)"},
           &mla_decode_o2);
+  reg.add({"mla_decode", "W3",
+           "seeded bug W3 (32-bit offsets): a key's element offset, page x block stride + slot x token stride, computed in int32: wraps past 2^31 elements"},
+          &mla_decode_w3);
 }
 
 }  // namespace mlacheck::kernels

@@ -71,6 +71,25 @@ RC_GTEST_PROP(MlaDecode, EqualsTheOracleAndWritesOnlyItsOutputs, ()) {
   rc_require(mla_decode_equals_oracle(*device, &mla_decode, c), case_text("mla_decode.equals_oracle", c));
 }
 
+// Pages past byte 2^31 or 2^32 of a cache of up to 8 GiB, of which only they are backed
+// (reserved memory).
+RC_GTEST_PROP(MlaDecode, FarPagesPastByte2To31Or2To32EqualTheOracle, ()) {
+  const DecodeCase c = *gen::mla_decode_case(gen::MlaDecodeSize::kFull, true);
+  int64_t top = -1;  // the highest page read
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t col = 0; col < c.needed(b); ++col) top = std::max<int64_t>(top, c.read_page(b, col));
+  }
+  const int64_t end = c.kv_offset + (top + 1) * c.block_stride() * (c.kv_fp8 ? 1 : 2);
+  RC_ASSERT(c.reserved_cache());
+  RC_TAG(top < 0                      ? "no page read"
+         : end > (int64_t{1} << 32)   ? "past 2^32"
+         : end > (int64_t{1} << 31)   ? "past 2^31"
+                                      : "below 2^31",
+         c.kv_fp8 ? "fp8 cache" : "bf16 cache");
+  const auto device = make_device(Backend::kHost);
+  rc_require(mla_decode_equals_oracle(*device, &mla_decode, c), case_text("mla_decode.far_pages", c));
+}
+
 // Path equivalence: 1 split, the heuristic's count, the case's and the maximum (64) agree.
 RC_GTEST_PROP(MlaDecode, ResultDoesNotDependOnTheSplitCount, ()) {
   const DecodeCase c = *gen::mla_decode_case(gen::MlaDecodeSize::kSplits);
@@ -343,7 +362,25 @@ void first_length_for_every_request(Device& device, const MlaDecodeArgs& a) {
   mla_decode(device, wrong);
 }
 
+// W3: the production split kernel with a key's element offset computed in int32.
+void offsets_in_32_bits(Device& device, const MlaDecodeArgs& a) {
+  const MlaDecodeParams p = mla_decode_params(a);
+  MLA_DISPATCH(device, launch_mla_decode_split_seeded, p, MlaDecodeBug::kW3KeyOffsetIn32Bits);
+  MLA_DISPATCH(device, launch_mla_decode_merge, p);
+}
+
 TEST(MlaDecode, ThePropertiesReportWrongImplementations) {
+  EXPECT_FALSE(rc::check("far pages, on offsets computed in 32 bits", [] {
+    const DecodeCase c = *gen::mla_decode_case(gen::MlaDecodeSize::kFull, true);
+    const auto device = make_device(Backend::kHost);
+    rc_require(mla_decode_equals_oracle(*device, &offsets_in_32_bits, c), case_text("mla_decode.far_pages", c));
+  }));
+  // The same wrong build passes every case of a cache under 256 MiB: only far pages tell it apart.
+  EXPECT_TRUE(rc::check("equals the oracle, on offsets computed in 32 bits", [] {
+    const DecodeCase c = *gen::mla_decode_case();
+    const auto device = make_device(Backend::kHost);
+    rc_require(mla_decode_equals_oracle(*device, &offsets_in_32_bits, c), case_text("mla_decode.equals_oracle", c));
+  }));
   EXPECT_FALSE(rc::check("mla decode equals the oracle, on a wrong implementation", [] {
     const DecodeCase c = *gen::mla_decode_case();
     const auto device = make_device(Backend::kHost);
@@ -380,6 +417,34 @@ TEST(MlaDecode, CaseTextRoundTrips) {
     mla_decode_to_text(mla_decode_from_text(parsed), again);
     parsed.expect_all_read();
     ASSERT_EQ(again.format(), t.format()) << "seed " << seed;
+  }
+}
+
+// Far cases the same way, through their own reader; page_base is a key of far cases only, and one
+// that leaves the pages read under 2^31 is refused.
+TEST(MlaDecode, FarCaseTextRoundTrips) {
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const DecodeCase c = gen::mla_decode_case(gen::MlaDecodeSize::kFull, true)(rc::Random(seed), static_cast<int>(seed % 100)).value();
+    ASSERT_GT(c.page_base, 0) << "seed " << seed;
+    CaseText t;
+    mla_decode_to_text(c, t);
+    const CaseText parsed = CaseText::parse(t.format());
+    CaseText again;
+    mla_decode_to_text(mla_decode_far_from_text(parsed), again);
+    parsed.expect_all_read();
+    ASSERT_EQ(again.format(), t.format()) << "seed " << seed;
+  }
+  const DecodeCase far = gen::mla_decode_case(gen::MlaDecodeSize::kFull, true)(rc::Random(7), 10).value();
+  CaseText t;
+  mla_decode_to_text(far, t);
+  EXPECT_THROW((void)mla_decode_from_text(CaseText::parse(t.format())), Error);  // not a key of equals_oracle
+  CaseText near = CaseText::parse(t.format());
+  near.set("page_base", 1);
+  try {
+    (void)mla_decode_far_from_text(near);
+    ADD_FAILURE() << "page_base 1: accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("page_base"), std::string::npos) << e.what();
   }
 }
 
