@@ -135,13 +135,15 @@ void fields(V& v, SparseMlaCase& c, const gen::SparseMlaShape& shape = {}) {
   // Far slots: the case's pages start at block_base, so that the slots read straddle byte 2^31 or
   // 2^32 of the cache (block x block_stride, or slot x 656, computed in 32 bits wraps there). Its
   // range starts 8 blocks short of 2^31, and the entries are counted from its first slot, so that
-  // fuzz bytes (small offsets in a range) reach past it too.
+  // fuzz bytes (small offsets in a range) reach past it too. The generator puts the edge at most
+  // two blocks past block_base (the case has 2 to 7 pages), so that its pages straddle the edge
+  // or lie just past it.
   if (shape.far_slots || c.block_base != 0) {
     const auto edge_block = [&c](int64_t edge) { return (edge - c.kv_offset) / c.block_stride; };
     const int64_t lo = std::max<int64_t>(1, edge_block(int64_t{1} << 31) - 8);
     v.integer("block_base", c.block_base, lo, c.max_blocks(true) - 1, [edge_block, lo] {
       const int64_t edge = *rc::gen::element<int64_t>(int64_t{1} << 31, int64_t{1} << 32);
-      return std::max<int64_t>(lo, edge_block(edge) - *rc::gen::inRange<int64_t>(0, 8));
+      return std::max<int64_t>(lo, edge_block(edge) - *rc::gen::inRange<int64_t>(0, 2));
     });
   }
   // num_blocks x block_stride within the 256 MiB a case may stage (num_blocks x page <= 2^26
