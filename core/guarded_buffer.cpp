@@ -95,12 +95,12 @@ uint8_t GuardedMemory::poison_byte(int64_t off) {
   return static_cast<uint8_t>(0xA5 ^ static_cast<uint8_t>(off * 0x9D));
 }
 
-GuardedMemory::GuardedMemory(std::string name, int64_t bytes, int64_t red_zone, bool outputs)
-    : name_(std::move(name)), size_(bytes), red_zone_(red_zone), outputs_allowed_(outputs) {
+GuardedMemory::GuardedMemory(std::string name, int64_t bytes, int64_t red_zone, OutputViews outputs)
+    : name_(std::move(name)), size_(bytes), red_zone_(red_zone), outputs_mode_(outputs) {
   MLA_REQUIRE(bytes >= 0, "guarded buffer '", name_, "': negative size ", bytes);
   MLA_REQUIRE(red_zone >= 256 && red_zone % 256 == 0, "guarded buffer '", name_, "': red zone of ",
               red_zone, " bytes; it must be a multiple of 256, at least 256");
-  if (outputs_allowed_) output_mask_.assign(static_cast<size_t>((size_ + 7) / 8), 0);
+  if (outputs_mode_ == OutputViews::kMasked) output_mask_.assign(static_cast<size_t>((size_ + 7) / 8), 0);
 }
 
 GuardedMemory::GuardedMemory(GuardedMemory&&) noexcept = default;
@@ -166,11 +166,22 @@ void GuardedMemory::require_inside(int64_t offset, int64_t bytes, const char* wh
 }
 
 void GuardedMemory::declare_output(std::string view_name, const View& v) {
-  MLA_REQUIRE(outputs_allowed_, "guarded buffer '", name_, "': output view '", view_name,
-              "' declared on input-only memory (a reserved allocation may not be written)");
+  MLA_REQUIRE(outputs_mode_ != OutputViews::kNone, "guarded buffer '", name_, "': output view '", view_name,
+              "' declared on input-only memory (this reserved allocation may not be written)");
   const ByteSpan span = v.byte_span();
   MLA_REQUIRE(span.empty() || span.end <= size_, "guarded buffer '", name_, "' (", size_,
               " bytes): output view '", view_name, "' ", v.to_string(), " reaches byte ", span.end);
+  if (outputs_mode_ == OutputViews::kUnmasked) {  // no mask: views whose spans are apart
+    for (const NamedView& o : outputs_) {
+      const ByteSpan other = o.view.byte_span();
+      MLA_REQUIRE(span.empty() || other.empty() || span.end <= other.begin || other.end <= span.begin,
+                  "guarded buffer '", name_, "': output view '", view_name, "' ", v.to_string(),
+                  " overlaps the span of output view '", o.name, "' (reserved memory takes output views apart)");
+    }
+    outputs_.push_back({std::move(view_name), v});
+    armed_ = false;
+    return;
+  }
   std::vector<uint8_t> mask = output_mask_;
   // Marks [begin, end) in the mask; consecutive elements are merged into one run first, so a
   // contiguous view costs a few whole-byte writes per 8 bytes, not a test per byte.

@@ -109,10 +109,12 @@ class GuardedMemory {
   static uint8_t poison_byte(int64_t offset_from_allocation);
 
  protected:
+  // How a memory takes output views: kMasked keeps a bit per data byte (output_mask()); kNone
+  // refuses declare_output (input-only memory); kUnmasked takes views without a mask (reserved
+  // memory of gigabytes, which tracks its outputs over its backed pages itself).
+  enum class OutputViews { kNone, kMasked, kUnmasked };
   // bytes may be 0. red_zone must be a multiple of 256 and at least 256 (keeps data 256-aligned).
-  // Memory made without outputs (reserved memory: an input of gigabytes) refuses declare_output
-  // and keeps no output mask.
-  GuardedMemory(std::string name, int64_t bytes, int64_t red_zone, bool outputs = true);
+  GuardedMemory(std::string name, int64_t bytes, int64_t red_zone, OutputViews outputs = OutputViews::kMasked);
   GuardedMemory(GuardedMemory&&) noexcept;
   GuardedMemory& operator=(GuardedMemory&&) noexcept;
 
@@ -138,7 +140,7 @@ class GuardedMemory {
   std::string name_;
   int64_t size_ = 0;
   int64_t red_zone_ = 0;
-  bool outputs_allowed_ = true;
+  OutputViews outputs_mode_ = OutputViews::kMasked;
   std::vector<uint8_t> output_mask_;
   std::vector<NamedView> outputs_;
 };

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include <sys/mman.h>
 
 #include "core/error.h"
+#include "core/poison.h"
 #include "core/shared_arena.h"
+#include "core/tensor.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MLA_RESERVED_ASAN 1
@@ -67,8 +70,9 @@ LazyBytes::~LazyBytes() {
   if (data_ != nullptr) munmap(data_, static_cast<size_t>(std::max<int64_t>(size_, 1)));
 }
 
-ReservedBuffer::ReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed, int64_t red_zone)
-    : GuardedMemory(std::move(name), bytes, red_zone, /*outputs=*/false) {
+ReservedBuffer::ReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed, int64_t red_zone,
+                               bool writable)
+    : GuardedMemory(std::move(name), bytes, red_zone, writable ? OutputViews::kUnmasked : OutputViews::kNone) {
   backed_ = backed_pages(backed, bytes, red_zone, kPage);
   const int64_t span = (bytes + kPage - 1) / kPage * kPage + 2 * kPage * ((red_zone + kPage - 1) / kPage);
   reservation_bytes_ = 2 * kMargin + span;
@@ -140,7 +144,6 @@ void ReservedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
 }
 
 void ReservedBuffer::arm() {
-  MLA_REQUIRE(outputs().empty(), "reserved buffer '", name(), "': input-only memory has output views");
   if (unbacked_access_) {  // drop the zero pages an earlier launch brought in
     for (const ByteSpan& r : unbacked_pages_touched()) {
       if (in_arena_) {
@@ -154,6 +157,25 @@ void ReservedBuffer::arm() {
   for (const ByteSpan& s : backed_) {  // the red zones, as wide as their pages
     for (int64_t i = s.begin; i < std::min<int64_t>(s.end, 0); ++i) data_[i] = red_zone_byte(i);
     for (int64_t i = std::max(s.begin, size()); i < s.end; ++i) data_[i] = red_zone_byte(i);
+  }
+  // The output views: every byte inside the backed pages, marked and poisoned.
+  int64_t total = 0;
+  std::vector<int64_t> first;  // each span's first byte in snapshot order
+  for (const ByteSpan& s : backed_) first.push_back(total), total += s.size();
+  in_output_.assign(outputs().empty() ? 0 : static_cast<size_t>(total), 0);
+  for (const NamedView& o : outputs()) {
+    const int64_t es = o.view.element_size();
+    o.view.for_each_byte_offset([&](int64_t off) {
+      const auto it = std::upper_bound(backed_.begin(), backed_.end(), off,
+                                       [](int64_t x, const ByteSpan& s) { return x < s.begin; });
+      MLA_REQUIRE(it != backed_.begin() && off + es <= std::prev(it)->end, "reserved buffer '", name(),
+                  "': output view '", o.name, "' ", o.view.to_string(), " has an element at byte ", off,
+                  " outside the backed pages");
+      const size_t i = static_cast<size_t>(first[static_cast<size_t>(std::prev(it) - backed_.begin())] + off -
+                                           std::prev(it)->begin);
+      std::fill_n(in_output_.begin() + static_cast<std::ptrdiff_t>(i), es, uint8_t{1});
+    });
+    poison_output(HostTensor(data_, o.view));
   }
   snapshot_.clear();
   for (const ByteSpan& s : backed_) snapshot_.insert(snapshot_.end(), data_ + s.begin, data_ + s.end);
@@ -201,7 +223,17 @@ GuardReport ReservedBuffer::check() const {
   }
   size_t at = 0;
   for (const ByteSpan& s : backed_) {
-    tally_changes(report, s.begin, snapshot_.data() + at, data_ + s.begin, s.size());
+    if (in_output_.empty()) {
+      tally_changes(report, s.begin, snapshot_.data() + at, data_ + s.begin, s.size());
+    } else {  // the runs of bytes outside every output view
+      for (int64_t i = 0; i < s.size();) {
+        int64_t j = i;
+        while (j < s.size() && in_output_[at + static_cast<size_t>(j)] == 0) ++j;
+        if (j > i) tally_changes(report, s.begin + i, snapshot_.data() + at + i, data_ + s.begin + i, j - i);
+        while (j < s.size() && in_output_[at + static_cast<size_t>(j)] != 0) ++j;
+        i = j;
+      }
+    }
     at += static_cast<size_t>(s.size());
   }
   return report;

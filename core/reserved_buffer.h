@@ -20,9 +20,11 @@
 // its memory to a Python worker (core/shared_arena.h) the storage is a sparse span of the arena:
 // a write there is reported like a read. On cuda either faults.
 //
-// Input only: no output view may be declared (a launch may change none of its bytes). arm()
-// restores the red zones and snapshots every backed byte, check() compares them, and a stray
-// write is reported as in GuardedBuffer. A read fence (core/read_fence.h) leaves reserved memory
+// Input only unless made writable: then output views may be declared inside the backed ranges
+// (each view's span apart from the others': a slot's codes, its scale), arm() poisons them as
+// GuardedBuffer does, and check() leaves their bytes out. arm() restores the red zones and
+// snapshots every backed byte, check() compares them, and a stray write is reported as in
+// GuardedBuffer. A read fence (core/read_fence.h) leaves reserved memory
 // alone: check() sees the reads it would.
 #pragma once
 
@@ -70,7 +72,7 @@ class ReservedBuffer final : public GuardedMemory {
   // Throws mlacheck::Error when a range lies outside [0, bytes) or the address space cannot be
   // reserved.
   ReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed,
-                 int64_t red_zone = kDefaultRedZone);
+                 int64_t red_zone = kDefaultRedZone, bool writable = false);
   ReservedBuffer(const ReservedBuffer&) = delete;
   ReservedBuffer& operator=(const ReservedBuffer&) = delete;
   ~ReservedBuffer() override;
@@ -94,6 +96,7 @@ class ReservedBuffer final : public GuardedMemory {
   uint8_t* data_ = nullptr;
   std::vector<ByteSpan> backed_;   // data offsets, whole pages, merged, red zones included
   std::vector<uint8_t> snapshot_;  // the backed bytes, in order
+  std::vector<uint8_t> in_output_;  // per backed byte, in the same order: 1 inside an output view
   bool in_arena_ = false;               // the storage is a span of core/shared_arena.h
   mutable bool unbacked_access_ = false;  // check() saw one: arm() drops those pages
 };

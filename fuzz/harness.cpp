@@ -34,12 +34,12 @@ class BudgetDevice final : public kernels::Device {
     return inner_.allocate(name, bytes);
   }
   // Reserved memory counts the bytes it backs.
-  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
-                                         const std::vector<ByteSpan>& backed) override {
+  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
+                                         bool writable) override {
     int64_t staged = 0;
     for (const ByteSpan& r : backed) staged += r.size();
     charge(name, staged);
-    return inner_.reserve(name, bytes, backed);
+    return inner_.reserve(name, bytes, backed, writable);
   }
   void* stream() const override { return inner_.stream(); }
   void synchronize() override { inner_.synchronize(); }

@@ -74,8 +74,10 @@ struct Buffer {
   // An input of gigabytes of which only the byte ranges `backed` are staged, each `fill` until
   // written: the rest is reserved, not backed, on the host (zero) and on the device (it faults when
   // touched; core/reserved_buffer.h). Only the backed bytes are charged. For a KV cache whose
-  // blocks lie past 2^31 or 2^32 bytes.
-  static Buffer reserved(std::string n, const View& v, const std::vector<ByteSpan>& backed, uint8_t fill) {
+  // blocks lie past 2^31 or 2^32 bytes. writable: the testbed may declare output views in it (a
+  // cache written at far slots; Device::reserve says where that is supported).
+  static Buffer reserved(std::string n, const View& v, const std::vector<ByteSpan>& backed, uint8_t fill,
+                         bool writable = false) {
     Buffer b;
     b.name = std::move(n);
     b.view = v;
@@ -93,6 +95,7 @@ struct Buffer {
       std::memset(b.lazy->data() + r.begin, fill, static_cast<size_t>(r.size()));
     }
     b.backed = backed;
+    b.writable = writable;
     return b;
   }
   // The host bytes (what the oracle reads) and how many.
@@ -112,7 +115,7 @@ struct Buffer {
   kernels::DeviceTensor device_tensor() const { return {memory->data(), view}; }
   void upload(kernels::Device& device) {
     if (lazy) {
-      memory = device.reserve(name, size(), backed);
+      memory = device.reserve(name, size(), backed, writable);
       for (const ByteSpan& r : backed) memory->write(r.begin, bytes() + r.begin, r.size());
       return;
     }
@@ -143,6 +146,7 @@ struct Buffer {
   }
   std::unique_ptr<LazyBytes> lazy;  // a reserved buffer's host bytes
   std::vector<ByteSpan> backed;     // and the ranges staged
+  bool writable = false;            // whether output views may be declared in it
 };
 
 // The guarded memory of each buffer, for arm_all and check_all (core/guarded_buffer.h), which arm

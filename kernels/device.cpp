@@ -70,9 +70,9 @@ class HostDevice final : public Device {
     return std::make_unique<GuardedBuffer>(name, bytes);
   }
   // With or without guards: a reserved allocation's checks cost only its backed pages.
-  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
-                                         const std::vector<ByteSpan>& backed) override {
-    return std::make_unique<ReservedBuffer>(name, bytes, backed);
+  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
+                                         bool writable) override {
+    return std::make_unique<ReservedBuffer>(name, bytes, backed, GuardedMemory::kDefaultRedZone, writable);
   }
   // Launches on a stream that is not capturing run at once.
   void* stream() const override { return &stream_; }
@@ -102,9 +102,14 @@ class CudaDevice final : public Device {
     if (!guards_) return std::make_unique<PlainDeviceMemory>(name, bytes);
     return std::make_unique<DeviceGuardedBuffer>(name, bytes);
   }
-  // A reserved virtual range, physical granules only where the case stages bytes.
-  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
-                                         const std::vector<ByteSpan>& backed) override {
+  // A reserved virtual range, physical granules only where the case stages bytes. Input only: its
+  // check kernel compares every backed byte, with no output mask yet.
+  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
+                                         bool writable) override {
+    if (writable) {
+      throw OutsideContract("cuda: reserved memory with output views ('" + name +
+                            "', a far write) is not supported on cuda yet; the host backend runs such cases");
+    }
     return std::make_unique<DeviceReservedBuffer>(name, bytes, backed);
   }
   void* stream() const override { return stream_.get(); }
@@ -165,8 +170,9 @@ class CudaDevice final : public Device {
 
 Device::~Device() = default;
 
-std::unique_ptr<GuardedMemory> Device::reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed) {
-  (void)bytes, (void)backed;
+std::unique_ptr<GuardedMemory> Device::reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
+                                              bool writable) {
+  (void)bytes, (void)backed, (void)writable;
   // Not a finding and not the command's trouble: the case is reported as not run (it lies outside
   // what this backend can stage), as a case outside an implementation's contract is.
   throw OutsideContract(std::string(backend_name(backend())) + ": cannot reserve memory for '" + name +

@@ -44,7 +44,10 @@ MLA_KERNEL void k_cache_insert_kernel(KCacheInsertParams p) {
   }
   if (slot < 0) return;  // a padding token: nothing to write (after the last barrier)
   const float scale = p.ue8m0 ? ue8m0_to_float(fp8_e4m3_scale_ue8m0(partial[0])) : fp8_e4m3_scale_fp32(partial[0]);
-  uint8_t* block = p.cache + int64_t(slot / p.block_size) * p.block_stride;
+  uint8_t* block = p.cache + (kBug == KCacheBug::kW4BlockOffsetIn32Bits
+                                  ? int64_t(static_cast<int32_t>(static_cast<uint32_t>(slot / p.block_size) *
+                                                                 static_cast<uint32_t>(p.block_stride)))
+                                  : int64_t(slot / p.block_size) * p.block_stride);
   const int64_t s = slot % p.block_size;
   uint8_t* codes = block + codes_offset<kBug>(p, s);
   for (int32_t d = tid; d < p.head_dim; d += kThreads) codes[d] = float_to_fp8_e4m3(bf16_to_float(key[d]) / scale);
@@ -65,6 +68,8 @@ void k_cache_insert_seeded(const KCacheInsertParams& p, KCacheBug bug, void* str
   const simt::LaunchConfig config{{unsigned(p.num_tokens)}, {kThreads}, 0, static_cast<simt::Stream>(stream)};
   if (bug == KCacheBug::kL1TokenInterleaved) {
     MLA_LAUNCH(k_cache_insert_kernel<KCacheBug::kL1TokenInterleaved>, config, p);
+  } else if (bug == KCacheBug::kW4BlockOffsetIn32Bits) {
+    MLA_LAUNCH(k_cache_insert_kernel<KCacheBug::kW4BlockOffsetIn32Bits>, config, p);
   } else {
     MLA_LAUNCH(k_cache_insert_kernel<KCacheBug::kNone>, config, p);
   }

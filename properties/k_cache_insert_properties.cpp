@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 
 #include "core/fp16.h"
+#include "core/reserved_buffer.h"
 #include "harness/testbed.h"
 #include "kernels/registry.h"
 #include "oracle/k_cache_insert.h"
@@ -31,6 +33,36 @@ float key_value(const Buffer& k, int64_t i, int64_t d) {
   return bf16_to_float(bits);
 }
 
+// The cache: past 256 MiB (far slots) reserved memory with the case's blocks backed and writable
+// (core/reserved_buffer.h), so a write anywhere else faults and a read anywhere else is seen.
+Buffer stage_cache(const KCacheInsertCase& c) {
+  const View view(DType::kU8, {c.cache_blocks(), c.block_stride()}, {c.block_stride(), 1}, 4 * c.cache_lead);
+  if (c.block_base == 0) return Buffer("kv_cache", view, 8, 0);
+  const int64_t begin = view.byte_offset() + c.block_base * c.block_stride();
+  return Buffer::reserved("kv_cache", view, {{begin, begin + c.num_blocks() * c.block_stride()}}, 0, /*writable=*/true);
+}
+
+// A copy of the staged cache's bytes, laid out as the cache (a reserved one's backed range only):
+// what the oracle writes into.
+class CacheCopy {
+ public:
+  CacheCopy(const Buffer& cache, const KCacheInsertCase& c) {
+    if (c.block_base == 0) {  // dense
+      dense_.assign(cache.bytes(), cache.bytes() + cache.size());
+      return;
+    }
+    lazy_ = std::make_unique<LazyBytes>(cache.size());
+    const int64_t begin = cache.view.byte_offset() + c.block_base * c.block_stride(), n = c.num_blocks() * c.block_stride();
+    lazy_->open(begin, begin + n);
+    std::memcpy(lazy_->data() + begin, cache.bytes() + begin, static_cast<size_t>(n));
+  }
+  uint8_t* data() { return lazy_ ? lazy_->data() : dense_.data(); }
+
+ private:
+  std::vector<uint8_t> dense_;
+  std::unique_ptr<LazyBytes> lazy_;
+};
+
 struct Staged {
   Buffer k, slots, cache;
   std::vector<int32_t> mapping;
@@ -39,8 +71,7 @@ struct Staged {
       : k("k", View(DType::kBF16, {c.T, c.D}, {c.D + c.k_row_pad, 1}, 2 * c.k_lead * (c.D + c.k_row_pad)), 16,
           kKeyPoison),
         slots("slot_mapping", View::contiguous(DType::kI32, {c.T}, 4), 8, kSlotPoison),
-        cache("kv_cache", View(DType::kU8, {c.num_blocks(), c.block_stride()}, {c.block_stride(), 1}, 4 * c.cache_lead),
-              8, 0),
+        cache(stage_cache(c)),
         mapping(c.slot_mapping()) {
     std::mt19937_64 rng(c.seed);
     for (int64_t i = 0; i < c.T; ++i) {
@@ -52,11 +83,14 @@ struct Staged {
       }
       slots.put<int32_t>({i}, mapping[static_cast<size_t>(i)]);
     }
-    for (uint8_t& b : cache.host) b = static_cast<uint8_t>(rng());  // what the other slots hold
+    // What the other slots hold (a far cache: its backed blocks; every other byte is unbacked).
+    const int64_t begin = c.block_base == 0 ? 0 : cache.view.byte_offset() + c.block_base * c.block_stride();
+    const int64_t end = c.block_base == 0 ? cache.size() : begin + c.num_blocks() * c.block_stride();
+    for (int64_t at = begin; at < end; ++at) cache.bytes()[at] = static_cast<uint8_t>(rng());
   }
-  oracle::PagedIndexerCache oracle_cache(std::vector<uint8_t>& bytes, const KCacheInsertCase& c) const {
+  oracle::PagedIndexerCache oracle_cache(uint8_t* bytes, const KCacheInsertCase& c) const {
     oracle::PagedIndexerCache p;
-    p.blocks = HostTensor(bytes.data(), cache.view);
+    p.blocks = HostTensor(bytes, cache.view);
     p.block_size = c.block_size;
     p.head_dim = c.D;
     return p;
@@ -95,8 +129,8 @@ oracle::ScaleFormat format(const KCacheInsertCase& c) {
 
 Verdict k_cache_insert_equals_oracle(Device& device, KCacheInsertFn* insert, const KCacheInsertCase& c) {
   Staged s(c);
-  std::vector<uint8_t> want = s.cache.host;
-  oracle::indexer_k_cache_insert({s.k.host_tensor(), s.slots.host_tensor(), format(c)}, s.oracle_cache(want, c));
+  CacheCopy want(s.cache, c);
+  oracle::indexer_k_cache_insert({s.k.host_tensor(), s.slots.host_tensor(), format(c)}, s.oracle_cache(want.data(), c));
   if (Verdict v = run_insert(device, insert, c, s)) return v;
   const int64_t lead = s.cache.view.byte_offset();
   for (int64_t i = 0; i < c.T; ++i) {
@@ -106,7 +140,7 @@ Verdict k_cache_insert_equals_oracle(Device& device, KCacheInsertFn* insert, con
                               ", slot " + str(slot % c.block_size) + ")";
     const int64_t at = codes_view(c, slot, lead).byte_offset();
     for (int64_t d = 0; d < c.D; ++d) {
-      const uint8_t got = s.cache.host[static_cast<size_t>(at + d)], exp = want[static_cast<size_t>(at + d)];
+      const uint8_t got = s.cache.bytes()[at + d], exp = want.data()[at + d];
       if (got != exp) {
         return where + ": code " + str(d) + " is " + str(got) + ", the oracle's " + str(exp) + " (of " + str(c.D) +
                " codes)";
@@ -114,7 +148,7 @@ Verdict k_cache_insert_equals_oracle(Device& device, KCacheInsertFn* insert, con
     }
     float got = 0, exp = 0;
     const int64_t sat = scale_view(c, slot, lead).byte_offset();
-    std::memcpy(&got, s.cache.host.data() + sat, 4);
+    std::memcpy(&got, s.cache.bytes() + sat, 4);
     std::memcpy(&exp, want.data() + sat, 4);
     if (std::memcmp(&got, &exp, 4) != 0) {
       return where + ": scale " + std::to_string(got) + ", the oracle's " + std::to_string(exp) +
@@ -127,7 +161,7 @@ Verdict k_cache_insert_equals_oracle(Device& device, KCacheInsertFn* insert, con
 Verdict k_cache_insert_reader_gets_the_keys(Device& device, KCacheInsertFn* insert, const KCacheInsertCase& c) {
   Staged s(c);
   if (Verdict v = run_insert(device, insert, c, s)) return v;
-  const oracle::PagedIndexerCache read = s.oracle_cache(s.cache.host, c);
+  const oracle::PagedIndexerCache read = s.oracle_cache(s.cache.bytes(), c);
   for (int64_t i = 0; i < c.T; ++i) {
     const int32_t slot = s.mapping[static_cast<size_t>(i)];
     if (slot < 0) continue;
@@ -155,6 +189,12 @@ void register_k_cache_insert_properties(PropertyRegistry& r) {
       "indexer_k_cache_insert.equals_oracle", "indexer_k_cache_insert",
       "each token's slot holds the oracle's fp8 codes and scale byte for byte; no other byte of the cache changes",
       read_case<KCacheInsertCase>, [](Device& device, const std::string& impl, const KCacheInsertCase& c) {
+        return k_cache_insert_equals_oracle(device, kernels::registry().find<KCacheInsertFn>(impl), c);
+      }));
+  r.add(make_property<KCacheInsertCase>(
+      "indexer_k_cache_insert.far_slots", "indexer_k_cache_insert",
+      "slots written past byte 2^31 or 2^32 of an 8 GiB cache, only the case's blocks backed: the oracle's codes and scales, nothing else written",
+      k_cache_insert_far_from_text, [](Device& device, const std::string& impl, const KCacheInsertCase& c) {
         return k_cache_insert_equals_oracle(device, kernels::registry().find<KCacheInsertFn>(impl), c);
       }));
   r.add(make_property<KCacheInsertCase>(

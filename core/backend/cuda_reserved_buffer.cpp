@@ -70,7 +70,7 @@ CUmemAllocationProp pinned_on(int device) {
 
 DeviceReservedBuffer::DeviceReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed,
                                            int64_t red_zone)
-    : GuardedMemory(std::move(name), bytes, red_zone, /*outputs=*/false) {
+    : GuardedMemory(std::move(name), bytes, red_zone, OutputViews::kNone) {
   const Driver& d = driver();
   int device = 0;
   cuda::check(cudaGetDevice(&device), "cudaGetDevice");

@@ -1,11 +1,13 @@
 // Tests of core/reserved_buffer.h: backed pages rounded and merged, bytes staged only where backed,
 // a stray write inside a backed page and an access to an unbacked page (in the allocation, or in
 // the margin where an offset wrapped to 32 bits lands) reported, a write to an unbacked page a
-// fault, input-only, and the same in a process whose memory lives in the shared arena.
+// fault, input-only unless made writable (output views in backed pages), and the same in a
+// process whose memory lives in the shared arena.
 #include "core/reserved_buffer.h"
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -115,9 +117,42 @@ TEST(ReservedBuffer, AWriteToAnUnbackedPageFaults) {
   EXPECT_NE(status, 1);
 }
 
-TEST(ReservedBuffer, IsInputOnly) {
+TEST(ReservedBuffer, IsInputOnlyUnlessMadeWritable) {
   ReservedBuffer kv("kv", 1 << 20, {{0, 64}});
   EXPECT_THROW(kv.declare_output("out", View::contiguous(DType::kU8, {16})), Error);
+}
+
+// Writable: output views inside the backed pages, 5 GiB in, are poisoned on arm() and may change;
+// every other backed byte may not, and a view reaching an unbacked page is refused on arm().
+TEST(ReservedBuffer, AWritableOneTakesOutputViewsInsideItsBackedPages) {
+  const int64_t far = 5 * kGiB + 100;
+  ReservedBuffer kv("kv", 6 * kGiB, {{far, far + 600}}, GuardedMemory::kDefaultRedZone, /*writable=*/true);
+  kv.declare_output("slot codes", View::contiguous(DType::kU8, {64}, far + 8));
+  kv.declare_output("slot scale", View::contiguous(DType::kF32, {1}, far + 520));
+  EXPECT_THROW(kv.declare_output("overlap", View::contiguous(DType::kU8, {4}, far + 60)), Error);
+  kv.arm();
+  float scale = 0;
+  std::memcpy(&scale, kv.data() + far + 520, 4);
+  EXPECT_TRUE(std::isnan(scale));  // poisoned
+  std::memset(kv.data() + far + 8, 0x11, 64);
+  scale = 2.0f;
+  std::memcpy(kv.data() + far + 520, &scale, 4);
+  EXPECT_TRUE(kv.check().ok()) << kv.check().describe();
+  kv.data()[far + 72] ^= 1;  // one past the codes
+  const GuardReport r = kv.check();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.stray_bytes, 1);
+  EXPECT_EQ(r.first.offset, far + 72);
+  EXPECT_EQ(r.first.nearest_view, "slot codes");
+
+  ReservedBuffer outside("kv", 6 * kGiB, {{far, far + 600}}, GuardedMemory::kDefaultRedZone, true);
+  outside.declare_output("codes", View::contiguous(DType::kU8, {64}, far + 8192));  // past the backed page
+  try {
+    outside.arm();
+    ADD_FAILURE() << "an output view outside the backed pages was armed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the backed pages"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ReservedBuffer, InTheSharedArenaATouchedPageIsReported) {

@@ -1,7 +1,8 @@
 // Tests of kernels/k_cache_insert_glue.h: the insert through the shared properties of
 // properties/k_cache_insert_properties.h on the host device (and cuda when usable), every buffer
 // guarded; the properties reporting wrong writers (the token-interleaved layout of seeded variant
-// L1, a scale off by one ulp, a write into a padding token's slot); the case schema's round trip;
+// L1, a scale off by one ulp, a write into a padding token's slot); far slots past byte 2^31 of a
+// reserved cache, and the 32-bit block offset of W4 faulting there; the case schema's round trip;
 // bad views refused before any launch.
 #include "kernels/k_cache_insert_glue.h"
 
@@ -18,6 +19,7 @@
 #include "kernels/registry.h"
 #include "properties/k_cache_insert_properties.h"
 #include "properties/property_registry.h"
+#include "tests/support/in_child.h"
 
 namespace mlacheck::kernels {
 namespace {
@@ -40,6 +42,54 @@ RC_GTEST_PROP(KCacheInsert, TheReaderGetsTheKeysBack, ()) {
              insert_text("indexer_k_cache_insert.reader_gets_the_keys", c));
 }
 
+gen::KCacheInsertShape far_slots() {
+  gen::KCacheInsertShape far;
+  far.far_slots = true;
+  return far;
+}
+
+// Slots past byte 2^31 or 2^32 of a cache of up to 8 GiB, of which only the case's blocks are
+// backed (writable reserved memory).
+RC_GTEST_PROP(KCacheInsert, FarSlotsPastByte2To31Or2To32HoldTheOraclesBytes, ()) {
+  const KCacheInsertCase c = *gen::k_cache_insert_case(far_slots());
+  int64_t end = -1;  // one past the highest block written
+  for (const int32_t slot : c.slot_mapping()) {
+    if (slot >= 0) end = std::max<int64_t>(end, 4 * c.cache_lead + (slot / c.block_size + 1) * c.block_stride());
+  }
+  RC_TAG(end < 0 ? "no slot written" : end > (int64_t{1} << 32) ? "past 2^32" : end > (int64_t{1} << 31) ? "past 2^31" : "below 2^31");
+  rc_require(k_cache_insert_equals_oracle(*make_device(Backend::kHost), &indexer_k_cache_insert, c),
+             insert_text("indexer_k_cache_insert.far_slots", c));
+}
+
+// W4 writes a far key 4 GiB before its block, or into an unbacked block: the write faults (in a
+// child here; `mlacheck check` and `mutants` run every case in one). The same build passes every
+// case of a dense cache.
+TEST(KCacheInsert, AFarSlotWrittenAtA32BitOffsetFaults) {
+  KCacheInsertFn* w4 = registry().find<KCacheInsertFn>("indexer_k_cache_insert@W4");
+  int faulted = 0, tried = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    KCacheInsertCase c = gen::k_cache_insert_case(far_slots())(rc::Random(seed), 20).value();
+    std::fill(c.padding.begin(), c.padding.end(), 0);  // every token written
+    int64_t first = INT64_MAX;  // the lowest block a token is written to
+    for (const int32_t slot : c.slot_mapping()) first = std::min<int64_t>(first, slot / c.block_size);
+    if (4 * c.cache_lead + first * c.block_stride() < (int64_t{1} << 31)) continue;  // no write past 2^31
+    ++tried;
+    const int status = test_support::in_child([&] {
+      return !k_cache_insert_equals_oracle(*make_device(Backend::kHost), w4, c).has_value();
+    });
+    EXPECT_NE(status, 0) << "seed " << seed << ": W4 passed a case writing past byte 2^31";
+    // A signal; under AddressSanitizer (the read fence's build) its report and exit status 1.
+    faulted += status != 0 && (status != 1 || ReadFence::available());
+  }
+  EXPECT_GT(tried, 0);
+  EXPECT_GT(faulted, 0) << "no case's write faulted";
+  EXPECT_TRUE(rc::check("W4 on a dense cache", [&] {
+    const KCacheInsertCase c = *gen::k_cache_insert_case();
+    rc_require(k_cache_insert_equals_oracle(*make_device(Backend::kHost), w4, c),
+               insert_text("indexer_k_cache_insert.equals_oracle", c));
+  }));
+}
+
 RC_GTEST_PROP(KCacheInsert, TheCaseFileReadsBackAsTheSameCase, ()) {
   const KCacheInsertCase c = *gen::k_cache_insert_case();
   CaseText t;
@@ -48,6 +98,23 @@ RC_GTEST_PROP(KCacheInsert, TheCaseFileReadsBackAsTheSameCase, ()) {
   CaseText again;
   write_case(back, again);
   RC_ASSERT(again.format() == t.format());
+  // A far case through its own reader; its block_base is no key of the other properties.
+  const KCacheInsertCase far = *gen::k_cache_insert_case(far_slots());
+  RC_ASSERT(far.block_base > 0);
+  CaseText ft;
+  write_case(far, ft);
+  CaseText fagain;
+  write_case(k_cache_insert_far_from_text(CaseText::parse(ft.format())), fagain);
+  RC_ASSERT(fagain.format() == ft.format());
+  bool refused = false;
+  const CaseText plain = CaseText::parse(ft.format());
+  try {
+    (void)k_cache_insert_from_text(plain);
+    plain.expect_all_read();  // what a property's reader does after it
+  } catch (const Error&) {
+    refused = true;
+  }
+  RC_ASSERT(refused);
 }
 
 // ---- the properties catch wrong writers ----------------------------------------------------------
