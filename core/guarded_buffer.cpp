@@ -256,6 +256,17 @@ void GuardedMemory::tally_changes(GuardReport& r, int64_t offset, const uint8_t*
   }
 }
 
+void GuardedMemory::tally_changes_outside(GuardReport& r, int64_t offset, const uint8_t* was, const uint8_t* now,
+                                          int64_t n, const uint8_t* in_output) const {
+  for (int64_t i = 0; i < n;) {
+    int64_t j = i;
+    while (j < n && in_output[j] == 0) ++j;
+    if (j > i) tally_changes(r, offset + i, was + i, now + i, j - i);
+    while (j < n && in_output[j] != 0) ++j;
+    i = j;
+  }
+}
+
 namespace {
 
 // Writes pattern(first + i) to dst[i] for i in [0, n). Both patterns repeat every 256 offsets, so

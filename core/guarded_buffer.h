@@ -131,6 +131,9 @@ class GuardedMemory {
   // Adds to r each byte of the n at data offset `offset` that differs between was (armed) and now:
   // the count, the first one described, the last one's offset. For memory with no output views.
   void tally_changes(GuardReport& r, int64_t offset, const uint8_t* was, const uint8_t* now, int64_t n) const;
+  // The same over the bytes whose in_output[i] is 0 (the runs between output views).
+  void tally_changes_outside(GuardReport& r, int64_t offset, const uint8_t* was, const uint8_t* now, int64_t n,
+                             const uint8_t* in_output) const;
   // One bit per data byte inside an output element, lowest offset in bit 0 of byte 0.
   const std::vector<uint8_t>& output_mask() const { return output_mask_; }
 

@@ -129,6 +129,28 @@ bool inside_backed(const std::vector<ByteSpan>& backed, int64_t offset, int64_t 
   return false;
 }
 
+std::vector<uint8_t> output_bytes(const std::string& buffer, const std::vector<ByteSpan>& backed,
+                                  const std::vector<NamedView>& outputs) {
+  if (outputs.empty()) return {};
+  int64_t total = 0;
+  std::vector<int64_t> first;  // each span's first byte in snapshot order
+  for (const ByteSpan& s : backed) first.push_back(total), total += s.size();
+  std::vector<uint8_t> mask(static_cast<size_t>(total), 0);
+  for (const NamedView& o : outputs) {
+    const int64_t es = o.view.element_size();
+    o.view.for_each_byte_offset([&](int64_t off) {
+      const auto it = std::upper_bound(backed.begin(), backed.end(), off,
+                                       [](int64_t x, const ByteSpan& s) { return x < s.begin; });
+      MLA_REQUIRE(it != backed.begin() && off + es <= std::prev(it)->end, "reserved buffer '", buffer,
+                  "': output view '", o.name, "' ", o.view.to_string(), " has an element at byte ", off,
+                  " outside the backed pages");
+      const int64_t span = std::prev(it) - backed.begin();
+      std::fill_n(mask.begin() + first[static_cast<size_t>(span)] + off - std::prev(it)->begin, es, uint8_t{1});
+    });
+  }
+  return mask;
+}
+
 void ReservedBuffer::write(int64_t offset, const void* src, int64_t bytes) {
   require_inside(offset, bytes, "write");
   MLA_REQUIRE(inside_backed(backed_, offset, bytes), "reserved buffer '", name(), "': write of ", bytes,
@@ -159,24 +181,8 @@ void ReservedBuffer::arm() {
     for (int64_t i = std::max(s.begin, size()); i < s.end; ++i) data_[i] = red_zone_byte(i);
   }
   // The output views: every byte inside the backed pages, marked and poisoned.
-  int64_t total = 0;
-  std::vector<int64_t> first;  // each span's first byte in snapshot order
-  for (const ByteSpan& s : backed_) first.push_back(total), total += s.size();
-  in_output_.assign(outputs().empty() ? 0 : static_cast<size_t>(total), 0);
-  for (const NamedView& o : outputs()) {
-    const int64_t es = o.view.element_size();
-    o.view.for_each_byte_offset([&](int64_t off) {
-      const auto it = std::upper_bound(backed_.begin(), backed_.end(), off,
-                                       [](int64_t x, const ByteSpan& s) { return x < s.begin; });
-      MLA_REQUIRE(it != backed_.begin() && off + es <= std::prev(it)->end, "reserved buffer '", name(),
-                  "': output view '", o.name, "' ", o.view.to_string(), " has an element at byte ", off,
-                  " outside the backed pages");
-      const size_t i = static_cast<size_t>(first[static_cast<size_t>(std::prev(it) - backed_.begin())] + off -
-                                           std::prev(it)->begin);
-      std::fill_n(in_output_.begin() + static_cast<std::ptrdiff_t>(i), es, uint8_t{1});
-    });
-    poison_output(HostTensor(data_, o.view));
-  }
+  in_output_ = output_bytes(name(), backed_, outputs());
+  for (const NamedView& o : outputs()) poison_output(HostTensor(data_, o.view));
   snapshot_.clear();
   for (const ByteSpan& s : backed_) snapshot_.insert(snapshot_.end(), data_ + s.begin, data_ + s.end);
   armed_ = true;
@@ -225,14 +231,8 @@ GuardReport ReservedBuffer::check() const {
   for (const ByteSpan& s : backed_) {
     if (in_output_.empty()) {
       tally_changes(report, s.begin, snapshot_.data() + at, data_ + s.begin, s.size());
-    } else {  // the runs of bytes outside every output view
-      for (int64_t i = 0; i < s.size();) {
-        int64_t j = i;
-        while (j < s.size() && in_output_[at + static_cast<size_t>(j)] == 0) ++j;
-        if (j > i) tally_changes(report, s.begin + i, snapshot_.data() + at + i, data_ + s.begin + i, j - i);
-        while (j < s.size() && in_output_[at + static_cast<size_t>(j)] != 0) ++j;
-        i = j;
-      }
+    } else {
+      tally_changes_outside(report, s.begin, snapshot_.data() + at, data_ + s.begin, s.size(), in_output_.data() + at);
     }
     at += static_cast<size_t>(s.size());
   }

@@ -43,6 +43,11 @@ std::vector<ByteSpan> backed_pages(const std::vector<ByteSpan>& ranges, int64_t 
 // Whether [offset, offset + bytes) lies inside one of backed_pages()'s spans (merged: one holds all
 // of it, or none does). An empty range always does.
 bool inside_backed(const std::vector<ByteSpan>& backed, int64_t offset, int64_t bytes);
+// Per byte of backed (merged spans, in order, concatenated as a snapshot holds them): 1 inside an
+// element of one of the output views, else 0; empty when there are none. Throws mlacheck::Error
+// naming the buffer and the view when an element lies outside every span.
+std::vector<uint8_t> output_bytes(const std::string& buffer, const std::vector<ByteSpan>& backed,
+                                  const std::vector<NamedView>& outputs);
 
 // Host bytes of any size that cost only the pages written: an anonymous mapping without swap
 // reservation, zero until written. The staging copy of a reserved buffer (what the oracle reads).

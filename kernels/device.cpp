@@ -102,15 +102,10 @@ class CudaDevice final : public Device {
     if (!guards_) return std::make_unique<PlainDeviceMemory>(name, bytes);
     return std::make_unique<DeviceGuardedBuffer>(name, bytes);
   }
-  // A reserved virtual range, physical granules only where the case stages bytes. Input only: its
-  // check kernel compares every backed byte, with no output mask yet.
+  // A reserved virtual range, physical granules only where the case stages bytes.
   std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
                                          bool writable) override {
-    if (writable) {
-      throw OutsideContract("cuda: reserved memory with output views ('" + name +
-                            "', a far write) is not supported on cuda yet; the host backend runs such cases");
-    }
-    return std::make_unique<DeviceReservedBuffer>(name, bytes, backed);
+    return std::make_unique<DeviceReservedBuffer>(name, bytes, backed, GuardedMemory::kDefaultRedZone, writable);
   }
   void* stream() const override { return stream_.get(); }
   void synchronize() override { stream_.synchronize(); }

@@ -53,8 +53,7 @@ class Device {
   // gigabytes of data (host: core/reserved_buffer.h; cuda: core/backend/cuda_reserved_buffer.h). On
   // a device that cannot reserve memory (hip) it throws OutsideContract (core/contract.h): the case
   // is reported as not run, never as a failure.
-  // writable: the launch may write output views declared inside the backed ranges (the host
-  // backend only so far: cuda throws OutsideContract for it).
+  // writable: the launch may write output views declared inside the backed ranges.
   virtual std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes,
                                                  const std::vector<ByteSpan>& backed, bool writable = false);
   // The stream launches go to: a simt::host::Stream* (null: run at once) or a cudaStream_t.

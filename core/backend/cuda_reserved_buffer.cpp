@@ -10,7 +10,9 @@
 
 #include "core/backend/cuda_runtime.h"
 #include "core/error.h"
+#include "core/poison.h"
 #include "core/reserved_buffer.h"
+#include "core/tensor.h"
 
 namespace mlacheck {
 
@@ -69,8 +71,8 @@ CUmemAllocationProp pinned_on(int device) {
 }  // namespace
 
 DeviceReservedBuffer::DeviceReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed,
-                                           int64_t red_zone)
-    : GuardedMemory(std::move(name), bytes, red_zone, OutputViews::kNone) {
+                                           int64_t red_zone, bool writable)
+    : GuardedMemory(std::move(name), bytes, red_zone, writable ? OutputViews::kUnmasked : OutputViews::kNone) {
   const Driver& d = driver();
   int device = 0;
   cuda::check(cudaGetDevice(&device), "cudaGetDevice");
@@ -171,9 +173,21 @@ void DeviceReservedBuffer::paint_red_zones() {
 }
 
 void DeviceReservedBuffer::arm() {
-  MLA_REQUIRE(outputs().empty(), "reserved device buffer '", name(), "': input-only memory has output views");
   cuda::check(cudaDeviceSynchronize(), "reserved device buffer: arm");
   paint_red_zones();
+  // The output views: marked per backed byte, and poisoned through a host copy of each one's span.
+  in_output_ = output_bytes(name(), backed_, outputs());
+  std::vector<uint8_t> span_bytes;
+  for (const NamedView& o : outputs()) {
+    const ByteSpan span = o.view.byte_span();
+    if (span.empty()) continue;
+    span_bytes.resize(static_cast<size_t>(span.size()));
+    read(span.begin, span_bytes.data(), span.size());
+    std::vector<int64_t> shape, strides;
+    for (int d = 0; d < o.view.rank(); ++d) shape.push_back(o.view.size(d)), strides.push_back(o.view.stride(d));
+    poison_output(HostTensor(span_bytes.data(), View(o.view.dtype(), shape, strides, o.view.byte_offset() - span.begin)));
+    write(span.begin, span_bytes.data(), span.size());
+  }
   snapshot_.clear();
   for (const ByteSpan& s : backed_) {
     const size_t at = snapshot_.size();
@@ -193,7 +207,11 @@ GuardReport DeviceReservedBuffer::check() const {
   for (const ByteSpan& s : backed_) {
     now.resize(static_cast<size_t>(s.size()));
     cuda::check(cudaMemcpy(now.data(), data_ + s.begin, now.size(), cudaMemcpyDeviceToHost), "reserved device buffer: check");
-    tally_changes(report, s.begin, snapshot_.data() + at, now.data(), s.size());
+    if (in_output_.empty()) {
+      tally_changes(report, s.begin, snapshot_.data() + at, now.data(), s.size());
+    } else {
+      tally_changes_outside(report, s.begin, snapshot_.data() + at, now.data(), s.size(), in_output_.data() + at);
+    }
     at += now.size();
   }
   return report;

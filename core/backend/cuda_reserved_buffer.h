@@ -25,8 +25,9 @@ class DeviceReservedBuffer final : public GuardedMemory {
   static constexpr int64_t kMargin = int64_t{1} << 32;  // reserved on either side
 
   // Throws mlacheck::Error (one line) when the range cannot be reserved or a granule not mapped.
+  // writable: output views may be declared inside the backed granules (core/reserved_buffer.h).
   DeviceReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed,
-                       int64_t red_zone = kDefaultRedZone);
+                       int64_t red_zone = kDefaultRedZone, bool writable = false);
   DeviceReservedBuffer(const DeviceReservedBuffer&) = delete;
   DeviceReservedBuffer& operator=(const DeviceReservedBuffer&) = delete;
   ~DeviceReservedBuffer() override;
@@ -55,6 +56,7 @@ class DeviceReservedBuffer final : public GuardedMemory {
   std::vector<ByteSpan> backed_;               // data offsets, whole granules, merged
   std::vector<unsigned long long> handles_;    // CUmemGenericAllocationHandle, one per backed span
   std::vector<uint8_t> snapshot_;              // the backed bytes, in order
+  std::vector<uint8_t> in_output_;  // per backed byte, in snapshot order: 1 inside an output view
 };
 
 }  // namespace mlacheck

@@ -1,6 +1,7 @@
 // GPU test of core/backend/cuda_reserved_buffer.h: an 8 GiB reserved buffer backed in two granules,
 // read by a kernel past byte 2^32, a stray write in a backed granule reported as on the host, and a
-// read of an unbacked byte (where an offset wrapped to 32 bits lands) a sticky fault.
+// read of an unbacked byte (where an offset wrapped to 32 bits lands) a sticky fault, and a writable
+// one's output view poisoned, written and its neighbour guarded.
 //
 // Plain main, one line per check; exits 0 on pass, 1 on a failure, 77 ("skipped: no GPU") when no
 // GPU is usable. The fault runs first, in a child, before this process touches CUDA.
@@ -86,5 +87,21 @@ int main() {
   r = kv.check();
   tally.report(!r.ok() && r.stray_bytes == 1 && r.first.offset == far + 200,
                "a stray write in a backed granule: " + r.describe());
+
+  // Writable: an output view past 2^32 is poisoned by arm() and may be written; the byte after it
+  // may not.
+  DeviceReservedBuffer out("cache", 6 * kGiB, {{far, far + 600}}, GuardedMemory::kDefaultRedZone, /*writable=*/true);
+  out.declare_output("slot scale", View::contiguous(DType::kF32, {1}, far + 520));
+  out.arm();
+  float scale = 0;
+  out.read(far + 520, &scale, 4);
+  tally.report(scale != scale, "arm() poisons an output view past 2^32 (NaN: " + std::to_string(scale) + ")");
+  for (int b = 0; b < 4; ++b) write_byte<<<1, 1>>>(out.data(), far + 520 + b, static_cast<uint8_t>(0x40 - b));
+  r = out.check();
+  tally.report(r.ok(), "the view written by a kernel: ok (" + r.describe() + ")");
+  write_byte<<<1, 1>>>(out.data(), far + 524, 0x11);
+  r = out.check();
+  tally.report(!r.ok() && r.stray_bytes == 1 && r.first.offset == far + 524 && r.first.nearest_view == "slot scale",
+               "a write one past the output view: " + r.describe());
   return tally.finish("cuda reserved buffer");
 }
