@@ -13,6 +13,7 @@
 
 #include <rapidcheck.h>
 
+#include "core/view.h"
 #include "harness/case_schema.h"
 #include "harness/schedule.h"
 
@@ -41,9 +42,13 @@ struct KCacheInsertCase : CaseSchedule {
 
   static constexpr int64_t kMaxReservedBytes = int64_t{1} << 33;  // a far cache: up to 8 GiB, reserved
 
-  // The case's own blocks (block_base more in the cache).
+  // The case's own blocks (block_base more in the cache), and the bytes of the cache they take.
   int64_t num_blocks() const { return (T + block_size - 1) / block_size + spare_blocks; }
   int64_t cache_blocks() const { return block_base + num_blocks(); }
+  ByteSpan own_bytes() const {
+    const int64_t begin = 4 * cache_lead + block_base * block_stride();
+    return {begin, begin + num_blocks() * block_stride()};
+  }
   // The largest block_base: the cache within 8 GiB, every slot an int32.
   int64_t max_block_base() const {
     return std::min((kMaxReservedBytes - 4 * cache_lead) / block_stride(),

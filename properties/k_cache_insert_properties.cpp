@@ -38,8 +38,7 @@ float key_value(const Buffer& k, int64_t i, int64_t d) {
 Buffer stage_cache(const KCacheInsertCase& c) {
   const View view(DType::kU8, {c.cache_blocks(), c.block_stride()}, {c.block_stride(), 1}, 4 * c.cache_lead);
   if (c.block_base == 0) return Buffer("kv_cache", view, 8, 0);
-  const int64_t begin = view.byte_offset() + c.block_base * c.block_stride();
-  return Buffer::reserved("kv_cache", view, {{begin, begin + c.num_blocks() * c.block_stride()}}, 0, /*writable=*/true);
+  return Buffer::reserved("kv_cache", view, {c.own_bytes()}, 0, /*writable=*/true);
 }
 
 // A copy of the staged cache's bytes, laid out as the cache (a reserved one's backed range only):
@@ -52,9 +51,9 @@ class CacheCopy {
       return;
     }
     lazy_ = std::make_unique<LazyBytes>(cache.size());
-    const int64_t begin = cache.view.byte_offset() + c.block_base * c.block_stride(), n = c.num_blocks() * c.block_stride();
-    lazy_->open(begin, begin + n);
-    std::memcpy(lazy_->data() + begin, cache.bytes() + begin, static_cast<size_t>(n));
+    const ByteSpan own = c.own_bytes();
+    lazy_->open(own.begin, own.end);
+    std::memcpy(lazy_->data() + own.begin, cache.bytes() + own.begin, static_cast<size_t>(own.size()));
   }
   uint8_t* data() { return lazy_ ? lazy_->data() : dense_.data(); }
 
@@ -84,9 +83,8 @@ struct Staged {
       slots.put<int32_t>({i}, mapping[static_cast<size_t>(i)]);
     }
     // What the other slots hold (a far cache: its backed blocks; every other byte is unbacked).
-    const int64_t begin = c.block_base == 0 ? 0 : cache.view.byte_offset() + c.block_base * c.block_stride();
-    const int64_t end = c.block_base == 0 ? cache.size() : begin + c.num_blocks() * c.block_stride();
-    for (int64_t at = begin; at < end; ++at) cache.bytes()[at] = static_cast<uint8_t>(rng());
+    const ByteSpan fill = c.block_base == 0 ? ByteSpan{0, cache.size()} : c.own_bytes();
+    for (int64_t at = fill.begin; at < fill.end; ++at) cache.bytes()[at] = static_cast<uint8_t>(rng());
   }
   oracle::PagedIndexerCache oracle_cache(uint8_t* bytes, const KCacheInsertCase& c) const {
     oracle::PagedIndexerCache p;
