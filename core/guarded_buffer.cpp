@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/poison.h"
+#include "core/quarantine.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MLA_GUARD_ASAN 1
@@ -106,6 +107,16 @@ GuardedMemory::GuardedMemory(std::string name, int64_t bytes, int64_t red_zone, 
 GuardedMemory::GuardedMemory(GuardedMemory&&) noexcept = default;
 GuardedMemory& GuardedMemory::operator=(GuardedMemory&&) noexcept = default;
 GuardedMemory::~GuardedMemory() = default;
+
+void GuardedMemory::retire_to(std::shared_ptr<Quarantine> q) { quarantine_ = std::move(q); }
+
+bool GuardedMemory::retiring() const { return quarantine_ != nullptr && quarantine_->holding(); }
+
+void GuardedMemory::hand_to_quarantine(std::unique_ptr<GuardedMemory> m) noexcept {
+  const std::shared_ptr<Quarantine> q = std::move(m->quarantine_);  // kept memory is freed, not kept again
+  m->quarantine_.reset();
+  q->keep(std::move(m));
+}
 
 void GuardedMemory::arm_group(const std::vector<GuardedMemory*>& group) {
   for (GuardedMemory* m : group) m->arm();
@@ -388,7 +399,7 @@ GuardedBuffer::GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
 
 GuardedBuffer::GuardedBuffer(GuardedBuffer&&) noexcept = default;
 GuardedBuffer& GuardedBuffer::operator=(GuardedBuffer&&) noexcept = default;
-GuardedBuffer::~GuardedBuffer() = default;
+GuardedBuffer::~GuardedBuffer() { retire(*this); }
 
 void GuardedBuffer::fill_red_zones() {
   fill_pattern(data() - red_zone(), -red_zone(), red_zone(), red_zone_byte);

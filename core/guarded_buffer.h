@@ -23,6 +23,8 @@
 
 namespace mlacheck {
 
+class Quarantine;  // core/quarantine.h
+
 struct NamedView {
   std::string name;
   View view;
@@ -98,6 +100,10 @@ class GuardedMemory {
   // part is backed (core/reserved_buffer.h: red zones included, whole pages); nullptr when every
   // byte is (the default).
   virtual const std::vector<ByteSpan>* backed() const { return nullptr; }
+  // When its owner frees this memory while q holds (a graph captured on its device is alive), q
+  // keeps it, poisoned and watched, instead of letting it be reused (core/quarantine.h). A Device
+  // calls this on each guarded allocation it makes; nullptr (the default) frees as usual.
+  void retire_to(std::shared_ptr<Quarantine> q);
   // Several buffers of one launch at once: see arm_all and check_all below.
   friend void arm_all(const std::vector<GuardedMemory*>& buffers);
   friend std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
@@ -124,6 +130,21 @@ class GuardedMemory {
   virtual void arm_group(const std::vector<GuardedMemory*>& group);
   virtual std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group) const;
 
+  // For a final class's destructor, first thing: when this memory's quarantine holds, moves it
+  // (Self's move constructor) into a new object the quarantine keeps, so the storage outlives its
+  // owner at the same address; otherwise does nothing and the destructor frees as usual.
+  template <class Self>
+  static void retire(Self& self) noexcept {
+    if (!self.retiring()) return;
+    std::unique_ptr<GuardedMemory> kept;
+    try {
+      kept = std::make_unique<Self>(std::move(self));
+    } catch (...) {
+      return;  // no memory for the object: freed as usual
+    }
+    hand_to_quarantine(std::move(kept));
+  }
+
   // Throws unless [offset, offset + bytes) lies inside the allocation.
   void require_inside(int64_t offset, int64_t bytes, const char* what) const;
   // The report for a stray byte at offset (from data()): its region and nearest output view.
@@ -146,6 +167,10 @@ class GuardedMemory {
   OutputViews outputs_mode_ = OutputViews::kMasked;
   std::vector<uint8_t> output_mask_;
   std::vector<NamedView> outputs_;
+  std::shared_ptr<Quarantine> quarantine_;
+
+  bool retiring() const;
+  static void hand_to_quarantine(std::unique_ptr<GuardedMemory> m) noexcept;
 };
 
 // arm() of every buffer of a launch, or check() of every one after it (the reports in the same

@@ -3,8 +3,10 @@
 #include "core/reserved_buffer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <iterator>
+#include <mutex>
 
 #include <sys/mman.h>
 
@@ -51,6 +53,95 @@ std::vector<ByteSpan> backed_pages(const std::vector<ByteSpan>& ranges, int64_t 
   return merged;
 }
 
+// ---- live reservations, for a fault handler ------------------------------------------------------
+
+namespace {
+
+// A fixed table a signal handler can scan: begin != 0 marks a slot in use, published last.
+struct Reservation {
+  std::atomic<uintptr_t> begin{0};
+  uintptr_t end = 0, data = 0;
+  int64_t size = 0;
+  char name[80] = {};
+};
+constexpr int kReservations = 64;
+Reservation g_reservations[kReservations];
+std::mutex g_reservations_mutex;
+
+void add_reservation(const uint8_t* begin, int64_t bytes, const uint8_t* data, int64_t size, const std::string& name) {
+  const std::lock_guard<std::mutex> lock(g_reservations_mutex);
+  for (Reservation& r : g_reservations) {
+    if (r.begin.load(std::memory_order_relaxed) != 0) continue;
+    r.end = reinterpret_cast<uintptr_t>(begin) + static_cast<uintptr_t>(bytes);
+    r.data = reinterpret_cast<uintptr_t>(data);
+    r.size = size;
+    const size_t n = std::min(name.size(), sizeof r.name - 1);
+    std::memcpy(r.name, name.data(), n);
+    r.name[n] = '\0';
+    r.begin.store(reinterpret_cast<uintptr_t>(begin), std::memory_order_release);
+    return;
+  }  // a full table only loses the fault's description
+}
+
+void remove_reservation(const uint8_t* begin) {
+  const std::lock_guard<std::mutex> lock(g_reservations_mutex);
+  for (Reservation& r : g_reservations) {
+    if (r.begin.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(begin)) r.begin.store(0);
+  }
+}
+
+// Appends to a bounded buffer without allocating (for the signal handler).
+struct Line {
+  char* out;
+  size_t n, k = 0;
+  void add(const char* s) {
+    while (*s && k + 1 < n) out[k++] = *s++;
+    out[k < n ? k : n - 1] = '\0';
+  }
+  void add(uint64_t v) {
+    char digits[24];
+    int d = 0;
+    do digits[d++] = static_cast<char>('0' + v % 10), v /= 10;
+    while (v != 0);
+    char s[24];
+    for (int i = 0; i < d; ++i) s[i] = digits[d - 1 - i];
+    s[d] = '\0';
+    add(s);
+  }
+};
+
+}  // namespace
+
+bool describe_reserved_address(const void* addr, char* out, size_t n) {
+  if (out == nullptr || n == 0) return false;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  for (const Reservation& r : g_reservations) {
+    const uintptr_t begin = r.begin.load(std::memory_order_acquire);
+    if (begin == 0 || a < begin || a >= r.end) continue;
+    Line line{out, n};
+    line.add("reserved '");
+    line.add(r.name);
+    line.add("': ");
+    const uintptr_t end = r.data + static_cast<uintptr_t>(r.size);
+    constexpr uint64_t kGiB = uint64_t{1} << 30;
+    if (a < r.data) {
+      line.add(static_cast<uint64_t>(r.data - a));
+      line.add(" bytes before its data, in its reserved margin");
+      if (r.data - a > kGiB) line.add(", where an offset wrapped to 32 bits lands");
+    } else if (a >= end) {
+      line.add(static_cast<uint64_t>(a - end));
+      line.add(" bytes past its end, in its reserved margin");
+      if (a - end > kGiB) line.add(", where an offset wrapped to 32 bits lands");
+    } else {
+      line.add("byte ");
+      line.add(static_cast<uint64_t>(a - r.data));
+      line.add(" of its data, in a page the case did not stage");
+    }
+    return true;
+  }
+  return false;
+}
+
 LazyBytes::LazyBytes(int64_t bytes) : size_(bytes) {
   MLA_REQUIRE(bytes >= 0, "lazy bytes: negative size ", bytes);
   void* p = mmap(nullptr, static_cast<size_t>(std::max<int64_t>(bytes, 1)), PROT_READ | PROT_WRITE,
@@ -95,8 +186,10 @@ ReservedBuffer::ReservedBuffer(std::string name, int64_t bytes, const std::vecto
     reservation_ = static_cast<uint8_t*>(p);
   }
   data_ = reservation_ + kMargin + kPage * ((red_zone + kPage - 1) / kPage);
+  add_reservation(reservation_, reservation_bytes_, data_, size(), this->name());
   for (const ByteSpan& s : backed_) {
     if (!in_arena_ && mprotect(data_ + s.begin, static_cast<size_t>(s.size()), PROT_READ | PROT_WRITE) != 0) {
+      remove_reservation(reservation_);
       munmap(reservation_, static_cast<size_t>(reservation_bytes_));
       MLA_REQUIRE(false, "reserved buffer '", this->name(), "': cannot back ", s.size(), " bytes at offset ", s.begin);
     }
@@ -114,6 +207,7 @@ ReservedBuffer::ReservedBuffer(std::string name, int64_t bytes, const std::vecto
 
 ReservedBuffer::~ReservedBuffer() {
   if (reservation_ == nullptr) return;
+  remove_reservation(reservation_);
   if (in_arena_) {
     shared_arena::release(reservation_);  // punches the pages out
   } else {

@@ -49,6 +49,13 @@ bool inside_backed(const std::vector<ByteSpan>& backed, int64_t offset, int64_t 
 std::vector<uint8_t> output_bytes(const std::string& buffer, const std::vector<ByteSpan>& backed,
                                   const std::vector<NamedView>& outputs);
 
+// For a fault handler (core/backend/isolate.cpp): when addr lies in the reservation of a live
+// reserved buffer, writes one line into out (NUL-terminated, at most n bytes) saying which buffer
+// and where the address lies from its data ("reserved 'kv_cache': 2147483392 bytes before its data,
+// in its reserved margin, where an offset wrapped to 32 bits lands") and returns true; otherwise
+// returns false. Async-signal-safe: no allocation, no lock, no stdio.
+bool describe_reserved_address(const void* addr, char* out, size_t n);
+
 // Host bytes of any size that cost only the pages written: an anonymous mapping without swap
 // reservation, zero until written. The staging copy of a reserved buffer (what the oracle reads).
 class LazyBytes {

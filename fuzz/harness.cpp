@@ -47,6 +47,8 @@ class BudgetDevice final : public kernels::Device {
   std::unique_ptr<kernels::DeviceGraph> capture(const std::function<void()>& body) override {
     return inner_.capture(body);
   }
+  std::shared_ptr<void> hold_freed_memory() override { return inner_.hold_freed_memory(); }
+  std::vector<std::string> writes_to_freed_memory() override { return inner_.writes_to_freed_memory(); }
   bool exceeded() const { return exceeded_; }
 
  private:

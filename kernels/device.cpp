@@ -9,6 +9,7 @@
 #include "core/backend/host_executor.h"
 #include "core/contract.h"
 #include "core/error.h"
+#include "core/quarantine.h"
 #include "core/reserved_buffer.h"
 
 #if defined(MLACHECK_HAVE_CUDA)
@@ -67,7 +68,9 @@ class HostDevice final : public Device {
   Backend backend() const override { return Backend::kHost; }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
     if (!guards_) return std::make_unique<PlainHostMemory>(name, bytes);
-    return std::make_unique<GuardedBuffer>(name, bytes);
+    auto m = std::make_unique<GuardedBuffer>(name, bytes);
+    m->retire_to(quarantine_);
+    return m;
   }
   // With or without guards: a reserved allocation's checks cost only its backed pages.
   std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
@@ -86,12 +89,19 @@ class HostDevice final : public Device {
       stream_.end_capture();
       throw;
     }
-    return std::make_unique<HostGraph>(stream_.end_capture());
+    auto graph = std::make_unique<HostGraph>(stream_.end_capture());
+    graph->hold_freed_memory(hold_freed_memory());
+    return graph;
+  }
+  std::shared_ptr<void> hold_freed_memory() override { return quarantine_ ? quarantine_->hold() : nullptr; }
+  std::vector<std::string> writes_to_freed_memory() override {
+    return quarantine_ ? quarantine_->writes_since_freed() : std::vector<std::string>{};
   }
 
  private:
   mutable simt::host::Stream stream_;
   bool guards_ = guards_enabled();
+  std::shared_ptr<Quarantine> quarantine_ = guards_ ? std::make_shared<Quarantine>() : nullptr;
 };
 
 #if defined(MLACHECK_HAVE_CUDA)
@@ -100,7 +110,9 @@ class CudaDevice final : public Device {
   Backend backend() const override { return Backend::kCuda; }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
     if (!guards_) return std::make_unique<PlainDeviceMemory>(name, bytes);
-    return std::make_unique<DeviceGuardedBuffer>(name, bytes);
+    auto m = std::make_unique<DeviceGuardedBuffer>(name, bytes);
+    m->retire_to(quarantine_);
+    return m;
   }
   // A reserved virtual range, physical granules only where the case stages bytes.
   std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
@@ -111,7 +123,13 @@ class CudaDevice final : public Device {
   void synchronize() override { stream_.synchronize(); }
   int64_t multiprocessors() const override { return sm_count_; }
   std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
-    return std::make_unique<CudaGraph>(cuda::Graph::capture(stream_, [&](cudaStream_t) { body(); }), stream_);
+    auto graph = std::make_unique<CudaGraph>(cuda::Graph::capture(stream_, [&](cudaStream_t) { body(); }), stream_);
+    graph->hold_freed_memory(hold_freed_memory());
+    return graph;
+  }
+  std::shared_ptr<void> hold_freed_memory() override { return quarantine_ ? quarantine_->hold() : nullptr; }
+  std::vector<std::string> writes_to_freed_memory() override {
+    return quarantine_ ? quarantine_->writes_since_freed() : std::vector<std::string>{};
   }
 
  private:
@@ -158,6 +176,7 @@ class CudaDevice final : public Device {
   cuda::Stream stream_;
   int64_t sm_count_ = cuda::probe_device().sm_count;
   bool guards_ = guards_enabled();
+  std::shared_ptr<Quarantine> quarantine_ = guards_ ? std::make_shared<Quarantine>() : nullptr;
 };
 #endif
 

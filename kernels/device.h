@@ -39,6 +39,12 @@ class DeviceGraph {
   // Enqueues every captured launch on the device's stream (the host backend runs them at once).
   virtual void replay() = 0;
   virtual size_t launch_count() const = 0;
+  // Keeps memory freed on the graph's device quarantined for as long as this graph lives
+  // (Device::hold_freed_memory): what a device's capture() does with its graphs.
+  void hold_freed_memory(std::shared_ptr<void> token) { freed_memory_hold_ = std::move(token); }
+
+ private:
+  std::shared_ptr<void> freed_memory_hold_;  // released after the derived graph is gone
 };
 
 class Device {
@@ -68,6 +74,16 @@ class Device {
   // synchronizing call inside body (an allocation, a copy, a synchronize) fails the capture with a
   // one-line mlacheck::Error and leaves the stream usable; on the host nothing runs until replay.
   virtual std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) = 0;
+
+  // Memory freed while a graph captured on this device is alive (core/quarantine.h). With guards
+  // on, an allocation from allocate() that its owner frees while any hold_freed_memory() token
+  // lives keeps its address, is poisoned (NaN floats) and never reused; every graph capture() makes
+  // keeps a token. hold_freed_memory() is for graphs made otherwise (a plugin's): nullptr where
+  // nothing is quarantined (guards off, a device without a quarantine).
+  virtual std::shared_ptr<void> hold_freed_memory() { return nullptr; }
+  // One line per quarantined allocation written since it was freed (a replay or a launch still using
+  // its address), oldest first; empty when none was. A property asks after each replay.
+  virtual std::vector<std::string> writes_to_freed_memory() { return {}; }
 };
 
 // The device of backend b. Throws mlacheck::Error with one line when it cannot run here ("cuda:

@@ -253,6 +253,7 @@ class PluginMlaDecodeImpl final : public MlaDecodeImpl {
     const mlacheck_device d = c_device(device_);
     call_object(impl_, "to capture a graph", object_->object.capture, object_->object.state, &d, &c, &graph);
     auto out = std::make_unique<PluginMlaGraph>(object_, graph, device_, impl_, allocations_);
+    out->hold_freed_memory(device_.hold_freed_memory());
     allocations_->check();
     return out;
   }

@@ -116,6 +116,15 @@ void write_step(MlaDecodeImpl& impl, MlaGraphCache& cache, const MlaDecodeBuffer
   impl.graph_block_table_memory().write(0, c.table.data(), 4 * c.B * c.W);
 }
 
+// The first write to memory freed while a graph was alive (core/quarantine.h), as a verdict.
+Verdict freed_memory_written(Device& device) {
+  const std::vector<std::string> writes = device.writes_to_freed_memory();
+  if (writes.empty()) return std::nullopt;
+  std::string v = "memory freed while a captured graph holds its address was written: " + writes.front();
+  if (writes.size() > 1) v += " (and " + std::to_string(writes.size() - 1) + " more freed buffers)";
+  return v;
+}
+
 }  // namespace
 
 void write_mla_graph_step(MlaDecodeImpl& impl, MlaGraphCache& cache, const MlaDecodeCase& step) {
@@ -130,6 +139,7 @@ Verdict mla_decode_impl_replay_step(Device& device, MlaDecodeImpl& impl, kernels
   const simt::host::ScopedOptions scope(c.host_options());
   graph.replay();
   device.synchronize();
+  if (Verdict v = freed_memory_written(device)) return "replay: " + *v;
   GraphOutputs replayed = read_graph_outputs(impl, c);
   const View o_view = View::contiguous(DType::kBF16, {c.B, c.q_len, c.H, kLatent});
   const View lse_view = View::contiguous(DType::kF32, {c.B, c.q_len, c.H});
@@ -217,9 +227,12 @@ Verdict mla_decode_impl_engine_sequence(Device& device, MlaDecodeImplFactory* fa
       MLA_REQUIRE(it != graphs.end(), "mla_decode_impl: command ", i, " replays a graph never captured");
       v = mla_decode_impl_replay_step(device, *impl, *it->second, cache, c.graph(m).step_case(0));
     }
+    if (!v) v = freed_memory_written(device);  // an eager call, too, may use an address a graph left freed
     if (v) {
-      return "command " + std::to_string(i) + " (" + (m.kind == MlaDecodeImplCommand::kEager ? "eager" : "replay") +
-             "): " + *v;
+      const char* kind = m.kind == MlaDecodeImplCommand::kEager    ? "eager"
+                         : m.kind == MlaDecodeImplCommand::kReplay ? "replay"
+                                                                   : "capture";
+      return "command " + std::to_string(i) + " (" + kind + "): " + *v;
     }
     if (addresses_of(*impl) != addresses) return "command " + std::to_string(i) + " moved a buffer of the impl";
   }

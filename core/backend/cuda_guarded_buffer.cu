@@ -444,7 +444,7 @@ DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_
 
 DeviceGuardedBuffer::DeviceGuardedBuffer(DeviceGuardedBuffer&&) noexcept = default;
 DeviceGuardedBuffer& DeviceGuardedBuffer::operator=(DeviceGuardedBuffer&&) noexcept = default;
-DeviceGuardedBuffer::~DeviceGuardedBuffer() = default;
+DeviceGuardedBuffer::~DeviceGuardedBuffer() { retire(*this); }
 
 void DeviceGuardedBuffer::paint(int64_t begin, int64_t end, bool red, cudaStream_t stream) {
   if (end <= begin) return;

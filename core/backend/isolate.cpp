@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/reserved_buffer.h"
 
 namespace mlacheck {
 
@@ -49,7 +51,64 @@ void write_all(int fd, const std::string& s) {
 }
 
 // Runs in the child: never returns.
+// The child's fault note: a byte no verdict kind uses, then one line on the faulting address,
+// written to the verdict pipe just before the child dies of the fault.
+constexpr char kFaultNote = '\xFE';
+int g_fault_fd = -1;
+
+void append(char* out, size_t n, size_t& k, const char* s) {
+  while (*s && k + 1 < n) out[k++] = *s++;
+}
+
+// SIGSEGV or SIGBUS in the child: says what was touched (a reserved buffer's unbacked page or
+// margin names the buffer: core/reserved_buffer.h), then dies of the signal as it would have.
+// Async-signal-safe.
+void on_fault(int sig, siginfo_t* info, void* context) {
+  char line[512];
+  size_t k = 0;
+  line[k++] = kFaultNote;
+  const char* access = "an access";
+#if defined(__x86_64__) && defined(REG_ERR)
+  // The page fault's error code: bit 1 is set for a write.
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  access = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0 ? "a write" : "a read";
+#else
+  (void)context;
+#endif
+  append(line, sizeof line, k, access);
+  char where[400];
+  if (info != nullptr && describe_reserved_address(info->si_addr, where, sizeof where)) {
+    append(line, sizeof line, k, " to ");
+    append(line, sizeof line, k, where);
+  } else {
+    append(line, sizeof line, k, " to an address in no memory mlacheck reserved");
+  }
+  if (g_fault_fd >= 0) {
+    const ssize_t ignored = ::write(g_fault_fd, line, k);
+    (void)ignored;
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// On an alternate stack: the host backend runs GPU threads on small fiber stacks.
+void install_fault_note(int fd) {
+  g_fault_fd = fd;
+  static char alternate[64 * 1024];
+  stack_t st{};
+  st.ss_sp = alternate;
+  st.ss_size = sizeof alternate;
+  ::sigaltstack(&st, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGSEGV, &sa, nullptr);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
 [[noreturn]] void child_main(int fd, const std::function<std::string()>& check, const IsolationOptions& opts) {
+  install_fault_note(fd);
   IsolatedOutcome::Kind kind = IsolatedOutcome::kPassed;
   std::string message;
   try {
@@ -196,6 +255,7 @@ IsolatedOutcome run_isolated(const std::function<std::string()>& check, const Is
   } else if (WIFSIGNALED(status)) {
     out.kind = IsolatedOutcome::kCrashed;
     out.message = signal_text(WTERMSIG(status));
+    if (!received.empty() && received[0] == kFaultNote) out.message += ": " + one_line(received.substr(1));
   } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || received.empty()) {
     // exit() or _exit() inside the check, or a sanitizer that reported and exited.
     out.kind = IsolatedOutcome::kCrashed;

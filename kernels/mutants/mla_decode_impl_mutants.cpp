@@ -55,6 +55,30 @@ class WorkspacePerCall final : public MlaDecodeImpl {
   }
 };
 
+// T3 (TensorRT-LLM #15534, #16290): a capture gets its split workspace as per-call scratch,
+// allocated for the call and freed when it returns, as a torch::empty in the op would be: the
+// graph keeps its address and every replay writes memory the allocator has taken back. Eager calls
+// use the impl's workspace, so every eager result and every replay's result is right; only what
+// the freed bytes are given to next goes wrong.
+class WorkspacePerCapture final : public MlaDecodeImpl {
+ public:
+  using MlaDecodeImpl::MlaDecodeImpl;
+  std::unique_ptr<DeviceGraph> capture(int64_t padded_batch, int64_t q_len, const DeviceTensor& kv_cache,
+                                       double base_scale, double q_scale, double k_scale) override {
+    std::unique_ptr<GuardedMemory> scratch = device_.allocate("mla capture scratch", full_workspace_bytes(config_));
+    workspace_.swap(scratch);  // the captured launches use the scratch
+    std::unique_ptr<DeviceGraph> graph;
+    try {
+      graph = MlaDecodeImpl::capture(padded_batch, q_len, kv_cache, base_scale, q_scale, k_scale);
+    } catch (...) {
+      workspace_.swap(scratch);
+      throw;
+    }
+    workspace_.swap(scratch);
+    return graph;  // and scratch is freed here
+  }
+};
+
 // K3 (vLLM #41778): the workspace is sized for the q_len of the first call's shape (one token)
 // instead of the configured maximum, and grown by a new allocation when a call needs more; the old
 // one is kept, never released, and every graph captured before holds a stale address.
@@ -143,6 +167,10 @@ void register_mla_decode_impl_mutants(Registry& reg) {
   reg.add({"mla_decode_impl", "T2",
            "seeded bug T2 (vLLM #42885): split workspace allocated per eager call; a captured graph keeps a freed one"},
           &make_variant<WorkspacePerCall, MlaDecodeImpl, MlaDecodeImplConfig>);
+  reg.add({"mla_decode_impl", "T3",
+           "seeded bug T3 (TensorRT-LLM #15534, #16290): a capture's split workspace is per-call scratch, freed when "
+           "capture returns; replays write freed memory"},
+          &make_variant<WorkspacePerCapture, MlaDecodeImpl, MlaDecodeImplConfig>);
   reg.add({"mla_decode_impl", "K3",
            "seeded bug K3 (vLLM #41778): workspace sized for q_len 1 and grown per call, the old one kept"},
           &make_variant<WorkspaceGrownOnDemand, MlaDecodeImpl, MlaDecodeImplConfig>);

@@ -1,5 +1,6 @@
 // Tests of kernels/device.h: the host device, capture and replay of launches (host, and cuda when a
-// GPU is usable), and clear refusals for backends that cannot run here.
+// GPU is usable), memory freed while a graph holds it quarantined and watched, and clear refusals
+// for backends that cannot run here.
 #include "kernels/device.h"
 
 #include <gtest/gtest.h>
@@ -75,6 +76,54 @@ TEST(Device, CaptureAndReplayOnCudaWhenAGpuIsPresent) {
   if (!device_usable(Backend::kCuda, &why)) GTEST_SKIP() << "skipped: no GPU (" << why << ")";
   const auto d = make_device(Backend::kCuda);
   check_capture_and_replay(*d);
+}
+
+// Scratch freed after a capture (TensorRT-LLM #16290): the graph keeps its address. The device
+// quarantines it instead of reusing it, a replay's write to it is reported naming it, and a replay
+// that reads it reads NaN. Memory freed with no graph alive, or after the last graph is gone, is
+// not watched.
+void check_freed_scratch_is_quarantined(Device& d) {
+  auto src = d.allocate("src", 32), dst = d.allocate("dst", 32);
+  auto scratch = d.allocate("capture scratch", 32);
+  const std::vector<int32_t> rows{1, 2, 3, 4, 5, 6, 7, 8};
+  src->write(0, rows.data(), 32);
+  scratch->write(0, rows.data(), 32);
+  const View v = View::contiguous(DType::kI32, {4, 2});
+  const DeviceTensor s{src->data(), v}, t{dst->data(), v}, w{scratch->data(), v};
+  auto into_scratch = d.capture([&] { copy_rows(d, s, w); });
+  auto from_scratch = d.capture([&] { copy_rows(d, w, t); });
+  scratch.reset();  // freed when "capture" returns
+  d.synchronize();
+  EXPECT_TRUE(d.writes_to_freed_memory().empty()) << "nothing ran since the free";
+  from_scratch->replay();
+  d.synchronize();
+  std::vector<uint32_t> got(8);
+  dst->read(0, got.data(), 32);
+  for (uint32_t x : got) EXPECT_EQ(x, 0x7FA5A5A5u) << "a read of freed memory reads the float poison (NaN)";
+  EXPECT_TRUE(d.writes_to_freed_memory().empty()) << "a read is not a write";
+  into_scratch->replay();
+  d.synchronize();
+  const std::vector<std::string> writes = d.writes_to_freed_memory();
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_NE(writes[0].find("'capture scratch' (32 bytes), freed while a captured graph was alive, was written"),
+            std::string::npos)
+      << writes[0];
+  into_scratch.reset(), from_scratch.reset();
+  auto later = d.allocate("later", 32);
+  later.reset();  // no graph alive: freed as usual, never reported
+  EXPECT_TRUE(d.writes_to_freed_memory().empty());
+}
+
+TEST(Device, ScratchFreedAfterACaptureIsQuarantinedAndAReplaysWriteToItReported) {
+  const auto d = make_device(Backend::kHost);
+  check_freed_scratch_is_quarantined(*d);
+}
+
+TEST(Device, ScratchFreedAfterACaptureOnCudaWhenAGpuIsPresent) {
+  std::string why;
+  if (!device_usable(Backend::kCuda, &why)) GTEST_SKIP() << "skipped: no GPU (" << why << ")";
+  const auto d = make_device(Backend::kCuda);
+  check_freed_scratch_is_quarantined(*d);
 }
 
 TEST(Device, HipIsRefusedWithOneLine) {

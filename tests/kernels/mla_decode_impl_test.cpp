@@ -1,8 +1,8 @@
 // Tests of kernels/mla_decode_impl.h: the registered properties (eager calls against the oracle with
 // scales changing between calls; graph replay after the lengths grow equal to the oracle and to an
 // eager launch; an engine's sequence of eager calls, captures and replays on one impl), each catching
-// a wrong impl; their case text; the configured worst case fitting the workspace; and non-uniform
-// query lengths refused (host backend here; cuda too when a GPU is usable).
+// a wrong impl (scratch freed after a capture, T3, among them); their case text; the configured
+// worst case fitting the workspace; and non-uniform query lengths refused (host backend here; cuda too when a GPU is usable).
 #include "kernels/mla_decode_impl.h"
 
 #include <gtest/gtest.h>
@@ -408,6 +408,36 @@ TEST(MlaDecodeImplWrong, CachedScalesAndFrozenLengthsFailTheEngineSequence) {
   }));
 }
 
+// T3 (TensorRT-LLM #15534, #16290): the capture's split workspace is scratch freed when capture()
+// returns. Every replay result is right (the replay writes the freed scratch and reads it back);
+// what is wrong is that the bytes belong to the allocator. The device quarantines them while the
+// graph lives, and the replay's write to them is the verdict, naming the scratch.
+MlaDecodeImplFactory* scratch_freed_after_capture() {
+  return kernels::registry().find<MlaDecodeImplFactory>("mla_decode_impl@T3");
+}
+
+void expect_freed_scratch_written(const Verdict& v) {
+  EXPECT_NE(failure(v).find("replay: memory freed while a captured graph holds its address was written: "
+                            "'mla capture scratch'"),
+            std::string::npos)
+      << failure(v);
+}
+
+TEST(MlaDecodeImplWrong, ScratchFreedWhenCaptureReturnsIsWrittenByEveryReplay) {
+  const auto device = make_device(Backend::kHost);
+  for (const MlaDecodeImplReplayCase& c : {hand_replay(1, 2, 16, 20, 3, 2, 2, false, false),
+                                           hand_replay(3, 1, 64, 5, 4, 4, 1, false, true)}) {
+    const Verdict v = mla_decode_impl_replay_equals_eager(*device, scratch_freed_after_capture(), c);
+    EXPECT_NE(failure(v).find("step 0: "), std::string::npos) << failure(v);
+    expect_freed_scratch_written(v);
+  }
+  EXPECT_FALSE(rc::check("an engine's sequence on an impl whose captures use freed scratch", [] {
+    const auto device = make_device(Backend::kHost);
+    const MlaDecodeImplSequenceCase c = *gen::mla_decode_impl_sequence_case();
+    if (Verdict v = mla_decode_impl_engine_sequence(*device, scratch_freed_after_capture(), c)) RC_FAIL(*v);
+  }));
+}
+
 TEST(MlaDecodeImpl, IsRegistered) {
   const auto device = make_device(Backend::kHost);
   MlaDecodeImplConfig cfg;
@@ -436,6 +466,8 @@ TEST(MlaDecodeImplOnCuda, EagerAndReplayWhenAGpuIsPresent) {
                                            hand_replay(4, 16, 64, 40, 8, 2, 6, false, true)}) {  // 2560 keys, 16 heads
     EXPECT_EQ(failure(mla_decode_impl_replay_equals_eager(*device, ref_impl(), c)), "") << replay_text(c).format();
   }
+  expect_freed_scratch_written(mla_decode_impl_replay_equals_eager(*device, scratch_freed_after_capture(),
+                                                                   hand_replay(1, 2, 16, 20, 3, 2, 2, false, false)));
 }
 
 }  // namespace

@@ -15,6 +15,15 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/reserved_buffer.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MLA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MLA_TEST_ASAN 1
+#endif
+#endif
 
 namespace mlacheck {
 namespace {
@@ -95,6 +104,47 @@ TEST(RunIsolated, ASegfaultIsACrashNamingTheSignalAndTheCaseIsSaved) {
   EXPECT_EQ(o.saved_case_path.rfind(dir.path + "/", 0), 0u) << o.saved_case_path;
   EXPECT_EQ(o.saved_case_path.size(), dir.path.size() + 1 + 16 + 5) << o.saved_case_path;
   EXPECT_EQ(read_file(o.saved_case_path), opts.case_text);
+}
+
+// A write that wrapped to 32 bits lands in a reserved buffer's margin (core/reserved_buffer.h):
+// the crash names the buffer and where the address lies. An AddressSanitizer build may keep its own
+// handler for the fault; it is still a crash.
+TEST(RunIsolated, AFaultInReservedMemoryNamesTheBufferAndWhere) {
+  const auto fault_at = [](int64_t offset) {
+    return run_isolated(
+        [offset]() -> std::string {
+          ReservedBuffer kv("kv_cache", int64_t{3} << 30, {{0, 4096}});
+          volatile uint8_t* p = kv.data() + offset;
+          *p = 1;
+          return "not reached";
+        },
+        IsolationOptions{});
+  };
+  const IsolatedOutcome before = fault_at(-(int64_t{2} << 30));
+  EXPECT_EQ(before.kind, IsolatedOutcome::kCrashed);
+  const IsolatedOutcome inside = fault_at(int64_t{1} << 30);
+  EXPECT_EQ(inside.kind, IsolatedOutcome::kCrashed);
+#if !defined(MLA_TEST_ASAN)
+  EXPECT_EQ(before.message,
+            "child died by signal 11 (Segmentation fault): a write to reserved 'kv_cache': 2147483648 bytes before its "
+            "data, in its reserved margin, where an offset wrapped to 32 bits lands");
+  EXPECT_EQ(inside.message,
+            "child died by signal 11 (Segmentation fault): a write to reserved 'kv_cache': byte 1073741824 of its data, "
+            "in a page the case did not stage");
+#endif
+  // A wild pointer elsewhere says so.
+  const IsolatedOutcome wild = run_isolated(
+      []() -> std::string {
+        volatile uintptr_t address = 16;  // volatile: not a constant the compiler can see through
+        *reinterpret_cast<volatile uint8_t*>(address) = 1;
+        return "not reached";
+      },
+      IsolationOptions{});
+  EXPECT_EQ(wild.kind, IsolatedOutcome::kCrashed);
+#if !defined(MLA_TEST_ASAN)
+  EXPECT_EQ(wild.message, "child died by signal 11 (Segmentation fault): a write to an address in no memory mlacheck "
+                          "reserved");
+#endif
 }
 
 TEST(RunIsolated, AnExitWithoutAVerdictIsACrash) {
