@@ -41,7 +41,7 @@ const Term kTerms[] = {
     {"topk_decode", "seq_lens", TermKind::kQuantity, "seq_lens"},
     {"topk_decode", "seq_lens", TermKind::kRank, "1: lengths=decode-1d | 2: lengths=decode-2d"},
     {"topk_decode", "logits", TermKind::kLayout,
-     "contiguous: logits_row_pad=0 logits_col_stride=1 | padded-rows: logits_col_stride=1"},
+     "contiguous: logits_row_pad=0 logits_col_stride=1 logits_row_stride=0 | padded-rows: logits_col_stride=1"},
     {"topk_decode", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},
     {"topk_decode", "finite", TermKind::kFlag, MLA_FINITE_TOPK},
     {"topk_prefill", "k", TermKind::kQuantity, "k"},
@@ -50,7 +50,7 @@ const Term kTerms[] = {
     {"topk_prefill", "ks", TermKind::kQuantity, "ks"},
     {"topk_prefill", "ke", TermKind::kQuantity, "ke"},
     {"topk_prefill", "logits", TermKind::kLayout,
-     "contiguous: logits_row_pad=0 logits_col_stride=1 | padded-rows: logits_col_stride=1"},
+     "contiguous: logits_row_pad=0 logits_col_stride=1 logits_row_stride=0 | padded-rows: logits_col_stride=1"},
     {"topk_prefill", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},
     {"topk_prefill", "finite", TermKind::kFlag, MLA_FINITE_TOPK},
     // paged indexer logits

@@ -10,8 +10,9 @@
 //   kv.write(4'294'960'000, keys, 30'000);   // only inside the backed ranges
 //   kv.arm();  launch(...);  GuardReport r = kv.check();
 //
-// Around the allocation lie 4 GiB of reserved address space on either side, so an offset wrapped
-// to 32 bits (signed or not) lands in reserved space instead of some other live allocation. A
+// Around the allocation lie 8 GiB of reserved address space on either side, so an offset wrapped
+// to 32 bits lands in reserved space instead of some other live allocation: a byte offset, signed
+// or not, and an int32 element offset of 4-byte elements in an allocation under 16 GiB. A
 // launch may touch only the backed ranges, rounded out to whole pages (4 KiB here; the cuda
 // variant maps 2 MiB granules). Everywhere else, in the allocation and in its margins, on the host
 // a read returns zeros (the kernel's shared zero page, no memory) and check() reports it, with the
@@ -79,7 +80,7 @@ class LazyBytes {
 class ReservedBuffer final : public GuardedMemory {
  public:
   static constexpr int64_t kPage = 4096;
-  static constexpr int64_t kMargin = int64_t{1} << 32;  // reserved on either side
+  static constexpr int64_t kMargin = int64_t{1} << 33;  // reserved on either side
 
   // Throws mlacheck::Error when a range lies outside [0, bytes) or the address space cannot be
   // reserved.

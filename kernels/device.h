@@ -55,7 +55,7 @@ class Device {
   virtual std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) = 0;
   // A guarded input allocation of `bytes` of which only the ranges `backed` (data offsets) are
   // backed; every other byte is reserved address space that faults when touched, and so is the
-  // address space for 4 GiB on either side (core/reserved_buffer.h). Offsets past 2^32 without
+  // address space for 8 GiB on either side (core/reserved_buffer.h). Offsets past 2^32 without
   // gigabytes of data (host: core/reserved_buffer.h; cuda: core/backend/cuda_reserved_buffer.h). On
   // a device that cannot reserve memory (hip) it throws OutsideContract (core/contract.h): the case
   // is reported as not run, never as a failure.

@@ -304,13 +304,21 @@ MLA_DEVICE RowSpan row_span(const TopkParams& p, int row) {
   return RowSpan{static_cast<int32_t>(start), static_cast<int32_t>(end - start)};
 }
 
+// Where a row's first element lies: kWide is production, row x row stride in 64 bits; kInt32 is
+// the seeded W5, the product in int32 (as a kernel taking `int row, int stride` computes it): right
+// below 2^31 elements, 8 GiB of fp32 logits, and negative past it.
+enum class RowOffset { kWide, kInt32 };
+
+template <RowOffset kOffset>
 MLA_DEVICE LogitsSource logits_of(const TopkParams& p, int row, RowSpan span) {
-  return LogitsSource{p.logits + int64_t(row) * p.logits_row_stride + int64_t(span.start) * p.logits_col_stride,
-                      p.logits_col_stride, 0};
+  const int64_t at = kOffset == RowOffset::kInt32
+                         ? int64_t(int32_t(uint32_t(row) * uint32_t(p.logits_row_stride)))  // two's complement wrap
+                         : int64_t(row) * p.logits_row_stride;
+  return LogitsSource{p.logits + at + int64_t(span.start) * p.logits_col_stride, p.logits_col_stride, 0};
 }
 
 // A row with n > k, by its length class.
-template <Ties kTies, class Emit>
+template <Ties kTies, RowOffset kOffset, class Emit>
 MLA_DEVICE void select_row(const TopkParams& p, int row, RowSpan span, int k, const Smem& s, const Emit& emit) {
   if (span.n > kTopkSplitRowMinLen) {
     count_event(p, kTopkSplitRow);
@@ -319,13 +327,13 @@ MLA_DEVICE void select_row(const TopkParams& p, int row, RowSpan span, int k, co
     select_topk<kTies>(p, candidates, topk_split_candidates(span.n, k), k, s, emit);
   } else {
     count_event(p, span.n <= kTopkShortRowMaxLen ? kTopkShortRow : kTopkLongRow);
-    select_topk<kTies>(p, logits_of(p, row, span), span.n, k, s, emit);
+    select_topk<kTies>(p, logits_of<kOffset>(p, row, span), span.n, k, s, emit);
   }
 }
 
 // One block per row: every row of the output view is written whole, no other row is touched.
 // kStaticK > 0: the fast path for that k, with the row's result staged in shared memory.
-template <int kStaticK, Ties kTies>
+template <int kStaticK, Ties kTies, RowOffset kOffset>
 MLA_KERNEL void topk_rows_kernel(TopkParams p, int pool_capacity) {
   MLA_SHARED(unsigned, hist, kBins);
   MLA_SHARED(unsigned, warp_totals, simt::kMaxWarpsPerBlock);
@@ -344,17 +352,17 @@ MLA_KERNEL void topk_rows_kernel(TopkParams p, int pool_capacity) {
     return;
   }
   if constexpr (kStaticK > 0) {
-    select_row<kTies>(p, row, span, k, s, StagedEmit{staged});
+    select_row<kTies, kOffset>(p, row, span, k, s, StagedEmit{staged});
     simt::sync_threads();
     for (int i = thread_rank(); i < kStaticK; i += kThreads) out[i] = staged[static_cast<std::size_t>(i)];
   } else {
-    select_row<kTies>(p, row, span, k, s, GlobalEmit{out});
+    select_row<kTies, kOffset>(p, row, span, k, s, GlobalEmit{out});
   }
 }
 
 // Very long rows, first step: block (r, c) leaves the top k of chunk c of row r in the workspace,
 // at c * min(chunk, k), as (key, column) pairs; a chunk of at most k elements is copied whole.
-template <int kStaticK, Ties kTies>
+template <int kStaticK, Ties kTies, RowOffset kOffset>
 MLA_KERNEL void topk_split_kernel(TopkParams p, int pool_capacity) {
   MLA_SHARED(unsigned, hist, kBins);
   MLA_SHARED(unsigned, warp_totals, simt::kMaxWarpsPerBlock);
@@ -370,7 +378,7 @@ MLA_KERNEL void topk_split_kernel(TopkParams p, int pool_capacity) {
   const int begin = chunk_id * chunk, len = span.n - begin < chunk ? span.n - begin : chunk;
   const int64_t at = int64_t(row) * p.workspace_row_stride + int64_t(chunk_id) * (chunk < k ? chunk : k);
   const WorkspaceEmit emit{p.workspace_keys + at, p.workspace_indices + at};
-  LogitsSource src = logits_of(p, row, span);
+  LogitsSource src = logits_of<kOffset>(p, row, span);
   src.row += int64_t(begin) * src.stride;
   src.base = begin;
   if (len <= k) {
@@ -380,7 +388,7 @@ MLA_KERNEL void topk_split_kernel(TopkParams p, int pool_capacity) {
   select_topk<kTies>(p, src, len, k, s, emit);
 }
 
-template <int kStaticK, Ties kTies = Ties::kLowestIndex>
+template <int kStaticK, Ties kTies = Ties::kLowestIndex, RowOffset kOffset = RowOffset::kWide>
 void launch(const TopkParams& p, void* stream) {
   if (p.rows == 0) return;
   const int pool_capacity = p.cols < kPoolCapacity ? p.cols : kPoolCapacity;
@@ -390,10 +398,10 @@ void launch(const TopkParams& p, void* stream) {
   // Graph-safe: the grid depends on shapes only; blocks of rows that are not very long exit at once.
   if (p.cols > kTopkSplitRowMinLen && p.cols > k) {
     const simt::LaunchConfig split{{unsigned(p.rows), unsigned(kTopkMaxSplits)}, {kThreads}, pool_bytes, s};
-    MLA_LAUNCH((topk_split_kernel<kStaticK, kTies>), split, p, pool_capacity);
+    MLA_LAUNCH((topk_split_kernel<kStaticK, kTies, kOffset>), split, p, pool_capacity);
   }
   const simt::LaunchConfig rows{{unsigned(p.rows)}, {kThreads}, pool_bytes, s};
-  MLA_LAUNCH((topk_rows_kernel<kStaticK, kTies>), rows, p, pool_capacity);
+  MLA_LAUNCH((topk_rows_kernel<kStaticK, kTies, kOffset>), rows, p, pool_capacity);
 }
 
 }  // namespace
@@ -403,6 +411,10 @@ void topk_per_row_k2048(const TopkParams& p, void* stream) { launch<kTopkFastK>(
 void topk_per_row_ties_by_arrival(const TopkParams& p, bool fast_path, void* stream) {
   if (fast_path) launch<kTopkFastK, Ties::kArrival>(p, stream);
   else launch<0, Ties::kArrival>(p, stream);
+}
+void topk_per_row_row_offset_in_32_bits(const TopkParams& p, bool fast_path, void* stream) {
+  if (fast_path) launch<kTopkFastK, Ties::kLowestIndex, RowOffset::kInt32>(p, stream);
+  else launch<0, Ties::kLowestIndex, RowOffset::kInt32>(p, stream);
 }
 
 }  // namespace mlacheck::kernels::MLA_BACKEND_NS

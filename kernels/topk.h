@@ -96,11 +96,13 @@ MLA_HD constexpr int64_t topk_workspace_row_stride(int64_t cols, int64_t k) {
 // topk_per_row: the general path, any k >= 1. topk_per_row_k2048: the fast path, k == kTopkFastK.
 // topk_per_row_ties_by_arrival: the seeded variant D3 (docs/bugs.md), either path (fast_path: the
 // k = 2048 one) with values tied across the threshold taken in the order threads reach them, not
-// lowest index first.
-#define MLA_TOPK_LAUNCHERS                                      \
-  void topk_per_row(const TopkParams& p, void* stream);        \
-  void topk_per_row_k2048(const TopkParams& p, void* stream);  \
-  void topk_per_row_ties_by_arrival(const TopkParams& p, bool fast_path, void* stream);
+// lowest index first. topk_per_row_row_offset_in_32_bits: the seeded variant W5, either path, with
+// a row's element offset (row x row stride) computed in int32.
+#define MLA_TOPK_LAUNCHERS                                                                \
+  void topk_per_row(const TopkParams& p, void* stream);                                  \
+  void topk_per_row_k2048(const TopkParams& p, void* stream);                            \
+  void topk_per_row_ties_by_arrival(const TopkParams& p, bool fast_path, void* stream); \
+  void topk_per_row_row_offset_in_32_bits(const TopkParams& p, bool fast_path, void* stream);
 namespace host { MLA_TOPK_LAUNCHERS }
 namespace cuda { MLA_TOPK_LAUNCHERS }
 namespace hip { MLA_TOPK_LAUNCHERS }

@@ -80,6 +80,8 @@ TopkParams common_params(const char* op, const DeviceTensor& logits, int64_t k, 
 void dispatch(Device& device, const TopkParams& p, TopkPath path, TopkBug bug = TopkBug::kNone) {
   if (bug == TopkBug::kD3TiesByArrival) {
     MLA_DISPATCH(device, topk_per_row_ties_by_arrival, p, path == TopkPath::kFastK2048);
+  } else if (bug == TopkBug::kW5RowOffsetIn32Bits) {
+    MLA_DISPATCH(device, topk_per_row_row_offset_in_32_bits, p, path == TopkPath::kFastK2048);
   } else if (path == TopkPath::kFastK2048) {
     MLA_DISPATCH(device, topk_per_row_k2048, p);
   } else {

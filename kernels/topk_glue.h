@@ -25,6 +25,7 @@ enum class TopkBug {
   kNone,
   kR4FastPathForAnyLargeK,  // R4 (vLLM #42072): the dispatch compares k >= 2048 where it must compare ==
   kD3TiesByArrival,         // D3 (after ATOM #1832): values tied across the threshold taken as threads arrive
+  kW5RowOffsetIn32Bits,     // W5: a logits row's element offset, row x row stride, computed in int32
 };
 
 // The path the glue takes for k: the fast path exactly when k == kTopkFastK.

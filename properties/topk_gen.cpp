@@ -97,7 +97,16 @@ float topk_garbage(uint64_t& state) {
   }
 }
 
-void showValue(const TopkCase& c, std::ostream& os) { show_case(c, os, TopkFamily{}); }
+namespace {
+// The family a case is written with: far rows write their row stride.
+TopkFamily writer_family(const TopkCase& c) {
+  TopkFamily f;
+  f.far_rows = c.logits_row_stride > 0;
+  return f;
+}
+}  // namespace
+
+void showValue(const TopkCase& c, std::ostream& os) { show_case(c, os, writer_family(c)); }
 
 std::vector<int64_t> topk_row_lengths(const TopkCase& c) {
   std::vector<int64_t> n(static_cast<size_t>(c.rows), 0);
@@ -134,7 +143,7 @@ std::vector<std::vector<float>> topk_row_values(const TopkCase& c) {
   return rows;
 }
 
-void topk_to_text(const TopkCase& c, CaseText& out) { write_case(c, out, TopkFamily{}); }
+void topk_to_text(const TopkCase& c, CaseText& out) { write_case(c, out, writer_family(c)); }
 
 namespace {
 
@@ -162,6 +171,51 @@ TopkCase topk_fast_k_from_text(const CaseText& t, bool prefill) {
 TopkCase topk_split_from_text(const CaseText& t) {
   // At most kTopkMaxSplits chunks of at most k candidates: k <= 4096 keeps them one unsplit row.
   return read_case<TopkCase>(t, spec({TopkLengths::kDecode2D}, 1, kernels::kTopkSplitRowMinLen / kernels::kTopkMaxSplits, 1));
+}
+
+namespace {
+TopkFamily far_spec(std::vector<TopkLengths> lengths) {
+  TopkFamily f = spec(std::move(lengths), 1, 262144, 4);
+  f.far_rows = true;
+  f.max_rows = 8;
+  f.max_cols = 8192;
+  return f;
+}
+}  // namespace
+
+TopkCase topk_decode_far_from_text(const CaseText& t) {
+  return read_case<TopkCase>(t, far_spec({TopkLengths::kDecode1D, TopkLengths::kDecode2D}));
+}
+TopkCase topk_prefill_far_from_text(const CaseText& t) { return read_case<TopkCase>(t, far_spec({TopkLengths::kPrefill})); }
+
+int64_t topk_logits_row_stride(const TopkCase& c) {
+  return c.logits_row_stride > 0 ? c.logits_row_stride : c.cols * c.logits_col_stride + c.logits_row_pad;
+}
+
+std::pair<int64_t, int64_t> topk_far_row_stride_range(const TopkCase& c) {
+  const int64_t span = std::max<int64_t>(1, c.cols * c.logits_col_stride);  // a row's elements
+  if (c.rows < 2) return {span, span};
+  const int64_t max_elements = kTopkMaxReservedBytes / 4;
+  const int64_t hi = (max_elements - c.logits_lead - span) / (c.rows - 1);
+  // The last row starts past element 2^31 (byte 2^33), where an int32 element offset wraps; the
+  // rows between cross bytes 2^31 and 2^32 on the way.
+  const int64_t edge = int64_t{1} << 31;
+  const int64_t lo = std::max(span, (edge - c.logits_lead + c.rows - 2) / (c.rows - 1));
+  return {std::min(lo, hi), hi};
+}
+
+int64_t draw_topk_far_row_stride(const TopkCase& c, int64_t lo, int64_t hi) {
+  const int64_t span = std::max<int64_t>(1, c.cols * c.logits_col_stride);
+  // The edge in fp32 elements: byte 2^31, 2^32, or 2^33 (where an int32 element offset wraps).
+  const int64_t edge = int64_t{1} << *rc::gen::weightedElement<int>({{1, 29}, {1, 30}, {2, 31}});
+  const int64_t jitter = *rc::gen::inRange<int64_t>(0, std::min<int64_t>(span, 64) + 1);
+  const int64_t first = *rc::gen::inRange<int64_t>(1, c.rows);  // the first row past the edge
+  for (int64_t j = first; j < first + c.rows - 1; ++j) {
+    const int64_t row = 1 + (j - 1) % (c.rows - 1);
+    const int64_t stride = (edge - c.logits_lead + row - 1) / row + jitter;
+    if (stride >= lo && stride <= hi) return stride;
+  }
+  return *rc::gen::inRange<int64_t>(lo, hi + 1);
 }
 
 TopkCase topk_rows_of_lengths(int64_t k, const std::vector<int64_t>& lengths, int64_t cols, uint64_t seed,
@@ -301,6 +355,24 @@ rc::Gen<TopkCase> topk_long_row_case(TopkLengths lengths) {
 rc::Gen<TopkCase> topk_fast_k_case(TopkLengths lengths) {
   return topk_case(lengths, kernels::kTopkFastK - 1, kernels::kTopkFastK + 1, kernels::kTopkFastK - 2,
                    kernels::kTopkShortRowMaxLen + 600, 1, {kernels::kTopkFastK, kernels::kTopkShortRowMaxLen});
+}
+
+rc::Gen<TopkCase> topk_far_rows_case(TopkLengths lengths) {
+  return rc::gen::mapcat(rc::gen::weightedElement<int>({{3, 0}, {1, 1}}), [lengths](int fast) {
+    TopkFamily f;
+    f.lengths = {lengths};
+    f.far_rows = true;
+    f.max_rows = 8;
+    f.max_next_n = 3;
+    if (fast) {  // the k = 2048 path, rows around it and the short / long switch
+      f.min_k = kernels::kTopkFastK - 1, f.max_k = kernels::kTopkFastK + 1;
+      f.min_cols = kernels::kTopkFastK - 2, f.max_cols = kernels::kTopkShortRowMaxLen + 600;
+      f.switch_points = {kernels::kTopkFastK, kernels::kTopkShortRowMaxLen};
+    } else {
+      f.min_k = 1, f.max_k = 40, f.min_cols = 1, f.max_cols = 300;
+    }
+    return topk_case(f);
+  });
 }
 
 rc::Gen<TopkCase> topk_split_row_case() {

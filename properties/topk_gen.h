@@ -61,6 +61,9 @@ struct TopkCase : CaseSchedule {
   int64_t rows = 0, cols = 0;
   // The logits view: lead elements before row 0, row padding, column stride.
   int64_t logits_lead = 0, logits_row_pad = 0, logits_col_stride = 1;
+  // Far rows (TopkFamily::far_rows): the logits' row stride in elements, rows spread across byte
+  // 2^31, 2^32 or 2^33 of reserved memory; 0: rows packed, cols x col_stride + row_pad apart.
+  int64_t logits_row_stride = 0;
   // The output: rows [out_rows_before, + rows) of a shared buffer with out_rows_after more rows.
   int64_t out_row_pad = 0, out_rows_before = 0, out_rows_after = 0;
   int64_t index_lead = 0;  // seq_lens / ks / ke start this many int32 into their buffers
@@ -87,7 +90,15 @@ struct TopkFamily {
   // past the longest, k mostly up to 40 and sometimes 2048, 2049 or 4096, no column stride.
   std::vector<int64_t> switch_points;
   bool split_rows = false;
+  // Far rows: at least two rows, a row stride (case key logits_row_stride) that puts the last row
+  // past byte 2^33 (element 2^31, where an int32 element offset wraps) of a logits buffer staged as
+  // reserved memory of up to kTopkMaxReservedBytes, only each row's [start, start + n) backed. The
+  // generator aims a row just past byte 2^31, 2^32 or 2^33 where the rows allow it.
+  bool far_rows = false;
 };
+
+// A far-rows case's logits reserve at most this many bytes (12 GiB: past byte 2^33).
+constexpr int64_t kTopkMaxReservedBytes = int64_t{3} << 32;
 
 // The logits buffer and the output buffer hold at most this many elements each.
 constexpr int64_t kTopkMaxElements = int64_t{1} << 27;
@@ -105,6 +116,13 @@ std::vector<int32_t> draw_topk_seq_lens(const TopkCase& c, const TopkFamily& f);
 // The rows' starts; their ends into ke.
 std::vector<int32_t> draw_topk_ks(const TopkCase& c, const TopkFamily& f, std::vector<int32_t>& ke);
 std::vector<TopkPattern> draw_topk_patterns(int64_t rows);
+// A far row stride in [lo, hi] that puts a row just past byte 2^31, 2^32 or 2^33 and the row
+// before it below that edge, where the rows allow one.
+int64_t draw_topk_far_row_stride(const TopkCase& c, int64_t lo, int64_t hi);
+// The far row stride's range for the fields drawn before it: from where the last row starts past
+// element 2^31, byte 2^33 (so any value, fuzz bytes' too, reaches where an int32 element offset
+// wraps), to the reservation's end. The rows between cross bytes 2^31 and 2^32.
+std::pair<int64_t, int64_t> topk_far_row_stride_range(const TopkCase& c);
 
 // The schema of a top-k case (harness/case_schema.h): keys, ranges and draws, in reading order.
 // Every range follows from the fields before it, the 2^27-element budgets of the logits and of
@@ -118,7 +136,7 @@ void fields(V& v, TopkCase& c, const TopkFamily& f) {
   v.integer("k", c.k, f.min_k, f.max_k, [&f] { return draw_topk_k(f); });
   v.integer("next_n", c.next_n, 1, c.prefill() ? 1 : f.max_next_n);
   const int64_t max_rows = std::min(std::max(f.max_rows, c.next_n), kTopkMaxElements / c.k);
-  v.multiple("rows", c.rows, c.next_n, 1, max_rows, f.split_rows ? Favor{1} : Favor{});
+  v.multiple("rows", c.rows, c.next_n, f.far_rows ? 2 : 1, max_rows, f.split_rows ? Favor{1} : Favor{});
   std::vector<int32_t> split_lens;
   const int64_t max_cols = std::min(f.max_cols, kTopkMaxElements / c.rows);
   v.integer("cols", c.cols, f.min_cols, max_cols, [&] { return draw_topk_cols(c, f, max_cols, split_lens); });
@@ -134,10 +152,16 @@ void fields(V& v, TopkCase& c, const TopkFamily& f) {
   // The logits: lead + rows x (cols x col_stride + row_pad) elements.
   v.integer("logits_lead", c.logits_lead, 0, std::min(int64_t{64}, kTopkMaxElements - c.rows * c.cols), UpTo{3});
   const int64_t row_room = (kTopkMaxElements - c.logits_lead) / c.rows;
-  v.integer("logits_row_pad", c.logits_row_pad, 0, std::min(int64_t{64}, row_room - c.cols), UpTo{4});
+  v.integer("logits_row_pad", c.logits_row_pad, 0, f.far_rows ? 0 : std::min(int64_t{64}, row_room - c.cols), UpTo{4});
   v.integer("logits_col_stride", c.logits_col_stride, 1,
             c.cols == 0 ? 8 : std::min(int64_t{8}, (row_room - c.logits_row_pad) / c.cols),
             [&f] { return f.split_rows ? int64_t{1} : *rc::gen::weightedElement<int64_t>({{5, 1}, {1, 2}}); });
+  if (f.far_rows) {
+    const auto [lo, hi] = topk_far_row_stride_range(c);
+    v.integer("logits_row_stride", c.logits_row_stride, lo, hi, [&, lo = lo, hi = hi] {
+      return draw_topk_far_row_stride(c, lo, hi);
+    });
+  }
   // The output: (rows_before + rows + rows_after) x (k + row_pad) elements.
   v.integer("out_row_pad", c.out_row_pad, 0, std::min(int64_t{64}, kTopkMaxElements / c.rows - c.k), UpTo{3});
   const int64_t out_rows = kTopkMaxElements / (c.k + c.out_row_pad);
@@ -170,6 +194,12 @@ TopkCase topk_prefill_from_text(const CaseText& t);
 TopkCase topk_fast_k_from_text(const CaseText& t, bool prefill);
 // The split property's cases: decode-2d rows, next_n 1, k <= 4096.
 TopkCase topk_split_from_text(const CaseText& t);
+// The far-rows properties' cases (TopkFamily::far_rows): decode or prefill lengths, up to 8 rows
+// of up to 8192 columns, the key logits_row_stride; no other reader takes that key.
+TopkCase topk_decode_far_from_text(const CaseText& t);
+TopkCase topk_prefill_far_from_text(const CaseText& t);
+// The row stride the logits view has: logits_row_stride for far rows, else cols x col_stride + row_pad.
+int64_t topk_logits_row_stride(const TopkCase& c);
 
 // Row r's first column: ks[r] for prefill, 0 for decode.
 std::vector<int64_t> topk_row_starts(const TopkCase& c);
@@ -204,6 +234,9 @@ rc::Gen<TopkCase> topk_fast_k_case(TopkLengths lengths);
 // Decode 2-D, one or two rows past kTopkSplitRowMinLen (around the split-count steps), k up to
 // 4096 so a row's chunk candidates fit one unsplit row (the split-equivalence property).
 rc::Gen<TopkCase> topk_split_row_case();
+// Far rows (TopkFamily::far_rows): up to 8 rows spread across byte 2^31, 2^32 or 2^33 of the
+// logits, k up to 40 or 2048, rows up to 4096 + 600 columns.
+rc::Gen<TopkCase> topk_far_rows_case(TopkLengths lengths);
 
 }  // namespace gen
 }  // namespace mlacheck

@@ -59,12 +59,32 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   }
   const std::vector<int64_t> starts = topk_row_starts(c);
 
-  // Logits: garbage everywhere, each row's [start, start + n) its values.
-  const int64_t row_stride = c.cols * c.logits_col_stride + c.logits_row_pad;
+  // Logits: garbage everywhere, each row's [start, start + n) its values. Far rows: reserved
+  // memory, of which only each row of the view (all its columns: a kernel may read a whole row and
+  // mask what lies past n) and 64 bytes of garbage either side are backed.
+  const int64_t row_stride = topk_logits_row_stride(c);
   const View logits_view(DType::kF32, {c.rows, c.cols}, {row_stride, c.logits_col_stride}, c.logits_lead * 4);
-  s.logits = Buffer("logits", logits_view, 12, 0);
-  float* lg = reinterpret_cast<float*>(s.logits.host.data());
-  for (size_t i = 0; i < s.logits.host.size() / 4; ++i) lg[i] = topk_garbage(garbage_state);
+  if (c.logits_row_stride > 0) {
+    const int64_t bytes = std::max(logits_view.byte_span().end, logits_view.byte_offset());
+    std::vector<ByteSpan> backed;
+    for (int64_t r = 0; r < c.rows && c.cols > 0; ++r) {
+      const int64_t begin = 4 * (c.logits_lead + r * row_stride);
+      const int64_t end = begin + 4 * ((c.cols - 1) * c.logits_col_stride + 1);
+      backed.push_back({std::max<int64_t>(0, begin - 64), std::min(bytes, end + 64)});
+    }
+    s.logits = Buffer::reserved("logits", logits_view, backed, 0);
+    for (const ByteSpan& b : backed) {
+      for (int64_t at = b.begin; at + 4 <= b.end; at += 4) {
+        const float g = topk_garbage(garbage_state);
+        std::memcpy(s.logits.bytes() + at, &g, 4);
+      }
+    }
+  } else {
+    s.logits = Buffer("logits", logits_view, 12, 0);
+    float* all = reinterpret_cast<float*>(s.logits.bytes());
+    for (size_t i = 0; i < s.logits.host.size() / 4; ++i) all[i] = topk_garbage(garbage_state);
+  }
+  float* lg = reinterpret_cast<float*>(s.logits.bytes());
   const std::vector<std::vector<float>> values = topk_row_values(c);
   for (int64_t r = 0; r < c.rows; ++r) {
     const size_t i = static_cast<size_t>(r);
@@ -330,6 +350,20 @@ void register_topk_properties(PropertyRegistry& r) {
       "topk_prefill.rows_admissible", "topk_prefill",
       "every prefill row is an admissible top-k of [ks, ke), relative to ks; only the output view is written",
       topk_prefill_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
+        return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c);
+      }));
+  r.add(make_property<TopkCase>(
+      "topk_decode.far_rows", "topk_decode",
+      "decode rows spread across byte 2^31, 2^32 or 2^33 of reserved logits (a row stride of up to 1.5 G "
+      "elements) are each an admissible top-k; nothing outside a row's span is read",
+      topk_decode_far_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
+        return topk_decode_rows_admissible(device, registry().find<TopkDecodeFn>(impl), c);
+      }));
+  r.add(make_property<TopkCase>(
+      "topk_prefill.far_rows", "topk_prefill",
+      "prefill rows spread across byte 2^31, 2^32 or 2^33 of reserved logits are each an admissible top-k of "
+      "[ks, ke); nothing outside a row's span is read",
+      topk_prefill_far_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
         return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c);
       }));
   using Permuted = std::pair<TopkCase, std::vector<int>>;

@@ -69,7 +69,8 @@ Verdict topk_decode_permutation_commutes(kernels::Device& device, TopkDecodeFn* 
 // and patterns permuted, every row's values (topk_row_values) carried along as explicit rows.
 TopkCase topk_permuted_case(const TopkCase& c, const std::vector<int>& perm);
 
-// Registers topk_decode.rows_admissible, topk_prefill.rows_admissible,
+// Registers topk_decode.rows_admissible, topk_prefill.rows_admissible, their far-rows forms
+// topk_decode.far_rows and topk_prefill.far_rows (the same verdicts on the far readers' cases),
 // topk_decode.permutation_commutes (the permutation as the case's "permutation" key), and the
 // ref-only topk_decode.fast_path_equals_general, topk_prefill.fast_path_equals_general and
 // topk_decode.split_rows_equal_chunked_general.

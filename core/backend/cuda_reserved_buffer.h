@@ -1,6 +1,6 @@
 // Reserved device memory: the CUDA implementation of reserved guarded memory (core/reserved_buffer.h).
 //
-// A virtual address range is reserved for the whole allocation and 4 GiB on either side
+// A virtual address range is reserved for the whole allocation and 8 GiB on either side
 // (cuMemAddressReserve), and only the granules holding the backed ranges get physical memory
 // (cuMemCreate + cuMemMap, 2 MiB granules on current GPUs). A kernel that touches any other byte,
 // inside the allocation or in its margins (where an offset wrapped to 32 bits lands), faults with
@@ -22,7 +22,7 @@ namespace mlacheck {
 
 class DeviceReservedBuffer final : public GuardedMemory {
  public:
-  static constexpr int64_t kMargin = int64_t{1} << 32;  // reserved on either side
+  static constexpr int64_t kMargin = int64_t{1} << 33;  // reserved on either side
 
   // Throws mlacheck::Error (one line) when the range cannot be reserved or a granule not mapped.
   // writable: output views may be declared inside the backed granules (core/reserved_buffer.h).

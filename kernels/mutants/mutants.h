@@ -26,7 +26,8 @@ std::unique_ptr<Base> make_variant(Device& device, const Limits& limits) {
 // U1, U2, U3, U5, U6, C1, C2, C3 (decode metadata builder and kernels, vLLM #39458, #42135, #51538).
 void register_decode_metadata_mutants(Registry& reg);
 
-// R4 (top-k dispatch, vLLM #42072): the k = 2048 fast path taken for any k >= 2048.
+// R4 (top-k dispatch, vLLM #42072): the k = 2048 fast path taken for any k >= 2048; D3: ties
+// taken by arrival; W5: a logits row's element offset in int32.
 void register_topk_mutants(Registry& reg);
 // R1, R2 (top-k decode glue of the indexer step, vLLM #42072): rows written past the view; packed
 // rows regrouped with the configured next_n.

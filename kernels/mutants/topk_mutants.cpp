@@ -28,6 +28,16 @@ TopkPath topk_decode_d3(Device& device, const DeviceTensor& logits, int64_t next
                                     TopkBug::kD3TiesByArrival);
 }
 
+// W5 (32-bit offsets): a logits row's element offset, row x row stride, computed in int32, as a
+// kernel taking `int` strides does. Right for every logits buffer under 2^31 elements (8 GiB of
+// fp32); past it the row is read 16 GiB lower.
+TopkPath topk_decode_w5(Device& device, const DeviceTensor& logits, int64_t next_n, const DeviceTensor& seq_lens,
+                        int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
+                        const DeviceTensor& row_class_counts) {
+  return topk_per_row_decode_seeded(device, logits, next_n, seq_lens, k, out, workspace, row_class_counts,
+                                    TopkBug::kW5RowOffsetIn32Bits);
+}
+
 }  // namespace
 
 void register_topk_mutants(Registry& reg) {
@@ -37,6 +47,10 @@ void register_topk_mutants(Registry& reg) {
            "seeded bug D3 (after ATOM #1832): values tied across the threshold taken in the order threads arrive, "
            "not lowest index first: the selected set depends on the schedule"},
           &topk_decode_d3);
+  reg.add({"topk_decode", "W5",
+           "seeded bug W5 (32-bit offsets): a logits row's element offset, row x row stride, computed in int32; "
+           "wrong past 2^31 elements (8 GiB of fp32 logits)"},
+          &topk_decode_w5);
 }
 
 }  // namespace mlacheck::kernels

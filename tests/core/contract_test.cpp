@@ -33,6 +33,11 @@ TEST(Contract, ClausesBecomeLimitsOnCaseKeys) {
   EXPECT_EQ(*c.limits_on("out_row_pad")[0]->hi.value, 0);
   EXPECT_EQ(c.limits_on("logits_col_stride").size(), 1u);
   EXPECT_TRUE(c.limits_on("logits_row_pad").empty());  // padded rows may be padded
+  EXPECT_TRUE(c.limits_on("logits_row_stride").empty());  // and far apart
+  // Contiguous logits take no far rows: a far case's row stride has no value within the contract.
+  const Contract contiguous = parse_contract("topk_decode", "logits contiguous");
+  ASSERT_EQ(contiguous.limits_on("logits_row_stride").size(), 1u);
+  EXPECT_EQ(*contiguous.limits_on("logits_row_stride")[0]->hi.value, 0);
   ASSERT_EQ(c.limits_on("seq_lens").size(), 1u);
   EXPECT_EQ(c.limits_on("seq_lens")[0]->lo.key, "next_n");
   ASSERT_EQ(c.limits_on("lengths").size(), 1u);

@@ -1,6 +1,7 @@
 // Tests of kernels/topk_glue.h (docs/ops.md 3): top-k per row, decode and prefill, both paths, on the host
 // device (and cuda when usable), through the shared properties of properties/topk_properties.h;
-// production-size rows on host, the properties reporting wrong implementations, case text.
+// production-size rows on host, the properties reporting wrong implementations, far rows past byte
+// 2^31 to 2^33 (and W5, a row offset in int32, killed by them), case text.
 // Why one file past 500 lines: a test file per public header (docs/design.md, "Style").
 #include "kernels/topk_glue.h"
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/backend/host_executor.h"
+#include "core/contract.h"
 #include "core/error.h"
 #include "core/topk_check.h"
 #include "kernels/pack_decode_glue.h"
@@ -26,6 +28,8 @@
 #include "harness/rc_verdict.h"
 #include "harness/staged_buffer.h"
 #include "properties/topk_properties.h"
+#include "kernels/registry.h"
+#include "tests/support/round_trip.h"  // refusal
 
 namespace mlacheck::kernels {
 namespace {
@@ -216,6 +220,120 @@ TEST(TopkProperties, ReportEachWrongImplementation) {
     const Verdict v = topk_split_rows_equal_chunked_general(*device, &topk_per_row_decode, &launch_general_one_short, c);
     if (v) RC_FAIL(*v);
   }));
+}
+
+// ---- far rows: offsets past byte 2^31, 2^32 and 2^33 ---------------------------------------------
+
+// The byte just past the farthest row a case reads (0 when no row has elements).
+int64_t far_end(const TopkCase& c) {
+  const std::vector<int64_t> n = topk_row_lengths(c), starts = topk_row_starts(c);
+  int64_t end = 0;
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    if (n[i] == 0) continue;
+    end = std::max(end, 4 * (c.logits_lead + r * c.logits_row_stride + (starts[i] + n[i] - 1) * c.logits_col_stride + 1));
+  }
+  return end;
+}
+
+// Which byte ranges the case's rows with elements start in, each counted once.
+void tag_far_rows(const TopkCase& c) {
+  const std::vector<int64_t> n = topk_row_lengths(c);
+  bool in[4] = {};  // below 2^31, [2^31, 2^32), [2^32, 2^33), past 2^33
+  for (int64_t r = 0; r < c.rows; ++r) {
+    if (n[static_cast<size_t>(r)] == 0) continue;
+    const int64_t at = 4 * (c.logits_lead + r * c.logits_row_stride);
+    in[at >= (int64_t{1} << 33) ? 3 : at >= (int64_t{1} << 32) ? 2 : at >= (int64_t{1} << 31) ? 1 : 0] = true;
+  }
+  RC_CLASSIFY(far_end(c) == 0, "no row read");
+  RC_CLASSIFY(in[1], "a row from byte 2^31");
+  RC_CLASSIFY(in[2], "a row from byte 2^32");
+  RC_CLASSIFY(in[3], "a row past byte 2^33");
+}
+
+rc::Gen<TopkCase> far_decode_case() {
+  return rc::gen::mapcat(rc::gen::element(TopkLengths::kDecode1D, TopkLengths::kDecode2D), &gen::topk_far_rows_case);
+}
+
+// Rows a row stride of up to 1.5 G elements apart, in logits of up to 12 GiB of which only the rows
+// are backed (reserved memory): each row is an admissible top-k, and no other page is read.
+RC_GTEST_PROP(TopkFarRows, DecodeRowsAcrossByte2To31To2To33AreAdmissible, ()) {
+  const TopkCase c = *far_decode_case();
+  RC_ASSERT(c.logits_row_stride > 0 && c.rows >= 2);
+  tag_far_rows(c);
+  const auto device = make_device(Backend::kHost);
+  rc_require(topk_decode_rows_admissible(*device, &topk_per_row_decode, c), case_text("topk_decode.far_rows", c));
+}
+
+RC_GTEST_PROP(TopkFarRows, PrefillRowsAcrossByte2To31To2To33AreAdmissible, ()) {
+  const TopkCase c = *gen::topk_far_rows_case(TopkLengths::kPrefill);
+  tag_far_rows(c);
+  const auto device = make_device(Backend::kHost);
+  rc_require(topk_prefill_rows_admissible(*device, &topk_per_row_prefill, c), case_text("topk_prefill.far_rows", c));
+}
+
+// W5: a row's element offset in int32. It passes every case whose logits are under 2^31 elements;
+// far rows kill it: past element 2^31 the row is read from 16 GiB lower, in the reserved margin.
+TEST(TopkFarRows, ARowOffsetInInt32PassesDenseRowsAndFailsFarOnes) {
+  TopkDecodeFn* w5 = registry().find<TopkDecodeFn>("topk_decode@W5");
+  EXPECT_TRUE(rc::check("W5 on the suite's decode cases", [w5] {
+    const TopkCase c = *gen::topk_decode_case();
+    if (const Verdict v = topk_decode_rows_admissible(*make_device(Backend::kHost), w5, c)) RC_FAIL(*v);
+  }));
+  EXPECT_FALSE(rc::check("W5 on far rows", [w5] {
+    const TopkCase c = *far_decode_case();
+    if (const Verdict v = topk_decode_rows_admissible(*make_device(Backend::kHost), w5, c)) RC_FAIL(*v);
+  }));
+  // Two rows, the second at element 2^31 + 64: the reference holds, W5 reads 8 GiB before the logits.
+  TopkCase c = topk_rows_of_lengths(3, {10, 10}, 10, 7, {TopkPattern::kDistinct});
+  c.logits_row_pad = 0, c.logits_lead = 0;
+  c.logits_row_stride = (int64_t{1} << 31) + 64;
+  const auto device = make_device(Backend::kHost);
+  EXPECT_EQ(topk_decode_rows_admissible(*device, &topk_per_row_decode, c).value_or(""), "");
+  const std::string v = topk_decode_rows_admissible(*device, w5, c).value_or("");
+  EXPECT_NE(v.find("guard of logits: "), std::string::npos) << v;
+  EXPECT_NE(v.find("8 GiB before the allocation (where an offset wrapped to 32 bits lands)"), std::string::npos) << v;
+}
+
+TEST(TopkFarRows, CasesRoundTripAndOnlyTheFarReadersTakeTheRowStride) {
+  const std::function<TopkCase(const CaseText&)> decode = topk_decode_far_from_text, prefill = topk_prefill_far_from_text;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    for (const bool pre : {false, true}) {
+      const rc::Gen<TopkCase> g = pre ? gen::topk_far_rows_case(TopkLengths::kPrefill) : far_decode_case();
+      const TopkCase c = g(rc::Random(seed), static_cast<int>(seed % 100)).value();
+      CaseText written;
+      topk_to_text(c, written);
+      const CaseText t = CaseText::parse(written.format());
+      const TopkCase back = (pre ? prefill : decode)(t);
+      t.expect_all_read();
+      CaseText again;
+      topk_to_text(back, again);
+      ASSERT_EQ(again.format(), written.format()) << "seed " << seed;
+    }
+  }
+  const TopkCase c = far_decode_case()(rc::Random(5), 10).value();
+  CaseText t;
+  topk_to_text(c, t);
+  const std::function<TopkCase(const CaseText&)> plain = topk_decode_from_text;
+  EXPECT_NE(test_support::refusal(plain, t).find("unknown key 'logits_row_stride'"), std::string::npos)
+      << test_support::refusal(plain, t);
+  // A kernel declaring contiguous logits gets no far case: the case is outside its contract (not
+  // run, never a failure); padded rows take them.
+  TopkCase hand = topk_rows_of_lengths(3, {10, 10}, 10, 7, {TopkPattern::kDistinct});
+  hand.logits_row_pad = 0, hand.logits_col_stride = 1, hand.logits_row_stride = (int64_t{1} << 31) + 64;
+  CaseText far_text;
+  topk_to_text(hand, far_text);
+  EXPECT_NO_THROW(topk_decode_far_from_text(CaseText::parse(far_text.format())));
+  CaseText contiguous = CaseText::parse(far_text.format());
+  contiguous.within(std::make_shared<const Contract>(parse_contract("topk_decode", "logits contiguous")));
+  EXPECT_THROW(topk_decode_far_from_text(contiguous), OutsideContract);
+  CaseText padded = CaseText::parse(far_text.format());
+  padded.within(std::make_shared<const Contract>(parse_contract("topk_decode", "logits padded-rows")));
+  EXPECT_NO_THROW(topk_decode_far_from_text(padded));
+  // A row stride that leaves the last row below byte 2^31 is not a far case.
+  CaseText near = t;
+  near.set("logits_row_stride", int64_t{c.cols * c.logits_col_stride});
+  EXPECT_NE(test_support::refusal(decode, near).find("logits_row_stride"), std::string::npos);
 }
 
 // ---- case text ---------------------------------------------------------------------------------

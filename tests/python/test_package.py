@@ -104,10 +104,10 @@ def run_pytest(tmp_path, *args):
 
 def test_the_plugin_makes_one_test_per_property(tmp_path):
     props = mlacheck.properties("topk_decode")
-    assert props == ["topk_decode.rows_admissible", "topk_decode.permutation_commutes",
+    assert props == ["topk_decode.rows_admissible", "topk_decode.far_rows", "topk_decode.permutation_commutes",
                      "topk_decode.deterministic"], props
     p = run_pytest(tmp_path, "-rA")
-    assert "3 failed, 3 passed" in p.stdout, p.stdout
+    assert "4 failed, 4 passed" in p.stdout, p.stdout
     # The short summary's lines are "STATUS NODEID", then " - MESSAGE" when the terminal is wide enough
     # (its width differs between machines), so the node id is the line's second word.
     summary = [l.split(" - ")[0].split() for l in p.stdout.splitlines()]
@@ -120,7 +120,7 @@ def test_the_plugin_makes_one_test_per_property(tmp_path):
 
 def test_the_plugin_s_tests_select_with_k_and_stop_with_x(tmp_path):
     p = run_pytest(tmp_path, "-k", "rows_admissible")
-    assert "1 failed, 1 passed, 4 deselected" in p.stdout, p.stdout
+    assert "1 failed, 1 passed, 6 deselected" in p.stdout, p.stdout
     p = run_pytest(tmp_path, "-x", "-k", "buggy")
     assert "1 failed" in p.stdout and "passed" not in p.stdout, p.stdout
 
@@ -128,7 +128,7 @@ def test_the_plugin_s_tests_select_with_k_and_stop_with_x(tmp_path):
 def test_the_plugin_s_tests_run_under_xdist(tmp_path):
     pytest.importorskip("xdist", reason="skipped: no pytest-xdist")
     p = run_pytest(tmp_path, "-n", "2")
-    assert "3 failed, 3 passed" in p.stdout, p.stdout
+    assert "4 failed, 4 passed" in p.stdout, p.stdout
 
 
 # mlacheck.cases(): the suite's cases served to a loop in this process, judged by mlacheck.
