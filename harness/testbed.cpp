@@ -215,7 +215,8 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
       }
       if (reserved.empty()) throw;
       throw ContextLost(std::string(e.what()) + "; the launch had reserved memory (" + reserved +
-                            "): an access to it outside the pages the case staged, or within 4 GiB of it, faults",
+                            "): an access to it outside the pages the case staged, or within 8 GiB of it (where an "
+                            "offset wrapped to 32 bits lands), faults",
                         e.fault());
     }
     stray_access = fence.disarm();

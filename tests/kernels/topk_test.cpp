@@ -760,6 +760,12 @@ TEST(Topk, OnCudaWhenAGpuIsPresent) {
     const TopkCase c = *gen::topk_case(*rc::gen::element(TopkLengths::kDecode1D, TopkLengths::kDecode2D), 1, 40, 1, 200, 8);
     RC_ASSERT(run_glue(*device, c).problem == "");
   }));
+  EXPECT_TRUE(rc::check("far rows on cuda (reserved logits, rows past element 2^31)", [&] {
+    const TopkCase c = *far_decode_case();
+    RC_ASSERT(run_glue(*device, c).problem == "");
+  }));
+  // W5 on cuda faults (an illegal address ends the process's context): `mlacheck mutants --backend
+  // cuda` runs it in a child.
   EXPECT_TRUE(rc::check("prefill on cuda", [&] {
     RC_ASSERT(run_glue(*device, *gen::topk_case(TopkLengths::kPrefill, 1, 40, 1, 200, 6)).problem == "");
   }));
