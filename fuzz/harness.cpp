@@ -17,52 +17,12 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "fuzz/fuzz_input.h"
+#include "fuzz/fuzz_runner.h"
 #include "harness/staged_buffer.h"
 
 namespace mlacheck::fuzz {
 
 namespace {
-
-// A device whose allocations for one case may total at most a budget: past it, allocate throws and
-// the case is skipped (fuzzing is for many small cases; large ones belong to the property suite).
-class BudgetDevice final : public kernels::Device {
- public:
-  BudgetDevice(kernels::Device& inner, int64_t budget) : inner_(inner), budget_(budget) {}
-  Backend backend() const override { return inner_.backend(); }
-  std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
-    charge(name, bytes);
-    return inner_.allocate(name, bytes);
-  }
-  // Reserved memory counts the bytes it backs.
-  std::unique_ptr<GuardedMemory> reserve(const std::string& name, int64_t bytes, const std::vector<ByteSpan>& backed,
-                                         bool writable) override {
-    int64_t staged = 0;
-    for (const ByteSpan& r : backed) staged += r.size();
-    charge(name, staged);
-    return inner_.reserve(name, bytes, backed, writable);
-  }
-  void* stream() const override { return inner_.stream(); }
-  void synchronize() override { inner_.synchronize(); }
-  int64_t multiprocessors() const override { return inner_.multiprocessors(); }
-  std::unique_ptr<kernels::DeviceGraph> capture(const std::function<void()>& body) override {
-    return inner_.capture(body);
-  }
-  std::shared_ptr<void> hold_freed_memory() override { return inner_.hold_freed_memory(); }
-  std::vector<std::string> writes_to_freed_memory() override { return inner_.writes_to_freed_memory(); }
-  bool exceeded() const { return exceeded_; }
-
- private:
-  void charge(const std::string& name, int64_t bytes) {
-    used_ += bytes;
-    if (used_ > budget_) {
-      exceeded_ = true;
-      throw Error("fuzz: case needs over " + std::to_string(budget_ >> 20) + " MiB (" + name + ")");
-    }
-  }
-  kernels::Device& inner_;
-  int64_t budget_, used_ = 0;
-  bool exceeded_ = false;
-};
 
 struct State {
   const FuzzTarget* target = nullptr;
@@ -71,6 +31,7 @@ struct State {
   uint64_t max_steps = 0;  // host backend: GPU-thread steps a case may take (0: no cap)
   double max_seconds = 0.5;
   std::unique_ptr<kernels::Device> device;
+  std::unique_ptr<FuzzRunner> runner;
   uint64_t runs = 0, refused = 0, skipped = 0, slow = 0;
 };
 State& state() {
@@ -168,6 +129,8 @@ int harness_init(const char* target, const char* argv0) {
     std::string why;
     MLA_REQUIRE(kernels::device_usable(*b, &why), s.backend, ": not usable: ", why);
     s.device = kernels::make_device(*b);
+    s.runner = std::make_unique<FuzzRunner>(*s.target, s.impl, s.backend, *s.device,
+                                            FuzzBudgets{s.budget, s.max_steps, s.max_seconds});
   } catch (const Error& e) {
     setup_error(e.what());
   }
@@ -177,52 +140,18 @@ int harness_init(const char* target, const char* argv0) {
 
 int harness_run(const uint8_t* data, size_t size) {
   State& s = state();
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  FuzzCase fc;
-  try {
-    fc = decode_fuzz_input(*s.target, input, s.impl, s.backend);
-  } catch (const Error&) {
-    ++s.refused;
-    return -1;
-  }
-  if (fc.property->ref_only && s.impl != s.target->op + "@ref") {
-    ++s.skipped;
-    return -1;
+  const FuzzOutcome o = s.runner->run(std::string_view(reinterpret_cast<const char*>(data), size));
+  switch (o.kind) {
+    case FuzzOutcome::kRefused: ++s.refused; return -1;
+    case FuzzOutcome::kSkipped: ++s.skipped; return -1;
+    case FuzzOutcome::kViolation: violation(o.fc, o.verdict);
+    case FuzzOutcome::kChecked: break;
   }
   ++s.runs;
-  BudgetDevice device(*s.device, s.budget);
-  // On the host backend a case's kernels may take at most max_steps GPU-thread steps; the rare
-  // larger case is given up like one past the memory budget (the property suite covers those).
-  std::optional<simt::host::ScopedWorkBudget> work;
-  if (s.max_steps > 0) work.emplace(s.max_steps);
-  ScopedStagingBudget staging(s.budget);  // the device's budget, checked before the data is made
-  const auto over_budget = [&] { return device.exceeded() || staging.exceeded() || (work && work->exceeded()); };
-  Verdict verdict;
-  const auto start = std::chrono::steady_clock::now();
-  bool unstageable = false;
-  try {
-    verdict = fc.property->run(device, s.impl, fc.text);
-  } catch (const OutsideContract&) {
-    unstageable = true;  // the device cannot stage the case (Device::reserve on cuda): skipped
-  } catch (const simt::host::KernelHang& e) {
-    violation(fc, e.what());  // "hang: ...": a loop that never ends, whatever the budgets
-  } catch (const simt::host::SharedHazard& e) {
-    violation(fc, e.what());  // "race: ...": two threads' unordered accesses of shared memory
-  } catch (const std::exception& e) {
-    // A parsed case that throws is the implementation's fault (a host kernel fault, a device
-    // fault, a refused launch), unless it only outgrew a budget.
-    if (!over_budget()) violation(fc, std::string("error: ") + e.what());
-  }
-  if (over_budget() || unstageable) {
-    --s.runs;
-    ++s.skipped;
-    return -1;
-  }
-  if (verdict) violation(fc, *verdict);
   // A case slower than MLACHECK_FUZZ_MAX_MS was checked, but is kept out of the corpus so that
   // libFuzzer does not spend its time mutating it (a few large attention cases ran for seconds
   // each and held a harness to a few inputs per second).
-  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > s.max_seconds) {
+  if (o.slow) {
     ++s.slow;
     return -1;
   }

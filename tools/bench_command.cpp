@@ -19,6 +19,7 @@
 #include "kernels/sparse_mla.h"
 #include "kernels/sparse_mla_glue.h"
 #include "kernels/topk_glue.h"
+#include "tools/bench_fuzz.h"
 #include "tools/flags.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_guarded_buffer.h"
@@ -295,8 +296,9 @@ std::string fixed(double v, int digits) {
 int run_bench_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   flags::Parsed f;
   if (const int rc = flags::parse("bench", args, f, out, err); rc >= 0) return rc;
+  if (f.positional[0] == "fuzz") return run_bench_fuzz(f, out, err);
   if (f.positional[0] != "guards") {
-    return flags::usage_error(err, "bench", "no benchmark '" + f.positional[0] + "' (the one benchmark is guards)");
+    return flags::usage_error(err, "bench", "no benchmark '" + f.positional[0] + "' (the benchmarks: guards, fuzz)");
   }
   const std::string backend = f.text("backend"), size = f.text("size"), format = f.text("format");
   const int repeats = static_cast<int>(f.integer("repeats"));

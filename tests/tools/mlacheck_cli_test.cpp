@@ -202,6 +202,44 @@ TEST(MlacheckCli, BenchGuardsTimesEachKernelPlainAndGuarded) {
   }
 }
 
+TEST(MlacheckCli, BenchFuzzCountsEachTargetsInputsOnTheHostBackend) {
+  const CliResult r = run_mlacheck(
+      "bench fuzz --backend host --seconds 0.3 --target topk_to_global --target decode_metadata --format json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* target : {"topk_to_global", "decode_metadata"}) {
+    const size_t at = r.out.find(std::string("{\"target\": \"") + target + "\", \"backend\": \"host\"");
+    ASSERT_NE(at, std::string::npos) << target << "\n" << r.out;
+    const std::string row = r.out.substr(at, r.out.find('}', at) - at);
+    const auto field = [&row](const std::string& k) {
+      const size_t i = row.find("\"" + k + "\": ");
+      return i == std::string::npos ? -1.0 : std::stod(row.substr(i + k.size() + 4));
+    };
+    EXPECT_GT(field("checked"), 0) << row;
+    EXPECT_EQ(field("inputs"), field("refused") + field("skipped") + field("checked")) << row;
+    EXPECT_GT(field("checked_per_second"), 0) << row;
+    EXPECT_EQ(field("violations"), 0) << row;
+  }
+  const CliResult table = run_mlacheck("bench fuzz --backend host --seconds 0.1 --target topk_to_global");
+  ASSERT_EQ(table.status, 0) << table.out;
+  EXPECT_NE(table.out.find("host: checked/s median "), std::string::npos) << table.out;
+  // An unknown target, a time out of range, a missing GPU: one line, exit 2.
+  std::vector<std::string> bad = {"bench fuzz --backend host --target nope", "bench fuzz --backend host --seconds 0",
+                                  "bench fuzz --backend host --input-bytes 0"};
+  for (const std::string& cmd : bad) {
+    const CliResult b = run_mlacheck(cmd);
+    EXPECT_EQ(b.status, 2) << cmd << "\n" << b.out;
+    EXPECT_EQ(lines(b.out), 1) << cmd << "\n" << b.out;
+  }
+  const CliResult gpu = run_mlacheck("bench fuzz --backend cuda --seconds 0.1 --target topk_to_global");
+  if (gpu.status == 2) {  // no GPU here: said in one line
+    EXPECT_EQ(lines(gpu.out), 1) << gpu.out;
+    EXPECT_NE(gpu.out.find("cuda: not usable"), std::string::npos) << gpu.out;
+  } else {
+    EXPECT_EQ(gpu.status, 0) << gpu.out;
+    EXPECT_NE(gpu.out.find("cuda: checked/s median "), std::string::npos) << gpu.out;
+  }
+}
+
 TEST(MlacheckCli, WithoutGuardsAStrayWriteIsNotSeen) {
   // R1's regression writes past its view inside the allocation: the guards see it; the plain
   // production layout (MLACHECK_GUARDS=0) does not, and says that guards are off.
