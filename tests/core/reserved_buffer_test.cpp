@@ -117,6 +117,32 @@ TEST(ReservedBuffer, AWriteToAnUnbackedPageFaults) {
   EXPECT_NE(status, 1);
 }
 
+// What a fault handler says of an address (describe_reserved_address): the buffer, and where the
+// address lies from its data; nothing for an address outside every live reservation.
+TEST(ReservedBuffer, AnAddressIsDescribedByTheReservationHoldingIt) {
+  char line[400];
+  const void* outside = nullptr;
+  {
+    ReservedBuffer kv("kv_cache", int64_t{3} << 30, {{0, 4096}});
+    uint8_t* d = kv.data();
+    ASSERT_TRUE(describe_reserved_address(d - (int64_t{2} << 30), line, sizeof line));
+    EXPECT_STREQ(line, "reserved 'kv_cache': 2147483648 bytes before its data, in its reserved margin, where an offset "
+                       "wrapped to 32 bits lands");
+    ASSERT_TRUE(describe_reserved_address(d + (int64_t{1} << 30), line, sizeof line));
+    EXPECT_STREQ(line, "reserved 'kv_cache': byte 1073741824 of its data, in a page the case did not stage");
+    ASSERT_TRUE(describe_reserved_address(d + (int64_t{3} << 30) + 100, line, sizeof line));
+    EXPECT_STREQ(line, "reserved 'kv_cache': 100 bytes past its end, in its reserved margin");
+    // A short buffer gets a cut, terminated line.
+    char short_line[12];
+    ASSERT_TRUE(describe_reserved_address(d, short_line, sizeof short_line));
+    EXPECT_STREQ(short_line, "reserved 'k");
+    outside = d;
+  }
+  EXPECT_FALSE(describe_reserved_address(outside, line, sizeof line)) << "the buffer is gone: " << line;
+  int local = 0;
+  EXPECT_FALSE(describe_reserved_address(&local, line, sizeof line));
+}
+
 TEST(ReservedBuffer, IsInputOnlyUnlessMadeWritable) {
   ReservedBuffer kv("kv", 1 << 20, {{0, 64}});
   EXPECT_THROW(kv.declare_output("out", View::contiguous(DType::kU8, {16})), Error);
