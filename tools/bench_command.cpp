@@ -285,13 +285,15 @@ Row measure(Device& device, Workload& w, int repeats) {
   return r;
 }
 
-std::string fixed(double v, int digits) {
-  char buf[32];
+std::string fixed(double v, int digits) { return format_fixed(v, digits); }
+
+}  // namespace
+
+std::string format_fixed(double v, int digits) {
+  char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
-
-}  // namespace
 
 int run_bench_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   flags::Parsed f;

@@ -21,4 +21,7 @@ namespace mlacheck {
 // Returns the exit status: 0 measured, 2 bad usage or a backend not usable (one line on err).
 int run_bench_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// v with `digits` digits after the point, as the benchmarks print their figures.
+std::string format_fixed(double v, int digits);
+
 }  // namespace mlacheck

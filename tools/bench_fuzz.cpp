@@ -1,5 +1,6 @@
 // `mlacheck bench fuzz` (tools/bench_fuzz.h).
 #include "tools/bench_fuzz.h"
+#include "tools/bench_command.h"
 
 #include <algorithm>
 #include <chrono>
@@ -94,11 +95,7 @@ Row measure(kernels::Device& device, const std::string& backend, const FuzzTarge
   return r;
 }
 
-std::string fixed(double v, int digits) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+std::string fixed(double v, int digits) { return format_fixed(v, digits); }
 
 }  // namespace
 

@@ -16,14 +16,7 @@
 
 #include "core/error.h"
 #include "core/reserved_buffer.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define MLA_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MLA_TEST_ASAN 1
-#endif
-#endif
+#include "tests/support/asan.h"
 
 namespace mlacheck {
 namespace {

@@ -11,6 +11,7 @@
 #include "core/backend/host_executor.h"
 #include "core/guarded_buffer.h"
 #include "tests/core/backend/simt_test_kernels.h"
+#include "tests/support/asan.h"
 
 namespace mlacheck::simt_test_kernels {
 namespace {
@@ -168,14 +169,6 @@ TEST(HostFaults, SharedMemoryPastItsArrayOrPastTheDeclaredDynamicBytes) {
   const std::string g = fault_of([&] { k.reverse_rows(in.data(), rev.data(), 2, 100, 99 * sizeof(float)); });
   expect_contains(g, "kernel 'reverse_rows_kernel' block (0,0,0) thread (99,0,0): dynamic shared memory 'tile' indexed at element 99 (byte 396), past the 396 bytes the launch declared");
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-#define MLA_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MLA_TEST_ASAN 1
-#endif
-#endif
 
 TEST(HostFaults, AddressSanitizerSeesKernelsRunningInFibers) {
 #if defined(MLA_TEST_ASAN)
