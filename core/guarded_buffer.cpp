@@ -114,7 +114,6 @@ bool GuardedMemory::retiring() const { return quarantine_ != nullptr && quaranti
 
 void GuardedMemory::hand_to_quarantine(std::unique_ptr<GuardedMemory> m) noexcept {
   const std::shared_ptr<Quarantine> q = std::move(m->quarantine_);  // kept memory is freed, not kept again
-  m->quarantine_.reset();
   q->keep(std::move(m));
 }
 
