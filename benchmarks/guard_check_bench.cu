@@ -3,8 +3,12 @@
 // For a 1 GiB DeviceGuardedBuffer with a 64 MiB output view (written by a kernel, as a launch
 // would), times: a 1 GiB cudaMemcpy device to device, arm(), check() with no stray write and with
 // one stray byte, each with the exact comparison and with the checksum fast path. Prints a table of
-// median milliseconds, the ratio to the copy, and the bytes each moves per second. Exits 77 with
-// "skipped: no GPU" without a usable GPU. Not a ctest: run build/cuda/benchmarks/guard_check_bench.
+// median milliseconds, the ratio to the copy, and the bytes each moves per second. Then, by size
+// (64 KiB to 64 MiB, a quarter of each an output view), the queued arm and the queued check of
+// one buffer (arm_all / queue_check_all on a stream, as the property suite runs them) beside an
+// empty kernel, in microseconds of device time: what is fixed and what grows with the bytes.
+// Exits 77 with "skipped: no GPU" without a usable GPU. Not a ctest: run
+// build/cuda/benchmarks/guard_check_bench.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,6 +31,8 @@ constexpr int kRepetitions = 20;
 constexpr int64_t kGiB = int64_t(1) << 30;
 constexpr int64_t kOutputBytes = int64_t(64) << 20;
 constexpr int64_t kOutputOffset = int64_t(256) << 20;
+
+__global__ void empty_kernel() {}
 
 __global__ void write_output(float* out, int64_t n, float value) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -109,6 +115,57 @@ int main() {
       std::printf("  %-44s %10.3f %10.2f %10.0f\n", row.what.c_str(), row.ms, row.ms / copy, row.bytes / (row.ms * 1e6));
     }
     std::printf("  (GB/s: bytes the device reads and writes per second; arm() poisons the output on the device)\n");
+
+    // By size: device time of the queued arm and check of one buffer, beside an empty kernel.
+    const float empty = median_ms(s, [&] {
+      empty_kernel<<<1, 32, 0, s.get()>>>();
+      check_launch("empty_kernel");
+    });
+    std::printf("queued guards by buffer size, median of %d, microseconds of device time (an empty kernel: %.1f)\n",
+                kRepetitions, empty * 1000);
+    std::printf("  %10s %10s %10s %10s %10s\n", "bytes", "arm us", "check us", "arm GB/s", "check GB/s");
+    for (int64_t bytes : {int64_t(64) << 10, int64_t(1) << 20, int64_t(5) << 19, int64_t(16) << 20, int64_t(64) << 20}) {
+      DeviceGuardedBuffer b("sweep", bytes);
+      b.declare_output("out", View::contiguous(DType::kF32, {bytes / 16}, bytes / 2));
+      std::vector<GuardedMemory*> one{&b};
+      const float arm = median_ms(s, [&] { arm_all(one, s.get()); });
+      arm_all(one, s.get());
+      const float chk = median_ms(s, [&] {
+        QueuedChecks q = queue_check_all(one, s.get());
+        // The events bracket the kernel: reports() waits for the stream after the stop event.
+        (void)q;
+      });
+      // queue_check_all without reports(): collect the last one so the buffer's state is clean.
+      QueuedChecks last = queue_check_all(one, s.get());
+      s.synchronize();
+      if (!last.reports()[0].ok()) {
+        std::printf("FAIL: a clean buffer of %lld bytes reported a stray write\n", static_cast<long long>(bytes));
+        return 1;
+      }
+      std::printf("  %10lld %10.1f %10.1f %10.0f %10.0f\n", static_cast<long long>(bytes), arm * 1000, chk * 1000,
+                  2.0 * bytes / (arm * 1e6), 2.0 * bytes / (chk * 1e6));
+    }
+    // Four buffers in one batch, as top-k's launch has them: 2 MiB of logits (input), 512 KiB of
+    // indices (output), two of 256 bytes.
+    {
+      DeviceGuardedBuffer logits("logits", int64_t(2) << 20), out("out", int64_t(512) << 10), lens("lens", 256),
+          rows("rows", 256);
+      out.declare_output("out", View::contiguous(DType::kI32, {(int64_t(512) << 10) / 4}));
+      std::vector<GuardedMemory*> four{&logits, &out, &lens, &rows};
+      const float arm = median_ms(s, [&] { arm_all(four, s.get()); });
+      arm_all(four, s.get());
+      const float chk = median_ms(s, [&] { (void)queue_check_all(four, s.get()); });
+      QueuedChecks last = queue_check_all(four, s.get());
+      s.synchronize();
+      for (const GuardReport& r : last.reports()) {
+        if (!r.ok()) {
+          std::printf("FAIL: top-k's clean buffers reported a stray write: %s\n", r.describe().c_str());
+          return 1;
+        }
+      }
+      std::printf("  %10s %10.1f %10.1f   (top-k's four buffers: 2 MiB, 512 KiB, 256 B, 256 B)\n", "2.5 MiB", arm * 1000,
+                  chk * 1000);
+    }
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

@@ -117,11 +117,18 @@ void GuardedMemory::hand_to_quarantine(std::unique_ptr<GuardedMemory> m) noexcep
   q->keep(std::move(m));
 }
 
-void GuardedMemory::arm_group(const std::vector<GuardedMemory*>& group) {
+void GuardedMemory::arm_group(const std::vector<GuardedMemory*>& group, void* stream) {
+  (void)stream;
   for (GuardedMemory* m : group) m->arm();
 }
 
-std::vector<GuardReport> GuardedMemory::check_group(const std::vector<GuardedMemory*>& group) const {
+bool GuardedMemory::queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
+  (void)group, (void)stream;
+  return false;
+}
+
+std::vector<GuardReport> GuardedMemory::check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
+  (void)stream;
   std::vector<GuardReport> reports;
   reports.reserve(group.size());
   for (const GuardedMemory* m : group) reports.push_back(m->check());
@@ -148,26 +155,56 @@ std::vector<std::vector<size_t>> groups_by_type(const std::vector<GuardedMemory*
   return groups;
 }
 
+std::vector<GuardedMemory*> members(const std::vector<GuardedMemory*>& buffers, const std::vector<size_t>& g) {
+  std::vector<GuardedMemory*> group;
+  group.reserve(g.size());
+  for (size_t i : g) group.push_back(buffers[i]);
+  return group;
+}
+
 }  // namespace
 
-void arm_all(const std::vector<GuardedMemory*>& buffers) {
+void arm_all(const std::vector<GuardedMemory*>& buffers) { arm_all(buffers, nullptr); }
+
+void arm_all(const std::vector<GuardedMemory*>& buffers, void* stream) {
   for (const std::vector<size_t>& g : groups_by_type(buffers, "arm_all")) {
-    std::vector<GuardedMemory*> group;
-    for (size_t i : g) group.push_back(buffers[i]);
-    group.front()->arm_group(group);
+    const std::vector<GuardedMemory*> group = members(buffers, g);
+    group.front()->arm_group(group, stream);
   }
 }
 
 std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers) {
+  return QueuedChecks::collect(buffers, groups_by_type(buffers, "check_all"), nullptr, "check_all");
+}
+
+QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream) {
+  QueuedChecks q;
+  q.buffers_ = buffers;
+  q.groups_ = groups_by_type(buffers, "queue_check_all");
+  q.stream_ = stream;
+  for (const std::vector<size_t>& g : q.groups_) {
+    const std::vector<GuardedMemory*> group = members(buffers, g);
+    group.front()->queue_check_group(group, stream);
+  }
+  return q;
+}
+
+std::vector<GuardReport> QueuedChecks::collect(const std::vector<GuardedMemory*>& buffers, const std::vector<std::vector<size_t>>& groups,
+                                 void* stream, const char* what) {
   std::vector<GuardReport> reports(buffers.size());
-  for (const std::vector<size_t>& g : groups_by_type(buffers, "check_all")) {
-    std::vector<GuardedMemory*> group;
-    for (size_t i : g) group.push_back(buffers[i]);
-    std::vector<GuardReport> r = group.front()->check_group(group);
-    MLA_REQUIRE(r.size() == g.size(), "check_all: a backend returned ", r.size(), " reports for ", g.size(), " buffers");
+  for (const std::vector<size_t>& g : groups) {
+    const std::vector<GuardedMemory*> group = members(buffers, g);
+    std::vector<GuardReport> r = group.front()->check_group(group, stream);
+    MLA_REQUIRE(r.size() == g.size(), what, ": a backend returned ", r.size(), " reports for ", g.size(), " buffers");
     for (size_t k = 0; k < g.size(); ++k) reports[g[k]] = std::move(r[k]);
   }
   return reports;
+}
+
+std::vector<GuardReport> QueuedChecks::reports() {
+  MLA_REQUIRE(!done_, "queued guard checks: reports() asked twice");
+  done_ = true;
+  return collect(buffers_, groups_, stream_, "queue_check_all");
 }
 
 void GuardedMemory::require_inside(int64_t offset, int64_t bytes, const char* what) const {

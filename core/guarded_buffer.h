@@ -24,6 +24,7 @@
 namespace mlacheck {
 
 class Quarantine;  // core/quarantine.h
+class QueuedChecks;
 
 struct NamedView {
   std::string name;
@@ -104,9 +105,11 @@ class GuardedMemory {
   // keeps it, poisoned and watched, instead of letting it be reused (core/quarantine.h). A Device
   // calls this on each guarded allocation it makes; nullptr (the default) frees as usual.
   void retire_to(std::shared_ptr<Quarantine> q);
-  // Several buffers of one launch at once: see arm_all and check_all below.
-  friend void arm_all(const std::vector<GuardedMemory*>& buffers);
+  // Several buffers of one launch at once: see arm_all, check_all and queue_check_all below.
+  friend void arm_all(const std::vector<GuardedMemory*>& buffers, void* stream);
   friend std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
+  friend class QueuedChecks;
+  friend QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream);
 
   // The byte patterns, exposed for tests and reports: position-dependent, so a stray write of any
   // constant is seen at nearly every byte. Offsets count from data(); red zones are negative or
@@ -124,11 +127,18 @@ class GuardedMemory {
   GuardedMemory(GuardedMemory&&) noexcept;
   GuardedMemory& operator=(GuardedMemory&&) noexcept;
 
-  // The batching hooks of arm_all and check_all: called on one member of `group`, whose buffers
-  // all have this one's dynamic type. The defaults arm or check each in turn; a backend that can
-  // do the work of several buffers together (the CUDA buffers) overrides them.
-  virtual void arm_group(const std::vector<GuardedMemory*>& group);
-  virtual std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group) const;
+  // The batching hooks of arm_all, check_all and queue_check_all: called on one member of
+  // `group`, whose buffers all have this one's dynamic type. The defaults arm or check each in
+  // turn, at once; a backend that can do the work of several buffers together, queued on a stream
+  // (the CUDA buffers), overrides them. stream: a Device::stream() to queue on, or nullptr (wait
+  // for the whole device first, and for the work itself).
+  virtual void arm_group(const std::vector<GuardedMemory*>& group, void* stream);
+  // Queues the check of every buffer of the group behind the work on stream; false when this
+  // backend does not queue (check_group then checks at once).
+  virtual bool queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const;
+  // The reports: of the check queue_check_group queued (waiting for stream once), or of a check
+  // run now.
+  virtual std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group, void* stream) const;
 
   // For a final class's destructor, first thing: when this memory's quarantine holds, moves it
   // (Self's move constructor) into a new object the quarantine keeps, so the storage outlives its
@@ -175,10 +185,47 @@ class GuardedMemory {
 
 // arm() of every buffer of a launch, or check() of every one after it (the reports in the same
 // order): what each would do alone, but buffers of a backend that batches are armed or checked
-// together. On cuda that is one pass over all of them with one synchronization, instead of a few
+// together. On cuda that is one kernel over all of them with one synchronization, instead of a few
 // synchronizations per buffer, which is what a guarded launch of small kernels mostly spent.
 void arm_all(const std::vector<GuardedMemory*>& buffers);
 std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
+
+// The same, ordered on the stream the launch runs on (Device::stream()), for a launch that queues
+// all its work there (the built-in kernels do; a plugin must, by its contract). arm_all(buffers,
+// stream) queues the arm and returns at once: the launch queued next on that stream sees the
+// armed bytes. queue_check_all(buffers, stream) queues the check behind the launch, before anyone
+// waits for it, so one synchronization covers launch and check; reports() waits for the stream and
+// returns the reports in the order of buffers. On the host backend arm_all arms at once and the
+// check runs in reports(). A guarded launch on cuda is then:
+//
+//   arm_all(memory, device.stream());
+//   launch(device);
+//   QueuedChecks checks = queue_check_all(memory, device.stream());
+//   device.synchronize();                        // a fault of the launch surfaces here
+//   std::vector<GuardReport> reports = checks.reports();
+//
+// A host write() into an armed buffer waits for the queued arm first.
+void arm_all(const std::vector<GuardedMemory*>& buffers, void* stream);
+class QueuedChecks {
+ public:
+  QueuedChecks() = default;
+  QueuedChecks(QueuedChecks&&) = default;
+  QueuedChecks& operator=(QueuedChecks&&) = default;
+  // Once: the reports of every buffer, in the order given to queue_check_all.
+  std::vector<GuardReport> reports();
+
+ private:
+  friend QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream);
+  friend std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
+  // The reports of every group's check (queued on stream, or run now), in the order of buffers.
+  static std::vector<GuardReport> collect(const std::vector<GuardedMemory*>& buffers,
+                                          const std::vector<std::vector<size_t>>& groups, void* stream, const char* what);
+  std::vector<GuardedMemory*> buffers_;
+  std::vector<std::vector<size_t>> groups_;
+  void* stream_ = nullptr;
+  bool done_ = false;
+};
+QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream);
 
 // Guarded host memory. It owns its allocation; data() is a host pointer.
 class GuardedBuffer final : public GuardedMemory {

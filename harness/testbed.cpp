@@ -192,7 +192,9 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
   }
   std::vector<GuardedMemory*> memory = guarded_memory(all);
   memory.insert(memory.end(), guarded_.begin(), guarded_.end());
-  arm_all(memory);
+  // Queued on the launch's stream (core/guarded_buffer.h): the arm, the launch and the check run
+  // back to back, and one synchronization waits for all three.
+  arm_all(memory, device_.stream());
   if (after_arm_) after_arm_();
   // Under AddressSanitizer on the host backend, the bytes of these allocations outside the launch's
   // views are unaddressable while it runs (core/read_fence.h): a read past a view is seen too.
@@ -200,11 +202,13 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
   for (const Staged& s : staged_) fence.add(*s.buffer->memory, {{s.output ? s.view_name : s.buffer->name, s.view}});
   for (GuardedMemory* m : guarded_) fence.add(*m, {{m->name(), View::contiguous(DType::kU8, {m->size()})}});
   std::optional<StrayAccess> stray_access;
+  QueuedChecks checks;
   {
     const simt::host::ScopedOptions scope(host);
     fence.arm();
     try {
       fn();
+      checks = queue_check_all(memory, device_.stream());
       device_.synchronize();
     } catch (const ContextLost& e) {
       // On a device, touching reserved memory anywhere but its staged granules faults: say so, so
@@ -221,7 +225,7 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
     }
     stray_access = fence.disarm();
   }
-  const std::vector<GuardReport> reports = check_all(memory);
+  const std::vector<GuardReport> reports = checks.reports();
   for (size_t i = 0; i < memory.size(); ++i) {
     if (!reports[i].ok()) {
       const std::string v = "guard of " + (i < all.size() ? all[i]->name : memory[i]->name()) + ": " + reports[i].describe();

@@ -27,15 +27,17 @@ using Clock = std::chrono::steady_clock;
 // backend runs the same inputs in the same order.
 class Inputs {
  public:
-  Inputs(uint64_t seed, const std::string& target, size_t max_bytes) : state_(seed), max_bytes_(max_bytes) {
+  Inputs(uint64_t seed, const std::string& target, size_t max_bytes, bool small)
+      : state_(seed), max_bytes_(max_bytes), small_(small) {
     for (unsigned char c : target) state_ = (state_ ^ c) * 1099511628211ull;
   }
   std::string next() {
     std::string s(1 + next_word() % max_bytes_, '\0');
-    // Bytes skewed small, as libFuzzer's early inputs and the case codec's small values are.
+    // Bytes skewed small, as libFuzzer's early inputs and the case codec's small values are; with
+    // small_, every byte below 8, so every value the codec reads is small (harness/case_bytes.h).
     for (char& c : s) {
       const uint64_t w = next_word();
-      c = static_cast<char>(w % 4 == 0 ? (w >> 8) & 0xFF : (w >> 8) % 16);
+      c = static_cast<char>(small_ ? (w >> 8) % 8 : w % 4 == 0 ? (w >> 8) & 0xFF : (w >> 8) % 16);
     }
     return s;
   }
@@ -49,6 +51,7 @@ class Inputs {
   }
   uint64_t state_;
   size_t max_bytes_;
+  bool small_;
 };
 
 struct Row {
@@ -61,11 +64,11 @@ struct Row {
 };
 
 Row measure(kernels::Device& device, const std::string& backend, const FuzzTarget& target, uint64_t seed,
-            size_t max_bytes, double budget) {
+            size_t max_bytes, bool small, double budget) {
   Row r;
   r.target = target.name, r.backend = backend;
   fuzz::FuzzRunner runner(target, target.op + "@ref", backend, device, fuzz::FuzzBudgets{});
-  Inputs inputs(seed, target.name, max_bytes);
+  Inputs inputs(seed, target.name, max_bytes, small);
   std::vector<double> checked_us;
   const auto start = Clock::now();
   while (std::chrono::duration<double>(Clock::now() - start).count() < budget) {
@@ -104,6 +107,7 @@ int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err)
   const double seconds = f.real("seconds");
   const uint64_t seed = f.seed("seed");
   const size_t max_bytes = static_cast<size_t>(f.integer("input-bytes"));
+  const bool small = f.text("cases") == "small";
   try {
     std::vector<const FuzzTarget*> targets;
     for (const std::string& t : f.list("target")) targets.push_back(&find_fuzz_target(t));
@@ -123,11 +127,12 @@ int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err)
     }
     std::vector<Row> rows;
     for (const FuzzTarget* t : targets) {
-      for (auto& [name, device] : devices) rows.push_back(measure(*device, name, *t, seed, max_bytes, seconds));
+      for (auto& [name, device] : devices) rows.push_back(measure(*device, name, *t, seed, max_bytes, small, seconds));
     }
     bool violated = false;
     if (format == "json") {
       out << "{\"seconds\": " << fixed(seconds, 2) << ", \"seed\": " << seed << ", \"max_input_bytes\": " << max_bytes
+          << ", \"cases\": \"" << f.text("cases") << "\""
           << ", \"rows\": [\n";
       for (size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
@@ -140,8 +145,9 @@ int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err)
       out << "]}\n";
     } else {
       out << "mlacheck bench fuzz: " << fixed(seconds, 1) << " s per target and backend, one thread, seed " << seed
-          << ", inputs of 1 to " << max_bytes << " random bytes, skewed small (the same on every backend), <op>@ref, the "
-          << "harnesses' budgets\n";
+          << ", inputs of 1 to " << max_bytes << " random bytes, "
+          << (small ? "each below 8 (small cases)" : "skewed small (mixed cases)")
+          << ", the same on every backend, <op>@ref, the harnesses' budgets\n";
       char line[240];
       std::snprintf(line, sizeof line, "%-22s %-7s %8s %8s %8s %8s %10s %12s\n", "target", "backend", "inputs",
                     "refused", "skipped", "checked", "checked/s", "median us");

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -27,13 +28,18 @@ constexpr int kUnroll = 4;
 constexpr int kMaxSegments = 8;
 constexpr int kMaxPoisonSpans = 4;
 
-// The result of one check, in each buffer's device scratch; gathered into mapped host memory.
-struct Tally {
-  unsigned long long first;      // lowest stray storage index; ~0 when there is none
-  unsigned long long last;       // highest stray storage index
-  unsigned long long count;      // stray bytes
-  unsigned long long sum_now;    // checksum of the storage at check() (checksum fast path)
-  unsigned long long sum_armed;  // checksum taken by arm()
+// The result of one check, in each buffer's device scratch. The last block of a check to finish
+// copies it to the buffer's slot in mapped host memory (with the serial the host gave the check)
+// and resets it for the next; arm resets it too, so a check that never ran leaves nothing behind.
+struct alignas(16) Tally {
+  unsigned long long first;       // lowest stray storage index; ~0 when there is none
+  unsigned long long last;        // highest stray storage index
+  unsigned long long count;       // stray bytes
+  unsigned long long sum_now;     // checksum of the storage at check() (checksum fast path)
+  unsigned long long sum_armed;   // checksum taken by arm()
+  unsigned long long sum_arming;  // arm's blocks add here; its last block moves it to sum_armed
+  unsigned int done;              // blocks of the running kernel finished
+  unsigned int serial;            // in the mapped slot: the check it is the result of
 };
 
 // One byte per position modulo 256. Both patterns of GuardedMemory depend only on the offset
@@ -108,6 +114,7 @@ __device__ __forceinline__ void publish_strays(unsigned long long count, unsigne
     atomicAdd(&out->count, count);
     atomicMin(&out->first, first);
     atomicMax(&out->last, last);
+    __threadfence();  // before the block counts itself done (last_block_done)
   }
 }
 
@@ -165,6 +172,8 @@ struct Segment {
   uint8_t* snapshot;
   const uint8_t* mask;
   Tally* tally;           // the buffer's scratch
+  Tally* mapped;          // check: its slot in mapped host memory (a device pointer to it)
+  uint32_t serial;        // check: the serial to leave in the slot
   int64_t chunks, total;  // whole 16-byte chunks of the storage; storage bytes
   int64_t red_zone, size;
   int32_t checksum;       // arm takes sum_armed; check computes sum_now instead of comparing
@@ -175,25 +184,27 @@ struct Segment {
 struct Batch {
   Segment seg[kMaxSegments];
   PatternTable red;
-  Tally* gather;  // one per segment, in mapped host memory (a device pointer to it)
   int32_t count;
 };
 
-// Zeroes each segment's tally before a check (first at ~0: no stray yet) and, for arm, the armed
-// checksum.
-__global__ void reset_kernel(const Batch b, bool arm) {
-  const int i = threadIdx.x;
-  if (i >= b.count) return;
-  Tally* t = b.seg[i].tally;
+// The check fields of a tally as a check expects to find them: no stray yet, no sum.
+__device__ __forceinline__ void reset_check(Tally* t) {
   t->first = ~0ull;
   t->last = t->count = t->sum_now = 0;
-  if (arm) t->sum_armed = 0;
 }
 
-// Copies each segment's tally to the host.
-__global__ void gather_kernel(const Batch b) {
-  const int i = threadIdx.x;
-  if (i < b.count) b.gather[i] = *b.seg[i].tally;
+// True in thread 0 of the last block of this segment's grid row to get here. Every thread of the
+// block must call it, after its own atomics on the tally, each followed by a __threadfence() of the
+// thread that made it (only the few threads that add anything pay for a fence); the last block
+// fences again before reading what the others added.
+__device__ __forceinline__ bool last_block_done(Tally* t) {
+  __syncthreads();
+  if (threadIdx.x != 0) return false;
+  __threadfence();
+  if (atomicAdd(&t->done, 1u) != gridDim.x - 1) return false;
+  __threadfence();
+  t->done = 0;
+  return true;
 }
 
 enum ChunkKind : uint32_t { kCopy, kPatch, kFill, kSkip };
@@ -214,24 +225,36 @@ __device__ __forceinline__ uint32_t chunk_kind(const Segment& s, int64_t c) {
 }
 
 // Chunk c as arm leaves it: red zone bytes from the table, output bytes poisoned, the rest as read.
-__device__ __forceinline__ uint4 patch_chunk(const Segment& s, const PatternTable& red, int64_t c, uint4 v) {
+// The few chunks that take this path (red zones, an output's first and last chunk) are each one
+// warp lane's serial work, and the slowest of them is the kernel's critical path: so the red zone
+// bytes are a fully unrolled loop over the table in shared memory (red: from the kernel's
+// parameters, each lane's different byte was a constant-cache access serialized across the warp),
+// and each output span is copied into registers once and visits only the bytes it covers. Before,
+// a per-byte loop over every span made a 64 KiB arm take 10 µs.
+__device__ __forceinline__ uint4 patch_chunk(const Segment& s, const uint8_t* red, int64_t c, uint4 v) {
   union {
     uint4 v;
     uint8_t b[16];
   } u;
   u.v = v;
-#pragma unroll 1
-  for (int j = 0; j < 16; ++j) {
-    const int64_t i = c * 16 + j, o = i - s.red_zone;
-    if (o < 0 || o >= s.size) {
-      u.b[j] = red.byte[i & 0xFF];
-      continue;
+  const int64_t lo = c * 16 - s.red_zone;  // the data offset of the chunk's first byte
+  if (lo < 0 || lo + 16 > s.size) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int64_t o = lo + j;
+      if (o < 0 || o >= s.size) u.b[j] = red[(c * 16 + j) & 0xFF];
     }
-    for (int k = 0; k < s.spans; ++k) {
-      const PoisonSpan& p = s.span[k];
-      if (o < p.begin || o >= p.end) continue;
-      if (p.dense || ((s.mask[o >> 3] >> (o & 7)) & 1)) u.b[j] = p.pattern[(o - p.origin) & p.element_mask];
-      break;
+  }
+  for (int k = 0; k < s.spans; ++k) {
+    const PoisonSpan p = s.span[k];
+    const int64_t from = max(lo, p.begin), to = min(lo + 16, p.end);
+    if (from >= to) continue;
+    unsigned long long pattern;
+    memcpy(&pattern, p.pattern, 8);
+    for (int64_t o = from; o < to; ++o) {
+      if (p.dense || ((s.mask[o >> 3] >> (o & 7)) & 1)) {
+        u.b[o - lo] = static_cast<uint8_t>(pattern >> (8 * ((o - p.origin) & p.element_mask)));
+      }
     }
   }
   return u.v;
@@ -244,6 +267,11 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
   const Segment& s = b.seg[blockIdx.y];
   uint4* storage = reinterpret_cast<uint4*>(s.storage);
   uint4* snapshot = reinterpret_cast<uint4*>(s.snapshot);
+  if (blockIdx.x == 0 && threadIdx.x == 0) reset_check(s.tally);  // untouched by arm's other blocks
+  __shared__ uint32_t red_words[64];  // the red zone table (see patch_chunk)
+  if (threadIdx.x < 64) red_words[threadIdx.x] = reinterpret_cast<const uint32_t*>(b.red.byte)[threadIdx.x];
+  __syncthreads();
+  const uint8_t* red = reinterpret_cast<const uint8_t*>(red_words);
   unsigned long long acc = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks; c0 += stride * kUnroll) {
@@ -260,7 +288,7 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
       if (kind[u] == kSkip) continue;
       const int64_t c = c0 + u * stride;
       if (kind[u] != kCopy) {
-        v[u] = patch_chunk(s, b.red, c, v[u]);
+        v[u] = patch_chunk(s, red, c, v[u]);
         storage[c] = v[u];
       }
       __stcs(snapshot + c, v[u]);
@@ -269,49 +297,27 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     for (int64_t i = s.chunks * 16; i < s.total; ++i) {
-      const uint8_t r = b.red.byte[i & 0xFF];
+      const uint8_t r = red[i & 0xFF];
       s.storage[i] = s.snapshot[i] = r;
       if (s.checksum) acc += tail_sum(r, i);
     }
   }
   if (!s.checksum) return;  // uniform over the block
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-  if ((threadIdx.x & 31) == 0 && acc != 0) atomicAdd(&s.tally->sum_armed, acc);
+  if ((threadIdx.x & 31) == 0 && acc != 0) {
+    atomicAdd(&s.tally->sum_arming, acc);
+    __threadfence();
+  }
+  if (last_block_done(s.tally)) {
+    volatile Tally* t = s.tally;
+    t->sum_armed = t->sum_arming;
+    t->sum_arming = 0;
+  }
 }
 
-// check() of every segment (blockIdx.y): the storage against the snapshot outside the outputs into
-// the tally, or with the checksum on only the checksum into sum_now (the host compares the sums and
-// runs the comparison for a buffer whose sums differ).
-__global__ void __launch_bounds__(kThreads) check_kernel(const Batch b) {
-  const Segment& s = b.seg[blockIdx.y];
-  const uint4* now = reinterpret_cast<const uint4*>(s.storage);
-  const uint4* was = reinterpret_cast<const uint4*>(s.snapshot);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  if (s.checksum) {  // uniform over the block
-    unsigned long long acc = 0;
-    for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks;
-         c0 += stride * 2 * kUnroll) {
-      // Every load of the round first, the mask's with the data's: one at a time where they are
-      // used, each mask load would wait a full memory latency.
-      uint4 a[2 * kUnroll];
-      uint32_t out[2 * kUnroll];
-#pragma unroll
-      for (int u = 0; u < 2 * kUnroll; ++u) {
-        const int64_t c = c0 + u * stride;
-        const bool in = c < s.chunks;
-        a[u] = in ? __ldcs(now + c) : make_uint4(0, 0, 0, 0);
-        out[u] = in ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0xFFFFu;
-      }
-#pragma unroll
-      for (int u = 0; u < 2 * kUnroll; ++u) acc += chunk_sum(a[u], out[u], c0 + u * stride);
-    }
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      for (int64_t i = s.chunks * 16; i < s.total; ++i) acc += tail_sum(s.storage[i], i);
-    }
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    if ((threadIdx.x & 31) == 0 && acc != 0) atomicAdd(&s.tally->sum_now, acc);
-    return;
-  }
+// The exact check of one segment: every byte outside the outputs against the snapshot, the strays
+// added to the tally.
+__device__ __forceinline__ void compare_storage(const Segment& s, const uint4* now, const uint4* was, int64_t stride) {
   unsigned long long count = 0, first = ~0ull, last = 0;
   for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks; c0 += stride * kUnroll) {
     uint4 a[kUnroll], w[kUnroll];
@@ -352,6 +358,56 @@ __global__ void __launch_bounds__(kThreads) check_kernel(const Batch b) {
   publish_strays(count, first, last, s.tally);
 }
 
+// check() of every segment (blockIdx.y): the storage against the snapshot outside the outputs into
+// the tally, or with the checksum on only the checksum into sum_now (the host compares the sums and
+// runs the comparison for a buffer whose sums differ).
+__global__ void __launch_bounds__(kThreads) check_kernel(const Batch b) {
+  const Segment& s = b.seg[blockIdx.y];
+  const uint4* now = reinterpret_cast<const uint4*>(s.storage);
+  const uint4* was = reinterpret_cast<const uint4*>(s.snapshot);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  if (s.checksum) {  // uniform over the block
+    unsigned long long acc = 0;
+    for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks;
+         c0 += stride * 2 * kUnroll) {
+      // Every load of the round first, the mask's with the data's: one at a time where they are
+      // used, each mask load would wait a full memory latency.
+      uint4 a[2 * kUnroll];
+      uint32_t out[2 * kUnroll];
+#pragma unroll
+      for (int u = 0; u < 2 * kUnroll; ++u) {
+        const int64_t c = c0 + u * stride;
+        const bool in = c < s.chunks;
+        a[u] = in ? __ldcs(now + c) : make_uint4(0, 0, 0, 0);
+        out[u] = in ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0xFFFFu;
+      }
+#pragma unroll
+      for (int u = 0; u < 2 * kUnroll; ++u) acc += chunk_sum(a[u], out[u], c0 + u * stride);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      for (int64_t i = s.chunks * 16; i < s.total; ++i) acc += tail_sum(s.storage[i], i);
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    if ((threadIdx.x & 31) == 0 && acc != 0) {
+      atomicAdd(&s.tally->sum_now, acc);
+      __threadfence();
+    }
+  } else {
+    compare_storage(s, now, was, stride);
+  }
+  if (last_block_done(s.tally)) {
+    // The host reads the slot after synchronizing the stream, which makes these writes visible: no
+    // system fence. The tally is read in 16-byte loads past L1 (the other blocks wrote it at L2).
+    const ulonglong2* t = reinterpret_cast<const ulonglong2*>(s.tally);
+    const ulonglong2 a = __ldcg(t), c = __ldcg(t + 1), e = __ldcg(t + 2);
+    Tally r{};
+    r.first = a.x, r.last = a.y, r.count = c.x, r.sum_now = c.y, r.sum_armed = e.x;
+    r.serial = s.serial;
+    *s.mapped = r;
+    reset_check(s.tally);
+  }
+}
+
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 int blocks_for(int64_t work_items, int64_t per_block, int limit) {
@@ -380,29 +436,52 @@ int grid_limit() {
   return known.back().second;
 }
 
-// The mapped host memory the gather writes, one Tally per segment: allocated once per process and
-// kept (freeing it at exit could run after the CUDA runtime has shut down). The lock serializes the
-// batches that share it.
-struct GatherSlots {
-  std::mutex lock;
-  Tally* host = nullptr;
-  Tally* device = nullptr;
-};
+// The mapped host memory of the checks' tallies: chunks of slots allocated as needed and kept for
+// the process (freeing them at exit could run after the CUDA runtime has shut down); a buffer
+// takes a slot for its life. Indices count across chunks.
+class SlotPool {
+ public:
+  static SlotPool& get() {
+    static SlotPool* pool = new SlotPool;
+    return *pool;
+  }
+  int take() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (free_.empty()) grow();
+    const int i = free_.back();
+    free_.pop_back();
+    return i;
+  }
+  void give(int i) {
+    std::lock_guard<std::mutex> lock(m_);
+    free_.push_back(i);
+  }
+  Tally* host(int i) {
+    std::lock_guard<std::mutex> lock(m_);
+    return chunks_[static_cast<size_t>(i / kPerChunk)].first + i % kPerChunk;
+  }
+  Tally* device(int i) {
+    std::lock_guard<std::mutex> lock(m_);
+    return chunks_[static_cast<size_t>(i / kPerChunk)].second + i % kPerChunk;
+  }
 
-GatherSlots& gather_slots() {
-  static GatherSlots* slots = [] {
-    auto* g = new GatherSlots;
+ private:
+  static constexpr int kPerChunk = 256;
+  void grow() {
     void* p = nullptr;
-    cuda::check(cudaHostAlloc(&p, sizeof(Tally) * kMaxSegments, cudaHostAllocMapped | cudaHostAllocPortable),
+    cuda::check(cudaHostAlloc(&p, sizeof(Tally) * kPerChunk, cudaHostAllocMapped | cudaHostAllocPortable),
                 "guarded buffers: cudaHostAlloc of the check tallies");
-    g->host = static_cast<Tally*>(p);
+    std::memset(p, 0, sizeof(Tally) * kPerChunk);
     void* d = nullptr;
     cuda::check(cudaHostGetDevicePointer(&d, p, 0), "guarded buffers: cudaHostGetDevicePointer");
-    g->device = static_cast<Tally*>(d);
-    return g;
-  }();
-  return *slots;
-}
+    const int base = static_cast<int>(chunks_.size()) * kPerChunk;
+    chunks_.emplace_back(static_cast<Tally*>(p), static_cast<Tally*>(d));
+    for (int i = kPerChunk - 1; i >= 0; --i) free_.push_back(base + i);
+  }
+  std::mutex m_;
+  std::vector<std::pair<Tally*, Tally*>> chunks_;  // host, device
+  std::vector<int> free_;
+};
 
 // The bytes poison_output writes into one element of dtype t.
 std::vector<uint8_t> element_poison(DType t) {
@@ -413,6 +492,21 @@ std::vector<uint8_t> element_poison(DType t) {
 }
 
 }  // namespace
+
+DeviceGuardedBuffer::MappedSlot::MappedSlot() : index_(SlotPool::get().take()) {}
+DeviceGuardedBuffer::MappedSlot::~MappedSlot() {
+  if (index_ >= 0) SlotPool::get().give(index_);
+}
+DeviceGuardedBuffer::MappedSlot::MappedSlot(MappedSlot&& o) noexcept : index_(std::exchange(o.index_, -1)) {}
+DeviceGuardedBuffer::MappedSlot& DeviceGuardedBuffer::MappedSlot::operator=(MappedSlot&& o) noexcept {
+  if (this != &o) {
+    if (index_ >= 0) SlotPool::get().give(index_);
+    index_ = std::exchange(o.index_, -1);
+  }
+  return *this;
+}
+void* DeviceGuardedBuffer::MappedSlot::host() const { return SlotPool::get().host(index_); }
+void* DeviceGuardedBuffer::MappedSlot::device() const { return SlotPool::get().device(index_); }
 
 DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
     : GuardedMemory(std::move(name), bytes, red_zone) {
@@ -444,7 +538,13 @@ DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_
 
 DeviceGuardedBuffer::DeviceGuardedBuffer(DeviceGuardedBuffer&&) noexcept = default;
 DeviceGuardedBuffer& DeviceGuardedBuffer::operator=(DeviceGuardedBuffer&&) noexcept = default;
-DeviceGuardedBuffer::~DeviceGuardedBuffer() { retire(*this); }
+DeviceGuardedBuffer::~DeviceGuardedBuffer() {
+  // Work still queued on this buffer (a launch that threw between arm and check) must finish before
+  // its memory can go to another owner. A failure here is the stream's, reported by its next user.
+  if (arm_pending_) (void)cudaStreamSynchronize(arm_pending_on_);
+  if (check_queued_) (void)cudaStreamSynchronize(queued_on_);
+  retire(*this);
+}
 
 void DeviceGuardedBuffer::paint(int64_t begin, int64_t end, bool red, cudaStream_t stream) {
   if (end <= begin) return;
@@ -453,9 +553,16 @@ void DeviceGuardedBuffer::paint(int64_t begin, int64_t end, bool red, cudaStream
   cuda::check_launch("paint_kernel");
 }
 
+void DeviceGuardedBuffer::wait_for_arm() const {
+  if (!arm_pending_) return;
+  cuda::check(cudaStreamSynchronize(arm_pending_on_), ("guarded buffer '" + name() + "': waiting for its arm").c_str());
+  arm_pending_ = false;
+}
+
 void DeviceGuardedBuffer::write(int64_t offset, const void* src, int64_t bytes) {
   require_inside(offset, bytes, "write");
   if (bytes == 0) return;
+  wait_for_arm();  // queued on another stream, it would poison or snapshot over these bytes
   cuda::check(cudaMemcpy(data() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
               ("guarded buffer '" + name() + "': write (cudaMemcpy)").c_str());
   // cudaMemcpy from pageable memory may return before its last DMA lands; a kernel launched next on
@@ -466,6 +573,7 @@ void DeviceGuardedBuffer::write(int64_t offset, const void* src, int64_t bytes) 
 void DeviceGuardedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
   require_inside(offset, bytes, "read");
   if (bytes == 0) return;
+  wait_for_arm();
   cuda::check(cudaMemcpy(dst, data() + offset, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
               ("guarded buffer '" + name() + "': read (cudaMemcpy)").c_str());
 }
@@ -482,30 +590,60 @@ int64_t DeviceGuardedBuffer::device_bytes() const {
 
 void DeviceGuardedBuffer::arm() {
   cuda::check(cudaDeviceSynchronize(), ("guarded buffer '" + name() + "': arm (waiting for the device)").c_str());
-  arm_buffers({this}, nullptr);
+  arm_buffers({this}, nullptr, true);
 }
 
-void DeviceGuardedBuffer::arm(cudaStream_t stream) { arm_buffers({this}, stream); }
+void DeviceGuardedBuffer::arm(cudaStream_t stream) { arm_buffers({this}, stream, true); }
 
 GuardReport DeviceGuardedBuffer::check() const {
   cuda::check(cudaDeviceSynchronize(), ("guarded buffer '" + name() + "': check (waiting for the device)").c_str());
-  return check_buffers({this}, nullptr).front();
+  queue_checks({this}, nullptr, false);
+  return collect_checks({this}, nullptr).front();
 }
 
-GuardReport DeviceGuardedBuffer::check(cudaStream_t stream) const { return check_buffers({this}, stream).front(); }
+GuardReport DeviceGuardedBuffer::check(cudaStream_t stream) const {
+  queue_checks({this}, stream, false);
+  return collect_checks({this}, stream).front();
+}
 
-void DeviceGuardedBuffer::arm_group(const std::vector<GuardedMemory*>& group) {
-  std::vector<DeviceGuardedBuffer*> buffers;
-  for (GuardedMemory* m : group) buffers.push_back(&dynamic_cast<DeviceGuardedBuffer&>(*m));
+namespace {
+
+template <class Buffer, class Memory>
+std::vector<Buffer*> as_device_buffers(const std::vector<Memory*>& group) {
+  std::vector<Buffer*> buffers;
+  buffers.reserve(group.size());
+  for (Memory* m : group) buffers.push_back(&dynamic_cast<Buffer&>(*m));
+  return buffers;
+}
+
+}  // namespace
+
+void DeviceGuardedBuffer::arm_group(const std::vector<GuardedMemory*>& group, void* stream) {
+  const auto buffers = as_device_buffers<DeviceGuardedBuffer>(group);
+  if (stream != nullptr) {
+    arm_buffers(buffers, static_cast<cudaStream_t>(stream), false);
+    return;
+  }
   cuda::check(cudaDeviceSynchronize(), "guarded buffers: arm (waiting for the device)");
-  arm_buffers(buffers, nullptr);
+  arm_buffers(buffers, nullptr, true);
 }
 
-std::vector<GuardReport> DeviceGuardedBuffer::check_group(const std::vector<GuardedMemory*>& group) const {
-  std::vector<const DeviceGuardedBuffer*> buffers;
-  for (const GuardedMemory* m : group) buffers.push_back(&dynamic_cast<const DeviceGuardedBuffer&>(*m));
+bool DeviceGuardedBuffer::queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
+  // Under compute-sanitizer's read fence (MLACHECK_DEVICE_FENCE=1) the check kernel reads bytes
+  // the fence forbids until it is lifted: then the check waits for check_group.
+  if (stream == nullptr || ReadFence::device_fences()) return false;
+  queue_checks(as_device_buffers<const DeviceGuardedBuffer>(group), static_cast<cudaStream_t>(stream), false);
+  return true;
+}
+
+std::vector<GuardReport> DeviceGuardedBuffer::check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
+  const auto buffers = as_device_buffers<const DeviceGuardedBuffer>(group);
+  bool queued = true;
+  for (const DeviceGuardedBuffer* b : buffers) queued = queued && b->check_queued_ && b->queued_on_ == stream;
+  if (queued) return collect_checks(buffers, static_cast<cudaStream_t>(stream));
   cuda::check(cudaDeviceSynchronize(), "guarded buffers: check (waiting for the device)");
-  return check_buffers(buffers, nullptr);
+  queue_checks(buffers, nullptr, false);
+  return collect_checks(buffers, nullptr);
 }
 
 void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
@@ -571,13 +709,13 @@ void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
 
 namespace {
 
-// A batch of n buffers, segment i from segment_of(i), with the red zone table and the gather slots.
+// A batch of n buffers, segment i from segment_of(i), with the red zone table.
 template <typename Fill>
 Batch make_batch(size_t n, Fill&& segment_of) {
+  static const PatternTable red = pattern_table(true);
   Batch b{};
   b.count = static_cast<int32_t>(n);
-  b.red = pattern_table(true);
-  b.gather = gather_slots().device;
+  b.red = red;
   for (size_t i = 0; i < n; ++i) b.seg[i] = segment_of(i);
   return b;
 }
@@ -588,18 +726,26 @@ dim3 batch_grid(const Batch& b) {
   return dim3(static_cast<unsigned>(blocks_for(most, kThreads * kUnroll, grid_limit())), static_cast<unsigned>(b.count));
 }
 
+// The segment of buffer g, without its poison spans.
+template <class Buffer>
+Segment segment_of(Buffer& g, uint8_t* storage, uint8_t* snapshot, const uint8_t* mask, void* scratch, int64_t total,
+                   int64_t red_zone) {
+  Segment s{};
+  s.storage = storage, s.snapshot = snapshot, s.mask = mask, s.tally = static_cast<Tally*>(scratch);
+  s.chunks = total / 16, s.total = total, s.red_zone = red_zone, s.size = g.size();
+  return s;
+}
+
 }  // namespace
 
-void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream) {
+void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream, bool wait) {
   for (DeviceGuardedBuffer* b : buffers) b->prepare_arm(stream);
   for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
     const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
     const Batch batch = make_batch(n, [&](size_t i) {
       DeviceGuardedBuffer& g = *buffers[from + i];
-      Segment s{};
-      s.storage = g.storage_.as<uint8_t>(), s.snapshot = g.snapshot_.as<uint8_t>();
-      s.mask = g.mask_.as<const uint8_t>(), s.tally = g.scratch_.as<Tally>();
-      s.chunks = g.total() / 16, s.total = g.total(), s.red_zone = g.red_zone(), s.size = g.size();
+      Segment s = segment_of(g, g.storage_.as<uint8_t>(), g.snapshot_.as<uint8_t>(), g.mask_.as<const uint8_t>(),
+                             g.scratch_.get(), g.total(), g.red_zone());
       s.checksum = g.checksum_;
       s.spans = static_cast<int32_t>(g.device_poison_.size());
       for (size_t k = 0; k < g.device_poison_.size(); ++k) {
@@ -611,56 +757,73 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
       }
       return s;
     });
-    reset_kernel<<<1, kMaxSegments, 0, stream>>>(batch, true);
-    cuda::check_launch("guarded buffers: reset_kernel");
     arm_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
     cuda::check_launch("guarded buffers: arm_kernel");
   }
-  cuda::check(cudaStreamSynchronize(stream), "guarded buffers: arm");
-  for (DeviceGuardedBuffer* b : buffers) b->armed_ = true;
+  if (wait) cuda::check(cudaStreamSynchronize(stream), "guarded buffers: arm");
+  for (DeviceGuardedBuffer* b : buffers) {
+    b->armed_ = true;
+    b->check_queued_ = false;
+    b->arm_pending_ = !wait, b->arm_pending_on_ = stream;
+  }
 }
 
-std::vector<GuardReport> DeviceGuardedBuffer::check_buffers(const std::vector<const DeviceGuardedBuffer*>& buffers,
-                                                            cudaStream_t stream) {
+void DeviceGuardedBuffer::queue_checks(const std::vector<const DeviceGuardedBuffer*>& buffers, cudaStream_t stream,
+                                       bool exact) {
   for (const DeviceGuardedBuffer* b : buffers) {
     MLA_REQUIRE(b->armed_, "guarded buffer '", b->name(), "': check() before arm() (or outputs changed since)");
   }
-  GatherSlots& slots = gather_slots();
-  std::lock_guard<std::mutex> lock(slots.lock);
-  // Runs the check kernel over buffers [from, from + n), exactly (no checksum) when `exact`, and
-  // returns their tallies.
-  auto run = [&](size_t from, size_t n, bool exact) {
+  for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
+    const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
     const Batch batch = make_batch(n, [&](size_t i) {
       const DeviceGuardedBuffer& g = *buffers[from + i];
-      Segment s{};
-      s.storage = g.storage_.as<uint8_t>(), s.snapshot = g.snapshot_.as<uint8_t>();
-      s.mask = g.mask_.as<const uint8_t>(), s.tally = g.scratch_.as<Tally>();
-      s.chunks = g.total() / 16, s.total = g.total(), s.red_zone = g.red_zone(), s.size = g.size();
+      Segment s = segment_of(g, const_cast<uint8_t*>(g.storage_.as<const uint8_t>()),
+                             const_cast<uint8_t*>(g.snapshot_.as<const uint8_t>()), g.mask_.as<const uint8_t>(),
+                             const_cast<void*>(g.scratch_.get()), g.total(), g.red_zone());
       s.checksum = g.checksum_ && !exact;
+      s.mapped = static_cast<Tally*>(g.slot_.device());
+      s.serial = ++g.check_serial_;
       return s;
     });
-    reset_kernel<<<1, kMaxSegments, 0, stream>>>(batch, false);
-    cuda::check_launch("guarded buffers: reset_kernel");
     check_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
     cuda::check_launch("guarded buffers: check_kernel");
-    gather_kernel<<<1, kMaxSegments, 0, stream>>>(batch);
-    cuda::check_launch("guarded buffers: gather_kernel");
-    cuda::check(cudaStreamSynchronize(stream), "guarded buffers: check");
-    return std::vector<Tally>(slots.host, slots.host + n);
+  }
+  for (const DeviceGuardedBuffer* b : buffers) {
+    b->check_queued_ = true, b->queued_on_ = stream;
+    b->arm_pending_ = false;  // the check is queued behind the arm: waiting for it waits for both
+  }
+}
+
+std::vector<GuardReport> DeviceGuardedBuffer::collect_checks(const std::vector<const DeviceGuardedBuffer*>& buffers,
+                                                             cudaStream_t stream) {
+  cuda::check(cudaStreamSynchronize(stream), "guarded buffers: check");
+  // The tally the check's last block left in the buffer's slot, once it carries that check's serial.
+  const auto tally_of = [](const DeviceGuardedBuffer& g) {
+    const volatile Tally* t = static_cast<const volatile Tally*>(g.slot_.host());
+    const uint32_t serial = t->serial;
+    MLA_REQUIRE(serial == g.check_serial_, "guarded buffer '", g.name(), "': the check's tally is not in its slot "
+                "(serial ", serial, ", expected ", g.check_serial_, ")");
+    Tally r{};
+    r.first = t->first, r.last = t->last, r.count = t->count, r.sum_now = t->sum_now, r.sum_armed = t->sum_armed;
+    return r;
   };
   std::vector<GuardReport> reports;
   reports.reserve(buffers.size());
-  for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
-    const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
-    const std::vector<Tally> tallies = run(from, n, false);
-    for (size_t i = 0; i < n; ++i) {
-      const DeviceGuardedBuffer& g = *buffers[from + i];
-      Tally t = tallies[i];
-      // The checksum fast path: equal sums mean nothing outside the outputs changed; different
-      // ones, that something did, and the exact comparison says where.
-      if (g.checksum_) t = t.sum_now == t.sum_armed ? Tally{~0ull, 0, 0, 0, 0} : run(from + i, 1, true).front();
-      reports.push_back(g.report(t.first, t.last, t.count, stream));
+  for (const DeviceGuardedBuffer* b : buffers) {
+    const DeviceGuardedBuffer& g = *b;
+    g.check_queued_ = false;
+    Tally t = tally_of(g);
+    // The checksum fast path: equal sums mean nothing outside the outputs changed; different
+    // ones, that something did, and the exact comparison says where.
+    if (g.checksum_ && t.sum_now != t.sum_armed) {
+      queue_checks({b}, stream, true);
+      cuda::check(cudaStreamSynchronize(stream), "guarded buffers: check");
+      g.check_queued_ = false;
+      t = tally_of(g);
+    } else if (g.checksum_) {
+      t.first = ~0ull, t.last = 0, t.count = 0;
     }
+    reports.push_back(g.report(t.first, t.last, t.count, stream));
   }
   return reports;
 }

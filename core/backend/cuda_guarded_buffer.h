@@ -15,17 +15,19 @@
 // re-arming with the same outputs is a copy, not a fresh poison_output over every element.
 //
 // Batches: arm_all and check_all (core/guarded_buffer.h) over several of these buffers do the
-// work of up to eight in one kernel (arm: output poison, red zones and snapshot in one pass over
-// each storage; check: the comparison or checksum of each, then their tallies gathered into
-// mapped host memory) with one synchronization, where arm() and check() of one buffer are the
-// same with a batch of one. Outputs are poisoned on the device when they fit its description (at
-// most four views per buffer whose byte spans do not interleave, elements of 1, 2, 4 or 8 bytes);
-// any other output goes through a host copy of its bytes first.
+// work of up to eight in one kernel each: arm, the output poison, red zones and snapshot in one
+// pass over each storage; check, the comparison or checksum of each, whose last block to finish
+// writes the buffer's tally to mapped host memory and resets it for the next check. arm() and
+// check() of one buffer are the same with a batch of one. Outputs are poisoned on the device when
+// they fit its description (at most four views per buffer whose byte spans do not interleave,
+// elements of 1, 2, 4 or 8 bytes); any other output goes through a host copy of its bytes first.
 //
 // Ordering: arm() and check() without a stream first wait for the whole device
-// (cudaDeviceSynchronize), so they see every launch on every stream; with a stream they are
-// ordered after that stream's work only. Both return with their own work finished. A fault of the
-// checked launch surfaces from check() as a cuda::StickyFault. Not thread-safe.
+// (cudaDeviceSynchronize), so they see every launch on every stream, and return with their own
+// work finished. arm_all(buffers, stream) and queue_check_all(buffers, stream) queue the same
+// kernels on the launch's stream instead, with no synchronization of their own: a guarded launch
+// is then two small kernels and one synchronization more than a plain one. A fault of the checked
+// launch surfaces from check() (or the synchronization) as a cuda::StickyFault. Not thread-safe.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -82,9 +84,25 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // Device bytes this buffer holds (storage, snapshot, mask, scratch), for overhead reports.
   int64_t device_bytes() const;
 
+  // A slot of the check's tally in mapped host memory, from a pool the process keeps: the check
+  // kernel writes its result there, so the host reads it with no copy. Movable, like the buffer.
+  class MappedSlot {
+   public:
+    MappedSlot();
+    ~MappedSlot();
+    MappedSlot(MappedSlot&& o) noexcept;
+    MappedSlot& operator=(MappedSlot&& o) noexcept;
+    void* host() const;
+    void* device() const;
+
+   private:
+    int index_ = -1;
+  };
+
  protected:
-  void arm_group(const std::vector<GuardedMemory*>& group) override;
-  std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group) const override;
+  void arm_group(const std::vector<GuardedMemory*>& group, void* stream) override;
+  bool queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
+  std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
 
  private:
   // An output view poisoned on the device: its byte span, the offset its elements count from, and
@@ -97,9 +115,17 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   };
 
   int64_t total() const { return size() + 2 * red_zone(); }
-  static void arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream);
-  static std::vector<GuardReport> check_buffers(const std::vector<const DeviceGuardedBuffer*>& buffers,
-                                                cudaStream_t stream);
+  // Queues the arm of every buffer on stream; with wait, waits for it (and first for the device).
+  static void arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream, bool wait);
+  // Queues the check kernel over every buffer on stream: exact, or by checksum for the buffers
+  // whose fast path is on.
+  static void queue_checks(const std::vector<const DeviceGuardedBuffer*>& buffers, cudaStream_t stream, bool exact);
+  // Waits for stream and returns the reports of the checks queued last (a checksum that differs is
+  // followed by the exact comparison, for the report).
+  static std::vector<GuardReport> collect_checks(const std::vector<const DeviceGuardedBuffer*>& buffers,
+                                                 cudaStream_t stream);
+  // Waits for a queued arm of this buffer, before a host copy in or out.
+  void wait_for_arm() const;
   // The host side of arm(): the mask when the outputs changed, the device poison of each output,
   // and the host-poisoned outputs written to the device.
   void prepare_arm(cudaStream_t stream);
@@ -113,6 +139,12 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   cuda::NvtxHeap fence_;             // registered at the first fence, kept for the allocation's life
   cuda::DeviceAllocation mask_;      // output bits of the data bytes, zero-padded to a 16-byte multiple
   cuda::DeviceAllocation scratch_;   // the check's tally and the checksums
+  MappedSlot slot_;                  // where the check's last block leaves the tally
+  mutable uint32_t check_serial_ = 0;  // of the last check queued, echoed in the slot
+  mutable cudaStream_t queued_on_ = nullptr;  // the stream of a check queued and not yet collected
+  mutable bool check_queued_ = false;
+  mutable cudaStream_t arm_pending_on_ = nullptr;  // the stream of a queued arm not yet waited for
+  mutable bool arm_pending_ = false;
   // What arm() prepares once per set of outputs: the device mask, and the poisoned bytes of each
   // dense output view (empty for the others, whose gaps must be read back each time).
   std::vector<NamedView> prepared_outputs_;

@@ -41,7 +41,9 @@
  * A malformed contract refuses the plugin at load with one line naming the clause.
  *
  * Calls: mlacheck calls an implementation with a device and the op's arguments; it returns 0 when
- * it has launched (cuda: enqueued on device->stream; mlacheck synchronizes) or run (host) the op,
+ * it has launched (cuda: enqueued on device->stream, work on any other stream joined to it before
+ * returning, since mlacheck queues its guard check behind the stream and synchronizes that) or run
+ * (host) the op,
  * or a non-zero value after writing one line into error saying why it refused (mlacheck reports
  * that as the implementation refusing a valid case). Every pointer mlacheck passes stays valid
  * only for the call. Implementations are called from one thread at a time.

@@ -207,6 +207,33 @@ TEST(GuardedBuffer, ArmAllAndCheckAllActLikeEachBufferAloneWithReportsInOrder) {
   EXPECT_EQ(r[0].describe(), a.check().describe()) << "the same report as check() alone";
 }
 
+// The stream-ordered form on the host backend: arm_all(.., stream) arms at once, the queued check
+// runs in reports(), after the launch; the reports are check_all's, in order, and are taken once.
+TEST(GuardedBuffer, QueuedChecksOnTheHostCheckAfterTheLaunchWithCheckAllsReports) {
+  GuardedBuffer a("a", 256), b("b", 100);
+  a.declare_output("va", View::contiguous(DType::kF32, {8}, 32));
+  int stream_stand_in = 0;  // the host backend's stream is a host object; the guards ignore it
+  arm_all({&a, &b}, &stream_stand_in);
+  float f = 0;
+  std::memcpy(&f, a.data() + 32, 4);
+  EXPECT_TRUE(std::isnan(f)) << "armed at once";
+  QueuedChecks checks = queue_check_all({&a, &b}, &stream_stand_in);
+  b.data()[50] = 9;  // after queue_check_all, before reports(): the host check runs in reports()
+  const std::vector<GuardReport> r = checks.reports();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_TRUE(r[0].ok()) << r[0].describe();
+  EXPECT_EQ(r[1].stray_bytes, 1);
+  EXPECT_EQ(r[1].first.offset, 50);
+  EXPECT_EQ(r[1].describe(), check_all({&a, &b})[1].describe());
+  try {
+    (void)checks.reports();
+    ADD_FAILURE() << "reports() answered twice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("asked twice"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(queue_check_all({&a, &a}, &stream_stand_in), Error);
+}
+
 TEST(GuardedBuffer, ArmAllRefusesANullOrRepeatedBuffer) {
   GuardedBuffer a("a", 64);
   try {

@@ -56,7 +56,10 @@ struct ByteWrite {
   uint8_t value;
 };
 
-void device_writes(GuardedMemory& buf, const std::vector<ByteWrite>& w, cudaStream_t stream = nullptr) {
+// Queues the writes on stream; with keep, the device copies of offsets and values go there (to
+// outlive the queued kernel) and nothing waits; without, it waits for the kernel.
+void device_writes(GuardedMemory& buf, const std::vector<ByteWrite>& w, cudaStream_t stream = nullptr,
+                   std::vector<DeviceAllocation>* keep = nullptr) {
   if (w.empty()) return;
   std::vector<int64_t> offs;
   std::vector<uint8_t> vals;
@@ -70,6 +73,11 @@ void device_writes(GuardedMemory& buf, const std::vector<ByteWrite>& w, cudaStre
   const int n = static_cast<int>(w.size());
   apply_writes<<<(n + 255) / 256, 256, 0, stream>>>(buf.data(), d_offs.as<int64_t>(), d_vals.as<uint8_t>(), n);
   check_launch("apply_writes");
+  if (keep != nullptr) {
+    keep->push_back(std::move(d_offs));
+    keep->push_back(std::move(d_vals));
+    return;
+  }
   // Before the offsets and values are freed.
   check(cudaStreamSynchronize(stream), "apply_writes");
 }
@@ -453,8 +461,10 @@ void large_buffer() {
 // padding, five outputs in one buffer, two outputs whose spans interleave: those take the host
 // path), mirrored on host buffers: after arm the bytes agree, and after the same correct and stray
 // writes the reports read the same. One call also mixes host and device buffers.
-void batches() {
-  std::printf("arm_all and check_all over 11 buffers (two batches):\n");
+void batches(bool queued) {
+  std::printf("arm_all and check_all over 11 buffers (two batches)%s:\n",
+              queued ? ", queued on a stream (arm_all(.., stream), queue_check_all)" : "");
+  Stream stream;
   struct Spec {
     const char* name;
     int64_t bytes;
@@ -504,14 +514,20 @@ void batches() {
       bool same_armed = true;
       for (int round = 0; round < 2; ++round) {
         arm_all(hs);
-        arm_all(ds);
-        for (size_t b = 0; b < specs.size(); ++b) {
+        if (queued) {
+          arm_all(ds, stream.get());
+        } else {
+          arm_all(ds);
+        }
+        for (size_t b = 0; b < specs.size(); ++b) {  // read(): waits for a queued arm first
           std::vector<uint8_t> hb(static_cast<size_t>(specs[b].bytes)), db(hb.size());
           hosts[b]->read(0, hb.data(), specs[b].bytes);
           devices[b]->read(0, db.data(), specs[b].bytes);
           if (hb != db) same_armed = false, std::printf("    armed bytes differ in '%s' (round %d)\n", specs[b].name, round);
         }
+        if (queued) arm_all(ds, stream.get());  // again, and nothing waits for it before the check
         // A correct launch: every output byte written.
+        std::vector<DeviceAllocation> keep;
         for (size_t b = 0; b < specs.size(); ++b) {
           std::vector<ByteWrite> w;
           for (const View& v : specs[b].outputs) {
@@ -521,9 +537,21 @@ void batches() {
           }
           if (stray && round == 1) w.insert(w.end(), specs[b].strays.begin(), specs[b].strays.end());
           host_writes(*hosts[b], w);
-          device_writes(*devices[b], w);
+          if (queued) {
+            device_writes(*devices[b], w, stream.get(), &keep);
+          } else {
+            device_writes(*devices[b], w);
+          }
         }
-        const std::vector<GuardReport> hr = check_all(hs), dr = check_all(ds);
+        std::vector<GuardReport> dr;
+        if (queued) {
+          QueuedChecks checks = queue_check_all(ds, stream.get());
+          stream.synchronize();
+          dr = checks.reports();
+        } else {
+          dr = check_all(ds);
+        }
+        const std::vector<GuardReport> hr = check_all(hs);
         for (size_t b = 0; b < specs.size(); ++b) {
           const bool want_stray = stray && round == 1 && !specs[b].strays.empty();
           const bool same = hr[b].describe() == dr[b].describe() && hr[b].stray_bytes == dr[b].stray_bytes &&
@@ -555,6 +583,68 @@ void batches() {
   report(refused, "arm_all refuses a buffer listed twice");
 }
 
+// Many launches in a row queued on one stream, nothing read between arm and check: each report is
+// that launch's own (a stray in round r is reported in round r only, at its offset), with the exact
+// comparison and with the checksum fast path; a stray after a clean round and a clean round after a
+// stray; and a buffer armed but never checked can be destroyed.
+void queued_rounds() {
+  std::printf("queued arm, launch and check, 60 rounds on one stream:\n");
+  Stream stream;
+  const View out = View::contiguous(DType::kF32, {64}, 256);
+  for (bool checksum : {false, true}) {
+    DeviceGuardedBuffer a("a", 4096), b("b", 1 << 16);
+    a.set_checksum_fast_path(checksum);
+    a.declare_output("out", out);
+    std::vector<uint8_t> inputs(1 << 16, 0x3C);
+    a.write(0, inputs.data(), 4096);
+    b.write(0, inputs.data(), 1 << 16);
+    int wrong = 0;
+    for (int round = 0; round < 60; ++round) {
+      const bool stray = round % 3 == 2;
+      std::vector<GuardedMemory*> both{&a, &b};
+      arm_all(both, stream.get());
+      std::vector<DeviceAllocation> keep;
+      write_view(a, View::contiguous(DType::kF32, {1, 64}, 256), static_cast<float>(round), stream.get());
+      std::vector<ByteWrite> w;
+      if (stray) w.push_back({100 + round, static_cast<uint8_t>(round)});  // 0x3C was there: always a change
+      device_writes(b, w, stream.get(), &keep);
+      QueuedChecks checks = queue_check_all(both, stream.get());
+      stream.synchronize();
+      const std::vector<GuardReport> r = checks.reports();
+      const bool right = r.size() == 2 && r[0].ok() && r[1].ok() == !stray &&
+                         (!stray || (r[1].stray_bytes == 1 && r[1].first.offset == 100 + round));
+      if (!right) {
+        ++wrong;
+        std::printf("    round %d: a: %s | b: %s\n", round, r[0].describe().c_str(), r[1].describe().c_str());
+      }
+      if (stray) b.write(100 + round, inputs.data(), 1);  // put the byte back for the next round
+    }
+    report(wrong == 0, std::string(checksum ? "[checksum] " : "") +
+                           "60 queued rounds, every third with a stray byte: each round reports its own");
+  }
+  bool destroyed = true;
+  try {
+    auto c = std::make_unique<DeviceGuardedBuffer>("c", 1 << 20);
+    std::vector<GuardedMemory*> one{c.get()};
+    arm_all(one, stream.get());
+    c.reset();  // waits for the queued arm before the memory goes
+    stream.synchronize();
+  } catch (const std::exception& e) {
+    destroyed = false;
+    std::printf("    %s\n", e.what());
+  }
+  report(destroyed, "a buffer armed on a stream and destroyed before any check is freed cleanly");
+  QueuedChecks twice = queue_check_all({}, stream.get());
+  (void)twice.reports();
+  bool refused = false;
+  try {
+    (void)twice.reports();
+  } catch (const Error& e) {
+    refused = contains(e.what(), "asked twice");
+  }
+  report(refused, "a queued check's reports are taken once");
+}
+
 }  // namespace
 
 int main() {
@@ -564,7 +654,9 @@ int main() {
     mirror_host_tests();
     ragged_end();
     compare_with_host();
-    batches();
+    batches(false);
+    batches(true);
+    queued_rounds();
     streams_checksum_and_outputs();
     large_buffer();
   } catch (const std::exception& e) {
