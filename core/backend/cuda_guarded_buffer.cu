@@ -26,6 +26,9 @@ constexpr int kUnroll = 4;
 // Buffers one batch kernel covers (blockIdx.y), and outputs per buffer poisoned on the device: the
 // batch travels as a kernel parameter, about 2 KiB at these sizes (the limit is 4 KiB).
 constexpr int kMaxSegments = 8;
+// A buffer smaller than this copies its snapshot in the arm's own pass even on the checksum path:
+// the copy of a few MiB costs less than the launch of the kernel that would gate it.
+constexpr int64_t kGateBytes = int64_t(8) << 20;
 constexpr int kMaxPoisonSpans = 4;
 
 // The result of one check, in each buffer's device scratch. The last block of a check to finish
@@ -40,6 +43,8 @@ struct alignas(16) Tally {
   unsigned long long sum_arming;  // arm's blocks add here; its last block moves it to sum_armed
   unsigned int done;              // blocks of the running kernel finished
   unsigned int serial;            // in the mapped slot: the check it is the result of
+  unsigned int clean;             // checksum path: the last check's sums agreed (nothing strayed)
+  unsigned int stale;             // set by a gated arm: the snapshot must be copied again
 };
 
 // One byte per position modulo 256. Both patterns of GuardedMemory depend only on the offset
@@ -177,6 +182,7 @@ struct Segment {
   int64_t chunks, total;  // whole 16-byte chunks of the storage; storage bytes
   int64_t red_zone, size;
   int32_t checksum;       // arm takes sum_armed; check computes sum_now instead of comparing
+  int32_t force;          // arm (checksum path): copy the snapshot whatever the sums say
   int32_t spans;
   PoisonSpan span[kMaxPoisonSpans];
 };
@@ -272,16 +278,23 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
   if (threadIdx.x < 64) red_words[threadIdx.x] = reinterpret_cast<const uint32_t*>(b.red.byte)[threadIdx.x];
   __syncthreads();
   const uint8_t* red = reinterpret_cast<const uint8_t*>(red_words);
+  // The checksum path gates the snapshot: it is copied in this pass only when the host knows it is
+  // stale (force: first arm, new outputs, a host write); otherwise this pass only sums, and
+  // snapshot_kernel copies it after if the sum says the bytes changed since the last clean check.
+  const bool gated = s.checksum && !s.force;
   unsigned long long acc = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks; c0 += stride * kUnroll) {
     uint4 v[kUnroll];
-    uint32_t kind[kUnroll];
+    uint32_t kind[kUnroll], out[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + u * stride;
       kind[u] = c < s.chunks ? chunk_kind(s, c) : kSkip;
       v[u] = kind[u] == kCopy || kind[u] == kPatch ? __ldcs(storage + c) : make_uint4(0, 0, 0, 0);
+      // The checksum's output bits, loaded with the data: loaded where they are used, each would
+      // wait a memory latency of its own.
+      out[u] = s.checksum && kind[u] != kSkip ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0u;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -291,14 +304,15 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
         v[u] = patch_chunk(s, red, c, v[u]);
         storage[c] = v[u];
       }
-      __stcs(snapshot + c, v[u]);
-      if (s.checksum) acc += chunk_sum(v[u], output_bits16(s.mask, c * 16 - s.red_zone, s.size), c);
+      if (!gated) __stcs(snapshot + c, v[u]);
+      if (s.checksum) acc += chunk_sum(v[u], out[u], c);
     }
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     for (int64_t i = s.chunks * 16; i < s.total; ++i) {
       const uint8_t r = red[i & 0xFF];
-      s.storage[i] = s.snapshot[i] = r;
+      s.storage[i] = r;
+      if (!gated) s.snapshot[i] = r;
       if (s.checksum) acc += tail_sum(r, i);
     }
   }
@@ -310,8 +324,40 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
   }
   if (last_block_done(s.tally)) {
     volatile Tally* t = s.tally;
-    t->sum_armed = t->sum_arming;
+    const unsigned long long sum = t->sum_arming;
+    // Unchanged since a clean check (the same sum over the same bytes outside the same outputs):
+    // the snapshot still holds them. Anything else, and snapshot_kernel copies it.
+    t->stale = gated && !(t->clean && sum == t->sum_armed) ? 1u : 0u;
+    t->sum_armed = sum;
     t->sum_arming = 0;
+    t->clean = 0;
+  }
+}
+
+// After a gated arm (the checksum path): copies the storage of each segment whose arm found it
+// changed since its last clean check into its snapshot; the others return at once.
+__global__ void __launch_bounds__(kThreads) snapshot_kernel(const Batch b) {
+  const Segment& s = b.seg[blockIdx.y];
+  if (!s.checksum || s.force) return;
+  if (*static_cast<volatile unsigned int*>(&s.tally->stale) == 0) return;
+  const uint4* storage = reinterpret_cast<const uint4*>(s.storage);
+  uint4* snapshot = reinterpret_cast<uint4*>(s.snapshot);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks; c0 += stride * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * stride;
+      if (c < s.chunks) v[u] = __ldcs(storage + c);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * stride;
+      if (c < s.chunks) __stcs(snapshot + c, v[u]);
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (int64_t i = s.chunks * 16; i < s.total; ++i) s.snapshot[i] = s.storage[i];
   }
 }
 
@@ -405,6 +451,9 @@ __global__ void __launch_bounds__(kThreads) check_kernel(const Batch b) {
     r.serial = s.serial;
     *s.mapped = r;
     reset_check(s.tally);
+    // What a gated arm next asks: whether these bytes were left as armed (checksum path only; the
+    // exact comparison that follows a mismatch leaves it unset).
+    s.tally->clean = s.checksum && r.sum_now == r.sum_armed ? 1u : 0u;
   }
 }
 
@@ -433,6 +482,22 @@ int grid_limit() {
   cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&check, check_kernel, kThreads, 0),
               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   known.emplace_back(device, std::max(1, sms * std::max({1, arm, check})));
+  return known.back().second;
+}
+
+// The current device's multiprocessors (the few devices of a process are remembered).
+int multiprocessors() {
+  static std::mutex m;
+  static std::vector<std::pair<int, int>> known;  // device, SMs
+  int device = 0;
+  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(m);
+  for (const auto& [d, sms] : known) {
+    if (d == device) return sms;
+  }
+  int sms = 0;
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  known.emplace_back(device, std::max(1, sms));
   return known.back().second;
 }
 
@@ -563,6 +628,7 @@ void DeviceGuardedBuffer::write(int64_t offset, const void* src, int64_t bytes) 
   require_inside(offset, bytes, "write");
   if (bytes == 0) return;
   wait_for_arm();  // queued on another stream, it would poison or snapshot over these bytes
+  snapshot_stale_ = true;  // the next arm copies the snapshot, whatever its sum says
   cuda::check(cudaMemcpy(data() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
               ("guarded buffer '" + name() + "': write (cudaMemcpy)").c_str());
   // cudaMemcpy from pageable memory may return before its last DMA lands; a kernel launched next on
@@ -582,6 +648,7 @@ void DeviceGuardedBuffer::set_checksum_fast_path(bool on) {
   if (on == checksum_) return;
   checksum_ = on;
   armed_ = false;  // the armed checksum is taken by arm()
+  snapshot_stale_ = true;
 }
 
 int64_t DeviceGuardedBuffer::device_bytes() const {
@@ -653,6 +720,7 @@ void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
   for (size_t i = 0; same_outputs && i < outputs().size(); ++i) same_outputs = prepared_outputs_[i].view == outputs()[i].view;
   if (!same_outputs) {
     prepared_ = false;
+    snapshot_stale_ = true;  // the sums cover other bytes now
     // The mask changes only with the outputs; re-sending it each arm would cost size/8 bytes of
     // host-to-device copy per launch.
     if (!output_mask().empty()) {
@@ -703,7 +771,7 @@ void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
                 (what + " (writing an output view's poison)").c_str());
     cuda::check(cudaStreamSynchronize(stream), (what + " (writing an output view's poison)").c_str());
   }
-  prepared_outputs_ = outputs();
+  if (!same_outputs) prepared_outputs_ = outputs();
   prepared_ = true;
 }
 
@@ -742,11 +810,14 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
   for (DeviceGuardedBuffer* b : buffers) b->prepare_arm(stream);
   for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
     const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
+    bool gated = false;  // some buffer's snapshot copy waits for its sum (snapshot_kernel)
     const Batch batch = make_batch(n, [&](size_t i) {
       DeviceGuardedBuffer& g = *buffers[from + i];
       Segment s = segment_of(g, g.storage_.as<uint8_t>(), g.snapshot_.as<uint8_t>(), g.mask_.as<const uint8_t>(),
                              g.scratch_.get(), g.total(), g.red_zone());
       s.checksum = g.checksum_;
+      s.force = g.snapshot_stale_ || g.total() < kGateBytes ? 1 : 0;
+      gated = gated || (g.checksum_ && !s.force);
       s.spans = static_cast<int32_t>(g.device_poison_.size());
       for (size_t k = 0; k < g.device_poison_.size(); ++k) {
         const DevicePoison& p = g.device_poison_[k];
@@ -759,10 +830,18 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
     });
     arm_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
     cuda::check_launch("guarded buffers: arm_kernel");
+    if (gated) {
+      // Mostly it finds nothing to copy: a block per SM per buffer, not the arm's full grid, whose
+      // blocks would each be scheduled only to return.
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(multiprocessors(), batch_grid(batch).x)), static_cast<unsigned>(batch.count));
+      snapshot_kernel<<<grid, kThreads, 0, stream>>>(batch);
+      cuda::check_launch("guarded buffers: snapshot_kernel");
+    }
   }
   if (wait) cuda::check(cudaStreamSynchronize(stream), "guarded buffers: arm");
   for (DeviceGuardedBuffer* b : buffers) {
     b->armed_ = true;
+    b->snapshot_stale_ = false;
     b->check_queued_ = false;
     b->arm_pending_ = !wait, b->arm_pending_on_ = stream;
   }

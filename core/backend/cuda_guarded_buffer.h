@@ -76,8 +76,11 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // and check() first recomputes it, reading the storage once instead of storage and snapshot; only
   // on a mismatch does the full comparison run (for the report). The checksum adds a mixed 64-bit
   // term per 8-byte word, keyed by position: a change confined to one word is always seen, any
-  // other change is missed with probability about 2^-64. Off by default (the comparison is exact).
-  // Switching it takes a new arm() before the next check().
+  // other change is missed with probability about 2^-64. The arm of a buffer of 8 MiB or more then
+  // also skips the snapshot copy when its checksum equals the one its last check found clean (same
+  // outputs, no host write since): the snapshot still holds those bytes. A second small kernel
+  // copies it when they changed (a launch that wrote an input between check and arm). Off by
+  // default (the comparison is exact). Switching it takes a new arm() before the next check().
   void set_checksum_fast_path(bool on);
   bool checksum_fast_path() const { return checksum_; }
 
@@ -145,6 +148,10 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   mutable bool check_queued_ = false;
   mutable cudaStream_t arm_pending_on_ = nullptr;  // the stream of a queued arm not yet waited for
   mutable bool arm_pending_ = false;
+  // The next arm copies the snapshot in its own pass (checksum path): true until the first arm, and
+  // after new outputs, a host write or switching the path. Otherwise the arm only sums the bytes,
+  // and copies them only if they changed since the last clean check (see the file comment).
+  bool snapshot_stale_ = true;
   // What arm() prepares once per set of outputs: the device mask, and the poisoned bytes of each
   // dense output view (empty for the others, whose gaps must be read back each time).
   std::vector<NamedView> prepared_outputs_;

@@ -645,6 +645,48 @@ void queued_rounds() {
   report(refused, "a queued check's reports are taken once");
 }
 
+// The checksum path's gated snapshot (buffers of 8 MiB and more): an arm after a clean check copies
+// the snapshot only when the bytes changed since. Rounds on one stream, each a clean launch or one with a stray byte, and
+// between some rounds an input changed outside any guarded launch (a kernel, or a host write): the
+// next arm must see it and take a new snapshot (no stray reported for it), and a stray of the
+// launch itself must still be reported, at its offset.
+void gated_snapshot() {
+  std::printf("the checksum path's gated snapshot:\n");
+  Stream stream;
+  constexpr int64_t kBytes = int64_t(16) << 20;  // gated from 8 MiB (smaller ones copy in the arm's pass)
+  DeviceGuardedBuffer g("gated", kBytes);
+  g.set_checksum_fast_path(true);
+  g.declare_output("out", View::contiguous(DType::kF32, {256}, 4096));
+  std::vector<uint8_t> inputs(static_cast<size_t>(kBytes), 0x3C);
+  g.write(0, inputs.data(), kBytes);
+  std::vector<GuardedMemory*> one{&g};
+  int wrong = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<DeviceAllocation> keep;
+    // Before the arm: an input changed by a kernel no guard watches (every 4th round), or by a host
+    // write (every 7th).
+    if (round % 4 == 1) device_writes(g, {{20000 + round, static_cast<uint8_t>(round + 1)}}, stream.get(), &keep);
+    if (round % 7 == 3) {
+      const uint8_t v = static_cast<uint8_t>(0x80 + round);
+      g.write(30000 + round, &v, 1);
+    }
+    arm_all(one, stream.get());
+    write_view(g, View::contiguous(DType::kF32, {1, 256}, 4096), static_cast<float>(round), stream.get());
+    const bool stray = round % 5 == 4;
+    if (stray) device_writes(g, {{50000 + round, static_cast<uint8_t>(0x11 + round)}}, stream.get(), &keep);
+    QueuedChecks checks = queue_check_all(one, stream.get());
+    stream.synchronize();
+    const GuardReport r = checks.reports()[0];
+    const bool right = stray ? r.stray_bytes == 1 && r.first.offset == 50000 + round : r.ok();
+    if (!right) {
+      ++wrong;
+      std::printf("    round %d: %s\n", round, r.describe().c_str());
+    }
+  }
+  report(wrong == 0, "40 rounds, inputs changed between some of them outside any launch: no false stray, every "
+                     "launch's own stray reported");
+}
+
 }  // namespace
 
 int main() {
@@ -657,6 +699,7 @@ int main() {
     batches(false);
     batches(true);
     queued_rounds();
+    gated_snapshot();
     streams_checksum_and_outputs();
     large_buffer();
   } catch (const std::exception& e) {
