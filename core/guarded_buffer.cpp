@@ -229,37 +229,54 @@ void GuardedMemory::declare_output(std::string view_name, const View& v) {
     armed_ = false;
     return;
   }
-  std::vector<uint8_t> mask = output_mask_;
-  // Marks [begin, end) in the mask; consecutive elements are merged into one run first, so a
-  // contiguous view costs a few whole-byte writes per 8 bytes, not a test per byte.
+  // Marks [begin, end) in the mask, in place, a whole byte of bits at a time; each run marked is
+  // remembered, so that an overlap found later takes back what this view marked before the error.
+  std::vector<uint8_t>& mask = output_mask_;
+  std::vector<ByteSpan> marked;
+  const auto bits_of = [](int64_t b, int64_t end) {
+    const int64_t lo = b & 7, hi = std::min<int64_t>(8, lo + (end - b));
+    return std::make_pair(static_cast<uint8_t>(((1u << hi) - 1) & ~((1u << lo) - 1)), hi - lo);
+  };
   auto mark = [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end;) {
       uint8_t& m = mask[b >> 3];
-      const int64_t lo = b & 7, hi = std::min<int64_t>(8, lo + (end - b));
-      const uint8_t bits = static_cast<uint8_t>(((1u << hi) - 1) & ~((1u << lo) - 1));
+      const auto [bits, n] = bits_of(b, end);
       if (m & bits) {
         int64_t at = b;
         while (!((m >> (at & 7)) & 1)) ++at;
+        for (const ByteSpan& r : marked) {
+          for (int64_t c = r.begin; c < r.end;) {
+            const auto [done, k] = bits_of(c, r.end);
+            mask[c >> 3] &= static_cast<uint8_t>(~done);
+            c += k;
+          }
+        }
+        for (int64_t c = begin; c < b;) {
+          const auto [done, k] = bits_of(c, b);
+          mask[c >> 3] &= static_cast<uint8_t>(~done);
+          c += k;
+        }
         MLA_REQUIRE(false, "guarded buffer '", name_, "': output view '", view_name, "' ", v.to_string(),
                     " overlaps itself or an earlier output at byte ", at);
       }
       m |= bits;
-      b += hi - lo;
+      b += n;
     }
+    marked.push_back({begin, end});
   };
-  const int64_t es = v.element_size();
+  // Runs of adjacent elements (View::for_each_run: the whole view when contiguous, else rows or
+  // elements), consecutive runs merged.
   int64_t run_begin = 0, run_end = -1;
-  v.for_each_byte_offset([&](int64_t off) {
-    if (off == run_end) {
-      run_end += es;
+  v.for_each_run([&](int64_t first, int64_t n) {
+    if (first == run_end) {
+      run_end += n;
       return;
     }
     if (run_end >= 0) mark(run_begin, run_end);
-    run_begin = off;
-    run_end = off + es;
+    run_begin = first;
+    run_end = first + n;
   });
   if (run_end >= 0) mark(run_begin, run_end);
-  output_mask_.swap(mask);
   outputs_.push_back({std::move(view_name), v});
   armed_ = false;
 }

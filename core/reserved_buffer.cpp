@@ -8,7 +8,9 @@
 #include <iterator>
 #include <mutex>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/poison.h"
@@ -177,10 +179,20 @@ ReservedBuffer::ReservedBuffer(std::string name, int64_t bytes, const std::vecto
     shared_arena::discard(reservation_, reservation_bytes_);
     in_arena_ = true;
   } else {
-    // Read-only everywhere: an unbacked page reads as zeros from the kernel's shared zero page (no
-    // memory), and check() finds it by its page table entry; a write there faults.
-    void* p = mmap(nullptr, static_cast<size_t>(reservation_bytes_), PROT_READ,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Read-only everywhere: an unbacked page reads as zeros, and a write there faults. A memory
+    // file, mapped shared: a read brings in a page of the file, which check() finds among the
+    // file's few data extents. Without memfd_create, an anonymous mapping: a read maps the shared
+    // zero page (no memory), which check() finds by its page table entry (mincore).
+    fd_ = static_cast<int>(memfd_create("mlacheck-reserved", MFD_CLOEXEC));
+    if (fd_ >= 0 && ftruncate(fd_, static_cast<off_t>(reservation_bytes_)) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+    void* p = fd_ >= 0 ? mmap(nullptr, static_cast<size_t>(reservation_bytes_), PROT_READ, MAP_SHARED | MAP_NORESERVE,
+                              fd_, 0)
+                       : mmap(nullptr, static_cast<size_t>(reservation_bytes_), PROT_READ,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED && fd_ >= 0) close(fd_), fd_ = -1;
     MLA_REQUIRE(p != MAP_FAILED, "reserved buffer '", this->name(), "': cannot reserve ", reservation_bytes_,
                 " bytes of address space");
     reservation_ = static_cast<uint8_t*>(p);
@@ -191,6 +203,7 @@ ReservedBuffer::ReservedBuffer(std::string name, int64_t bytes, const std::vecto
     if (!in_arena_ && mprotect(data_ + s.begin, static_cast<size_t>(s.size()), PROT_READ | PROT_WRITE) != 0) {
       remove_reservation(reservation_);
       munmap(reservation_, static_cast<size_t>(reservation_bytes_));
+      if (fd_ >= 0) close(fd_);
       MLA_REQUIRE(false, "reserved buffer '", this->name(), "': cannot back ", s.size(), " bytes at offset ", s.begin);
     }
 #if defined(MLA_RESERVED_ASAN)
@@ -212,6 +225,7 @@ ReservedBuffer::~ReservedBuffer() {
     shared_arena::release(reservation_);  // punches the pages out
   } else {
     munmap(reservation_, static_cast<size_t>(reservation_bytes_));
+    if (fd_ >= 0) close(fd_);
   }
 }
 
@@ -264,6 +278,9 @@ void ReservedBuffer::arm() {
     for (const ByteSpan& r : unbacked_pages_touched()) {
       if (in_arena_) {
         shared_arena::discard(data_ + r.begin, r.size());
+      } else if (fd_ >= 0) {  // the file's pages go, and with them every mapping of them
+        fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(data_ - reservation_ + r.begin),
+                  static_cast<off_t>(r.size()));
       } else {
         madvise(data_ + r.begin, static_cast<size_t>(r.size()), MADV_DONTNEED);
       }
@@ -283,6 +300,36 @@ void ReservedBuffer::arm() {
 }
 
 std::vector<ByteSpan> ReservedBuffer::unbacked_pages_touched() const {
+  if (fd_ >= 0) {
+    // The file's data extents, less the backed spans (file offsets are reservation offsets).
+    const int64_t base = data_ - reservation_;  // the file offset of data offset 0
+    std::vector<ByteSpan> touched;
+    const auto add = [&](int64_t begin, int64_t end) {  // data offsets
+      if (begin >= end) return;
+      if (!touched.empty() && touched.back().end == begin) {
+        touched.back().end = end;
+      } else {
+        touched.push_back({begin, end});
+      }
+    };
+    for (off_t at = 0; at < reservation_bytes_;) {
+      const off_t data = lseek(fd_, at, SEEK_DATA);
+      if (data < 0) break;  // ENXIO: no data past at
+      off_t hole = lseek(fd_, data, SEEK_HOLE);
+      if (hole < 0) hole = static_cast<off_t>(reservation_bytes_);
+      int64_t from = static_cast<int64_t>(data) - base;
+      const int64_t to = static_cast<int64_t>(hole) - base;
+      for (const ByteSpan& s : backed_) {  // in increasing order
+        if (s.end <= from) continue;
+        if (s.begin >= to) break;
+        add(from, std::min(s.begin, to));
+        from = std::max(from, s.end);
+      }
+      add(from, to);
+      at = hole;
+    }
+    return touched;
+  }
   const int64_t pages = reservation_bytes_ / kPage;
   // A byte per page of up to tens of GiB of reservation: kept from check to check (mincore fills
   // every byte), and scanned eight at a time, since nearly every page is untouched.

@@ -98,9 +98,12 @@ class ReservedBuffer final : public GuardedMemory {
   void arm() override;
   GuardReport check() const override;
   const std::vector<ByteSpan>* backed() const override { return &backed_; }
-  // The pages outside the backed ones that a launch has touched (data offsets, merged): a read
-  // leaves a page table entry of the zero page behind (in the arena, a page of the file), which
-  // mincore(2) shows.
+  // The pages outside the backed ones that a launch has touched (data offsets, merged). The
+  // reservation is a memory file (memfd) mapped shared and read-only: a read of any page brings
+  // in a page of the file, so the file's data extents (lseek SEEK_DATA / SEEK_HOLE), a few per
+  // buffer, are every page touched, found without visiting the gigabytes never touched. In the
+  // shared arena, or where memfd_create fails, the reservation is an anonymous mapping and
+  // mincore(2) finds the pages a read mapped, visiting a byte per page.
   std::vector<ByteSpan> unbacked_pages_touched() const;
 
  private:
@@ -111,6 +114,7 @@ class ReservedBuffer final : public GuardedMemory {
   std::vector<uint8_t> snapshot_;  // the backed bytes, in order
   std::vector<uint8_t> in_output_;  // per backed byte, in the same order: 1 inside an output view
   bool in_arena_ = false;               // the storage is a span of core/shared_arena.h
+  int fd_ = -1;                         // the memory file mapped at reservation_ (-1: anonymous)
   mutable bool unbacked_access_ = false;  // check() saw one: arm() drops those pages
 };
 

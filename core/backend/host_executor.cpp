@@ -54,6 +54,28 @@ struct PooledStackAllocator {
   void deallocate(bctx::stack_context&) noexcept {}
 };
 
+// The shuffled schedule's random bits: splitmix64, a UniformRandomBitGenerator whose seeding is one
+// word. A block's run reseeds it (from the launch's seed and the block's index), and
+// std::mt19937_64's seeding of 312 words was a tenth of a small case's host time.
+class ScheduleRng {
+ public:
+  using result_type = uint64_t;
+  ScheduleRng() = default;
+  explicit ScheduleRng(uint64_t seed) : state_(seed) {}
+  void seed(uint64_t s) { state_ = s; }
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type{0}; }
+  result_type operator()() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t state_ = 0;
+};
+
 // ---- one block's run ---------------------------------------------------------------------------
 
 enum class State { kRunnable, kAtBarrier, kAtCollective, kDone };
@@ -108,7 +130,7 @@ struct BlockRun {
   const std::function<void()>* body = nullptr;
   std::vector<GpuThread> threads;
   int warp_size = 32, warps = 0;
-  std::mt19937_64* rng = nullptr;  // the shuffled schedule's (seeded per block)
+  ScheduleRng* rng = nullptr;  // the shuffled schedule's (seeded per block)
   // The scheduler's round: the runnable threads in the order they run, and the position in it.
   // Threads pass control to each other down the round (next_in_round): a thread that waits switches
   // to the next runnable thread's fiber, and only the last of the round switches back to the
@@ -487,7 +509,7 @@ struct WorkerScratch {
   std::size_t stack_bytes = 0;        // of each of them
   std::vector<unsigned> order;
   std::vector<int> warp_order;
-  std::mt19937_64 rng;
+  ScheduleRng rng;
   // Hazard checks: a shadow word per 4 bytes of the static arena and of the dynamic bytes, the
   // serial of the block run last started, and the warps' sync_warp epochs.
   std::vector<ShadowWord> static_shadow, dynamic_shadow;
@@ -681,7 +703,7 @@ void launch(const char* kernel_name, Dim3 grid, Dim3 block, std::size_t dynamic_
   std::vector<uint64_t> order(blocks);
   for (uint64_t i = 0; i < blocks; ++i) order[i] = i;
   if (options.schedule == Schedule::kShuffled) {
-    std::mt19937_64 rng(mix(options.seed));
+    ScheduleRng rng(mix(options.seed));
     std::shuffle(order.begin(), order.end(), rng);
   }
   auto block_of = [&](uint64_t i) {

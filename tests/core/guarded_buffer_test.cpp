@@ -156,6 +156,25 @@ TEST(GuardedBuffer, OverlappingOutputsAreRefusedAtTheFirstSharedByte) {
   }
 }
 
+// A refused output leaves no trace: bytes it marked before reaching the overlap are not outputs.
+TEST(GuardedBuffer, ARefusedOutputLeavesTheMaskAsItWas) {
+  GuardedBuffer buf("bytes", 64);
+  buf.declare_output("a", View::contiguous(DType::kU8, {6}, 3));  // bytes 3..8
+  EXPECT_THROW(buf.declare_output("b", View::contiguous(DType::kI32, {4}, 0)), Error);  // 0..15, runs into a
+  // A view whose rows overlap each other (row stride 2 of 4 columns): refused, nothing kept.
+  EXPECT_THROW(buf.declare_output("c", View(DType::kU8, {3, 4}, {2, 1}, 20)), Error);
+  EXPECT_EQ(buf.outputs().size(), 1u);
+  buf.declare_output("d", View::contiguous(DType::kU8, {2}, 0));  // bytes 0..1: free again
+  buf.arm();
+  buf.data()[2] = 1;   // 'b' covered it, but 'b' was refused: a stray byte
+  buf.data()[21] = 1;  // 'c' covered it: a stray byte
+  buf.data()[0] = 1;   // inside 'd'
+  const GuardReport r = buf.check();
+  EXPECT_EQ(r.stray_bytes, 2) << r.describe();
+  EXPECT_EQ(r.first.offset, 2) << r.describe();
+  EXPECT_EQ(r.last_offset, 21) << r.describe();
+}
+
 TEST(GuardedBuffer, RejectsMisuse) {
   GuardedBuffer buf("x", 64);
   EXPECT_THROW(buf.check(), Error);  // not armed
