@@ -127,6 +127,10 @@ bool GuardedMemory::queue_check_group(const std::vector<GuardedMemory*>& group, 
   return false;
 }
 
+void GuardedMemory::requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
+  (void)group, (void)stream;
+}
+
 std::vector<GuardReport> GuardedMemory::check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
   (void)stream;
   std::vector<GuardReport> reports;
@@ -199,6 +203,14 @@ std::vector<GuardReport> QueuedChecks::collect(const std::vector<GuardedMemory*>
     for (size_t k = 0; k < g.size(); ++k) reports[g[k]] = std::move(r[k]);
   }
   return reports;
+}
+
+void QueuedChecks::replayed() {
+  done_ = false;
+  for (const std::vector<size_t>& g : groups_) {
+    const std::vector<GuardedMemory*> group = members(buffers_, g);
+    group.front()->requeue_check_group(group, stream_);
+  }
 }
 
 std::vector<GuardReport> QueuedChecks::reports() {

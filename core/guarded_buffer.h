@@ -139,6 +139,10 @@ class GuardedMemory {
   // The reports: of the check queue_check_group queued (waiting for stream once), or of a check
   // run now.
   virtual std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group, void* stream) const;
+  // The check queue_check_group queued on stream ran again (a graph that captured it was replayed):
+  // check_group may collect it once more. The default does nothing (a backend that does not queue
+  // checks at once).
+  virtual void requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const;
 
   // For a final class's destructor, first thing: when this memory's quarantine holds, moves it
   // (Self's move constructor) into a new object the quarantine keeps, so the storage outlives its
@@ -213,6 +217,13 @@ class QueuedChecks {
   QueuedChecks& operator=(QueuedChecks&&) = default;
   // Once: the reports of every buffer, in the order given to queue_check_all.
   std::vector<GuardReport> reports();
+  // The queued work ran again: a CUDA graph captured arm_all(.., stream), the launch and
+  // queue_check_all, and was replayed (and synchronized, or reports() waits for the stream).
+  // reports() may then be asked again, for that replay (after the capture itself, which ran
+  // nothing, the first replay's reports need no replayed()). The backend must queue its checks
+  // (cuda); on the host the captured arm and check do not replay, so a graph of them is refused
+  // where it is made.
+  void replayed();
 
  private:
   friend QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream);

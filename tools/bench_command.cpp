@@ -227,6 +227,8 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 struct Row {
   std::string kernel, shape;
   double plain = 0, guarded = 0, checksum = -1;  // medians, ms; checksum -1: not on this backend
+  double graph = -1;  // arm, launch and check captured in one CUDA graph and replayed; -1: not captured
+  std::string graph_refused;  // why the capture failed, if it did
   int64_t guarded_bytes = 0;
 };
 
@@ -287,7 +289,45 @@ Row measure(Device& device, Workload& w, int repeats) {
     }
     set_checksum(w, false);
   }
+  // On a device: arm, launch and check captured once in one CUDA graph and replayed, what a run of
+  // launches on the same buffers can do (exact path). The host backend's capture records launches
+  // only, not the guards, so there is no graph there.
+  std::vector<double> graphed;
+  if (has_checksum) {
+    QueuedChecks checks;
+    std::unique_ptr<kernels::DeviceGraph> graph;
+    try {
+      graph = device.capture([&] {
+        arm_all(memory, device.stream());
+        w.launch(device);
+        checks = queue_check_all(memory, device.stream());
+      });
+    } catch (const std::exception& e) {
+      r.graph_refused = e.what();
+    }
+    if (graph) {
+      bool first = true;
+      const auto graph_run = [&] {
+        const Clock::time_point t = Clock::now();
+        graph->replay();
+        device.synchronize();
+        if (!first) checks.replayed();
+        first = false;
+        const std::vector<GuardReport> reports = checks.reports();
+        for (size_t i = 0; i < reports.size(); ++i) {
+          MLA_REQUIRE(reports[i].ok(), "guards in a graph: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
+        }
+        return ms_since(t);
+      };
+      graph_run();  // warm-up: the graph's first launch uploads it
+      for (int i = 0; i < repeats; ++i) {
+        plain.push_back(plain_run());
+        graphed.push_back(graph_run());
+      }
+    }
+  }
   r.plain = median(plain), r.guarded = median(guarded);
+  if (!graphed.empty()) r.graph = median(graphed);
   if (has_checksum) r.checksum = median(checksum);
   return r;
 }
@@ -331,6 +371,7 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
         const Row& r = rows[i];
         out << "  {\"kernel\": \"" << r.kernel << "\", \"shape\": \"" << r.shape << "\", \"plain_ms\": " << fixed(r.plain, 4)
             << ", \"guarded_ms\": " << fixed(r.guarded, 4) << ", \"checksum_ms\": " << fixed(r.checksum, 4)
+            << ", \"graph_ms\": " << fixed(r.graph, 4)
             << ", \"guarded_bytes\": " << r.guarded_bytes << "}" << (i + 1 < rows.size() ? "," : "") << '\n';
       }
       out << "]}\n";
@@ -339,14 +380,15 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
     out << "mlacheck bench guards: " << backend << " backend, median of " << repeats
         << " runs each, plain and guarded alternating on the same buffers\n";
     char line[300];
-    std::snprintf(line, sizeof line, "%-18s %-46s %10s %10s %8s %10s %8s %9s\n", "kernel", "shape", "plain ms",
-                  "guarded ms", "ratio", "checksum ms", "ratio", "guarded MB");
+    std::snprintf(line, sizeof line, "%-18s %-46s %10s %10s %8s %10s %8s %9s %8s %9s\n", "kernel", "shape", "plain ms",
+                  "guarded ms", "ratio", "checksum ms", "ratio", "graph ms", "ratio", "guarded MB");
     out << line;
     for (const Row& r : rows) {
-      std::snprintf(line, sizeof line, "%-18s %-46s %10.3f %10.3f %7.2fx %10s %8s %9.1f\n", r.kernel.c_str(),
+      std::snprintf(line, sizeof line, "%-18s %-46s %10.3f %10.3f %7.2fx %10s %8s %9s %8s %9.1f\n", r.kernel.c_str(),
                     r.shape.c_str(), r.plain, r.guarded, r.guarded / r.plain,
                     r.checksum < 0 ? "-" : fixed(r.checksum, 3).c_str(),
                     r.checksum < 0 ? "-" : (fixed(r.checksum / r.plain, 2) + "x").c_str(),
+                    r.graph < 0 ? "-" : fixed(r.graph, 3).c_str(), r.graph < 0 ? "-" : (fixed(r.graph / r.plain, 2) + "x").c_str(),
                     static_cast<double>(r.guarded_bytes) / (1 << 20));
       out << line;
     }
@@ -358,7 +400,15 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
       for (const Row& r : rows) cs.push_back(r.checksum / r.plain);
       out << "; with the checksum fast path: " << fixed(median(cs), 2) << "x";
     }
+    if (std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.graph >= 0; })) {
+      std::vector<double> gs;
+      for (const Row& r : rows) gs.push_back(r.graph / r.plain);
+      out << "; in a CUDA graph: " << fixed(median(gs), 2) << "x";
+    }
     out << '\n';
+    for (const Row& r : rows) {
+      if (!r.graph_refused.empty()) out << r.kernel << ": no graph: " << r.graph_refused << '\n';
+    }
     return 0;
   } catch (const Error& e) {
     err << flags::prefix("bench") << e.what() << '\n';

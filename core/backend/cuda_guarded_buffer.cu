@@ -703,6 +703,14 @@ bool DeviceGuardedBuffer::queue_check_group(const std::vector<GuardedMemory*>& g
   return true;
 }
 
+void DeviceGuardedBuffer::requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
+  if (stream == nullptr || ReadFence::device_fences()) return;  // not queued: check_group checks at once
+  for (const DeviceGuardedBuffer* b : as_device_buffers<const DeviceGuardedBuffer>(group)) {
+    MLA_REQUIRE(b->check_serial_ != 0, "guarded buffer '", b->name(), "': replayed() with no check ever queued");
+    b->check_queued_ = true, b->queued_on_ = static_cast<cudaStream_t>(stream);
+  }
+}
+
 std::vector<GuardReport> DeviceGuardedBuffer::check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
   const auto buffers = as_device_buffers<const DeviceGuardedBuffer>(group);
   bool queued = true;

@@ -105,6 +105,7 @@ class DeviceGuardedBuffer final : public GuardedMemory {
  protected:
   void arm_group(const std::vector<GuardedMemory*>& group, void* stream) override;
   bool queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
+  void requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
   std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
 
  private:

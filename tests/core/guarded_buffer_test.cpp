@@ -251,6 +251,11 @@ TEST(GuardedBuffer, QueuedChecksOnTheHostCheckAfterTheLaunchWithCheckAllsReports
     EXPECT_NE(std::string(e.what()).find("asked twice"), std::string::npos) << e.what();
   }
   EXPECT_THROW(queue_check_all({&a, &a}, &stream_stand_in), Error);
+  // replayed(): the reports once more (on the host the check simply runs again).
+  checks.replayed();
+  const std::vector<GuardReport> again = checks.reports();
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[1].describe(), r[1].describe());
 }
 
 TEST(GuardedBuffer, ArmAllRefusesANullOrRepeatedBuffer) {

@@ -687,6 +687,44 @@ void gated_snapshot() {
                      "launch's own stray reported");
 }
 
+// arm_all, a launch and queue_check_all captured once in a CUDA graph and replayed: each replay's
+// reports (QueuedChecks::replayed) are that replay's own. The captured launch writes one byte at
+// an offset read from device memory, changed between replays: into the output (allowed) or, every
+// third replay, past it (a stray at that offset).
+void graph_rounds() {
+  std::printf("arm, launch and check in one CUDA graph, 30 replays:\n");
+  Stream stream;
+  DeviceGuardedBuffer g("graphed", 1 << 16);
+  g.declare_output("out", View::contiguous(DType::kU8, {4096}, 8192));
+  std::vector<GuardedMemory*> one{&g};
+  DeviceAllocation d_off(sizeof(int64_t)), d_val(1);
+  QueuedChecks checks;
+  Graph graph = Graph::capture(stream, [&](cudaStream_t s) {
+    arm_all(one, s);
+    apply_writes<<<1, 32, 0, s>>>(g.data(), d_off.as<int64_t>(), d_val.as<uint8_t>(), 1);
+    checks = queue_check_all(one, s);
+  });
+  int wrong = 0;
+  for (int round = 0; round < 30; ++round) {
+    const bool stray = round % 3 == 2;
+    const int64_t off = stray ? 100 + round : 8192 + round;
+    const uint8_t val = static_cast<uint8_t>(0x40 + round);
+    copy_to_device(d_off.get(), &off, sizeof off);
+    copy_to_device(d_val.get(), &val, 1);
+    graph.replay(stream);
+    stream.synchronize();
+    if (round > 0) checks.replayed();
+    const GuardReport r = checks.reports()[0];
+    const bool right = stray ? r.stray_bytes == 1 && r.first.offset == off : r.ok();
+    if (!right) {
+      ++wrong;
+      std::printf("    replay %d: %s\n", round, r.describe().c_str());
+    }
+  }
+  report(wrong == 0 && graph.node_count() >= 3,
+         "30 replays of one captured arm, launch and check, every third with a stray byte: each reports its own");
+}
+
 }  // namespace
 
 int main() {
@@ -700,6 +738,7 @@ int main() {
     batches(true);
     queued_rounds();
     gated_snapshot();
+    graph_rounds();
     streams_checksum_and_outputs();
     large_buffer();
   } catch (const std::exception& e) {
