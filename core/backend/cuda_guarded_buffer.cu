@@ -464,16 +464,20 @@ int blocks_for(int64_t work_items, int64_t per_block, int limit) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, limit)));
 }
 
-// Blocks that fill the device once for the grid-stride batch kernels (the larger of the two
-// kernels' occupancy), for the current device; the few devices of a process are remembered.
-int grid_limit() {
+// What one device's guard kernels launch with, found once per device (a process uses few).
+struct DeviceShape {
+  int multiprocessors = 1;
+  int grid_limit = 1;  // blocks that fill the device once: the larger of arm's and check's occupancy
+};
+
+DeviceShape device_shape() {  // a copy: a later device's entry may move the vector
   static std::mutex m;
-  static std::vector<std::pair<int, int>> known;  // device, blocks
+  static std::vector<std::pair<int, DeviceShape>> known;
   int device = 0;
   cuda::check(cudaGetDevice(&device), "cudaGetDevice");
   std::lock_guard<std::mutex> lock(m);
-  for (const auto& [d, blocks] : known) {
-    if (d == device) return blocks;
+  for (const auto& [d, shape] : known) {
+    if (d == device) return shape;
   }
   int sms = 0, arm = 0, check = 0;
   cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
@@ -481,25 +485,15 @@ int grid_limit() {
               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&check, check_kernel, kThreads, 0),
               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  known.emplace_back(device, std::max(1, sms * std::max({1, arm, check})));
-  return known.back().second;
+  DeviceShape shape;
+  shape.multiprocessors = std::max(1, sms);
+  shape.grid_limit = shape.multiprocessors * std::max({1, arm, check});
+  known.emplace_back(device, shape);
+  return shape;
 }
 
-// The current device's multiprocessors (the few devices of a process are remembered).
-int multiprocessors() {
-  static std::mutex m;
-  static std::vector<std::pair<int, int>> known;  // device, SMs
-  int device = 0;
-  cuda::check(cudaGetDevice(&device), "cudaGetDevice");
-  std::lock_guard<std::mutex> lock(m);
-  for (const auto& [d, sms] : known) {
-    if (d == device) return sms;
-  }
-  int sms = 0;
-  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  known.emplace_back(device, std::max(1, sms));
-  return known.back().second;
-}
+int grid_limit() { return device_shape().grid_limit; }
+int multiprocessors() { return device_shape().multiprocessors; }
 
 // The mapped host memory of the checks' tallies: chunks of slots allocated as needed and kept for
 // the process (freeing them at exit could run after the CUDA runtime has shut down); a buffer
