@@ -222,9 +222,18 @@ TEST(MlacheckCli, BenchFuzzCountsEachTargetsInputsOnTheHostBackend) {
   const CliResult table = run_mlacheck("bench fuzz --backend host --seconds 0.1 --target topk_to_global");
   ASSERT_EQ(table.status, 0) << table.out;
   EXPECT_NE(table.out.find("host: checked/s median "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("skewed small (mixed cases)"), std::string::npos) << table.out;
+  // --cases small: every input byte below 8, said in the header and in the JSON.
+  const CliResult small = run_mlacheck("bench fuzz --backend host --seconds 0.2 --target topk_decode --cases small");
+  ASSERT_EQ(small.status, 0) << small.out;
+  EXPECT_NE(small.out.find("each below 8 (small cases)"), std::string::npos) << small.out;
+  const CliResult small_json =
+      run_mlacheck("bench fuzz --backend host --seconds 0.1 --target topk_decode --cases small --format json");
+  ASSERT_EQ(small_json.status, 0) << small_json.out;
+  EXPECT_NE(small_json.out.find("\"cases\": \"small\""), std::string::npos) << small_json.out;
   // An unknown target, a time out of range, a missing GPU: one line, exit 2.
   std::vector<std::string> bad = {"bench fuzz --backend host --target nope", "bench fuzz --backend host --seconds 0",
-                                  "bench fuzz --backend host --input-bytes 0"};
+                                  "bench fuzz --backend host --input-bytes 0", "bench fuzz --backend host --cases huge"};
   for (const std::string& cmd : bad) {
     const CliResult b = run_mlacheck(cmd);
     EXPECT_EQ(b.status, 2) << cmd << "\n" << b.out;
