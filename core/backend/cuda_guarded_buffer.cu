@@ -46,6 +46,7 @@ struct alignas(16) Tally {
   unsigned int clean;             // checksum path: the last check's sums agreed (nothing strayed)
   unsigned int stale;             // set by a gated arm: the snapshot must be copied again
 };
+static_assert(sizeof(Tally) <= cuda::MappedSlot::kSlotBytes, "a tally fits its mapped slot");
 
 // One byte per position modulo 256. Both patterns of GuardedMemory depend only on the offset
 // modulo 256 (checked once, below), and red zones are multiples of 256, so a storage index gives
@@ -495,53 +496,6 @@ DeviceShape device_shape() {  // a copy: a later device's entry may move the vec
 int grid_limit() { return device_shape().grid_limit; }
 int multiprocessors() { return device_shape().multiprocessors; }
 
-// The mapped host memory of the checks' tallies: chunks of slots allocated as needed and kept for
-// the process (freeing them at exit could run after the CUDA runtime has shut down); a buffer
-// takes a slot for its life. Indices count across chunks.
-class SlotPool {
- public:
-  static SlotPool& get() {
-    static SlotPool* pool = new SlotPool;
-    return *pool;
-  }
-  int take() {
-    std::lock_guard<std::mutex> lock(m_);
-    if (free_.empty()) grow();
-    const int i = free_.back();
-    free_.pop_back();
-    return i;
-  }
-  void give(int i) {
-    std::lock_guard<std::mutex> lock(m_);
-    free_.push_back(i);
-  }
-  Tally* host(int i) {
-    std::lock_guard<std::mutex> lock(m_);
-    return chunks_[static_cast<size_t>(i / kPerChunk)].first + i % kPerChunk;
-  }
-  Tally* device(int i) {
-    std::lock_guard<std::mutex> lock(m_);
-    return chunks_[static_cast<size_t>(i / kPerChunk)].second + i % kPerChunk;
-  }
-
- private:
-  static constexpr int kPerChunk = 256;
-  void grow() {
-    void* p = nullptr;
-    cuda::check(cudaHostAlloc(&p, sizeof(Tally) * kPerChunk, cudaHostAllocMapped | cudaHostAllocPortable),
-                "guarded buffers: cudaHostAlloc of the check tallies");
-    std::memset(p, 0, sizeof(Tally) * kPerChunk);
-    void* d = nullptr;
-    cuda::check(cudaHostGetDevicePointer(&d, p, 0), "guarded buffers: cudaHostGetDevicePointer");
-    const int base = static_cast<int>(chunks_.size()) * kPerChunk;
-    chunks_.emplace_back(static_cast<Tally*>(p), static_cast<Tally*>(d));
-    for (int i = kPerChunk - 1; i >= 0; --i) free_.push_back(base + i);
-  }
-  std::mutex m_;
-  std::vector<std::pair<Tally*, Tally*>> chunks_;  // host, device
-  std::vector<int> free_;
-};
-
 // The bytes poison_output writes into one element of dtype t.
 std::vector<uint8_t> element_poison(DType t) {
   const View one = View::contiguous(t, {1});
@@ -551,21 +505,6 @@ std::vector<uint8_t> element_poison(DType t) {
 }
 
 }  // namespace
-
-DeviceGuardedBuffer::MappedSlot::MappedSlot() : index_(SlotPool::get().take()) {}
-DeviceGuardedBuffer::MappedSlot::~MappedSlot() {
-  if (index_ >= 0) SlotPool::get().give(index_);
-}
-DeviceGuardedBuffer::MappedSlot::MappedSlot(MappedSlot&& o) noexcept : index_(std::exchange(o.index_, -1)) {}
-DeviceGuardedBuffer::MappedSlot& DeviceGuardedBuffer::MappedSlot::operator=(MappedSlot&& o) noexcept {
-  if (this != &o) {
-    if (index_ >= 0) SlotPool::get().give(index_);
-    index_ = std::exchange(o.index_, -1);
-  }
-  return *this;
-}
-void* DeviceGuardedBuffer::MappedSlot::host() const { return SlotPool::get().host(index_); }
-void* DeviceGuardedBuffer::MappedSlot::device() const { return SlotPool::get().device(index_); }
 
 DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
     : GuardedMemory(std::move(name), bytes, red_zone) {

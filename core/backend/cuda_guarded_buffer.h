@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/cuda_mapped_slot.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/backend/cuda_nvtx.h"
 #include "core/guarded_buffer.h"
@@ -87,21 +88,6 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // Device bytes this buffer holds (storage, snapshot, mask, scratch), for overhead reports.
   int64_t device_bytes() const;
 
-  // A slot of the check's tally in mapped host memory, from a pool the process keeps: the check
-  // kernel writes its result there, so the host reads it with no copy. Movable, like the buffer.
-  class MappedSlot {
-   public:
-    MappedSlot();
-    ~MappedSlot();
-    MappedSlot(MappedSlot&& o) noexcept;
-    MappedSlot& operator=(MappedSlot&& o) noexcept;
-    void* host() const;
-    void* device() const;
-
-   private:
-    int index_ = -1;
-  };
-
  protected:
   void arm_group(const std::vector<GuardedMemory*>& group, void* stream) override;
   bool queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
@@ -143,7 +129,7 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   cuda::NvtxHeap fence_;             // registered at the first fence, kept for the allocation's life
   cuda::DeviceAllocation mask_;      // output bits of the data bytes, zero-padded to a 16-byte multiple
   cuda::DeviceAllocation scratch_;   // the check's tally and the checksums
-  MappedSlot slot_;                  // where the check's last block leaves the tally
+  cuda::MappedSlot slot_;            // where the check's last block leaves the tally
   mutable uint32_t check_serial_ = 0;  // of the last check queued, echoed in the slot
   mutable cudaStream_t queued_on_ = nullptr;  // the stream of a check queued and not yet collected
   mutable bool check_queued_ = false;

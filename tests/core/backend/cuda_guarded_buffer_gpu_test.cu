@@ -610,6 +610,10 @@ void queued_rounds() {
       device_writes(b, w, stream.get(), &keep);
       QueuedChecks checks = queue_check_all(both, stream.get());
       stream.synchronize();
+      // After the check ran, before its reports: a byte of b changes. A check that was queued
+      // behind the launch never saw it; one run only now, in reports(), would report it.
+      const uint8_t late = 0x5A;
+      b.write(3000, &late, 1);
       const std::vector<GuardReport> r = checks.reports();
       const bool right = r.size() == 2 && r[0].ok() && r[1].ok() == !stray &&
                          (!stray || (r[1].stray_bytes == 1 && r[1].first.offset == 100 + round));
@@ -617,10 +621,12 @@ void queued_rounds() {
         ++wrong;
         std::printf("    round %d: a: %s | b: %s\n", round, r[0].describe().c_str(), r[1].describe().c_str());
       }
-      if (stray) b.write(100 + round, inputs.data(), 1);  // put the byte back for the next round
+      b.write(3000, inputs.data(), 1);                   // the late byte back
+      if (stray) b.write(100 + round, inputs.data(), 1);  // the stray byte back, for the next round
     }
     report(wrong == 0, std::string(checksum ? "[checksum] " : "") +
-                           "60 queued rounds, every third with a stray byte: each round reports its own");
+                           "60 queued rounds, every third with a stray byte: each round reports its own, and not a "
+                           "byte changed after the check ran");
   }
   bool destroyed = true;
   try {
@@ -713,8 +719,14 @@ void graph_rounds() {
     copy_to_device(d_val.get(), &val, 1);
     graph.replay(stream);
     stream.synchronize();
+    // After the replay's check, before its reports, a byte changes: it must not be reported.
+    uint8_t was = 0;
+    g.read(20000, &was, 1);
+    const uint8_t late = static_cast<uint8_t>(was ^ 0x5A);
+    g.write(20000, &late, 1);
     if (round > 0) checks.replayed();
     const GuardReport r = checks.reports()[0];
+    g.write(20000, &was, 1);
     const bool right = stray ? r.stray_bytes == 1 && r.first.offset == off : r.ok();
     if (!right) {
       ++wrong;
@@ -722,7 +734,8 @@ void graph_rounds() {
     }
   }
   report(wrong == 0 && graph.node_count() >= 3,
-         "30 replays of one captured arm, launch and check, every third with a stray byte: each reports its own");
+         "30 replays of one captured arm, launch and check, every third with a stray byte: each reports its own, and "
+         "not a byte changed after the replay's check");
 }
 
 }  // namespace
