@@ -6,20 +6,26 @@
 // median milliseconds, the ratio to the copy, and the bytes each moves per second. Then, by size
 // (64 KiB to 64 MiB, a quarter of each an output view), the queued arm and the queued check of
 // one buffer (arm_all / queue_check_all on a stream, as the property suite runs them) beside an
-// empty kernel, in microseconds of device time: what is fixed and what grows with the bytes.
+// empty kernel, in microseconds of device time: what is fixed and what grows with the bytes. Last,
+// the host time of each step of staging one small buffer as a fuzzed case does.
 // Exits 77 with "skipped: no GPU" without a usable GPU. Not a ctest: run
 // build/cuda/benchmarks/guard_check_bench.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend/cuda_guarded_buffer.h"
+#include "core/backend/cuda_reserved_buffer.h"
 #include "core/backend/cuda_runtime.h"
+#include "core/error.h"
 #include "tests/support/gpu_test.h"
 
 namespace {
@@ -61,6 +67,108 @@ float median_ms(Stream& s, const std::function<void()>& op, const std::function<
   }
   std::sort(ms.begin(), ms.end());
   return (ms[kRepetitions / 2 - 1] + ms[kRepetitions / 2]) / 2;
+}
+
+// Staging one small buffer the way a fuzzed case stages each of its buffers (harness/testbed.cpp):
+// construct, write the host bytes, declare an output and queue the arm, queue the check, wait and
+// take the reports, read the bytes back, destroy. Host clock, median of kStagingRounds, per step:
+// what a small case costs in round trips, whatever its kernel. Each size twice: the first fill and
+// the write waited for (the constructor without a stream, write()), and queued on the stream
+// (with a stream, queue_write(): what Device::allocate and the testbed do). Then reserved memory.
+constexpr int kStagingRounds = 200;
+void staging_steps(Stream& s) {
+  using Clock = std::chrono::steady_clock;
+  const char* steps[] = {"construct", "write", "arm (queued)", "check, wait, reports", "read", "destroy"};
+  constexpr int kSteps = 6;
+  for (const auto& [bytes, queued] : {std::pair<int64_t, bool>{int64_t(4) << 10, false}, {int64_t(4) << 10, true},
+                                      {int64_t(256) << 10, false}, {int64_t(256) << 10, true}}) {
+    std::vector<std::vector<double>> us(kSteps);
+    std::vector<double> whole;
+    std::vector<uint8_t> host(static_cast<size_t>(bytes), 0x3C);
+    for (int round = 0; round < kStagingRounds + 1; ++round) {
+      Clock::time_point t[kSteps + 1];
+      t[0] = Clock::now();
+      auto b = queued ? std::make_unique<DeviceGuardedBuffer>("case", bytes, GuardedMemory::kDefaultRedZone, s.get())
+                      : std::make_unique<DeviceGuardedBuffer>("case", bytes);
+      t[1] = Clock::now();
+      if (queued) {
+        b->queue_write(0, host.data(), bytes, s.get());
+      } else {
+        b->write(0, host.data(), bytes);
+      }
+      t[2] = Clock::now();
+      b->declare_output("out", View::contiguous(DType::kF32, {bytes / 16}, bytes / 2));
+      std::vector<GuardedMemory*> one{b.get()};
+      arm_all(one, s.get());
+      t[3] = Clock::now();
+      QueuedChecks q = queue_check_all(one, s.get());
+      s.synchronize();
+      const GuardReport r = q.reports()[0];
+      t[4] = Clock::now();
+      b->read(0, host.data(), bytes);
+      t[5] = Clock::now();
+      b.reset();
+      t[6] = Clock::now();
+      // The arm poisoned the output view; nothing wrote it, so the check is clean.
+      if (!r.ok()) throw Error("staging: a clean buffer reported a stray write: " + r.describe());
+      if (round == 0) continue;  // warm-up: the allocation cache and the slot pool fill
+      for (int k = 0; k < kSteps; ++k) us[k].push_back(std::chrono::duration<double, std::micro>(t[k + 1] - t[k]).count());
+      whole.push_back(std::chrono::duration<double, std::micro>(t[kSteps] - t[0]).count());
+    }
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    std::printf("staging one buffer of %lld bytes, %s, host clock, median of %d, microseconds\n",
+                static_cast<long long>(bytes),
+                queued ? "first fill and write queued on the stream (as Device::allocate and the testbed do)"
+                       : "first fill and write each waited for", kStagingRounds);
+    for (int k = 0; k < kSteps; ++k) std::printf("  %-24s %8.1f\n", steps[k], median(us[k]));
+    std::printf("  %-24s %8.1f\n", "all of it", median(whole));
+  }
+}
+
+// Staging reserved memory the way a far-rows case does (properties/topk_properties.cpp): a buffer of
+// 12 GiB whose `rows` rows, 1.5 GiB apart, are backed (each its own granule), steps timed as above.
+void reserved_steps(int rows) {
+  using Clock = std::chrono::steady_clock;
+  const char* steps[] = {"construct", "write", "arm", "check", "read", "destroy"};
+  constexpr int kSteps = 6, kRounds = 40;
+  const int64_t bytes = int64_t(12) << 30, stride = int64_t(3) << 29, row = 4096;
+  std::vector<ByteSpan> backed;
+  for (int r = 0; r < rows; ++r) backed.push_back({r * stride, r * stride + row});
+  std::vector<uint8_t> host(static_cast<size_t>(row), 0x3C);
+  std::vector<std::vector<double>> us(kSteps);
+  for (int round = 0; round < kRounds + 1; ++round) {
+    Clock::time_point t[kSteps + 1];
+    t[0] = Clock::now();
+    auto b = std::make_unique<DeviceReservedBuffer>("far", bytes, backed);
+    t[1] = Clock::now();
+    for (const ByteSpan& r : backed) b->write(r.begin, host.data(), row);
+    t[2] = Clock::now();
+    b->arm();
+    t[3] = Clock::now();
+    const GuardReport rep = b->check();
+    t[4] = Clock::now();
+    for (const ByteSpan& r : backed) b->read(r.begin, host.data(), row);
+    t[5] = Clock::now();
+    b.reset();
+    t[6] = Clock::now();
+    if (!rep.ok()) throw Error("reserved staging: a clean buffer reported a stray write: " + rep.describe());
+    if (round == 0) continue;
+    for (int k = 0; k < kSteps; ++k) us[k].push_back(std::chrono::duration<double, std::micro>(t[k + 1] - t[k]).count());
+  }
+  std::printf("staging a 12 GiB reserved buffer with %d far rows of 4 KiB backed, host clock, median of %d, microseconds\n",
+              rows, kRounds);
+  double all = 0;
+  for (int k = 0; k < kSteps; ++k) {
+    std::vector<double> v = us[k];
+    std::sort(v.begin(), v.end());
+    const double m = (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    all += m;
+    std::printf("  %-24s %8.1f\n", steps[k], m);
+  }
+  std::printf("  %-24s %8.1f\n", "sum of the medians", all);
 }
 
 }  // namespace
@@ -181,6 +289,9 @@ int main() {
       std::printf("  %10s %10.1f %10.1f   (top-k's four buffers: 2 MiB, 512 KiB, 256 B, 256 B)\n", "2.5 MiB", arm * 1000,
                   chk * 1000);
     }
+    staging_steps(s);
+    reserved_steps(1);
+    reserved_steps(8);
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

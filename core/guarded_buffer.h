@@ -80,6 +80,14 @@ class GuardedMemory {
   // Copies bytes in from, or out to, host memory at an offset from data().
   virtual void write(int64_t offset, const void* src, int64_t bytes) = 0;
   virtual void read(int64_t offset, void* dst, int64_t bytes) const = 0;
+  // write(), queued on stream (a Device::stream()) where the backend can: src may be reused as soon
+  // as it returns, work queued next on that stream sees the bytes, and a host read() or write() of
+  // this memory waits for it first; a kernel on another stream must wait for that stream. The
+  // default (and a null stream) is write().
+  virtual void queue_write(int64_t offset, const void* src, int64_t bytes, void* stream) {
+    (void)stream;
+    write(offset, src, bytes);
+  }
 
   // Declares a view the next launch may write. Outputs may not overlap each other.
   void declare_output(std::string view_name, const View& v);

@@ -113,21 +113,18 @@ struct Buffer {
   }
   HostTensor host_tensor() { return HostTensor(bytes(), view); }
   kernels::DeviceTensor device_tensor() const { return {memory->data(), view}; }
+  // A new allocation on the device, the host bytes written into it, queued on the device's stream
+  // (GuardedMemory::queue_write): a launch queued there next sees them.
   void upload(kernels::Device& device) {
-    if (lazy) {
-      memory = device.reserve(name, size(), backed, writable);
-      for (const ByteSpan& r : backed) memory->write(r.begin, bytes() + r.begin, r.size());
-      return;
-    }
-    memory = device.allocate(name, size());
-    memory->write(0, host.data(), size());
+    memory = lazy ? device.reserve(name, size(), backed, writable) : device.allocate(name, size());
+    refill(device.stream());
   }
-  // Writes the host bytes into the allocation the buffer already has.
-  void refill() {
+  // Writes the host bytes into the allocation the buffer already has, queued on stream (null: at once).
+  void refill(void* stream) {
     if (lazy) {
-      for (const ByteSpan& r : backed) memory->write(r.begin, bytes() + r.begin, r.size());
+      for (const ByteSpan& r : backed) memory->queue_write(r.begin, bytes() + r.begin, r.size(), stream);
     } else {
-      memory->write(0, host.data(), size());
+      memory->queue_write(0, host.data(), size(), stream);
     }
   }
   // Reads the device's bytes back into host (a reserved buffer's backed ranges).

@@ -66,7 +66,7 @@ Verdict Testbed::refuse_all_zero(bool outputs) const {
 
 void Testbed::stage(Buffer& b) {
   if (b.memory && b.memory->size() == b.size()) {
-    b.refill();
+    b.refill(device_.stream());
     b.memory->clear_outputs();
   } else {
     b.upload(device_);

@@ -110,7 +110,8 @@ class CudaDevice final : public Device {
   Backend backend() const override { return Backend::kCuda; }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
     if (!guards_) return std::make_unique<PlainDeviceMemory>(name, bytes);
-    auto m = std::make_unique<DeviceGuardedBuffer>(name, bytes);
+    // Its first fill queued on the device's stream, as the writes and the arm that follow are.
+    auto m = std::make_unique<DeviceGuardedBuffer>(name, bytes, GuardedMemory::kDefaultRedZone, stream_.get());
     m->retire_to(quarantine_);
     return m;
   }

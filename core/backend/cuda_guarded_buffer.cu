@@ -2,6 +2,7 @@
 // Why one file past 500 lines: the kernels and the host side that batches them (arm_all, check_all)
 // share the private layout of the batched work lists, which no header should expose.
 #include "core/backend/cuda_guarded_buffer.h"
+#include "core/backend/cuda_patterns.h"
 
 #include "core/read_fence.h"
 
@@ -48,41 +49,21 @@ struct alignas(16) Tally {
 };
 static_assert(sizeof(Tally) <= cuda::MappedSlot::kSlotBytes, "a tally fits its mapped slot");
 
-// One byte per position modulo 256. Both patterns of GuardedMemory depend only on the offset
-// modulo 256 (checked once, below), and red zones are multiples of 256, so a storage index gives
-// the same table entry as its offset from data().
-struct PatternTable {
-  uint8_t byte[256];
-};
+using cuda::PatternTable;
+using cuda::pattern_table;
+using cuda::require_periodic_patterns;
 
-PatternTable pattern_table(bool red) {
-  PatternTable t;
-  for (int i = 0; i < 256; ++i) t.byte[i] = red ? GuardedMemory::red_zone_byte(i) : GuardedMemory::poison_byte(i);
-  return t;
-}
-
-// The device fills read the patterns from a 256-entry table; that is only the host's pattern if it
-// repeats every 256 bytes. Fails loudly if someone changes the pattern functions so it does not.
-void require_periodic_patterns() {
-  static const bool ok = [] {
-    for (int64_t off = -1024; off < 1024; ++off) {
-      const uint8_t k = static_cast<uint8_t>(off & 0xFF);
-      if (GuardedMemory::red_zone_byte(off) != GuardedMemory::red_zone_byte(k) ||
-          GuardedMemory::poison_byte(off) != GuardedMemory::poison_byte(k)) {
-        return false;
-      }
-    }
-    return true;
-  }();
-  MLA_REQUIRE(ok, "DeviceGuardedBuffer: the red zone or poison pattern no longer repeats every 256 bytes; "
-                  "the device fill tables (cuda_guarded_buffer.cu) must change with it");
-}
-
-__global__ void paint_kernel(uint8_t* storage, int64_t begin, int64_t end, PatternTable t) {
+// A new buffer's first fill, one kernel: the red zones' pattern before and after the data, the
+// poison pattern over the data, and the output mask and the tally zeroed.
+__global__ void init_kernel(uint8_t* storage, int64_t red_zone, int64_t size, int64_t total, PatternTable red,
+                            PatternTable data, uint8_t* mask, int64_t mask_bytes, uint8_t* tally, int tally_bytes) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = begin + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < end; i += stride) {
-    storage[i] = t.byte[i & 0xFF];
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  for (int64_t i = first; i < total; i += stride) {
+    storage[i] = (i < red_zone || i >= red_zone + size ? red : data).byte[i & 0xFF];
   }
+  for (int64_t i = first; i < mask_bytes; i += stride) mask[i] = 0;
+  if (first < tally_bytes) tally[first] = 0;
 }
 
 // Output bits of the 16 data bytes at offset off (a multiple of 16): bit b is byte off + b. Red
@@ -496,6 +477,14 @@ DeviceShape device_shape() {  // a copy: a later device's entry may move the vec
 int grid_limit() { return device_shape().grid_limit; }
 int multiprocessors() { return device_shape().multiprocessors; }
 
+// Whether stream is capturing a graph: work queued there now would run only at each replay.
+bool capturing(cudaStream_t stream) {
+  if (stream == nullptr) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cuda::check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 // The bytes poison_output writes into one element of dtype t.
 std::vector<uint8_t> element_poison(DType t) {
   const View one = View::contiguous(t, {1});
@@ -506,7 +495,7 @@ std::vector<uint8_t> element_poison(DType t) {
 
 }  // namespace
 
-DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
+DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_t red_zone, cudaStream_t stream)
     : GuardedMemory(std::move(name), bytes, red_zone) {
   require_periodic_patterns();
   auto allocate = [this](int64_t n, const char* what) {
@@ -526,11 +515,17 @@ DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_
   mask_ = allocate(round_up((size() + 7) / 8, 16) + 16, "output mask");
   scratch_ = allocate(sizeof(Tally), "check tally");
 
-  cuda::check(cudaMemset(mask_.get(), 0, mask_.bytes()), "guarded buffer: cudaMemset of the output mask");
-  cuda::check(cudaMemset(scratch_.get(), 0, scratch_.bytes()), "guarded buffer: cudaMemset of the tally");
-  paint(0, this->red_zone(), true, nullptr);
-  paint(this->red_zone(), this->red_zone() + size(), false, nullptr);
-  paint(this->red_zone() + size(), total(), true, nullptr);
+  static const PatternTable red = pattern_table(true), poison = pattern_table(false);
+  if (capturing(stream)) stream = nullptr;  // allocated inside a capture: filled now, not at each replay
+  init_kernel<<<blocks_for(std::max<int64_t>(total(), static_cast<int64_t>(mask_.bytes())), kThreads, grid_limit()),
+                kThreads, 0, stream>>>(storage_.as<uint8_t>(), this->red_zone(), size(), total(), red, poison,
+                                       mask_.as<uint8_t>(), static_cast<int64_t>(mask_.bytes()), scratch_.as<uint8_t>(),
+                                       static_cast<int>(sizeof(Tally)));
+  cuda::check_launch("guarded buffer: init_kernel");
+  if (stream != nullptr) {
+    pending_ = true, pending_on_ = stream;
+    return;
+  }
   cuda::check(cudaStreamSynchronize(nullptr), "guarded buffer: initial fill");
 }
 
@@ -539,42 +534,70 @@ DeviceGuardedBuffer& DeviceGuardedBuffer::operator=(DeviceGuardedBuffer&&) noexc
 DeviceGuardedBuffer::~DeviceGuardedBuffer() {
   // Work still queued on this buffer (a launch that threw between arm and check) must finish before
   // its memory can go to another owner. A failure here is the stream's, reported by its next user.
-  if (arm_pending_) (void)cudaStreamSynchronize(arm_pending_on_);
+  if (pending_) (void)cudaStreamSynchronize(pending_on_);
   if (check_queued_) (void)cudaStreamSynchronize(queued_on_);
   retire(*this);
 }
 
-void DeviceGuardedBuffer::paint(int64_t begin, int64_t end, bool red, cudaStream_t stream) {
-  if (end <= begin) return;
-  paint_kernel<<<blocks_for(end - begin, kThreads, grid_limit()), kThreads, 0, stream>>>(storage_.as<uint8_t>(), begin,
-                                                                                          end, pattern_table(red));
-  cuda::check_launch("paint_kernel");
+void DeviceGuardedBuffer::wait_for_queued() const {
+  if (!pending_) return;
+  if (capturing(pending_on_)) {
+    // Work queued before the capture began is done (cuda::Graph::capture drains the stream first);
+    // work queued inside it runs only at each replay: there is nothing to wait for.
+    pending_ = false;
+    return;
+  }
+  cuda::check(cudaStreamSynchronize(pending_on_), ("guarded buffer '" + name() + "': waiting for its queued work").c_str());
+  pending_ = false;
+  stream_drained();
 }
 
-void DeviceGuardedBuffer::wait_for_arm() const {
-  if (!arm_pending_) return;
-  cuda::check(cudaStreamSynchronize(arm_pending_on_), ("guarded buffer '" + name() + "': waiting for its arm").c_str());
-  arm_pending_ = false;
+void DeviceGuardedBuffer::wait_for_queued_unless_on(cudaStream_t stream) const {
+  if (pending_ && pending_on_ != stream) wait_for_queued();
+}
+
+void DeviceGuardedBuffer::stream_drained() const {
+  retired_.clear();
+  mask_upload_pending_ = write_upload_pending_ = false;
+}
+
+uint8_t* DeviceGuardedBuffer::take_staging(cuda::PinnedHostAllocation* staging, bool* pending, size_t bytes) {
+  if (*pending) retired_.push_back(std::move(*staging));
+  if (staging->bytes() < bytes) *staging = cuda::PinnedHostAllocation(bytes);
+  *pending = true;
+  return staging->data();
 }
 
 void DeviceGuardedBuffer::write(int64_t offset, const void* src, int64_t bytes) {
   require_inside(offset, bytes, "write");
   if (bytes == 0) return;
-  wait_for_arm();  // queued on another stream, it would poison or snapshot over these bytes
+  wait_for_queued();  // queued on another stream, it would poison or snapshot over these bytes
   snapshot_stale_ = true;  // the next arm copies the snapshot, whatever its sum says
-  cuda::check(cudaMemcpy(data() + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
-              ("guarded buffer '" + name() + "': write (cudaMemcpy)").c_str());
-  // cudaMemcpy from pageable memory may return before its last DMA lands; a kernel launched next on
-  // a non-blocking stream must see the bytes.
-  cuda::check(cudaStreamSynchronize(cudaStreamLegacy), ("guarded buffer '" + name() + "': write").c_str());
+  cuda::copy_to_device(data() + offset, src, static_cast<size_t>(bytes), ("guarded buffer '" + name() + "': write").c_str());
+}
+
+void DeviceGuardedBuffer::queue_write(int64_t offset, const void* src, int64_t bytes, void* stream) {
+  constexpr int64_t kMostQueued = int64_t(1) << 20;  // more would keep that much page-locked per buffer
+  if (stream == nullptr || bytes > kMostQueued || capturing(static_cast<cudaStream_t>(stream))) {
+    return write(offset, src, bytes);  // inside a capture the copy would be replayed, not done
+  }
+  require_inside(offset, bytes, "write");
+  if (bytes == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  wait_for_queued_unless_on(s);
+  snapshot_stale_ = true;
+  uint8_t* staging = take_staging(&write_host_, &write_upload_pending_, static_cast<size_t>(bytes));
+  std::memcpy(staging, src, static_cast<size_t>(bytes));
+  cuda::check(cudaMemcpyAsync(data() + offset, staging, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s),
+              ("guarded buffer '" + name() + "': queued write").c_str());
+  pending_ = true, pending_on_ = s;
 }
 
 void DeviceGuardedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
   require_inside(offset, bytes, "read");
   if (bytes == 0) return;
-  wait_for_arm();
-  cuda::check(cudaMemcpy(dst, data() + offset, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
-              ("guarded buffer '" + name() + "': read (cudaMemcpy)").c_str());
+  wait_for_queued();
+  cuda::copy_to_host(dst, data() + offset, static_cast<size_t>(bytes), ("guarded buffer '" + name() + "': read").c_str());
 }
 
 void DeviceGuardedBuffer::set_checksum_fast_path(bool on) {
@@ -665,7 +688,11 @@ void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
     // The mask changes only with the outputs; re-sending it each arm would cost size/8 bytes of
     // host-to-device copy per launch.
     if (!output_mask().empty()) {
-      cuda::check(cudaMemcpyAsync(mask_.get(), output_mask().data(), output_mask().size(), cudaMemcpyHostToDevice, stream),
+      // From a page-locked copy, so the upload is queued, not a copy the host waits on. Each
+      // upload takes its own: one still queued reads the mask it was given.
+      uint8_t* staging = take_staging(&mask_host_, &mask_upload_pending_, output_mask().size());
+      std::memcpy(staging, output_mask().data(), output_mask().size());
+      cuda::check(cudaMemcpyAsync(mask_.get(), staging, output_mask().size(), cudaMemcpyHostToDevice, stream),
                   (what + " (uploading the output mask)").c_str());
     }
     // Which outputs the arm kernel poisons: up to kMaxPoisonSpans whose byte spans do not
@@ -748,7 +775,10 @@ Segment segment_of(Buffer& g, uint8_t* storage, uint8_t* snapshot, const uint8_t
 }  // namespace
 
 void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream, bool wait) {
-  for (DeviceGuardedBuffer* b : buffers) b->prepare_arm(stream);
+  for (DeviceGuardedBuffer* b : buffers) {
+    b->wait_for_queued_unless_on(stream);  // a first fill or a write queued on another stream
+    b->prepare_arm(stream);
+  }
   for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
     const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
     bool gated = false;  // some buffer's snapshot copy waits for its sum (snapshot_kernel)
@@ -779,12 +809,15 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
       cuda::check_launch("guarded buffers: snapshot_kernel");
     }
   }
-  if (wait) cuda::check(cudaStreamSynchronize(stream), "guarded buffers: arm");
+  if (wait) {
+    cuda::check(cudaStreamSynchronize(stream), "guarded buffers: arm");
+    for (DeviceGuardedBuffer* b : buffers) b->stream_drained();
+  }
   for (DeviceGuardedBuffer* b : buffers) {
     b->armed_ = true;
     b->snapshot_stale_ = false;
     b->check_queued_ = false;
-    b->arm_pending_ = !wait, b->arm_pending_on_ = stream;
+    b->pending_ = !wait, b->pending_on_ = stream;
   }
 }
 
@@ -810,7 +843,7 @@ void DeviceGuardedBuffer::queue_checks(const std::vector<const DeviceGuardedBuff
   }
   for (const DeviceGuardedBuffer* b : buffers) {
     b->check_queued_ = true, b->queued_on_ = stream;
-    b->arm_pending_ = false;  // the check is queued behind the arm: waiting for it waits for both
+    b->pending_ = false;  // the check is queued behind the arm: waiting for it waits for both
   }
 }
 
@@ -832,6 +865,7 @@ std::vector<GuardReport> DeviceGuardedBuffer::collect_checks(const std::vector<c
   for (const DeviceGuardedBuffer* b : buffers) {
     const DeviceGuardedBuffer& g = *b;
     g.check_queued_ = false;
+    g.stream_drained();
     Tally t = tally_of(g);
     // The checksum fast path: equal sums mean nothing outside the outputs changed; different
     // ones, that something did, and the exact comparison says where.

@@ -46,7 +46,10 @@ namespace mlacheck {
 class DeviceGuardedBuffer final : public GuardedMemory {
  public:
   // Allocates storage, snapshot and mask on the current device; red zones patterned, data poisoned.
-  DeviceGuardedBuffer(std::string name, int64_t bytes, int64_t red_zone = kDefaultRedZone);
+  // With a stream, that first fill is queued there and nothing waits for it: work queued next on
+  // that stream (queue_write, an arm) follows it, and a host copy in or out waits for it first.
+  // Without, it runs on the legacy default stream and the constructor waits for it.
+  DeviceGuardedBuffer(std::string name, int64_t bytes, int64_t red_zone = kDefaultRedZone, cudaStream_t stream = nullptr);
   DeviceGuardedBuffer(DeviceGuardedBuffer&&) noexcept;
   DeviceGuardedBuffer& operator=(DeviceGuardedBuffer&&) noexcept;
   ~DeviceGuardedBuffer() override;
@@ -59,6 +62,9 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // bytes are in place. They do not wait for non-blocking streams: synchronize those first.
   void write(int64_t offset, const void* src, int64_t bytes) override;
   void read(int64_t offset, void* dst, int64_t bytes) const override;
+  // Queued on stream (see GuardedMemory::queue_write): up to 1 MiB is copied into page-locked
+  // staging the buffer keeps and its upload queued, with no wait; more is a write().
+  void queue_write(int64_t offset, const void* src, int64_t bytes, void* stream) override;
 
   // Poisons every output view (the bytes poison_output writes on the host), restores the red
   // zones, uploads the output mask when the outputs changed, and snapshots the storage, all on the
@@ -114,27 +120,41 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // followed by the exact comparison, for the report).
   static std::vector<GuardReport> collect_checks(const std::vector<const DeviceGuardedBuffer*>& buffers,
                                                  cudaStream_t stream);
-  // Waits for a queued arm of this buffer, before a host copy in or out.
-  void wait_for_arm() const;
+  // Waits for the work queued on this buffer (its first fill, a queued write, an arm), before a
+  // host copy in or out; and, called with the stream about to take new work, only if that work was
+  // queued on another stream.
+  void wait_for_queued() const;
+  void wait_for_queued_unless_on(cudaStream_t stream) const;
   // The host side of arm(): the mask when the outputs changed, the device poison of each output,
   // and the host-poisoned outputs written to the device.
   void prepare_arm(cudaStream_t stream);
   // The report of a check whose tally is `first`, `last`, `count` (storage indices).
   GuardReport report(unsigned long long first, unsigned long long last, unsigned long long count,
                      cudaStream_t stream) const;
-  void paint(int64_t begin, int64_t end, bool red, cudaStream_t stream);
 
   cuda::DeviceAllocation storage_;   // red zone | data | red zone
   cuda::DeviceAllocation snapshot_;  // of storage_, taken by arm()
   cuda::NvtxHeap fence_;             // registered at the first fence, kept for the allocation's life
   cuda::DeviceAllocation mask_;      // output bits of the data bytes, zero-padded to a 16-byte multiple
+  // Page-locked staging of queued uploads: the bits last uploaded to mask_, and the bytes of the
+  // last queued_write. An upload still queued reads the staging it was given, so a new one takes
+  // fresh staging and the old goes to retired_ until this buffer's stream is waited for.
+  cuda::PinnedHostAllocation mask_host_, write_host_;
+  mutable std::vector<cuda::PinnedHostAllocation> retired_;
+  mutable bool mask_upload_pending_ = false, write_upload_pending_ = false;
+  void stream_drained() const;  // the work queued on this buffer is done: its staging is free
+  // Staging of at least `bytes` for a new upload: *staging itself, or fresh when its last upload
+  // may be queued still (*pending), the old one retired.
+  uint8_t* take_staging(cuda::PinnedHostAllocation* staging, bool* pending, size_t bytes);
   cuda::DeviceAllocation scratch_;   // the check's tally and the checksums
   cuda::MappedSlot slot_;            // where the check's last block leaves the tally
   mutable uint32_t check_serial_ = 0;  // of the last check queued, echoed in the slot
   mutable cudaStream_t queued_on_ = nullptr;  // the stream of a check queued and not yet collected
   mutable bool check_queued_ = false;
-  mutable cudaStream_t arm_pending_on_ = nullptr;  // the stream of a queued arm not yet waited for
-  mutable bool arm_pending_ = false;
+  // The stream of work queued on this buffer (first fill, queued write, arm) the host has not
+  // waited for.
+  mutable cudaStream_t pending_on_ = nullptr;
+  mutable bool pending_ = false;
   // The next arm copies the snapshot in its own pass (checksum path): true until the first arm, and
   // after new outputs, a host write or switching the path. Otherwise the arm only sums the bytes,
   // and copies them only if they changed since the last clean check (see the file comment).

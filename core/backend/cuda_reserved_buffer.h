@@ -6,7 +6,7 @@
 // inside the allocation or in its margins (where an offset wrapped to 32 bits lands), faults with
 // an illegal address: a sticky fault, which the suite's child process turns into FAIL `crashed`
 // with the case saved. The backed bytes are guarded like an input: poisoned where the case stages
-// nothing, snapshotted by arm() and compared by check() (on the host: a few granules).
+// nothing, snapshotted by arm() and compared by check(), all on the device.
 //
 // The driver API is reached through cudaGetDriverEntryPointByVersion, so nothing links libcuda.
 // Not lendable to a Python worker (CUDA IPC exports cudaMalloc blocks only). Not thread-safe.
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/cuda_runtime.h"
 #include "core/guarded_buffer.h"
 
 namespace mlacheck {
@@ -46,7 +47,9 @@ class DeviceReservedBuffer final : public GuardedMemory {
   int64_t granule() const { return granule_; }
 
  private:
-  void paint_red_zones();
+  // The red zone pattern over every backed byte outside the data, and unless only_red the poison
+  // pattern over the rest: queued on the legacy default stream.
+  void fill(bool only_red);
   void release_all() noexcept;  // unmaps and releases every granule, then frees the range
 
   uint64_t reservation_ = 0;  // CUdeviceptr
@@ -55,8 +58,10 @@ class DeviceReservedBuffer final : public GuardedMemory {
   int64_t granule_ = 0;
   std::vector<ByteSpan> backed_;               // data offsets, whole granules, merged
   std::vector<unsigned long long> handles_;    // CUmemGenericAllocationHandle, one per backed span
-  std::vector<uint8_t> snapshot_;              // the backed bytes, in order
-  std::vector<uint8_t> in_output_;  // per backed byte, in snapshot order: 1 inside an output view
+  cuda::DeviceAllocation snapshot_;   // the backed bytes, in order, as arm() found them
+  cuda::DeviceAllocation in_output_;  // per backed byte, in snapshot order: 1 inside an output view
+  bool has_outputs_ = false;          // whether in_output_ holds the outputs of the last arm()
+  cuda::DeviceAllocation strays_ = cuda::DeviceAllocation(64);  // check()'s tally
 };
 
 }  // namespace mlacheck

@@ -1,11 +1,14 @@
 // The CUDA runtime wrappers: error classification, RAII handles, graph capture and the device probe.
 #include "core/backend/cuda_runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 // Under AddressSanitizer, its shadow-gap protection takes the address range the CUDA driver maps
 // device memory into: every allocation then fails as "out of memory". Every program that links
@@ -137,37 +140,47 @@ bool cache_enabled() {
 }
 
 // Freed blocks by size class, up to a total; never destroyed (blocks may be live at exit, and the
-// CUDA context may be gone before static destructors run).
+// CUDA context may be gone before static destructors run). A block given back may still be in use
+// by queued work, as cudaFree would wait for: it waits in `unsynced_` until a take() that finds
+// nothing ready synchronizes the device once for all of them (not once per block given back, which
+// cost a fuzzed case a device synchronization per allocation).
 class BlockCache {
  public:
   BlockCache(size_t limit, cudaError_t (*free_fn)(void*)) : limit_(limit), free_(free_fn) {}
   void* take(size_t size_class) {
     std::lock_guard<std::mutex> lock(mutex_);
-    // The block freed last (multimap keeps equal keys in insertion order): likeliest still cached.
-    const auto range = blocks_.equal_range(size_class);
-    if (range.first == range.second) {
-      ++misses_;
-      return nullptr;
+    void* p = take_ready(size_class);
+    if (p == nullptr && !unsynced_.empty()) {
+      // After a sticky fault the blocks are dropped (the context is lost; nothing more can be done
+      // with them). Another error (an earlier launch's, as cudaFree may return; a synchronize refused
+      // inside a graph capture) leaves them waiting: they were not seen idle.
+      const cudaError_t e = cudaDeviceSynchronize();
+      if (e == cudaSuccess) {
+        blocks_.insert(unsynced_.begin(), unsynced_.end());
+        unsynced_.clear();
+        p = take_ready(size_class);
+      } else if (is_sticky(e)) {
+        for (const auto& b : unsynced_) cached_ -= b.first;
+        unsynced_.clear();
+      }
     }
-    const auto it = std::prev(range.second);
-    void* p = it->second;
-    blocks_.erase(it);
-    cached_ -= size_class;
-    ++hits_;
+    ++(p ? hits_ : misses_);
     return p;
   }
   // False when the cache is full: the caller frees the block.
   bool put(void* p, size_t size_class) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_ + size_class > limit_) return false;
-    blocks_.emplace(size_class, p);
+    unsynced_.emplace_back(size_class, p);
     cached_ += size_class;
     return true;
   }
   void release_all() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, p] : blocks_) (void)free_(p);
+    for (auto& [size, p] : unsynced_) (void)free_(p);  // cudaFree waits for the device itself
     blocks_.clear();
+    unsynced_.clear();
     cached_ = 0;
   }
   void stats(size_t& cached, size_t& hits, size_t& misses) {
@@ -176,8 +189,19 @@ class BlockCache {
   }
 
  private:
+  void* take_ready(size_t size_class) {
+    // The block freed last (multimap keeps equal keys in insertion order): likeliest still cached.
+    const auto range = blocks_.equal_range(size_class);
+    if (range.first == range.second) return nullptr;
+    const auto it = std::prev(range.second);
+    void* p = it->second;
+    blocks_.erase(it);
+    cached_ -= size_class;
+    return p;
+  }
   std::mutex mutex_;
-  std::multimap<size_t, void*> blocks_;
+  std::multimap<size_t, void*> blocks_;                // ready to hand out
+  std::vector<std::pair<size_t, void*>> unsynced_;     // given back since the last synchronize
   size_t cached_ = 0, hits_ = 0, misses_ = 0;
   const size_t limit_;
   cudaError_t (*const free_)(void*);
@@ -215,12 +239,11 @@ void* acquire(BlockCache& cache, size_t bytes, size_t& capacity, Alloc alloc, co
   return p;
 }
 
-// Gives a block back: to the cache once the device is idle (as cudaFree would wait), else frees it.
-// The synchronize may return an earlier launch's error, as cudaFree may; after a sticky fault the
-// block is dropped (the context is lost; nothing more can be done with it).
+// Gives a block back: to the cache, which hands it out again only after the device was idle once
+// since (as cudaFree would wait), else frees it.
 void release(BlockCache& cache, void* p, size_t capacity, cudaError_t (*free_fn)(void*)) noexcept {
   if (!p) return;
-  if (cache_enabled() && !is_sticky(cudaDeviceSynchronize()) && cache.put(p, capacity)) return;
+  if (cache_enabled() && cache.put(p, capacity)) return;
   (void)free_fn(p);
 }
 
@@ -354,16 +377,48 @@ void PinnedHostAllocation::reset() noexcept {
   bytes_ = capacity_ = 0;
 }
 
-void copy_to_device(void* device_dst, const void* host_src, size_t bytes) {
-  if (bytes == 0) return;
-  check(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice), "copy_to_device (cudaMemcpy)");
-  // From pageable memory cudaMemcpy returns once the bytes are staged, possibly before the last DMA
-  // lands; a kernel then launched on a non-blocking stream could read the old bytes.
-  check(cudaStreamSynchronize(cudaStreamLegacy), "copy_to_device (cudaStreamSynchronize)");
+namespace {
+
+// Copies of up to this many bytes go through a page-locked staging buffer of the calling thread:
+// from pageable memory the driver stages them itself, and a small cudaMemcpy costs about twice
+// the staged copy (`guard_check_bench`, staging). Larger ones stay one pageable cudaMemcpy, which
+// pipelines its own staging.
+constexpr size_t kStagedCopyBytes = size_t(1) << 20;
+
+uint8_t* copy_staging(size_t bytes) {
+  thread_local PinnedHostAllocation staging;
+  if (staging.bytes() < bytes) staging = PinnedHostAllocation(std::max<size_t>(bytes, 64 << 10));
+  return staging.data();
 }
-void copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
+
+}  // namespace
+
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes, const char* what) {
   if (bytes == 0) return;
-  check(cudaMemcpy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost), "copy_to_host (cudaMemcpy)");
+  if (bytes <= kStagedCopyBytes) {
+    uint8_t* staging = copy_staging(bytes);
+    std::memcpy(staging, host_src, bytes);
+    check(cudaMemcpyAsync(device_dst, staging, bytes, cudaMemcpyHostToDevice, cudaStreamLegacy),
+          what);
+  } else {
+    check(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice), what);
+  }
+  // From pageable memory cudaMemcpy returns once the bytes are staged, possibly before the last DMA
+  // lands, and the staged copy is queued: either way a kernel then launched on a non-blocking
+  // stream could read the old bytes (and the staging buffer is reused).
+  check(cudaStreamSynchronize(cudaStreamLegacy), what);
+}
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes, const char* what) {
+  if (bytes == 0) return;
+  if (bytes <= kStagedCopyBytes) {
+    uint8_t* staging = copy_staging(bytes);
+    check(cudaMemcpyAsync(staging, device_src, bytes, cudaMemcpyDeviceToHost, cudaStreamLegacy),
+          what);
+    check(cudaStreamSynchronize(cudaStreamLegacy), what);
+    std::memcpy(host_dst, staging, bytes);
+    return;
+  }
+  check(cudaMemcpy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost), what);
 }
 void memset_device(void* device_dst, int value, size_t bytes) {
   if (bytes == 0) return;
@@ -389,6 +444,9 @@ constexpr const char* kCaptureHint =
 }  // namespace
 
 Graph Graph::capture(Stream& s, const std::function<void(cudaStream_t)>& body) {
+  // A capture starts on a drained stream: work queued before it (a buffer's first fill, a queued
+  // write) is done, and nothing inside the body has to wait for it, which it could not.
+  s.synchronize();
   check(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal), "graph capture: cudaStreamBeginCapture");
   // Ends the capture, whatever state it is in, and drops what was captured, so the stream is
   // usable again.

@@ -178,16 +178,17 @@ size_t allocation_size_class(size_t bytes);
 // Synchronous copies and fill (legacy default stream): each returns once the bytes are in place,
 // so work launched afterwards on any stream sees them (a bare cudaMemcpy from pageable memory may
 // return before its last DMA lands). A fault of earlier work on that stream is thrown here. They
-// do not wait for non-blocking streams: synchronize those first.
-void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
-void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+// do not wait for non-blocking streams: synchronize those first. Up to 1 MiB goes through a
+// page-locked staging buffer of the calling thread. what: the error's context.
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes, const char* what = "copy_to_device");
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes, const char* what = "copy_to_host");
 void memset_device(void* device_dst, int value, size_t bytes);
 
 // A captured sequence of work on a stream, instantiated and replayable.
 class Graph {
  public:
-  // Captures what body enqueues on s (thread-local capture mode: other threads may go on using
-  // CUDA) and instantiates it. The body must only enqueue work on the stream it is given: a
+  // Waits for the work already on s, then captures what body enqueues on s (thread-local capture
+  // mode: other threads may go on using CUDA) and instantiates it. The body must only enqueue work on the stream it is given: a
   // synchronizing call inside it (cudaMemcpy, cudaStreamSynchronize, cudaMalloc...) invalidates the
   // capture and is reported as a LaunchError that says so. On any error, capture is ended first, so
   // the stream is usable again.

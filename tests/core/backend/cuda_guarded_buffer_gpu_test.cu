@@ -738,6 +738,113 @@ void graph_rounds() {
          "not a byte changed after the replay's check");
 }
 
+// Spins for about ns nanoseconds of the device's global timer: holds a stream up.
+__global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+// Staging queued on a stream (the constructor with a stream, queue_write), as Device::allocate and
+// the testbed stage a case: nothing waits, yet every byte is where it must be when it is used. A
+// stream held up by a spinning kernel makes a missing wait show: the work behind it has not run.
+void queued_staging() {
+  std::printf("staging queued on a stream:\n");
+  Stream s, other;
+  std::vector<uint8_t> a(4096), b(4096);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 1), b[i] = static_cast<uint8_t>(i * 13 + 5);
+  {
+    spin<<<1, 1, 0, s.get()>>>(2000000ull);  // 2 ms: the fill and the write below wait behind it
+    DeviceGuardedBuffer g("queued", 4096, GuardedMemory::kDefaultRedZone, s.get());
+    g.queue_write(0, a.data(), 4096, s.get());
+    std::vector<uint8_t> src = b;
+    g.queue_write(1024, src.data(), 512, s.get());  // a second upload before anything waited
+    std::fill(src.begin(), src.end(), 0xEE);        // src is free once queue_write returns
+    std::vector<uint8_t> back(4096), want = a;
+    std::copy(b.begin(), b.begin() + 512, want.begin() + 1024);
+    g.read(0, back.data(), 4096);  // waits for the stream
+    report(back == want, "queued first fill and two queued writes behind a busy stream: read() sees every byte, "
+                         "and src was free to reuse at once");
+  }
+  {
+    // The whole sequence queued: fill, write, arm, a launch writing the output, check; one wait.
+    DeviceGuardedBuffer g("sequence", 4096, GuardedMemory::kDefaultRedZone, s.get());
+    spin<<<1, 1, 0, s.get()>>>(1000000ull);
+    g.queue_write(0, a.data(), 4096, s.get());
+    g.declare_output("out", View::contiguous(DType::kF32, {1, 64}, 2048));
+    std::vector<GuardedMemory*> one{&g};
+    arm_all(one, s.get());
+    write_view(g, View::contiguous(DType::kF32, {1, 64}, 2048), 2.5f, s.get());
+    QueuedChecks clean = queue_check_all(one, s.get());
+    s.synchronize();
+    const GuardReport r = clean.reports()[0];
+    float f = 0;
+    g.read(2048, &f, 4);
+    uint8_t first = 0;
+    g.read(0, &first, 1);
+    report(r.ok() && f == 2.5f && first == a[0], "fill, write, arm, launch and check all queued: clean (" + r.describe() + ")");
+    std::vector<DeviceAllocation> keep;
+    arm_all(one, s.get());
+    device_writes(g, {{100, static_cast<uint8_t>(a[100] ^ 0xFF)}}, s.get(), &keep);
+    QueuedChecks stray = queue_check_all(one, s.get());
+    s.synchronize();
+    const GuardReport rs = stray.reports()[0];
+    report(rs.stray_bytes == 1 && rs.first.offset == 100, "and a stray byte after a queued write is reported: " + rs.describe());
+  }
+  {
+    // Written on one stream, armed on another: the arm must wait for the write. Held up by a 20 ms
+    // kernel, the write lands long after an arm that did not wait; the check is queued only once it
+    // has landed, so such an arm's snapshot (the bytes before the write) makes it a stray.
+    DeviceGuardedBuffer g("two streams", 4096, GuardedMemory::kDefaultRedZone, other.get());
+    // A first write and a read take the staging and wait: the second write reuses it, so nothing in
+    // queue_write waits for the device (a staging allocation may).
+    g.queue_write(0, b.data(), 4096, other.get());
+    uint8_t x = 0;
+    g.read(0, &x, 1);
+    spin<<<1, 1, 0, other.get()>>>(20000000ull);
+    g.queue_write(0, a.data(), 4096, other.get());
+    std::vector<GuardedMemory*> one{&g};
+    arm_all(one, s.get());
+    other.synchronize();
+    QueuedChecks q = queue_check_all(one, s.get());
+    s.synchronize();
+    const GuardReport r = q.reports()[0];
+    report(r.ok(), "a write queued on another stream is waited for before an arm: " + r.describe());
+  }
+  {
+    // Past 1 MiB queue_write is write(): the bytes are there on return.
+    const int64_t big = int64_t(3) << 20;
+    std::vector<uint8_t> src(static_cast<size_t>(big));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 31 + 3);
+    DeviceGuardedBuffer g("big", big, GuardedMemory::kDefaultRedZone, s.get());
+    g.queue_write(0, src.data(), big, s.get());
+    std::vector<uint8_t> back(static_cast<size_t>(big));
+    g.read(0, back.data(), big);
+    report(back == src, "a 3 MiB queue_write (past the 1 MiB staged) lands whole");
+  }
+  {
+    // Allocated inside a capture: refused, as a synchronizing call there is (its first fill is not
+    // queued into the graph, to run again at each replay).
+    std::string why;
+    try {
+      Graph graph = Graph::capture(s, [&](cudaStream_t cs) {
+        DeviceGuardedBuffer inside("captured", 4096, GuardedMemory::kDefaultRedZone, cs);
+      });
+    } catch (const LaunchError& e) {
+      why = e.what();
+    }
+    report(contains(why, "initial fill") && contains(why, "capture"),
+           "a buffer made inside a capture is a clear error, not a fill captured into the graph: " + why);
+    std::vector<uint8_t> back(4096);
+    DeviceGuardedBuffer after("after", 4096, GuardedMemory::kDefaultRedZone, s.get());
+    after.queue_write(0, a.data(), 4096, s.get());
+    after.read(0, back.data(), 4096);
+    report(back == a, "and the stream stages the next buffer as before");
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -752,6 +859,7 @@ int main() {
     queued_rounds();
     gated_snapshot();
     graph_rounds();
+    queued_staging();
     streams_checksum_and_outputs();
     large_buffer();
   } catch (const std::exception& e) {

@@ -1,13 +1,17 @@
 // Reserved device memory (core/backend/cuda_reserved_buffer.h): a reserved virtual range, physical
-// granules mapped where the case stages bytes, guards over those granules only.
+// granules mapped where the case stages bytes, guards over those granules only. The fills, the
+// snapshot and the comparison run on the device: the granules are 2 MiB each however few bytes a
+// case stages in them, and byte loops over them on the host cost a far case tens of milliseconds.
 #include "core/backend/cuda_reserved_buffer.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
+#include "core/backend/cuda_patterns.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/error.h"
 #include "core/poison.h"
@@ -68,6 +72,49 @@ CUmemAllocationProp pinned_on(int device) {
   return prop;
 }
 
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t bytes) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((bytes + kThreads - 1) / kThreads, 1024)));
+}
+
+// Data offsets [begin, end) of a span: the red zone pattern outside [0, size), the poison pattern
+// inside it unless only_red.
+__global__ void fill_span(uint8_t* data, int64_t begin, int64_t end, int64_t size, cuda::PatternTable red,
+                          cuda::PatternTable poison, bool only_red) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = begin + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < end; i += stride) {
+    if (i < 0 || i >= size) {
+      data[i] = red.byte[i & 0xFF];
+    } else if (!only_red) {
+      data[i] = poison.byte[i & 0xFF];
+    }
+  }
+}
+
+// The bytes of a span that differ from its snapshot, outside the outputs (in_output: a byte per
+// byte, or null for none), added to *t: the count, and the lowest and highest data offsets.
+struct Strays {
+  unsigned long long count;
+  long long first, last;
+};
+__global__ void compare_span(const uint8_t* now, const uint8_t* was, const uint8_t* in_output, int64_t n,
+                             int64_t offset, Strays* t) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  unsigned long long count = 0;
+  long long first = LLONG_MAX, last = LLONG_MIN;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    if (now[i] == was[i] || (in_output != nullptr && in_output[i] != 0)) continue;
+    ++count;
+    first = min(first, static_cast<long long>(offset + i));
+    last = max(last, static_cast<long long>(offset + i));
+  }
+  if (count == 0) return;
+  atomicAdd(&t->count, count);
+  atomicMin(&t->first, first);
+  atomicMax(&t->last, last);
+}
+
 }  // namespace
 
 DeviceReservedBuffer::DeviceReservedBuffer(std::string name, int64_t bytes, const std::vector<ByteSpan>& backed,
@@ -112,14 +159,17 @@ DeviceReservedBuffer::DeviceReservedBuffer(std::string name, int64_t bytes, cons
     }
   }
   // Poison inside the data, the red-zone pattern outside it, as wide as the granules.
-  std::vector<uint8_t> bytes_of;
+  fill(false);
+  cuda::check(cudaStreamSynchronize(nullptr), "reserved device buffer: poison");
+}
+
+void DeviceReservedBuffer::fill(bool only_red) {
+  cuda::require_periodic_patterns();
+  static const cuda::PatternTable red = cuda::pattern_table(true), poison = cuda::pattern_table(false);
   for (const ByteSpan& s : backed_) {
-    bytes_of.resize(static_cast<size_t>(s.size()));
-    for (int64_t i = s.begin; i < s.end; ++i) {
-      bytes_of[static_cast<size_t>(i - s.begin)] = i < 0 || i >= size() ? red_zone_byte(i) : poison_byte(i);
-    }
-    cuda::check(cudaMemcpy(data_ + s.begin, bytes_of.data(), bytes_of.size(), cudaMemcpyHostToDevice),
-                "reserved device buffer: poison");
+    if (only_red && s.begin >= 0 && s.end <= size()) continue;  // no red zone byte in it
+    fill_span<<<blocks_for(s.size()), kThreads>>>(data_, s.begin, s.end, size(), red, poison, only_red);
+    cuda::check_launch("reserved device buffer: fill_span");
   }
 }
 
@@ -143,40 +193,26 @@ void DeviceReservedBuffer::write(int64_t offset, const void* src, int64_t bytes)
   require_inside(offset, bytes, "write");
   MLA_REQUIRE(inside_backed(backed_, offset, bytes), "reserved device buffer '", name(), "': write of ", bytes,
               " bytes at offset ", offset, " reaches unbacked memory");
-  if (bytes > 0) {
-    cuda::check(cudaMemcpy(data_ + offset, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
-                "reserved device buffer: write");
-  }
+  cuda::copy_to_device(data_ + offset, src, static_cast<size_t>(bytes), "reserved device buffer: write");
 }
 
 void DeviceReservedBuffer::read(int64_t offset, void* dst, int64_t bytes) const {
   require_inside(offset, bytes, "read");
   MLA_REQUIRE(inside_backed(backed_, offset, bytes), "reserved device buffer '", name(), "': read of ", bytes,
               " bytes at offset ", offset, " reaches unbacked memory");
-  if (bytes > 0) {
-    cuda::check(cudaMemcpy(dst, data_ + offset, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
-                "reserved device buffer: read");
-  }
-}
-
-void DeviceReservedBuffer::paint_red_zones() {
-  std::vector<uint8_t> red;
-  for (const ByteSpan& s : backed_) {
-    for (const ByteSpan& part : {ByteSpan{s.begin, std::min<int64_t>(s.end, 0)}, ByteSpan{std::max(s.begin, size()), s.end}}) {
-      if (part.empty()) continue;
-      red.resize(static_cast<size_t>(part.size()));
-      for (int64_t i = part.begin; i < part.end; ++i) red[static_cast<size_t>(i - part.begin)] = red_zone_byte(i);
-      cuda::check(cudaMemcpy(data_ + part.begin, red.data(), red.size(), cudaMemcpyHostToDevice),
-                  "reserved device buffer: red zones");
-    }
-  }
+  cuda::copy_to_host(dst, data_ + offset, static_cast<size_t>(bytes), "reserved device buffer: read");
 }
 
 void DeviceReservedBuffer::arm() {
   cuda::check(cudaDeviceSynchronize(), "reserved device buffer: arm");
-  paint_red_zones();
+  fill(true);  // the red zones
   // The output views: marked per backed byte, and poisoned through a host copy of each one's span.
-  in_output_ = output_bytes(name(), backed_, outputs());
+  const std::vector<uint8_t> in_output = output_bytes(name(), backed_, outputs());
+  has_outputs_ = !in_output.empty();
+  if (has_outputs_) {
+    if (in_output_.bytes() < in_output.size()) in_output_ = cuda::DeviceAllocation(in_output.size());
+    cuda::copy_to_device(in_output_.get(), in_output.data(), in_output.size(), "reserved device buffer: output bytes");
+  }
   std::vector<uint8_t> span_bytes;
   for (const NamedView& o : outputs()) {
     const ByteSpan span = o.view.byte_span();
@@ -188,32 +224,53 @@ void DeviceReservedBuffer::arm() {
     poison_output(HostTensor(span_bytes.data(), View(o.view.dtype(), shape, strides, o.view.byte_offset() - span.begin)));
     write(span.begin, span_bytes.data(), span.size());
   }
-  snapshot_.clear();
+  // The snapshot: every backed byte, in order, copied on the device.
+  int64_t total = 0;
+  for (const ByteSpan& s : backed_) total += s.size();
+  if (snapshot_.bytes() < static_cast<size_t>(total)) snapshot_ = cuda::DeviceAllocation(static_cast<size_t>(total));
+  int64_t at = 0;
   for (const ByteSpan& s : backed_) {
-    const size_t at = snapshot_.size();
-    snapshot_.resize(at + static_cast<size_t>(s.size()));
-    cuda::check(cudaMemcpy(snapshot_.data() + at, data_ + s.begin, static_cast<size_t>(s.size()), cudaMemcpyDeviceToHost),
+    cuda::check(cudaMemcpyAsync(snapshot_.as<uint8_t>() + at, data_ + s.begin, static_cast<size_t>(s.size()),
+                                cudaMemcpyDeviceToDevice, nullptr),
                 "reserved device buffer: snapshot");
+    at += s.size();
   }
+  cuda::check(cudaStreamSynchronize(nullptr), "reserved device buffer: arm");
   armed_ = true;
 }
 
 GuardReport DeviceReservedBuffer::check() const {
   MLA_REQUIRE(armed_, "reserved device buffer '", name(), "': check() before arm()");
   cuda::check(cudaDeviceSynchronize(), "reserved device buffer: check");
-  GuardReport report;
-  std::vector<uint8_t> now;
-  size_t at = 0;
+  const Strays none{0, LLONG_MAX, LLONG_MIN};
+  cuda::copy_to_device(strays_.get(), &none, sizeof none, "reserved device buffer: check");
+  int64_t at = 0;
   for (const ByteSpan& s : backed_) {
-    now.resize(static_cast<size_t>(s.size()));
-    cuda::check(cudaMemcpy(now.data(), data_ + s.begin, now.size(), cudaMemcpyDeviceToHost), "reserved device buffer: check");
-    if (in_output_.empty()) {
-      tally_changes(report, s.begin, snapshot_.data() + at, now.data(), s.size());
-    } else {
-      tally_changes_outside(report, s.begin, snapshot_.data() + at, now.data(), s.size(), in_output_.data() + at);
-    }
-    at += now.size();
+    compare_span<<<blocks_for(s.size()), kThreads>>>(data_ + s.begin, snapshot_.as<const uint8_t>() + at,
+                                                    has_outputs_ ? in_output_.as<const uint8_t>() + at : nullptr,
+                                                    s.size(), s.begin, strays_.as<Strays>());
+    cuda::check_launch("reserved device buffer: compare_span");
+    at += s.size();
   }
+  Strays t{};
+  cuda::copy_to_host(&t, strays_.get(), sizeof t, "reserved device buffer: check");
+  GuardReport report;
+  if (t.count == 0) return report;
+  // The first one's bytes: now from the buffer, as armed from the snapshot.
+  int64_t index = 0;
+  for (const ByteSpan& s : backed_) {
+    if (t.first < s.end) {
+      index += t.first - s.begin;
+      break;
+    }
+    index += s.size();
+  }
+  uint8_t now = 0, was = 0;
+  read(t.first, &now, 1);
+  cuda::copy_to_host(&was, snapshot_.as<const uint8_t>() + index, 1, "reserved device buffer: check");
+  report.stray_bytes = static_cast<int64_t>(t.count);
+  report.first = describe_stray(t.first, was, now);
+  report.last_offset = t.last;
   return report;
 }
 
