@@ -291,5 +291,22 @@ TEST(GuardedBuffer, WriteAndReadCopyBytesAndRefuseOutsideTheAllocation) {
   EXPECT_EQ(mem.check().first.offset, 56);
 }
 
+// queue_write on the host is write(), whatever the stream: the bytes are there on return, src is
+// free at once, and the range is checked the same.
+TEST(GuardedBuffer, QueueWriteOnTheHostIsAWrite) {
+  GuardedBuffer buf("queued", 64);
+  GuardedMemory& mem = buf;
+  uint8_t in[4] = {9, 8, 7, 6};
+  int stream_stand_in = 0;
+  mem.queue_write(8, in, 4, &stream_stand_in);
+  in[0] = 0;  // reused at once
+  mem.queue_write(20, in, 2, nullptr);
+  EXPECT_EQ(buf.data()[8], 9);
+  EXPECT_EQ(buf.data()[11], 6);
+  EXPECT_EQ(buf.data()[20], 0);
+  EXPECT_EQ(buf.data()[21], 8);
+  EXPECT_THROW(mem.queue_write(62, in, 4, &stream_stand_in), Error);
+}
+
 }  // namespace
 }  // namespace mlacheck
