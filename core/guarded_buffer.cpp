@@ -251,6 +251,16 @@ void GuardedMemory::declare_output(std::string view_name, const View& v) {
   };
   auto mark = [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end;) {
+      // Whole mask bytes at once where the run covers them: free (all zero) ones are set with one
+      // fill; one already marked falls through to the bit-wise path below, which names the byte.
+      if ((b & 7) == 0 && end - b >= 8) {
+        uint8_t* const from = &mask[b >> 3];
+        uint8_t* const to = from + (end - b) / 8;
+        uint8_t* const taken = std::find_if(from, to, [](uint8_t x) { return x != 0; });
+        std::fill(from, taken, uint8_t{0xFF});
+        b += 8 * (taken - from);
+        if (taken == to) continue;
+      }
       uint8_t& m = mask[b >> 3];
       const auto [bits, n] = bits_of(b, end);
       if (m & bits) {

@@ -175,6 +175,31 @@ TEST(GuardedBuffer, ARefusedOutputLeavesTheMaskAsItWas) {
   EXPECT_EQ(r.last_offset, 21) << r.describe();
 }
 
+// Long runs are marked a mask byte at a time: an overlap in the middle of one is still found at its
+// first shared byte, what the refused view marked before it is taken back, and a long view's every
+// byte is an output and the next one is not.
+TEST(GuardedBuffer, LongOutputRunsAreMarkedWholeAndOverlapsInsideThemFound) {
+  GuardedBuffer buf("long", 4096);
+  buf.declare_output("a", View::contiguous(DType::kU8, {100}, 1001));  // bytes 1001..1100
+  try {
+    buf.declare_output("b", View::contiguous(DType::kF32, {256}, 64));  // bytes 64..1087
+    FAIL() << "the overlap was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at byte 1001"), std::string::npos) << e.what();
+  }
+  buf.declare_output("c", View::contiguous(DType::kBF16, {700}, 2048));  // bytes 2048..3447
+  buf.arm();
+  buf.data()[70] = 1;    // 'b' was refused: a stray byte
+  buf.data()[1050] = 1;  // inside 'a'
+  buf.data()[2048] = 1;  // the first byte of 'c'
+  buf.data()[3447] = 1;  // its last byte
+  buf.data()[3448] = 1;  // one past it: a stray byte
+  const GuardReport r = buf.check();
+  EXPECT_EQ(r.stray_bytes, 2) << r.describe();
+  EXPECT_EQ(r.first.offset, 70) << r.describe();
+  EXPECT_EQ(r.last_offset, 3448) << r.describe();
+}
+
 TEST(GuardedBuffer, RejectsMisuse) {
   GuardedBuffer buf("x", 64);
   EXPECT_THROW(buf.check(), Error);  // not armed
