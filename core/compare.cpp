@@ -42,6 +42,37 @@ bool same_shape(const HostTensor& a, const HostTensor& b, CompareReport& r) {
   return false;
 }
 
+// Every index of a's shape (b has the same) in row-major order, with the address of the element in
+// each tensor, advanced by the strides (an odometer) instead of computed from the index each time:
+// a comparison visits millions of elements.
+template <class F>
+void walk_pair(const HostTensor& a, const HostTensor& b, F&& f) {
+  const int rank = a.view.rank();
+  const std::vector<int64_t> shape = a.view.shape();
+  int64_t numel = 1;
+  for (int64_t n : shape) numel *= n;
+  if (numel == 0) return;
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0), sa(idx.size()), sb(idx.size());
+  for (int d = 0; d < rank; ++d) {
+    sa[static_cast<size_t>(d)] = a.view.stride(d) * a.view.element_size();
+    sb[static_cast<size_t>(d)] = b.view.stride(d) * b.view.element_size();
+  }
+  const uint8_t* pa = a.bytes() + a.view.byte_offset();
+  const uint8_t* pb = b.bytes() + b.view.byte_offset();
+  for (int64_t n = 0; n < numel; ++n) {
+    f(idx, pa, pb);
+    for (int d = rank - 1; d >= 0; --d) {
+      const size_t k = static_cast<size_t>(d);
+      if (++idx[k] < shape[k]) {
+        pa += sa[k], pb += sb[k];
+        break;
+      }
+      pa -= sa[k] * (shape[k] - 1), pb -= sb[k] * (shape[k] - 1);
+      idx[k] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 std::string CompareReport::describe() const {
@@ -57,10 +88,11 @@ std::string CompareReport::describe() const {
 CompareReport compare_exact(const HostTensor& actual, const HostTensor& expected) {
   CompareReport r;
   if (!same_shape(actual, expected, r)) return r;
-  actual.view.for_each_index([&](const std::vector<int64_t>& idx) {
+  const DType ta = actual.view.dtype(), tb = expected.view.dtype();
+  walk_pair(actual, expected, [&](const std::vector<int64_t>& idx, const uint8_t* pa, const uint8_t* pb) {
     ++r.elements;
-    const double a = actual.load(idx);
-    const double b = expected.load(idx);
+    const double a = load_element(ta, pa);
+    const double b = load_element(tb, pb);
     if (a == b || (std::isnan(a) && std::isnan(b))) return;
     if (r.mismatches++ == 0) {
       r.worst = idx;
@@ -86,10 +118,11 @@ CompareReport compare_close(const HostTensor& actual, const HostTensor& expected
   double special_a = 0, special_b = 0;
   double worst_ratio = 0;  // |a-b| / (atol + rtol*|b|) of the worst finite pair
   double excess2 = 0, norms = 0;
-  actual.view.for_each_index([&](const std::vector<int64_t>& idx) {
+  const DType ta = actual.view.dtype(), tb = expected.view.dtype();
+  walk_pair(actual, expected, [&](const std::vector<int64_t>& idx, const uint8_t* pa, const uint8_t* pb) {
     ++r.elements;
-    const double a = actual.load(idx);
-    const double b = expected.load(idx);
+    const double a = load_element(ta, pa);
+    const double b = load_element(tb, pb);
     const FloatClass ca = classify(a), cb = classify(b);
     if (ca != cb) {
       if (special_mismatches++ == 0) {

@@ -142,6 +142,36 @@ TEST(CompareExact, ComparesThroughStridedViews) {
                             {dense.data(), View::contiguous(DType::kI32, {2, 2})}).ok);
 }
 
+// Two views of one shape, laid out differently (a padded, offset, transposed-stride one against a
+// dense one): every element is paired with its own, across every carry of the index, and the worst
+// one is named by its coordinates.
+TEST(CompareClose, PairsElementsThroughDifferentLayoutsInEveryDimension) {
+  const std::vector<int64_t> shape{2, 3, 4};
+  std::vector<float> dense(24), odd(2 + 2 * 40, -7.0f);
+  const View dv = View::contiguous(DType::kF32, shape);
+  const View ov(DType::kF32, shape, {40, 1, 3}, 2 * 4);  // dims 1 and 2 swapped in memory, padded rows
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      for (int64_t k = 0; k < 4; ++k) {
+        const float v = static_cast<float>(100 * i + 10 * j + k);
+        dense[static_cast<size_t>(i * 12 + j * 4 + k)] = v;
+        HostTensor(odd.data(), ov).at<float>({i, j, k}) = v;
+      }
+    }
+  }
+  EXPECT_TRUE(compare_close({odd.data(), ov}, {dense.data(), dv}, kTol).ok);
+  EXPECT_TRUE(compare_exact({odd.data(), ov}, {dense.data(), dv}).ok);
+  HostTensor(odd.data(), ov).at<float>({1, 2, 3}) += 5.0f;  // the last element, after every carry
+  HostTensor(odd.data(), ov).at<float>({1, 0, 0}) += 2.0f;  // right after the outermost carry
+  const CompareReport r = compare_close({odd.data(), ov}, {dense.data(), dv}, kTol);
+  EXPECT_EQ(r.mismatches, 2) << r.what;
+  EXPECT_EQ(r.worst, (std::vector<int64_t>{1, 2, 3})) << r.what;
+  EXPECT_EQ(r.elements, 24);
+  const CompareReport e = compare_exact({odd.data(), ov}, {dense.data(), dv});
+  EXPECT_EQ(e.mismatches, 2) << e.what;
+  EXPECT_EQ(e.worst, (std::vector<int64_t>{1, 0, 0})) << e.what;
+}
+
 TEST(MoveBySlack, MovesTowardTheWantedValueByAtMostTheSlackAndNeverPastIt) {
   std::vector<double> got = {1.5, 0.5, 2.0, NAN, 7.0, 3.0};
   const std::vector<double> want = {1.0, 1.0, 2.0, 1.0, INFINITY, 1.0};
