@@ -118,6 +118,7 @@ class GuardedMemory {
   friend std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
   friend class QueuedChecks;
   friend QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream);
+  friend void read_all(const std::vector<GuardedMemory*>& buffers, const std::vector<void*>& dst);
 
   // The byte patterns, exposed for tests and reports: position-dependent, so a stray write of any
   // constant is seen at nearly every byte. Offsets count from data(); red zones are negative or
@@ -151,6 +152,9 @@ class GuardedMemory {
   // check_group may collect it once more. The default does nothing (a backend that does not queue
   // checks at once).
   virtual void requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const;
+  // read_all's hook: every byte of each buffer of the group into the matching dst. The default
+  // reads each in turn; the CUDA buffers queue every copy and wait once.
+  virtual void read_group(const std::vector<GuardedMemory*>& group, const std::vector<void*>& dst) const;
 
   // For a final class's destructor, first thing: when this memory's quarantine holds, moves it
   // (Self's move constructor) into a new object the quarantine keeps, so the storage outlives its
@@ -245,6 +249,10 @@ class QueuedChecks {
   bool done_ = false;
 };
 QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream);
+
+// read(0, dst[i], size()) of every buffer (a launch's outputs, read back): on cuda every copy is
+// queued and one synchronization waits for them all, instead of one per buffer.
+void read_all(const std::vector<GuardedMemory*>& buffers, const std::vector<void*>& dst);
 
 // Guarded host memory. It owns its allocation; data() is a host pointer.
 class GuardedBuffer final : public GuardedMemory {

@@ -99,6 +99,7 @@ struct Buffer {
     return b;
   }
   // The host bytes (what the oracle reads) and how many.
+  bool is_reserved() const { return lazy != nullptr; }  // Buffer::reserved: only ranges are staged
   uint8_t* bytes() { return lazy ? lazy->data() : host.data(); }
   const uint8_t* bytes() const { return lazy ? lazy->data() : host.data(); }
   int64_t size() const { return lazy ? lazy->size() : static_cast<int64_t>(host.size()); }

@@ -249,11 +249,19 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
   // A write the guards saw is reported by them (above); the fence adds reads, and writes that left
   // the bytes as they were.
   if (stray_access) return "fence of " + stray_access->buffer + ": " + stray_access->describe();
+  // The outputs read back: together (one wait on cuda), a reserved buffer's backed ranges each.
+  std::vector<GuardedMemory*> outputs;
+  std::vector<void*> into;
   for (Buffer* b : all) {
-    if (std::any_of(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.buffer == b && s.output; })) {
+    if (!std::any_of(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.buffer == b && s.output; })) continue;
+    if (b->is_reserved()) {
       b->download();
+    } else {
+      outputs.push_back(b->memory.get());
+      into.push_back(b->bytes());
     }
   }
+  read_all(outputs, into);
   return std::nullopt;
 }
 

@@ -677,6 +677,16 @@ std::vector<GuardReport> DeviceGuardedBuffer::check_group(const std::vector<Guar
   return collect_checks(buffers, nullptr);
 }
 
+void DeviceGuardedBuffer::read_group(const std::vector<GuardedMemory*>& group, const std::vector<void*>& dst) const {
+  std::vector<cuda::HostCopy> copies;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const auto& b = dynamic_cast<const DeviceGuardedBuffer&>(*group[i]);
+    b.wait_for_queued();
+    copies.push_back({dst[i], b.data(), static_cast<size_t>(b.size())});
+  }
+  cuda::copy_many_to_host(copies, "guarded buffers: read_all");
+}
+
 void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
   const std::string what = "guarded buffer '" + name() + "': arm";
   armed_ = false;

@@ -99,6 +99,7 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   bool queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
   void requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
   std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
+  void read_group(const std::vector<GuardedMemory*>& group, const std::vector<void*>& dst) const override;
 
  private:
   // An output view poisoned on the device: its byte span, the offset its elements count from, and

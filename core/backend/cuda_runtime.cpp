@@ -420,6 +420,28 @@ void copy_to_host(void* host_dst, const void* device_src, size_t bytes, const ch
   }
   check(cudaMemcpy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost), what);
 }
+void copy_many_to_host(const std::vector<HostCopy>& copies, const char* what) {
+  constexpr size_t kMostStaged = size_t(8) << 20;
+  size_t total = 0;
+  for (const HostCopy& c : copies) total += c.bytes;
+  if (total > kMostStaged) {
+    for (const HostCopy& c : copies) copy_to_host(c.host, c.device, c.bytes, what);
+    return;
+  }
+  if (total == 0) return;
+  uint8_t* staging = copy_staging(total);
+  size_t at = 0;
+  for (const HostCopy& c : copies) {
+    if (c.bytes > 0) check(cudaMemcpyAsync(staging + at, c.device, c.bytes, cudaMemcpyDeviceToHost, cudaStreamLegacy), what);
+    at += c.bytes;
+  }
+  check(cudaStreamSynchronize(cudaStreamLegacy), what);
+  at = 0;
+  for (const HostCopy& c : copies) {
+    if (c.bytes > 0) std::memcpy(c.host, staging + at, c.bytes);
+    at += c.bytes;
+  }
+}
 void memset_device(void* device_dst, int value, size_t bytes) {
   if (bytes == 0) return;
   check(cudaMemset(device_dst, value, bytes), "memset_device (cudaMemset)");

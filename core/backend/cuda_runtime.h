@@ -19,6 +19,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -183,6 +184,14 @@ size_t allocation_size_class(size_t bytes);
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes, const char* what = "copy_to_device");
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes, const char* what = "copy_to_host");
 void memset_device(void* device_dst, int value, size_t bytes);
+// Several copy_to_host at once: every copy queued, one synchronization (up to 8 MiB in all through
+// the staging buffer; more, one copy_to_host each).
+struct HostCopy {
+  void* host;
+  const void* device;
+  size_t bytes;
+};
+void copy_many_to_host(const std::vector<HostCopy>& copies, const char* what = "copy_many_to_host");
 
 // A captured sequence of work on a stream, instantiated and replayable.
 class Graph {

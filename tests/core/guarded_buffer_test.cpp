@@ -200,6 +200,22 @@ TEST(GuardedBuffer, LongOutputRunsAreMarkedWholeAndOverlapsInsideThemFound) {
   EXPECT_EQ(r.last_offset, 3448) << r.describe();
 }
 
+// read_all reads every buffer whole into its destination, in order; a count that does not match is
+// refused.
+TEST(GuardedBuffer, ReadAllReadsEachBufferWhole) {
+  GuardedBuffer a("a", 16), b("b", 40);
+  for (int i = 0; i < 16; ++i) a.data()[i] = static_cast<uint8_t>(i + 1);
+  for (int i = 0; i < 40; ++i) b.data()[i] = static_cast<uint8_t>(200 - i);
+  std::vector<uint8_t> ra(16), rb(40);
+  read_all({&a, &b}, {ra.data(), rb.data()});
+  EXPECT_EQ(ra[0], 1);
+  EXPECT_EQ(ra[15], 16);
+  EXPECT_EQ(rb[0], 200);
+  EXPECT_EQ(rb[39], 161);
+  EXPECT_THROW(read_all({&a, &b}, {ra.data()}), Error);
+  read_all({}, {});
+}
+
 TEST(GuardedBuffer, RejectsMisuse) {
   GuardedBuffer buf("x", 64);
   EXPECT_THROW(buf.check(), Error);  // not armed
