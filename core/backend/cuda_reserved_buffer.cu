@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <cstring>
 
 #include "core/backend/cuda_patterns.h"
@@ -62,6 +65,71 @@ const Driver& driver() {
 void require(CUresult r, const std::string& name, const char* what) {
   MLA_REQUIRE(r == CUDA_SUCCESS, "reserved device buffer '", name, "': ", what, " failed (CUresult ", int(r), ")");
 }
+
+// Physical memory and address ranges kept across buffers, as the allocation caches keep blocks: a
+// far case would otherwise reserve 16 GiB and more of address space and create a granule of
+// physical memory per backed span, and free them all, every case. Handles by device and size, up to
+// 256 MiB of them; ranges by size, up to 8. Never destroyed (the driver may be gone at exit).
+class ReservedPool {
+ public:
+  static ReservedPool& get() {
+    static ReservedPool* pool = new ReservedPool;
+    return *pool;
+  }
+  CUresult take_handle(int device, size_t bytes, const CUmemAllocationProp& prop, CUmemGenericAllocationHandle* h) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      const auto it = handles_.find({device, bytes});
+      if (it != handles_.end()) {
+        *h = it->second;
+        handles_.erase(it);
+        handle_bytes_ -= bytes;
+        return CUDA_SUCCESS;
+      }
+    }
+    return driver().create(h, bytes, &prop, 0);
+  }
+  void give_handle(int device, size_t bytes, CUmemGenericAllocationHandle h) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (handle_bytes_ + bytes <= kMostHandleBytes) {
+        handles_.emplace(std::make_pair(device, bytes), h);
+        handle_bytes_ += bytes;
+        return;
+      }
+    }
+    driver().release(h);
+  }
+  CUresult take_range(size_t bytes, size_t alignment, CUdeviceptr* base) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      const auto it = ranges_.find(bytes);
+      if (it != ranges_.end()) {
+        *base = it->second;
+        ranges_.erase(it);
+        return CUDA_SUCCESS;
+      }
+    }
+    return driver().address_reserve(base, bytes, alignment, 0, 0);
+  }
+  void give_range(size_t bytes, CUdeviceptr base) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (ranges_.size() < kMostRanges) {
+        ranges_.emplace(bytes, base);
+        return;
+      }
+    }
+    driver().address_free(base, bytes);
+  }
+
+ private:
+  static constexpr size_t kMostHandleBytes = size_t(256) << 20, kMostRanges = 8;
+  std::mutex m_;
+  std::multimap<std::pair<int, size_t>, CUmemGenericAllocationHandle> handles_;
+  size_t handle_bytes_ = 0;
+  std::multimap<size_t, CUdeviceptr> ranges_;
+};
 
 CUmemAllocationProp pinned_on(int device) {
   CUmemAllocationProp prop;
@@ -130,10 +198,15 @@ DeviceReservedBuffer::DeviceReservedBuffer(std::string name, int64_t bytes, cons
   granule_ = static_cast<int64_t>(g);
   backed_ = backed_pages(backed, bytes, red_zone, granule_);
   const int64_t lead = granule_ * ((red_zone + granule_ - 1) / granule_);
-  const int64_t span = (bytes + granule_ - 1) / granule_ * granule_ + 2 * lead;
+  // The range rounded up to a power of two, so that a range given back serves cases of other sizes;
+  // the margin after the data only grows.
+  const int64_t need = (bytes + granule_ - 1) / granule_ * granule_ + 2 * lead;
+  int64_t span = granule_;
+  while (span < need) span *= 2;
   reservation_bytes_ = 2 * kMargin + span;
+  device_ = device;
   CUdeviceptr base = 0;
-  require(d.address_reserve(&base, static_cast<size_t>(reservation_bytes_), static_cast<size_t>(granule_), 0, 0),
+  require(ReservedPool::get().take_range(static_cast<size_t>(reservation_bytes_), static_cast<size_t>(granule_), &base),
           this->name(), "cuMemAddressReserve");
   reservation_ = base;
   data_ = reinterpret_cast<uint8_t*>(base) + kMargin + lead;
@@ -144,10 +217,10 @@ DeviceReservedBuffer::DeviceReservedBuffer(std::string name, int64_t bytes, cons
   for (const ByteSpan& s : backed_) {
     CUmemGenericAllocationHandle h = 0;
     const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(data_ + s.begin);
-    CUresult r = d.create(&h, static_cast<size_t>(s.size()), &prop, 0);
+    CUresult r = ReservedPool::get().take_handle(device, static_cast<size_t>(s.size()), prop, &h);
     if (r == CUDA_SUCCESS) {
       r = d.map(at, static_cast<size_t>(s.size()), 0, h, 0);
-      if (r != CUDA_SUCCESS) d.release(h);
+      if (r != CUDA_SUCCESS) ReservedPool::get().give_handle(device, static_cast<size_t>(s.size()), h);
     }
     if (r == CUDA_SUCCESS) {
       handles_.push_back(h);
@@ -178,14 +251,23 @@ DeviceReservedBuffer::~DeviceReservedBuffer() { release_all(); }
 void DeviceReservedBuffer::release_all() noexcept {
   if (reservation_ == 0) return;
   const Driver& d = driver();
-  cudaDeviceSynchronize();
+  // After a sticky fault nothing here works and nothing is kept: the context is lost.
+  const bool lost = cudaDeviceSynchronize() != cudaSuccess;
   for (size_t i = 0; i < handles_.size(); ++i) {
     const ByteSpan& s = backed_[i];
-    d.unmap(reinterpret_cast<CUdeviceptr>(data_ + s.begin), static_cast<size_t>(s.size()));
-    d.release(handles_[i]);
+    const bool unmapped = d.unmap(reinterpret_cast<CUdeviceptr>(data_ + s.begin), static_cast<size_t>(s.size())) == CUDA_SUCCESS;
+    if (unmapped && !lost) {
+      ReservedPool::get().give_handle(device_, static_cast<size_t>(s.size()), handles_[i]);
+    } else {
+      d.release(handles_[i]);
+    }
   }
   handles_.clear();
-  d.address_free(reservation_, static_cast<size_t>(reservation_bytes_));
+  if (!lost) {
+    ReservedPool::get().give_range(static_cast<size_t>(reservation_bytes_), reservation_);
+  } else {
+    d.address_free(reservation_, static_cast<size_t>(reservation_bytes_));
+  }
   reservation_ = 0;
 }
 

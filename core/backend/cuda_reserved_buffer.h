@@ -2,7 +2,8 @@
 //
 // A virtual address range is reserved for the whole allocation and 8 GiB on either side
 // (cuMemAddressReserve), and only the granules holding the backed ranges get physical memory
-// (cuMemCreate + cuMemMap, 2 MiB granules on current GPUs). A kernel that touches any other byte,
+// (cuMemCreate + cuMemMap, 2 MiB granules on current GPUs; both the granules and the ranges are
+// kept for later buffers when one is destroyed, unmapped). A kernel that touches any other byte,
 // inside the allocation or in its margins (where an offset wrapped to 32 bits lands), faults with
 // an illegal address: a sticky fault, which the suite's child process turns into FAIL `crashed`
 // with the case saved. The backed bytes are guarded like an input: poisoned where the case stages
@@ -56,6 +57,7 @@ class DeviceReservedBuffer final : public GuardedMemory {
   int64_t reservation_bytes_ = 0;
   uint8_t* data_ = nullptr;
   int64_t granule_ = 0;
+  int device_ = 0;                             // whose physical memory the granules are
   std::vector<ByteSpan> backed_;               // data offsets, whole granules, merged
   std::vector<unsigned long long> handles_;    // CUmemGenericAllocationHandle, one per backed span
   cuda::DeviceAllocation snapshot_;   // the backed bytes, in order, as arm() found them
