@@ -181,7 +181,9 @@ Verdict Testbed::repeat(const std::function<void()>& fn, int launches) {
       std::snprintf(seed, sizeof seed, "%#llx", static_cast<unsigned long long>(host.seed));
       how = " (host schedule shuffled, seed " + std::string(seed) + ")";
     }
-    if (Verdict v = launch_once(fn, host)) return "launch " + std::to_string(i) + " of " + std::to_string(launches) + how + ": " + *v;
+    if (Verdict v = launch_once(fn, host, false)) {
+      return "launch " + std::to_string(i) + " of " + std::to_string(launches) + how + ": " + *v;
+    }
     for (size_t k = 0; k < staged_.size(); ++k) {
       const Staged& s = staged_[k];
       if (!s.output || s.sameness == Sameness::kNotAsked) continue;
@@ -194,11 +196,17 @@ Verdict Testbed::repeat(const std::function<void()>& fn, int launches) {
   return std::nullopt;
 }
 
-Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::Options& host) {
+Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::Options& host, bool restage) {
   MLA_REQUIRE(!staged_.empty(), "testbed: a launch with no buffers declared");
   if (Verdict v = refuse_all_zero(false)) return v;
   const std::vector<Buffer*> all = buffers();
-  for (Buffer* b : all) stage(*b);
+  for (Buffer* b : all) {
+    if (restage) {
+      stage(*b);
+    } else {
+      b->memory->clear_outputs();
+    }
+  }
   for (const Staged& s : staged_) {
     if (s.output) s.buffer->memory->declare_output(s.view_name, s.view);
   }

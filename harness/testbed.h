@@ -31,7 +31,9 @@
 namespace mlacheck {
 
 // Determinism: while one is in scope on this thread, every Testbed launch that passes runs `launches`
-// times in all, the later ones restaged and re-armed exactly as the first (on the host backend each
+// times in all, the later ones re-armed exactly as the first (not restaged: the first launch's
+// guards held, so every byte outside its outputs is still as staged, and the arm poisons the
+// outputs again; on the host backend each
 // under a shuffled schedule of its own seed, so block, warp and thread order change), and a launch
 // whose outputs differ from the first's in any bit is the verdict "nondeterministic: ...", with the
 // output, the element and both values. The op's `<op>.deterministic` properties set it.
@@ -109,8 +111,10 @@ class Testbed {
   };
   std::vector<Buffer*> buffers() const;  // each once, in declaration order
   void stage(Buffer& b);
-  // One launch of the sequence above under the given host options.
-  Verdict launch_once(const std::function<void()>& fn, const simt::host::Options& host);
+  // One launch of the sequence above under the given host options. Without restage the buffers
+  // keep the bytes the last launch left: ScopedRepeats' later launches, after one whose guards
+  // held, so every byte outside its outputs is as staged, and the arm poisons the outputs again.
+  Verdict launch_once(const std::function<void()>& fn, const simt::host::Options& host, bool restage = true);
   // ScopedRepeats' later launches, compared with the first one's outputs.
   Verdict repeat(const std::function<void()>& fn, int launches);
   Verdict refuse_all_zero(bool outputs) const;

@@ -109,12 +109,16 @@ struct Staged {
         out("out", View::contiguous(DType::kBF16, {c.B, c.S, c.H, kLatent}, 2 * c.out_offset), 64, kOutFill),
         lse("lse", View::contiguous(DType::kF32, {c.B, c.H, c.S}, 4 * c.lse_offset), 64, kOutFill) {
     std::mt19937_64 rng(c.seed);
-    // q: latent x 2^-magnitude_log2, so scores do not move with the cache's magnitude.
+    // q: latent x 2^-magnitude_log2, so scores do not move with the cache's magnitude. A product with
+    // the power of two is ldexp's value bit for bit (both round the exact product once) while the
+    // power is a normal float; ldexp per value was a sixth of a small case.
+    const bool exact_scale = c.magnitude_log2 >= -100 && c.magnitude_log2 <= 100;
+    const float q_scale = exact_scale ? std::ldexp(1.0f, -c.magnitude_log2) : 0.0f;
     for (int64_t row = 0; row < c.B * c.S * c.H; ++row) {
       const bool zero = c.zero_rows && rng() % 4 == 0;
       for (int64_t d = 0; d < kDim; ++d) {
         const float v = zero ? 0.0f : uniform(rng, -2, 2);
-        const uint16_t h = float_to_bf16(d < kLatent ? std::ldexp(v, -c.magnitude_log2) : v);
+        const uint16_t h = float_to_bf16(d < kLatent ? (exact_scale ? v * q_scale : std::ldexp(v, -c.magnitude_log2)) : v);
         std::memcpy(q.host.data() + q.view.byte_offset() + 2 * (row * kDim + d), &h, 2);
       }
     }
