@@ -54,16 +54,28 @@ __global__ void topk_rows(const float* logits, int64_t row_stride, const int32_t
   if (threadIdx.x == 0) count_gt = 0, count_eq = 0;
   __syncthreads();
   const long long greater = k - remaining;  // keys above the threshold; `remaining` ties complete the k
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const uint32_t key = order_key(__float_as_uint(row[i]));
-    if (key > prefix) {
-      staged[atomicAdd(&count_gt, 1ull)] = static_cast<int32_t>(i);
-    } else if (key == prefix) {
-      const unsigned long long s = atomicAdd(&count_eq, 1ull);
-      if (static_cast<long long>(s) < remaining) staged[greater + static_cast<long long>(s)] = static_cast<int32_t>(i);
+  // The keys above the threshold in any order (compared as a set), the ties in index order: the
+  // first `remaining` of them, the same ones every launch. (Taking ties in atomicAdd order chose
+  // other ones from launch to launch: mlacheck's topk_decode.deterministic found it on a GPU.)
+  __shared__ unsigned warp_ties[kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t base = 0; base < n; base += blockDim.x) {
+    const int64_t i = base + threadIdx.x;
+    const uint32_t key = i < n ? order_key(__float_as_uint(row[i])) : 0u;
+    if (i < n && key > prefix) staged[atomicAdd(&count_gt, 1ull)] = static_cast<int32_t>(i);
+    const bool tie = i < n && key == prefix;
+    const unsigned ties = __ballot_sync(0xFFFFFFFFu, tie);
+    if (lane == 0) warp_ties[warp] = __popc(ties);
+    __syncthreads();
+    unsigned long long before = count_eq + __popc(ties & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) before += warp_ties[w];
+    if (tie && static_cast<long long>(before) < remaining) staged[greater + static_cast<long long>(before)] = static_cast<int32_t>(i);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 0; w < kThreads / 32; ++w) count_eq += warp_ties[w];
     }
+    __syncthreads();
   }
-  __syncthreads();
   for (int64_t i = threadIdx.x; i < k; i += blockDim.x) dst[i] = staged[i];
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/backend/cuda_guarded_buffer.h"
 #include "core/backend/cuda_runtime.h"
+#include "tests/support/gpu_spin.cuh"
 #include "tests/support/gpu_test.h"
 #include "core/error.h"
 #include "core/guarded_buffer.h"
@@ -738,14 +739,6 @@ void graph_rounds() {
          "not a byte changed after the replay's check");
 }
 
-// Spins for about ns nanoseconds of the device's global timer: holds a stream up.
-__global__ void spin(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
 
 // Staging queued on a stream (the constructor with a stream, queue_write), as Device::allocate and
 // the testbed stage a case: nothing waits, yet every byte is where it must be when it is used. A
@@ -756,7 +749,7 @@ void queued_staging() {
   std::vector<uint8_t> a(4096), b(4096);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 1), b[i] = static_cast<uint8_t>(i * 13 + 5);
   {
-    spin<<<1, 1, 0, s.get()>>>(2000000ull);  // 2 ms: the fill and the write below wait behind it
+    gpu_test::spin<<<1, 1, 0, s.get()>>>(2000000ull);  // 2 ms: the fill and the write below wait behind it
     DeviceGuardedBuffer g("queued", 4096, GuardedMemory::kDefaultRedZone, s.get());
     g.queue_write(0, a.data(), 4096, s.get());
     std::vector<uint8_t> src = b;
@@ -771,7 +764,7 @@ void queued_staging() {
   {
     // The whole sequence queued: fill, write, arm, a launch writing the output, check; one wait.
     DeviceGuardedBuffer g("sequence", 4096, GuardedMemory::kDefaultRedZone, s.get());
-    spin<<<1, 1, 0, s.get()>>>(1000000ull);
+    gpu_test::spin<<<1, 1, 0, s.get()>>>(1000000ull);
     g.queue_write(0, a.data(), 4096, s.get());
     g.declare_output("out", View::contiguous(DType::kF32, {1, 64}, 2048));
     std::vector<GuardedMemory*> one{&g};
@@ -803,7 +796,7 @@ void queued_staging() {
     g.queue_write(0, b.data(), 4096, other.get());
     uint8_t x = 0;
     g.read(0, &x, 1);
-    spin<<<1, 1, 0, other.get()>>>(20000000ull);
+    gpu_test::spin<<<1, 1, 0, other.get()>>>(20000000ull);
     g.queue_write(0, a.data(), 4096, other.get());
     std::vector<GuardedMemory*> one{&g};
     arm_all(one, s.get());

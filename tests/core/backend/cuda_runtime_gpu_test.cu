@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/backend/cuda_runtime.h"
+#include "tests/support/gpu_spin.cuh"
 #include "tests/support/gpu_test.h"
 #include "core/backend/isolate.h"
 
@@ -56,14 +57,6 @@ __global__ void fill_int(int* p, int value, int n) {
   if (i < n) p[i] = value + i;
 }
 
-// Spins for about ns nanoseconds of the device's global timer.
-__global__ void spin(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
 
 // A kernel launch and a check of what it wrote, to show the context still works.
 bool context_still_works() {
@@ -235,7 +228,7 @@ int main() {
       Stream s;
       {
         DeviceAllocation out(n * sizeof(int));
-        spin<<<1, 1, 0, s.get()>>>(2000000ull);  // 2 ms, then the fill below on the same stream
+        gpu_test::spin<<<1, 1, 0, s.get()>>>(2000000ull);  // 2 ms, then the fill below on the same stream
         fill_int<<<(n + 255) / 256, 256, 0, s.get()>>>(out.as<int>(), 7, n);
         check_launch("fill_int");
       }  // released while the stream still runs
@@ -254,7 +247,7 @@ int main() {
     Stream s;
     Event start, stop;
     start.record(s);
-    spin<<<1, 1, 0, s.get()>>>(2000000ull);
+    gpu_test::spin<<<1, 1, 0, s.get()>>>(2000000ull);
     check_launch("spin");
     stop.record(s);
     stop.synchronize();
