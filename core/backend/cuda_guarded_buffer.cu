@@ -532,10 +532,11 @@ DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_
 DeviceGuardedBuffer::DeviceGuardedBuffer(DeviceGuardedBuffer&&) noexcept = default;
 DeviceGuardedBuffer& DeviceGuardedBuffer::operator=(DeviceGuardedBuffer&&) noexcept = default;
 DeviceGuardedBuffer::~DeviceGuardedBuffer() {
-  // Work still queued on this buffer (a launch that threw between arm and check) must finish before
-  // its memory can go to another owner. A failure here is the stream's, reported by its next user.
-  if (pending_) (void)cudaStreamSynchronize(pending_on_);
-  if (check_queued_) (void)cudaStreamSynchronize(queued_on_);
+  // Work still queued on this buffer (a fill or a write never waited for, a launch that threw
+  // between arm and check) must finish before its slot can go to another owner. The whole device is
+  // waited for, not the stream: the stream's owner (a Device) may be gone before its buffers. A
+  // failure here is the work's, reported by the device's next user.
+  if (pending_ || check_queued_) (void)cudaDeviceSynchronize();
   retire(*this);
 }
 
@@ -562,6 +563,8 @@ void DeviceGuardedBuffer::stream_drained() const {
 }
 
 uint8_t* DeviceGuardedBuffer::take_staging(cuda::PinnedHostAllocation* staging, bool* pending, size_t bytes) {
+  // Many uploads queued and never waited for would keep a staging buffer each: past a few, wait.
+  if (retired_.size() >= 8) wait_for_queued();
   if (*pending) retired_.push_back(std::move(*staging));
   if (staging->bytes() < bytes) *staging = cuda::PinnedHostAllocation(bytes);
   *pending = true;
