@@ -1,4 +1,4 @@
-// Guarded device memory: pattern fills, arm() through host staging, and the stray-write check and checksum kernels.
+// Guarded device memory: the first fill, the arm, stray-write check and checksum kernels, their batching, and queued staging.
 // Why one file past 500 lines: the kernels and the host side that batches them (arm_all, check_all)
 // share the private layout of the batched work lists, which no header should expose.
 #include "core/backend/cuda_guarded_buffer.h"

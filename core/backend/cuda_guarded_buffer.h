@@ -27,7 +27,10 @@
 // work finished. arm_all(buffers, stream) and queue_check_all(buffers, stream) queue the same
 // kernels on the launch's stream instead, with no synchronization of their own: a guarded launch
 // is then two small kernels and one synchronization more than a plain one. A fault of the checked
-// launch surfaces from check() (or the synchronization) as a cuda::StickyFault. Not thread-safe.
+// launch surfaces from check() (or the synchronization) as a cuda::StickyFault. Staging is
+// queued the same way: the constructor given a stream queues the first fill there, and
+// queue_write(.., stream) the upload from page-locked staging; a host read() or write() waits for
+// what is queued on the buffer, and an arm on another stream waits for it too. Not thread-safe.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -138,7 +141,7 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   cuda::NvtxHeap fence_;             // registered at the first fence, kept for the allocation's life
   cuda::DeviceAllocation mask_;      // output bits of the data bytes, zero-padded to a 16-byte multiple
   // Page-locked staging of queued uploads: the bits last uploaded to mask_, and the bytes of the
-  // last queued_write. An upload still queued reads the staging it was given, so a new one takes
+  // last queue_write. An upload still queued reads the staging it was given, so a new one takes
   // fresh staging and the old goes to retired_ until this buffer's stream is waited for.
   cuda::PinnedHostAllocation mask_host_, write_host_;
   mutable std::vector<cuda::PinnedHostAllocation> retired_;
