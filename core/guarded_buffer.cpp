@@ -7,7 +7,6 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
-#include <typeinfo>
 
 #include <sys/mman.h>
 
@@ -115,122 +114,6 @@ bool GuardedMemory::retiring() const { return quarantine_ != nullptr && quaranti
 void GuardedMemory::hand_to_quarantine(std::unique_ptr<GuardedMemory> m) noexcept {
   const std::shared_ptr<Quarantine> q = std::move(m->quarantine_);  // kept memory is freed, not kept again
   q->keep(std::move(m));
-}
-
-void GuardedMemory::arm_group(const std::vector<GuardedMemory*>& group, void* stream) {
-  (void)stream;
-  for (GuardedMemory* m : group) m->arm();
-}
-
-bool GuardedMemory::queue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
-  (void)group, (void)stream;
-  return false;
-}
-
-void GuardedMemory::requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
-  (void)group, (void)stream;
-}
-
-std::vector<GuardReport> GuardedMemory::check_group(const std::vector<GuardedMemory*>& group, void* stream) const {
-  (void)stream;
-  std::vector<GuardReport> reports;
-  reports.reserve(group.size());
-  for (const GuardedMemory* m : group) reports.push_back(m->check());
-  return reports;
-}
-
-namespace {
-
-// The buffers grouped by dynamic type, in order of first appearance; each group lists the indices
-// into `buffers` of its members.
-std::vector<std::vector<size_t>> groups_by_type(const std::vector<GuardedMemory*>& buffers, const char* what) {
-  std::vector<std::vector<size_t>> groups;
-  std::vector<const std::type_info*> types;
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    MLA_REQUIRE(buffers[i] != nullptr, what, ": buffer ", i, " is null");
-    for (size_t j = 0; j < i; ++j) MLA_REQUIRE(buffers[j] != buffers[i], what, ": buffer '", buffers[i]->name(), "' is listed twice");
-    const GuardedMemory& m = *buffers[i];
-    const std::type_info& t = typeid(m);
-    size_t g = 0;
-    while (g < types.size() && *types[g] != t) ++g;
-    if (g == types.size()) types.push_back(&t), groups.emplace_back();
-    groups[g].push_back(i);
-  }
-  return groups;
-}
-
-std::vector<GuardedMemory*> members(const std::vector<GuardedMemory*>& buffers, const std::vector<size_t>& g) {
-  std::vector<GuardedMemory*> group;
-  group.reserve(g.size());
-  for (size_t i : g) group.push_back(buffers[i]);
-  return group;
-}
-
-}  // namespace
-
-void arm_all(const std::vector<GuardedMemory*>& buffers) { arm_all(buffers, nullptr); }
-
-void arm_all(const std::vector<GuardedMemory*>& buffers, void* stream) {
-  for (const std::vector<size_t>& g : groups_by_type(buffers, "arm_all")) {
-    const std::vector<GuardedMemory*> group = members(buffers, g);
-    group.front()->arm_group(group, stream);
-  }
-}
-
-std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers) {
-  return QueuedChecks::collect(buffers, groups_by_type(buffers, "check_all"), nullptr, "check_all");
-}
-
-QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream) {
-  QueuedChecks q;
-  q.buffers_ = buffers;
-  q.groups_ = groups_by_type(buffers, "queue_check_all");
-  q.stream_ = stream;
-  for (const std::vector<size_t>& g : q.groups_) {
-    const std::vector<GuardedMemory*> group = members(buffers, g);
-    group.front()->queue_check_group(group, stream);
-  }
-  return q;
-}
-
-void read_all(const std::vector<GuardedMemory*>& buffers, const std::vector<void*>& dst) {
-  MLA_REQUIRE(dst.size() == buffers.size(), "read_all: ", buffers.size(), " buffers but ", dst.size(), " destinations");
-  for (const std::vector<size_t>& g : groups_by_type(buffers, "read_all")) {
-    std::vector<void*> to;
-    for (size_t i : g) to.push_back(dst[i]);
-    const std::vector<GuardedMemory*> group = members(buffers, g);
-    group.front()->read_group(group, to);
-  }
-}
-
-void GuardedMemory::read_group(const std::vector<GuardedMemory*>& group, const std::vector<void*>& dst) const {
-  for (size_t i = 0; i < group.size(); ++i) group[i]->read(0, dst[i], group[i]->size());
-}
-
-std::vector<GuardReport> QueuedChecks::collect(const std::vector<GuardedMemory*>& buffers, const std::vector<std::vector<size_t>>& groups,
-                                 void* stream, const char* what) {
-  std::vector<GuardReport> reports(buffers.size());
-  for (const std::vector<size_t>& g : groups) {
-    const std::vector<GuardedMemory*> group = members(buffers, g);
-    std::vector<GuardReport> r = group.front()->check_group(group, stream);
-    MLA_REQUIRE(r.size() == g.size(), what, ": a backend returned ", r.size(), " reports for ", g.size(), " buffers");
-    for (size_t k = 0; k < g.size(); ++k) reports[g[k]] = std::move(r[k]);
-  }
-  return reports;
-}
-
-void QueuedChecks::replayed() {
-  done_ = false;
-  for (const std::vector<size_t>& g : groups_) {
-    const std::vector<GuardedMemory*> group = members(buffers_, g);
-    group.front()->requeue_check_group(group, stream_);
-  }
-}
-
-std::vector<GuardReport> QueuedChecks::reports() {
-  MLA_REQUIRE(!done_, "queued guard checks: reports() asked twice");
-  done_ = true;
-  return collect(buffers_, groups_, stream_, "queue_check_all");
 }
 
 void GuardedMemory::require_inside(int64_t offset, int64_t bytes, const char* what) const {
@@ -369,33 +252,31 @@ void GuardedMemory::tally_changes_outside(GuardReport& r, int64_t offset, const 
 
 namespace {
 
-// Writes pattern(first + i) to dst[i] for i in [0, n). Both patterns repeat every 256 offsets, so
-// one period is computed and then copied (a byte loop over a 32 MiB buffer dominated small cases).
-// The period comes from a table of the pattern's 256 bytes made once: the red zones are filled
-// at every arm, and calling the pattern per byte through a pointer cost a small case 13%.
-void fill_pattern(uint8_t* dst, int64_t first, int64_t n, uint8_t (*pattern)(int64_t)) {
-  struct Table {
-    uint8_t byte[256];
+// One period of a guard pattern: the byte at every offset modulo 256 (both patterns repeat every
+// 256 offsets).
+struct PatternPeriod {
+  uint8_t byte[256];
+};
+const PatternPeriod& period_of(bool red) {
+  static const auto make = [](uint8_t (*pattern)(int64_t)) {
+    PatternPeriod t;
+    for (int i = 0; i < 256; ++i) t.byte[i] = pattern(i);
+    return t;
   };
-  static const Table red = [] {
-    Table t;
-    for (int i = 0; i < 256; ++i) t.byte[i] = GuardedMemory::red_zone_byte(i);
-    return t;
-  }();
-  static const Table poison = [] {
-    Table t;
-    for (int i = 0; i < 256; ++i) t.byte[i] = GuardedMemory::poison_byte(i);
-    return t;
-  }();
-  const Table* table = pattern == &GuardedMemory::red_zone_byte ? &red : pattern == &GuardedMemory::poison_byte ? &poison : nullptr;
+  static const PatternPeriod red_zone = make(&GuardedMemory::red_zone_byte), poison = make(&GuardedMemory::poison_byte);
+  return red ? red_zone : poison;
+}
+
+// Writes the pattern's byte at offset first + i to dst[i] for i in [0, n): one period copied from
+// the table, then doubled (a byte loop over a 32 MiB buffer dominated small cases; calling the
+// pattern per byte through a pointer, even over one period, cost a small case 13%: the red zones
+// are filled at every arm).
+void fill_pattern(uint8_t* dst, int64_t first, int64_t n, bool red) {
+  const PatternPeriod& table = period_of(red);
   const int64_t period = std::min<int64_t>(n, 256);
-  if (table != nullptr) {
-    const int64_t at = first & 0xFF, head = std::min<int64_t>(period, 256 - at);  // table[at..], then table[0..]
-    std::memcpy(dst, table->byte + at, static_cast<size_t>(head));
-    std::memcpy(dst + head, table->byte, static_cast<size_t>(period - head));
-  } else {
-    for (int64_t i = 0; i < period; ++i) dst[i] = pattern(first + i);
-  }
+  const int64_t at = first & 0xFF, head = std::min<int64_t>(period, 256 - at);  // table[at..], then table[0..]
+  std::memcpy(dst, table.byte + at, static_cast<size_t>(head));
+  std::memcpy(dst + head, table.byte, static_cast<size_t>(period - head));
   for (int64_t done = period; done < n;) {
     const int64_t chunk = std::min(done, n - done);  // a whole number of periods already written
     std::memcpy(dst + done, dst, static_cast<size_t>(chunk));
@@ -505,7 +386,7 @@ GuardedBuffer::GuardedBuffer(std::string name, int64_t bytes, int64_t red_zone)
   storage_ = allocate_block(total);
   MLA_REQUIRE(storage_ != nullptr, "guarded buffer '", this->name(), "': cannot allocate ", total, " bytes");
   fill_red_zones();
-  fill_pattern(data(), 0, size(), poison_byte);
+  fill_pattern(data(), 0, size(), false);
 }
 
 GuardedBuffer::GuardedBuffer(GuardedBuffer&&) noexcept = default;
@@ -513,8 +394,8 @@ GuardedBuffer& GuardedBuffer::operator=(GuardedBuffer&&) noexcept = default;
 GuardedBuffer::~GuardedBuffer() { retire(*this); }
 
 void GuardedBuffer::fill_red_zones() {
-  fill_pattern(data() - red_zone(), -red_zone(), red_zone(), red_zone_byte);
-  fill_pattern(data() + size(), size(), red_zone(), red_zone_byte);
+  fill_pattern(data() - red_zone(), -red_zone(), red_zone(), true);
+  fill_pattern(data() + size(), size(), red_zone(), true);
 }
 
 void GuardedBuffer::write(int64_t offset, const void* src, int64_t bytes) {

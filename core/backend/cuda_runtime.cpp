@@ -377,6 +377,13 @@ void PinnedHostAllocation::reset() noexcept {
   bytes_ = capacity_ = 0;
 }
 
+bool capturing(cudaStream_t stream) {
+  if (stream == nullptr) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 namespace {
 
 // Copies of up to this many bytes go through a page-locked staging buffer of the calling thread:

@@ -176,6 +176,10 @@ void release_cached_allocations() noexcept;
 // The size class of a request: the next power of two from 512 bytes up to 64 MiB, then 2 MiB steps.
 size_t allocation_size_class(size_t bytes);
 
+// Whether stream is capturing a graph (work queued there now runs only at each replay); false for
+// the null stream.
+bool capturing(cudaStream_t stream);
+
 // Synchronous copies and fill (legacy default stream): each returns once the bytes are in place,
 // so work launched afterwards on any stream sees them (a bare cudaMemcpy from pageable memory may
 // return before its last DMA lands). A fault of earlier work on that stream is thrown here. They
