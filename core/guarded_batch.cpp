@@ -2,6 +2,7 @@
 // queue_check_all with QueuedChecks, read_all, and the per-backend group hooks' defaults. The
 // buffers are grouped by dynamic type; each group goes to its backend's hook in one call, which on
 // cuda is one kernel or one wait for all of them.
+#include <memory>
 #include <typeinfo>
 #include <vector>
 
@@ -98,6 +99,26 @@ void read_all(const std::vector<GuardedMemory*>& buffers, const std::vector<void
 
 void GuardedMemory::read_group(const std::vector<GuardedMemory*>& group, const std::vector<void*>& dst) const {
   for (size_t i = 0; i < group.size(); ++i) group[i]->read(0, dst[i], group[i]->size());
+}
+
+std::unique_ptr<RepeatedLaunches> GuardedMemory::repeats_group(const std::vector<GuardedMemory*>& group,
+                                                               const std::vector<GuardedMemory*>& read, void* stream,
+                                                               int launches) const {
+  (void)group, (void)read, (void)stream, (void)launches;
+  return nullptr;
+}
+
+std::unique_ptr<RepeatedLaunches> queue_repeats(const std::vector<GuardedMemory*>& buffers,
+                                                const std::vector<GuardedMemory*>& read, void* stream, int launches) {
+  MLA_REQUIRE(launches >= 1, "queue_repeats: ", launches, " launches");
+  // One backend's hook takes them all: buffers of several types launch one at a time.
+  if (buffers.empty() || groups_by_type(buffers, "queue_repeats").size() != 1) return nullptr;
+  const std::type_info& type = typeid(*buffers.front());
+  for (const GuardedMemory* m : read) {
+    MLA_REQUIRE(m != nullptr, "queue_repeats: a read buffer is null");
+    if (typeid(*m) != type) return nullptr;
+  }
+  return buffers.front()->repeats_group(buffers, read, stream, launches);
 }
 
 std::vector<GuardReport> QueuedChecks::collect(const std::vector<GuardedMemory*>& buffers, const std::vector<std::vector<size_t>>& groups,

@@ -25,6 +25,7 @@ namespace mlacheck {
 
 class Quarantine;  // core/quarantine.h
 class QueuedChecks;
+class RepeatedLaunches;
 
 struct NamedView {
   std::string name;
@@ -119,6 +120,9 @@ class GuardedMemory {
   friend class QueuedChecks;
   friend QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* stream);
   friend void read_all(const std::vector<GuardedMemory*>& buffers, const std::vector<void*>& dst);
+  friend std::unique_ptr<RepeatedLaunches> queue_repeats(const std::vector<GuardedMemory*>& buffers,
+                                                         const std::vector<GuardedMemory*>& read, void* stream,
+                                                         int launches);
 
   // The byte patterns, exposed for tests and reports: position-dependent, so a stray write of any
   // constant is seen at nearly every byte. Offsets count from data(); red zones are negative or
@@ -155,6 +159,11 @@ class GuardedMemory {
   // read_all's hook: every byte of each buffer of the group into the matching dst. The default
   // reads each in turn; the CUDA buffers queue every copy and wait once.
   virtual void read_group(const std::vector<GuardedMemory*>& group, const std::vector<void*>& dst) const;
+  // queue_repeats' hook, on a member of `group` (every buffer of group and read has its type); the
+  // default (a backend that does not queue) returns nullptr.
+  virtual std::unique_ptr<RepeatedLaunches> repeats_group(const std::vector<GuardedMemory*>& group,
+                                                          const std::vector<GuardedMemory*>& read, void* stream,
+                                                          int launches) const;
 
   // For a final class's destructor, first thing: when this memory's quarantine holds, moves it
   // (Self's move constructor) into a new object the quarantine keeps, so the storage outlives its
@@ -253,6 +262,35 @@ QueuedChecks queue_check_all(const std::vector<GuardedMemory*>& buffers, void* s
 // read(0, dst[i], size()) of every buffer (a launch's outputs, read back): on cuda every copy is
 // queued and one synchronization waits for them all, instead of one per buffer.
 void read_all(const std::vector<GuardedMemory*>& buffers, const std::vector<void*>& dst);
+
+// The same launch run again and again, queued back to back on a device with one check after the
+// last (the testbed's repeated launches, harness/testbed.h), instead of an arm, a check and two
+// waits per launch. After arm_all(buffers, stream), for each launch k = 0, 1, ...:
+//
+//   if (k > 0) repeats->poison_outputs();   // the outputs' poison again, queued
+//   launch(device);
+//   repeats->read();                         // every byte of each `read` buffer, queued
+//
+// then queue_check_all(buffers, stream) and one synchronization. Between launches only the
+// outputs are poisoned again: red zones and the snapshot stay as the arm left them, so the one
+// check sees a stray byte that any launch wrote (unless a later one wrote back what was there).
+// bytes(k, j) is then buffer read[j]'s data after launch k. nullptr where the backend cannot queue
+// this (the host backend, where each launch runs at once; reserved memory; an output whose poison
+// takes a host copy) or the reads would take more than 64 MiB: the caller launches one at a time.
+class RepeatedLaunches {
+ public:
+  virtual ~RepeatedLaunches() = default;
+  virtual void poison_outputs() = 0;
+  // After each later poison_outputs(), src's bytes go back at the start of buffers[i]'s data (an
+  // output the launch also reads: counters, an in-place update), from a copy taken now.
+  virtual void rewrite_after_poison(size_t i, const void* src, int64_t bytes) = 0;
+  virtual void read() = 0;
+  // After the stream was synchronized: buffer read[j]'s size() bytes as launch k (the k-th read())
+  // left them.
+  virtual const uint8_t* bytes(size_t k, size_t j) const = 0;
+};
+std::unique_ptr<RepeatedLaunches> queue_repeats(const std::vector<GuardedMemory*>& buffers,
+                                                const std::vector<GuardedMemory*>& read, void* stream, int launches);
 
 // Guarded host memory. It owns its allocation; data() is a host pointer.
 class GuardedBuffer final : public GuardedMemory {

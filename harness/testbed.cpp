@@ -40,6 +40,22 @@ Testbed& Testbed::guard(GuardedMemory& memory) {
   return *this;
 }
 
+Testbed& Testbed::rewrite_after_arm(Buffer& b, std::vector<uint8_t> bytes) {
+  MLA_REQUIRE(std::any_of(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.buffer == &b && s.output; }),
+              "testbed: rewrite_after_arm of '", b.name, "', which holds no output view");
+  MLA_REQUIRE(static_cast<int64_t>(bytes.size()) <= b.size(), "testbed: rewrite_after_arm of ", bytes.size(),
+              " bytes into '", b.name, "' of ", b.size());
+  rewrites_.push_back({&b, std::move(bytes)});
+  return *this;
+}
+
+void Testbed::arm(const std::vector<GuardedMemory*>& memory) {
+  arm_all(memory, device_.stream());
+  for (const Rewrite& r : rewrites_) {
+    r.buffer->memory->queue_write(0, r.bytes.data(), static_cast<int64_t>(r.bytes.size()), device_.stream());
+  }
+}
+
 Testbed& Testbed::after_arm(std::function<void()> f) {
   after_arm_ = std::move(f);
   return *this;
@@ -171,6 +187,11 @@ Verdict Testbed::row_sets_differ(const Staged& s, const std::vector<uint8_t>& fi
 Verdict Testbed::repeat(const std::function<void()>& fn, int launches) {
   std::vector<std::vector<uint8_t>> first;
   for (const Staged& s : staged_) first.push_back(s.output ? s.buffer->host : std::vector<uint8_t>{});
+  if (device_.backend() != Backend::kHost) {
+    bool queued = false;
+    Verdict v = repeat_queued(fn, launches, first, &queued);
+    if (queued) return v;
+  }
   for (int i = 2; i <= launches; ++i) {
     simt::host::Options host = schedule_.host_options();
     std::string how;
@@ -184,22 +205,67 @@ Verdict Testbed::repeat(const std::function<void()>& fn, int launches) {
     if (Verdict v = launch_once(fn, host, false)) {
       return "launch " + std::to_string(i) + " of " + std::to_string(launches) + how + ": " + *v;
     }
-    for (size_t k = 0; k < staged_.size(); ++k) {
-      const Staged& s = staged_[k];
-      if (!s.output || s.sameness == Sameness::kNotAsked) continue;
-      const std::string which = "nondeterministic: launch " + std::to_string(i) + " of " + std::to_string(launches) + how;
-      const Verdict diff = s.sameness == Sameness::kRowSets ? row_sets_differ(s, first[k], which)
-                                                            : bits_differ(s, first[k], which);
-      if (diff) return diff;
+    if (Verdict v = differs_from_first(first, "nondeterministic: launch " + std::to_string(i) + " of " +
+                                                  std::to_string(launches) + how)) {
+      return v;
     }
   }
   return std::nullopt;
 }
 
-Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::Options& host, bool restage) {
-  MLA_REQUIRE(!staged_.empty(), "testbed: a launch with no buffers declared");
-  if (Verdict v = refuse_all_zero(false)) return v;
+Verdict Testbed::differs_from_first(const std::vector<std::vector<uint8_t>>& first, const std::string& which) const {
+  for (size_t k = 0; k < staged_.size(); ++k) {
+    const Staged& s = staged_[k];
+    if (!s.output || s.sameness == Sameness::kNotAsked) continue;
+    const Verdict diff = s.sameness == Sameness::kRowSets ? row_sets_differ(s, first[k], which) : bits_differ(s, first[k], which);
+    if (diff) return diff;
+  }
+  return std::nullopt;
+}
+
+Verdict Testbed::repeat_queued(const std::function<void()>& fn, int launches, const std::vector<std::vector<uint8_t>>& first,
+                               bool* queued) {
+  *queued = false;
+  // A picture of a failure draws the bytes of the launch that failed, and a hook after the arm
+  // runs at each: those take one launch at a time.
+  if (after_arm_ || guard_picture_sink() != nullptr) return std::nullopt;
   const std::vector<Buffer*> all = buffers();
+  if (std::any_of(all.begin(), all.end(), [](const Buffer* b) { return b->is_reserved(); })) return std::nullopt;
+  const std::vector<GuardedMemory*> memory = declare_outputs(all, false);
+  const std::vector<Buffer*> outputs = output_buffers(all);
+  std::vector<GuardedMemory*> read;
+  for (Buffer* b : outputs) read.push_back(b->memory.get());
+  arm(memory);  // not wasted where the next line says no: launch_once arms again
+  const std::unique_ptr<RepeatedLaunches> repeats = queue_repeats(memory, read, device_.stream(), launches - 1);
+  if (!repeats) return std::nullopt;
+  *queued = true;
+  for (const Rewrite& r : rewrites_) {
+    const size_t i = static_cast<size_t>(std::find(memory.begin(), memory.end(), r.buffer->memory.get()) - memory.begin());
+    repeats->rewrite_after_poison(i, r.bytes.data(), static_cast<int64_t>(r.bytes.size()));
+  }
+  for (int i = 2; i <= launches; ++i) {
+    if (i > 2) repeats->poison_outputs();
+    fn();
+    repeats->read();
+  }
+  QueuedChecks checks = queue_check_all(memory, device_.stream());
+  device_.synchronize();
+  const std::string all_launches = "launches 2 to " + std::to_string(launches) + " of " + std::to_string(launches) +
+                                   " (queued back to back, checked once after the last)";
+  if (Verdict v = guard_verdict(checks.reports(), all, memory)) return all_launches + ": " + *v;
+  for (int i = 2; i <= launches; ++i) {
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      std::memcpy(outputs[j]->bytes(), repeats->bytes(static_cast<size_t>(i - 2), j),
+                  static_cast<size_t>(outputs[j]->memory->size()));
+    }
+    if (Verdict v = differs_from_first(first, "nondeterministic: launch " + std::to_string(i) + " of " + std::to_string(launches))) {
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<GuardedMemory*> Testbed::declare_outputs(const std::vector<Buffer*>& all, bool restage) {
   for (Buffer* b : all) {
     if (restage) {
       stage(*b);
@@ -212,9 +278,40 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
   }
   std::vector<GuardedMemory*> memory = guarded_memory(all);
   memory.insert(memory.end(), guarded_.begin(), guarded_.end());
+  return memory;
+}
+
+std::vector<Buffer*> Testbed::output_buffers(const std::vector<Buffer*>& all) const {
+  std::vector<Buffer*> outputs;
+  for (Buffer* b : all) {
+    if (std::any_of(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.buffer == b && s.output; })) {
+      outputs.push_back(b);
+    }
+  }
+  return outputs;
+}
+
+Verdict Testbed::guard_verdict(const std::vector<GuardReport>& reports, const std::vector<Buffer*>& all,
+                               const std::vector<GuardedMemory*>& memory) const {
+  for (size_t i = 0; i < memory.size(); ++i) {
+    if (!reports[i].ok()) {
+      const std::string v = "guard of " + (i < all.size() ? all[i]->name : memory[i]->name()) + ": " + reports[i].describe();
+      // --report html: the failure's picture (harness/guard_picture.h), only when a sink is installed.
+      if (guard_picture_sink() != nullptr) record_guard_picture(v, *memory[i], reports[i], i < all.size() ? all[i] : nullptr);
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::Options& host, bool restage) {
+  MLA_REQUIRE(!staged_.empty(), "testbed: a launch with no buffers declared");
+  if (Verdict v = refuse_all_zero(false)) return v;
+  const std::vector<Buffer*> all = buffers();
+  const std::vector<GuardedMemory*> memory = declare_outputs(all, restage);
   // Queued on the launch's stream (core/guarded_buffer.h): the arm, the launch and the check run
   // back to back, and one synchronization waits for all three.
-  arm_all(memory, device_.stream());
+  arm(memory);
   if (after_arm_) after_arm_();
   // Under AddressSanitizer on the host backend, the bytes of these allocations outside the launch's
   // views are unaddressable while it runs (core/read_fence.h): a read past a view is seen too.
@@ -245,23 +342,14 @@ Verdict Testbed::launch_once(const std::function<void()>& fn, const simt::host::
     }
     stray_access = fence.disarm();
   }
-  const std::vector<GuardReport> reports = checks.reports();
-  for (size_t i = 0; i < memory.size(); ++i) {
-    if (!reports[i].ok()) {
-      const std::string v = "guard of " + (i < all.size() ? all[i]->name : memory[i]->name()) + ": " + reports[i].describe();
-      // --report html: the failure's picture (harness/guard_picture.h), only when a sink is installed.
-      if (guard_picture_sink() != nullptr) record_guard_picture(v, *memory[i], reports[i], i < all.size() ? all[i] : nullptr);
-      return v;
-    }
-  }
+  if (Verdict v = guard_verdict(checks.reports(), all, memory)) return v;
   // A write the guards saw is reported by them (above); the fence adds reads, and writes that left
   // the bytes as they were.
   if (stray_access) return "fence of " + stray_access->buffer + ": " + stray_access->describe();
   // The outputs read back: together (one wait on cuda), a reserved buffer's backed ranges each.
   std::vector<GuardedMemory*> outputs;
   std::vector<void*> into;
-  for (Buffer* b : all) {
-    if (!std::any_of(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.buffer == b && s.output; })) continue;
+  for (Buffer* b : output_buffers(all)) {
     if (b->is_reserved()) {
       b->download();
     } else {

@@ -85,8 +85,12 @@ class Testbed {
   // and checked with the buffers; all of it may be read, its red zones not. Its output views are the
   // caller's to declare beforehand.
   Testbed& guard(GuardedMemory& memory);
-  // Runs after arming, before the launch: to set up bytes arming poisoned (counters the launch
-  // adds to start at zero).
+  // An output the launch also reads (counters it adds to, an in-place update): after each arm
+  // poisons it, `bytes` go back at the start of b's data, queued on the device's stream, so that
+  // every launch starts from them. Repeated launches stay queued back to back (queue_repeats).
+  Testbed& rewrite_after_arm(Buffer& b, std::vector<uint8_t> bytes);
+  // Runs after arming, before the launch: any other set-up of bytes arming poisoned. Repeated
+  // launches then run one at a time on a device, each armed and checked alone.
   Testbed& after_arm(std::function<void()> f);
   // Every launch writes each buffer's host bytes to the device: into the allocation it already has
   // when its size is unchanged (the same addresses, as an engine refills its buffers between
@@ -115,8 +119,23 @@ class Testbed {
   // keep the bytes the last launch left: ScopedRepeats' later launches, after one whose guards
   // held, so every byte outside its outputs is as staged, and the arm poisons the outputs again.
   Verdict launch_once(const std::function<void()>& fn, const simt::host::Options& host, bool restage = true);
-  // ScopedRepeats' later launches, compared with the first one's outputs.
+  // ScopedRepeats' later launches, compared with the first one's outputs (first: each staged
+  // entry's host bytes after launch 1, empty for inputs).
   Verdict repeat(const std::function<void()>& fn, int launches);
+  // The same on a device that queues them (core/guarded_buffer.h, queue_repeats): every later
+  // launch back to back after one arm, one check after the last, each launch's outputs read into
+  // page-locked memory and compared after one wait. *queued false: nothing ran, launch one at a time.
+  Verdict repeat_queued(const std::function<void()>& fn, int launches, const std::vector<std::vector<uint8_t>>& first,
+                        bool* queued);
+  // The first output whose bytes now differ from first's as its Sameness asks.
+  Verdict differs_from_first(const std::vector<std::vector<uint8_t>>& first, const std::string& which) const;
+  // Each buffer restaged (or, without restage, its outputs cleared) and the outputs declared: the
+  // guarded memory of the launch, the testbed's guard()s last.
+  std::vector<GuardedMemory*> declare_outputs(const std::vector<Buffer*>& all, bool restage);
+  std::vector<Buffer*> output_buffers(const std::vector<Buffer*>& all) const;  // holding an output view
+  // The first failing guard report as the verdict ("guard of <buffer>: ...").
+  Verdict guard_verdict(const std::vector<GuardReport>& reports, const std::vector<Buffer*>& all,
+                        const std::vector<GuardedMemory*>& memory) const;
   Verdict refuse_all_zero(bool outputs) const;
   // A later launch's output against the first's (which: "nondeterministic: launch i of N ...").
   Verdict bits_differ(const Staged& s, const std::vector<uint8_t>& first, const std::string& which) const;
@@ -127,6 +146,13 @@ class Testbed {
   std::vector<Staged> staged_;
   std::vector<GuardedMemory*> guarded_;  // guard()
   std::function<void()> after_arm_;
+  struct Rewrite {
+    Buffer* buffer;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Rewrite> rewrites_;  // rewrite_after_arm
+  // arm_all on the device's stream, then the rewrites queued behind it.
+  void arm(const std::vector<GuardedMemory*>& memory);
 };
 
 }  // namespace mlacheck

@@ -160,7 +160,7 @@ Verdict topk_to_global_equals_oracle(Device& device, TopkToGlobalFn* to_global, 
   Testbed bed(device, c);
   bed.input(q).input(table).input(c.in_place ? global : local).output(dst, "global", dst.view);
   // Arming poisons the outputs; in place the output is also the input, so write it again.
-  if (c.in_place) bed.after_arm([&] { local.memory->write(0, local_bytes.data(), static_cast<int64_t>(local_bytes.size())); });
+  if (c.in_place) bed.rewrite_after_arm(local, local_bytes);
   if (Verdict v = bed.launch([&] {
         to_global(device, q.device_tensor(), local.device_tensor(), table.device_tensor(), c.page, dst.device_tensor());
       })) {

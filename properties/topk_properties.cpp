@@ -127,10 +127,7 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   for (Buffer* b : {&s.seq_lens, &s.ks, &s.ke}) {
     if (!b->host.empty()) bed.input(*b);
   }
-  bed.after_arm([&] {
-    const std::vector<int32_t> zeros(kTopkRowClassCount, 0);
-    s.counts.memory->write(0, zeros.data(), kTopkRowClassCount * 4);  // arming poisoned them
-  });
+  bed.rewrite_after_arm(s.counts, std::vector<uint8_t>(kTopkRowClassCount * 4, 0));  // arming poisoned the counters
   if (Verdict guard = bed.launch([&] { run.path = launch(device, tensors()); })) {
     run.problem = *guard;
     return run;

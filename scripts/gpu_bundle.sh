@@ -68,7 +68,7 @@ targets=(mlacheck mlacheck_example_plugin mlacheck_example_plugin_buggy mlacheck
          mlacheck_mla_impl_plugin mlacheck_mla_impl_plugin_buggy mlacheck_decode_step_plugin
          mlacheck_decode_step_plugin_buggy
          mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench python_call_bench
-         simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_cuda_reserved_buffer_gpu_test core_cuda_mapped_slot_gpu_test
+         simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_cuda_reserved_buffer_gpu_test core_cuda_mapped_slot_gpu_test harness_testbed_gpu_test
          core_codecs_gpu_test)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$build_dir.build.log" 2>&1 ||
   die "building the cuda targets failed (see $build_dir.build.log)"
@@ -104,7 +104,7 @@ for so in examples/plugin/libmlacheck_example_plugin.so examples/plugin/libmlach
   install -m 755 "$build_dir/$so" "$out/lib/"
   strip --strip-unneeded "$out/lib/$(basename "$so")"
 done
-for t in simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_cuda_reserved_buffer_gpu_test core_cuda_mapped_slot_gpu_test \
+for t in simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_cuda_reserved_buffer_gpu_test core_cuda_mapped_slot_gpu_test harness_testbed_gpu_test \
          core_codecs_gpu_test; do
   path=$(find "$build_dir/tests" -name "$t" -type f -perm -u+x | head -1)
   [ -n "$path" ] || die "built $t but cannot find it under $build_dir/tests"

@@ -212,7 +212,8 @@ __device__ __forceinline__ uint32_t chunk_kind(const Segment& s, int64_t c) {
   return kind;
 }
 
-// Chunk c as arm leaves it: red zone bytes from the table, output bytes poisoned, the rest as read.
+// Chunk c as arm leaves it: red zone bytes from the table (none with red null: repoison_kernel),
+// output bytes poisoned, the rest as read.
 // The few chunks that take this path (red zones, an output's first and last chunk) are each one
 // warp lane's serial work, and the slowest of them is the kernel's critical path: so the red zone
 // bytes are a fully unrolled loop over the table in shared memory (red: from the kernel's
@@ -226,7 +227,7 @@ __device__ __forceinline__ uint4 patch_chunk(const Segment& s, const uint8_t* re
   } u;
   u.v = v;
   const int64_t lo = c * 16 - s.red_zone;  // the data offset of the chunk's first byte
-  if (lo < 0 || lo + 16 > s.size) {
+  if (red != nullptr && (lo < 0 || lo + 16 > s.size)) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const int64_t o = lo + j;
@@ -313,6 +314,26 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
     t->sum_armed = sum;
     t->sum_arming = 0;
     t->clean = 0;
+  }
+}
+
+// The outputs of every segment poisoned again and nothing else (the launches of queue_repeats after
+// the first): the chunks each poison span covers, patched as arm patches them, red zones and
+// snapshot left as they are. Two spans that share a chunk both store it whole, with the same bytes:
+// patch_chunk poisons every span's bytes, and no other byte of it changes while this runs.
+__global__ void __launch_bounds__(kThreads) repoison_kernel(const Batch b) {
+  const Segment& s = b.seg[blockIdx.y];
+  uint4* storage = reinterpret_cast<uint4*>(s.storage);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int k = 0; k < s.spans; ++k) {
+    const PoisonSpan& p = s.span[k];
+    const int64_t end = (s.red_zone + p.end + 15) / 16;
+    for (int64_t c = (s.red_zone + p.begin) / 16 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < end;
+         c += stride) {
+      const int64_t lo = c * 16 - s.red_zone;
+      const bool whole = p.dense && p.begin <= lo && lo + 16 <= p.end;  // every byte is this span's poison
+      storage[c] = patch_chunk(s, nullptr, c, whole ? make_uint4(0, 0, 0, 0) : storage[c]);
+    }
   }
 }
 
@@ -693,7 +714,41 @@ Segment segment_of(Buffer& g, uint8_t* storage, uint8_t* snapshot, const uint8_t
   return s;
 }
 
+// The segment's poison spans: the outputs its buffer poisons on the device (DevicePoison).
+template <class Poisons>
+void set_spans(Segment& s, const Poisons& poisons) {
+  s.spans = static_cast<int32_t>(poisons.size());
+  for (size_t k = 0; k < poisons.size(); ++k) {
+    const auto& p = poisons[k];
+    PoisonSpan& d = s.span[k];
+    d.begin = p.begin, d.end = p.end, d.origin = p.origin;
+    d.element_mask = static_cast<uint32_t>(p.element_bytes - 1), d.dense = p.dense;
+    std::copy(p.pattern, p.pattern + 8, d.pattern);
+  }
+}
+
 }  // namespace
+
+void DeviceGuardedBuffer::queue_repoison(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream) {
+  for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
+    const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
+    int64_t most = 0;  // chunks of the widest span
+    const Batch batch = make_batch(n, [&](size_t i) {
+      DeviceGuardedBuffer& g = *buffers[from + i];
+      MLA_REQUIRE(g.armed_ && g.host_poisoned_.empty(), "guarded buffer '", g.name(),
+                  "': outputs poisoned again before an arm that poisons them all on the device");
+      Segment s = segment_of(g, g.storage_.as<uint8_t>(), g.snapshot_.as<uint8_t>(), g.mask_.as<const uint8_t>(),
+                             g.scratch_.get(), g.total(), g.red_zone());
+      set_spans(s, g.device_poison_);
+      for (const DevicePoison& p : g.device_poison_) most = std::max(most, (p.end - p.begin) / 16 + 2);
+      return s;
+    });
+    if (most == 0) continue;  // no outputs in this batch
+    repoison_kernel<<<dim3(static_cast<unsigned>(blocks_for(most, kThreads, grid_limit())), static_cast<unsigned>(n)),
+                      kThreads, 0, stream>>>(batch);
+    cuda::check_launch("guarded buffers: repoison_kernel");
+  }
+}
 
 void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream, bool wait) {
   for (DeviceGuardedBuffer* b : buffers) {
@@ -710,14 +765,7 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
       s.checksum = g.checksum_;
       s.force = g.snapshot_stale_ || g.total() < kGateBytes ? 1 : 0;
       gated = gated || (g.checksum_ && !s.force);
-      s.spans = static_cast<int32_t>(g.device_poison_.size());
-      for (size_t k = 0; k < g.device_poison_.size(); ++k) {
-        const DevicePoison& p = g.device_poison_[k];
-        PoisonSpan& d = s.span[k];
-        d.begin = p.begin, d.end = p.end, d.origin = p.origin;
-        d.element_mask = static_cast<uint32_t>(p.element_bytes - 1), d.dense = p.dense;
-        std::copy(p.pattern, p.pattern + 8, d.pattern);
-      }
+      set_spans(s, g.device_poison_);
       return s;
     });
     arm_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);

@@ -36,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -103,8 +104,14 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   void requeue_check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
   std::vector<GuardReport> check_group(const std::vector<GuardedMemory*>& group, void* stream) const override;
   void read_group(const std::vector<GuardedMemory*>& group, const std::vector<void*>& dst) const override;
+  // queue_repeats: a Repeats on stream when every buffer was armed on the device and its outputs
+  // take no host copy to poison, and device fences are off.
+  std::unique_ptr<RepeatedLaunches> repeats_group(const std::vector<GuardedMemory*>& group,
+                                                  const std::vector<GuardedMemory*>& read, void* stream,
+                                                  int launches) const override;
 
  private:
+  class Repeats;  // queue_repeats' launches (cuda_guarded_buffer_host.cpp)
   // An output view poisoned on the device: its byte span, the offset its elements count from, and
   // one element of poison (see the .cu file).
   struct DevicePoison {
@@ -120,6 +127,8 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // Queues the check kernel over every buffer on stream: exact, or by checksum for the buffers
   // whose fast path is on.
   static void queue_checks(const std::vector<const DeviceGuardedBuffer*>& buffers, cudaStream_t stream, bool exact);
+  // Queues the outputs' poison of every buffer again on stream, nothing else (a repeated launch).
+  static void queue_repoison(const std::vector<DeviceGuardedBuffer*>& buffers, cudaStream_t stream);
   // Waits for stream and returns the reports of the checks queued last (a checksum that differs is
   // followed by the exact comparison, for the report).
   static std::vector<GuardReport> collect_checks(const std::vector<const DeviceGuardedBuffer*>& buffers,

@@ -1,15 +1,18 @@
 // The host side of a device guarded buffer (core/backend/cuda_guarded_buffer.h): copies in and
 // out, queued staging from page-locked memory and the waits it needs, the output read-back of a
-// group, and the read fence. The kernels and the batching of arm and check are in the .cu file.
+// group, repeated launches queued back to back (queue_repeats), and the read fence. The kernels and the batching of arm and check are in the .cu file.
 #include "core/backend/cuda_guarded_buffer.h"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/read_fence.h"
 
 namespace mlacheck {
@@ -96,6 +99,101 @@ void DeviceGuardedBuffer::read_group(const std::vector<GuardedMemory*>& group, c
     copies.push_back({dst[i], b.data(), static_cast<size_t>(b.size())});
   }
   cuda::copy_many_to_host(copies, "guarded buffers: read_all");
+}
+
+// queue_repeats on the device: the outputs' poison of each later launch is one queued kernel over
+// every buffer, and each launch's reads land in a page-locked area of their own, so nothing waits
+// until the caller synchronizes after the last launch.
+class DeviceGuardedBuffer::Repeats final : public RepeatedLaunches {
+ public:
+  Repeats(std::vector<DeviceGuardedBuffer*> buffers, std::vector<const DeviceGuardedBuffer*> read, cudaStream_t stream,
+          int launches, size_t per_launch, std::vector<size_t> offsets)
+      : buffers_(std::move(buffers)),
+        read_(std::move(read)),
+        stream_(stream),
+        launches_(static_cast<size_t>(launches)),
+        per_launch_(per_launch),
+        offsets_(std::move(offsets)),
+        staging_(std::max<size_t>(1, per_launch * static_cast<size_t>(launches))) {}
+  // Copies still queued into the staging must land before it goes back to the cache (a caller that
+  // threw before synchronizing); an error here is the launch's, reported by the stream's next user.
+  ~Repeats() override {
+    if (reads_ > 0 || !rewrites_.empty()) (void)cudaStreamSynchronize(stream_);
+  }
+
+  void poison_outputs() override {
+    queue_repoison(buffers_, stream_);
+    for (const Rewrite& r : rewrites_) {
+      cuda::check(cudaMemcpyAsync(r.buffer->data(), r.bytes.data(), r.bytes.bytes(), cudaMemcpyHostToDevice, stream_),
+                  ("guarded buffer '" + r.buffer->name() + "': bytes written back after the poison").c_str());
+    }
+  }
+
+  void rewrite_after_poison(size_t i, const void* src, int64_t bytes) override {
+    MLA_REQUIRE(i < buffers_.size() && bytes >= 0 && bytes <= buffers_[i]->size(), "queue_repeats: ", bytes,
+                " bytes written back into buffer ", i, " of ", buffers_.size());
+    if (bytes == 0) return;
+    Rewrite r{buffers_[i], cuda::PinnedHostAllocation(static_cast<size_t>(bytes))};
+    std::memcpy(r.bytes.data(), src, static_cast<size_t>(bytes));  // page-locked, unchanged while queued
+    rewrites_.push_back(std::move(r));
+  }
+
+  void read() override {
+    MLA_REQUIRE(reads_ < launches_, "queue_repeats: read ", reads_ + 1, " of a batch of ", launches_, " launches");
+    uint8_t* at = staging_.data() + reads_ * per_launch_;
+    for (size_t j = 0; j < read_.size(); ++j) {
+      const DeviceGuardedBuffer& b = *read_[j];
+      if (b.size() == 0) continue;
+      cuda::check(cudaMemcpyAsync(at + offsets_[j], b.data(), static_cast<size_t>(b.size()), cudaMemcpyDeviceToHost, stream_),
+                  ("guarded buffer '" + b.name() + "': a repeated launch's read").c_str());
+    }
+    ++reads_;
+  }
+
+  const uint8_t* bytes(size_t k, size_t j) const override {
+    MLA_REQUIRE(k < reads_ && j < read_.size(), "queue_repeats: bytes(", k, ", ", j, ") of ", reads_, " reads of ",
+                read_.size(), " buffers");
+    return staging_.data() + k * per_launch_ + offsets_[j];
+  }
+
+ private:
+  std::vector<DeviceGuardedBuffer*> buffers_;
+  std::vector<const DeviceGuardedBuffer*> read_;
+  cudaStream_t stream_;
+  size_t launches_, per_launch_;
+  std::vector<size_t> offsets_;  // of each read buffer within one launch's area
+  cuda::PinnedHostAllocation staging_;
+  size_t reads_ = 0;
+  struct Rewrite {
+    DeviceGuardedBuffer* buffer;
+    cuda::PinnedHostAllocation bytes;
+  };
+  std::vector<Rewrite> rewrites_;
+};
+
+std::unique_ptr<RepeatedLaunches> DeviceGuardedBuffer::repeats_group(const std::vector<GuardedMemory*>& group,
+                                                                     const std::vector<GuardedMemory*>& read,
+                                                                     void* stream, int launches) const {
+  constexpr size_t kMostStaged = size_t(64) << 20;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (s == nullptr || ReadFence::device_fences() || cuda::capturing(s)) return nullptr;
+  std::vector<DeviceGuardedBuffer*> buffers;
+  for (GuardedMemory* m : group) {
+    auto& b = dynamic_cast<DeviceGuardedBuffer&>(*m);
+    // Armed on this stream (an arm that waited is done too), every output poisoned on the device.
+    if (!b.armed_ || !b.host_poisoned_.empty() || (b.pending_ && b.pending_on_ != s)) return nullptr;
+    buffers.push_back(&b);
+  }
+  std::vector<const DeviceGuardedBuffer*> reads;
+  std::vector<size_t> offsets;
+  size_t per_launch = 0;
+  for (const GuardedMemory* m : read) {
+    reads.push_back(&dynamic_cast<const DeviceGuardedBuffer&>(*m));
+    offsets.push_back(per_launch);
+    per_launch += (static_cast<size_t>(m->size()) + 15) / 16 * 16;
+  }
+  if (per_launch * static_cast<size_t>(launches) > kMostStaged) return nullptr;
+  return std::make_unique<Repeats>(std::move(buffers), std::move(reads), s, launches, per_launch, std::move(offsets));
 }
 
 void DeviceGuardedBuffer::fence_views(const std::vector<NamedView>& views) {

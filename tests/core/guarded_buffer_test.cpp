@@ -246,6 +246,18 @@ TEST(GuardedBuffer, PatternsVaryWithPositionSoAConstantWriteIsSeen) {
   }
 }
 
+// queue_repeats queues nothing on the host, where each launch runs at once: nullptr, so the caller
+// launches one at a time (the device side is the GPU test's); a batch of no launches is refused.
+TEST(GuardedBuffer, QueueRepeatsOnTheHostSaysLaunchOneAtATime) {
+  GuardedBuffer a("a", 64), b("b", 64);
+  a.declare_output("out", View::contiguous(DType::kF32, {4}));
+  int stream_stand_in = 0;
+  arm_all({&a, &b}, &stream_stand_in);
+  EXPECT_EQ(queue_repeats({&a, &b}, {&a}, &stream_stand_in, 3), nullptr);
+  EXPECT_EQ(queue_repeats({}, {}, &stream_stand_in, 3), nullptr);
+  EXPECT_THROW(queue_repeats({&a}, {&a}, &stream_stand_in, 0), Error);
+}
+
 TEST(GuardedBuffer, ArmAllAndCheckAllActLikeEachBufferAloneWithReportsInOrder) {
   GuardedBuffer a("a", 256), b("b", 100), c("c", 0);
   const View va = View::contiguous(DType::kF32, {8}, 32), vb = View::contiguous(DType::kI32, {4});

@@ -2,6 +2,7 @@
 // comparison, the case's schedule and the all-zero rule.
 #include "harness/testbed.h"
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -212,6 +213,36 @@ TEST_F(Bed, AfterArmRunsBetweenArmingAndTheLaunch) {
   });
   ASSERT_EQ(bed.launch([&] { std::memcpy(&first, out.memory->data(), 4); }), std::nullopt);
   EXPECT_EQ(first, 0.0f);
+}
+
+// rewrite_after_arm: an output the launch adds to starts from the given bytes at every launch (after
+// the arm poisoned it), repeated launches included; only a buffer holding an output takes it, and
+// no more bytes than it has.
+TEST_F(Bed, RewriteAfterArmStartsEveryLaunchFromTheBytes) {
+  Testbed bed(*device, schedule);
+  bed.input(in).output(out);
+  const std::vector<uint8_t> zeros(static_cast<size_t>(out.size()), 0);
+  bed.rewrite_after_arm(out, zeros);
+  const auto element_11 = [&] {
+    float v;
+    std::memcpy(&v, out.host.data() + out.view.byte_offset_of({1, 1}), 4);
+    return v;
+  };
+  const auto add_one = [&] {
+    float* o = reinterpret_cast<float*>(out.memory->data());
+    for (int i : {0, 1, 3, 4}) o[i] += 1.0f;  // the view's four elements, counters
+  };
+  {
+    const ScopedRepeats repeats(3);
+    ASSERT_EQ(bed.launch(add_one), std::nullopt);  // each launch 1.0: not poison + 1, not 2.0 or 3.0
+  }
+  EXPECT_EQ(element_11(), 1.0f);
+  Testbed plain(*device, schedule);
+  plain.input(in).output(out);
+  ASSERT_EQ(plain.launch(add_one), std::nullopt);
+  EXPECT_TRUE(std::isnan(element_11()));  // without it the counter started from poison
+  EXPECT_THROW(plain.rewrite_after_arm(in, zeros), Error);                       // an input
+  EXPECT_THROW(plain.rewrite_after_arm(out, std::vector<uint8_t>(zeros.size() + 1, 0)), Error);  // past its bytes
 }
 
 TEST_F(Bed, SeveralOutputViewsOfOneBuffer) {

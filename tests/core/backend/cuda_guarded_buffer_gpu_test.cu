@@ -852,6 +852,97 @@ void queued_staging() {
   }
 }
 
+// queue_repeats: launches back to back after one arm with one check after the last. Each launch's
+// reads hold that launch's outputs; the outputs are poisoned again before each later launch (a
+// launch that writes nothing reads back poison, a gapped view's gaps keep their bytes); red zones
+// are not restored between launches, so the one check sees a stray byte of any launch, at its
+// offset. Where it cannot queue (no stream, host memory, an output poisoned on the host) it says
+// so with nullptr.
+void queued_repeats() {
+  std::printf("queued repeats (queue_repeats):\n");
+  Stream stream;
+  const View gapped(DType::kF32, {2, 2}, {3, 1}, 64);  // rows of 3 floats, the view taking 2
+  const View dense = View::contiguous(DType::kF32, {1, 40}, 256);
+  DeviceGuardedBuffer a("a", 1024, GuardedMemory::kDefaultRedZone, stream.get()), b("b", 4096, GuardedMemory::kDefaultRedZone, stream.get());
+  a.declare_output("g", gapped);
+  b.declare_output("d", dense);
+  std::vector<GuardedMemory*> both{&a, &b};
+  const float values[3] = {1.0f, 0.0f, 3.0f};  // launch 1 writes nothing
+  for (int stray_launch : {-1, 1}) {
+    arm_all(both, stream.get());
+    std::unique_ptr<RepeatedLaunches> rep = queue_repeats(both, both, stream.get(), 3);
+    if (rep == nullptr) {
+      report(false, "queue_repeats on two device buffers armed on a stream");
+      return;
+    }
+    std::vector<DeviceAllocation> keep;
+    for (int k = 0; k < 3; ++k) {
+      if (k > 0) rep->poison_outputs();
+      if (values[k] != 0.0f) {
+        write_view(a, gapped, values[k], stream.get());
+        write_view(b, dense, values[k], stream.get());
+      }
+      if (k == stray_launch) device_writes(a, {{-3, static_cast<uint8_t>(~GuardedMemory::red_zone_byte(GuardedMemory::kDefaultRedZone - 3))}},
+                                                  stream.get(), &keep);  // the leading red zone
+      rep->read();
+    }
+    QueuedChecks checks = queue_check_all(both, stream.get());
+    stream.synchronize();
+    const std::vector<GuardReport> r = checks.reports();
+    int wrong = 0;
+    for (int k = 0; k < 3; ++k) {
+      const uint8_t* ga = rep->bytes(k, 0);
+      const uint8_t* db = rep->bytes(k, 1);
+      gapped.for_each_index([&](const std::vector<int64_t>& i) {
+        const uint8_t* e = ga + gapped.byte_offset_of(i);
+        float f;
+        std::memcpy(&f, e, 4);
+        if (values[k] == 0.0f ? !is_output_poison(DType::kF32, e) : f != values[k]) ++wrong;
+      });
+      dense.for_each_index([&](const std::vector<int64_t>& i) {
+        const uint8_t* e = db + dense.byte_offset_of(i);
+        float f;
+        std::memcpy(&f, e, 4);
+        if (values[k] == 0.0f ? !is_output_poison(DType::kF32, e) : f != values[k]) ++wrong;
+      });
+      // The gap between the rows (row 0's third float) is no output: every launch leaves it as staged.
+      const int64_t gap = gapped.byte_offset() + 8;
+      if (std::memcmp(ga + gap, rep->bytes(0, 0) + gap, 4) != 0 || is_output_poison(DType::kF32, ga + gap)) ++wrong;
+    }
+    if (stray_launch < 0) {
+      report(wrong == 0 && r.size() == 2 && r[0].ok() && r[1].ok(),
+             "three launches queued: each read holds its launch's outputs, a launch that wrote nothing reads back "
+             "poison, the gap keeps its bytes, the one check finds nothing");
+    } else {
+      report(wrong == 0 && r.size() == 2 && r[0].stray_bytes == 1 && r[0].first.offset == -3 && r[1].ok(),
+             "a stray byte in the red zone by the second of three launches is the one check's report, at its "
+             "offset (red zones are not restored between launches): " + r[0].describe());
+      a.arm();  // the red zone restored, for the next part
+    }
+  }
+  {
+    GuardedBuffer host("host", 1024);
+    host.declare_output("g", gapped);
+    std::vector<GuardedMemory*> one{&host};
+    arm_all(one, nullptr);
+    report(queue_repeats(one, one, nullptr, 2) == nullptr, "host memory: nullptr (its launches run at once)");
+    arm_all(both, stream.get());
+    report(queue_repeats(both, both, nullptr, 2) == nullptr, "no stream: nullptr");
+    std::vector<GuardedMemory*> mixed{&a, &host};
+    report(queue_repeats(mixed, mixed, stream.get(), 2) == nullptr, "device and host memory together: nullptr");
+    stream.synchronize();
+  }
+  {
+    // Five outputs: past the four a buffer poisons on the device, so one takes a host copy at each arm.
+    DeviceGuardedBuffer many("many", 4096, GuardedMemory::kDefaultRedZone, stream.get());
+    for (int i = 0; i < 5; ++i) many.declare_output("o" + std::to_string(i), View::contiguous(DType::kF32, {8}, 256 * i));
+    std::vector<GuardedMemory*> one{&many};
+    arm_all(one, stream.get());
+    report(queue_repeats(one, one, stream.get(), 2) == nullptr, "an output poisoned on the host: nullptr");
+    stream.synchronize();
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -869,6 +960,7 @@ int main() {
     queued_staging();
     streams_checksum_and_outputs();
     large_buffer();
+    queued_repeats();
   } catch (const std::exception& e) {
     report(false, std::string("unexpected exception: ") + e.what());
   }
