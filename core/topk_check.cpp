@@ -2,6 +2,7 @@
 #include "core/topk_check.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "core/error.h"
@@ -93,15 +94,22 @@ TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
   const int64_t k = iv.size(1);
   std::vector<int32_t> row_idx(static_cast<size_t>(k));
   std::vector<double> row_vals;
+  // Rows are walked by their strides: an element's address from its index, per element, was a
+  // tenth of a small top-k case.
+  const int64_t idx_step = iv.stride(1) * iv.element_size(), val_step = lv.stride(1) * lv.element_size();
   for (int64_t r = 0; r < iv.size(0); ++r) {
     ++report.rows;
-    for (int64_t p = 0; p < k; ++p) row_idx[p] = indices.at<int32_t>({r, p});
+    if (k > 0) {
+      const uint8_t* at = indices.bytes() + iv.byte_offset_of({r, 0});
+      for (int64_t p = 0; p < k; ++p, at += idx_step) std::memcpy(&row_idx[p], at, 4);
+    }
     const int64_t n = row_lengths[r];
     row_vals.assign(static_cast<size_t>(n > 0 ? n : 0), 0.0);
     if (n > k) {
       MLA_REQUIRE(row_starts[r] >= 0 && row_starts[r] + n <= lv.size(1), "check_topk: row ", r, " spans columns [",
                   row_starts[r], ", ", row_starts[r] + n, ") of a ", lv.to_string(), " view");
-      for (int64_t t = 0; t < n; ++t) row_vals[t] = logits.load({r, row_starts[r] + t});
+      const uint8_t* at = logits.bytes() + lv.byte_offset_of({r, row_starts[r]});
+      for (int64_t t = 0; t < n; ++t, at += val_step) row_vals[t] = load_element(lv.dtype(), at);
     }
     if (auto bad = check_topk_row(row_idx.data(), k, row_vals.data(), n)) {
       if (report.bad_rows++ == 0) {

@@ -288,23 +288,39 @@ void DeviceReservedBuffer::read(int64_t offset, void* dst, int64_t bytes) const 
 void DeviceReservedBuffer::arm() {
   cuda::check(cudaDeviceSynchronize(), "reserved device buffer: arm");
   fill(true);  // the red zones
-  // The output views: marked per backed byte, and poisoned through a host copy of each one's span.
-  const std::vector<uint8_t> in_output = output_bytes(name(), backed_, outputs());
-  has_outputs_ = !in_output.empty();
-  if (has_outputs_) {
-    if (in_output_.bytes() < in_output.size()) in_output_ = cuda::DeviceAllocation(in_output.size());
-    cuda::copy_to_device(in_output_.get(), in_output.data(), in_output.size(), "reserved device buffer: output bytes");
+  // The output views: marked per backed byte (uploaded again only when the outputs changed: the
+  // marking visits every byte of every view), and poisoned through a host copy of each one's span;
+  // a view dense over its span is all poison, so only its bytes poisoned once are written.
+  bool same_outputs = prepared_outputs_.size() == outputs().size();
+  for (size_t i = 0; same_outputs && i < outputs().size(); ++i) same_outputs = prepared_outputs_[i].view == outputs()[i].view;
+  if (!same_outputs) {
+    const std::vector<uint8_t> in_output = output_bytes(name(), backed_, outputs());
+    has_outputs_ = !in_output.empty();
+    if (has_outputs_) {
+      if (in_output_.bytes() < in_output.size()) in_output_ = cuda::DeviceAllocation(in_output.size());
+      cuda::copy_to_device(in_output_.get(), in_output.data(), in_output.size(), "reserved device buffer: output bytes");
+    }
+    dense_poison_.assign(outputs().size(), {});
+    prepared_outputs_ = outputs();
   }
   std::vector<uint8_t> span_bytes;
-  for (const NamedView& o : outputs()) {
-    const ByteSpan span = o.view.byte_span();
+  for (size_t i = 0; i < outputs().size(); ++i) {
+    const View& v = outputs()[i].view;
+    const ByteSpan span = v.byte_span();
     if (span.empty()) continue;
+    std::vector<uint8_t>& dense = dense_poison_[i];
+    if (!dense.empty()) {
+      write(span.begin, dense.data(), span.size());
+      continue;
+    }
+    const bool is_dense = v.numel() * v.element_size() == span.size();
     span_bytes.resize(static_cast<size_t>(span.size()));
-    read(span.begin, span_bytes.data(), span.size());
+    if (!is_dense) read(span.begin, span_bytes.data(), span.size());
     std::vector<int64_t> shape, strides;
-    for (int d = 0; d < o.view.rank(); ++d) shape.push_back(o.view.size(d)), strides.push_back(o.view.stride(d));
-    poison_output(HostTensor(span_bytes.data(), View(o.view.dtype(), shape, strides, o.view.byte_offset() - span.begin)));
+    for (int d = 0; d < v.rank(); ++d) shape.push_back(v.size(d)), strides.push_back(v.stride(d));
+    poison_output(HostTensor(span_bytes.data(), View(v.dtype(), shape, strides, v.byte_offset() - span.begin)));
     write(span.begin, span_bytes.data(), span.size());
+    if (is_dense) dense = span_bytes;
   }
   // The snapshot: every backed byte, in order, copied on the device.
   int64_t total = 0;

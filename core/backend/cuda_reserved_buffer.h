@@ -62,6 +62,8 @@ class DeviceReservedBuffer final : public GuardedMemory {
   std::vector<unsigned long long> handles_;    // CUmemGenericAllocationHandle, one per backed span
   cuda::DeviceAllocation snapshot_;   // the backed bytes, in order, as arm() found them
   cuda::DeviceAllocation in_output_;  // per backed byte, in snapshot order: 1 inside an output view
+  std::vector<NamedView> prepared_outputs_;        // the outputs in_output_ marks
+  std::vector<std::vector<uint8_t>> dense_poison_;  // per output dense over its span: its poisoned bytes
   bool has_outputs_ = false;          // whether in_output_ holds the outputs of the last arm()
   cuda::DeviceAllocation strays_ = cuda::DeviceAllocation(64);  // check()'s tally
 };

@@ -103,5 +103,29 @@ int main() {
   r = out.check();
   tally.report(!r.ok() && r.stray_bytes == 1 && r.first.offset == far + 524 && r.first.nearest_view == "slot scale",
                "a write one past the output view: " + r.describe());
+  // Armed again with the same outputs (the mask and a dense view's poison are kept from the last
+  // arm): the written view is poisoned again, and a gapped view's gap keeps the byte it holds.
+  out.clear_outputs();
+  out.declare_output("slot scale", View::contiguous(DType::kF32, {1}, far + 520));
+  out.declare_output("gapped", View(DType::kI32, {2}, {2}, far + 400));  // elements at +400 and +408
+  const uint8_t gap_byte = 0x3C;
+  out.write(far + 404, &gap_byte, 1);
+  out.arm();
+  for (int k = 0; k < 2; ++k) {
+    for (int b = 0; b < 4; ++b) {
+      write_byte<<<1, 1>>>(out.data(), far + 520 + b, 0x41);
+      write_byte<<<1, 1>>>(out.data(), far + 400 + b, 0x42);
+    }
+    r = out.check();
+    out.arm();
+    uint8_t gap = 0;
+    int32_t element = 0;
+    out.read(far + 520, &scale, 4);
+    out.read(far + 404, &gap, 1);
+    out.read(far + 400, &element, 4);
+    tally.report(r.ok() && scale != scale && gap == gap_byte && element == static_cast<int32_t>(0xA5A5A5A5u),
+                 "re-arm " + std::to_string(k + 1) + " with the same outputs: both poisoned again, the gap kept (" +
+                     r.describe() + ")");
+  }
   return tally.finish("cuda reserved buffer");
 }
