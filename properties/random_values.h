@@ -19,30 +19,22 @@ namespace mlacheck {
 // a generator's time. Below 2^63 the signed conversion rounds as the unsigned one does; from 2^63,
 // x halved with its dropped bit kept (round to odd) converts and doubles to the same value; x's top
 // bit picks one of the two, bitwise.
-inline float u64_to_float(uint64_t x) {
-  const float below = static_cast<float>(static_cast<int64_t>(x));
-  const float above = static_cast<float>(static_cast<int64_t>((x >> 1) | (x & 1))) * 2.0f;
-  uint32_t a, b;
-  std::memcpy(&a, &below, 4);
-  std::memcpy(&b, &above, 4);
-  const uint32_t pick = 0u - static_cast<uint32_t>(x >> 63);
-  const uint32_t bits = (b & pick) | (a & ~pick);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+template <class Real, class Bits>
+inline Real u64_to_real(uint64_t x) {
+  static_assert(sizeof(Real) == sizeof(Bits), "a real and its bits");
+  const Real below = static_cast<Real>(static_cast<int64_t>(x));
+  const Real above = static_cast<Real>(static_cast<int64_t>((x >> 1) | (x & 1))) * Real(2);
+  Bits a, b;
+  std::memcpy(&a, &below, sizeof a);
+  std::memcpy(&b, &above, sizeof b);
+  const Bits pick = Bits(0) - static_cast<Bits>(x >> 63);
+  const Bits bits = (b & pick) | (a & ~pick);
+  Real r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
 }
-inline double u64_to_double(uint64_t x) {
-  const double below = static_cast<double>(static_cast<int64_t>(x));
-  const double above = static_cast<double>(static_cast<int64_t>((x >> 1) | (x & 1))) * 2.0;
-  uint64_t a, b;
-  std::memcpy(&a, &below, 8);
-  std::memcpy(&b, &above, 8);
-  const uint64_t pick = 0ull - (x >> 63);
-  const uint64_t bits = (b & pick) | (a & ~pick);
-  double d;
-  std::memcpy(&d, &bits, 8);
-  return d;
-}
+inline float u64_to_float(uint64_t x) { return u64_to_real<float, uint32_t>(x); }
+inline double u64_to_double(uint64_t x) { return u64_to_real<double, uint64_t>(x); }
 
 // In [0, 1): one 64-bit draw over 2^64, as generate_canonical<T, digits> takes it.
 inline float canonical_float(std::mt19937_64& rng) {
