@@ -53,11 +53,25 @@ __global__ void topk_rows(const float* logits, int64_t row_stride, int64_t col_s
     if (order_key(row[i * col_stride]) > threshold) dst[atomicAdd(&taken, 1u)] = static_cast<int32_t>(i);
   }
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    if (order_key(row[i * col_stride]) == threshold) {
-      const unsigned int slot = atomicAdd(&taken, 1u);
-      if (slot < k) dst[slot] = static_cast<int32_t>(i);
-    }
+  // The ties in index order, the first k - taken of them: the same ones every launch. (Taken in
+  // atomicAdd order they were other ones from launch to launch, and the order within a row is free
+  // but the set is not: mlacheck's topk_decode.deterministic found it on a GPU.) Each pass numbers a
+  // chunk's ties by a ballot per warp and the counts of the warps before.
+  __shared__ unsigned int warp_ties[kThreads / 32];
+  const unsigned int greater = taken;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned int ties_before = 0;  // in the chunks before this one: the same in every thread
+  for (int64_t base = 0; base < n; base += blockDim.x) {
+    const int64_t i = base + threadIdx.x;
+    const bool tie = i < n && order_key(row[i * col_stride]) == threshold;
+    const unsigned int ties = __ballot_sync(0xFFFFFFFFu, tie);
+    if (lane == 0) warp_ties[warp] = __popc(ties);
+    __syncthreads();
+    unsigned int slot = greater + ties_before + __popc(ties & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) slot += warp_ties[w];
+    if (tie && static_cast<int64_t>(slot) < k) dst[slot] = static_cast<int32_t>(i);
+    for (int w = 0; w < kThreads / 32; ++w) ties_before += warp_ties[w];
+    __syncthreads();
   }
 }
 
