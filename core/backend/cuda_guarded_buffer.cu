@@ -175,6 +175,32 @@ struct Batch {
   int32_t count;
 };
 
+// A DevicePoison (the host's description of an output poisoned on the device) as the kernels take it.
+template <class Poison>
+PoisonSpan poison_span(const Poison& p) {
+  PoisonSpan d{};
+  d.begin = p.begin, d.end = p.end, d.origin = p.origin;
+  d.element_mask = static_cast<uint32_t>(p.element_bytes - 1), d.dense = p.dense;
+  std::copy(p.pattern, p.pattern + 8, d.pattern);
+  return d;
+}
+
+// Outputs past the arm kernel's kMaxPoisonSpans, each dense over its span (every byte an element
+// byte, so all of it poison), from a list in device memory: a block per span at a time, its threads
+// over the span's bytes. Queued after the arm kernel (which may store a chunk one of these shares)
+// and after each re-poison.
+__global__ void __launch_bounds__(kThreads) poison_spans_kernel(uint8_t* storage, int64_t red_zone,
+                                                                const PoisonSpan* spans, int count) {
+  for (int k = blockIdx.x; k < count; k += gridDim.x) {
+    const PoisonSpan p = spans[k];
+    unsigned long long pattern;
+    memcpy(&pattern, p.pattern, 8);
+    for (int64_t o = p.begin + threadIdx.x; o < p.end; o += blockDim.x) {
+      storage[red_zone + o] = static_cast<uint8_t>(pattern >> (8 * ((o - p.origin) & p.element_mask)));
+    }
+  }
+}
+
 // The check fields of a tally as a check expects to find them: no stray yet, no sum.
 __device__ __forceinline__ void reset_check(Tally* t) {
   t->first = ~0ull;
@@ -639,8 +665,12 @@ void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
     }
     // Which outputs the arm kernel poisons: up to kMaxPoisonSpans whose byte spans do not
     // interleave with another output's (inside its span, a gapped view's bytes are then exactly
-    // the mask's), with elements of a power-of-two size up to 8 bytes. The rest take a host copy.
+    // the mask's), with elements of a power-of-two size up to 8 bytes. More of them, each dense
+    // over its span (all poison), go to a list in device memory that poison_spans_kernel takes
+    // after the arm (a K-cache insert declares two views per slot written). The rest take a host
+    // copy.
     device_poison_.clear();
+    extra_poison_.clear();
     host_poisoned_.clear();
     for (size_t i = 0; i < outputs().size(); ++i) {
       const View& v = outputs()[i].view;
@@ -653,18 +683,33 @@ void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
       }
       const int64_t e = v.element_size();
       const std::vector<uint8_t> pattern = element_poison(v.dtype());
-      const bool fits = alone && device_poison_.size() < static_cast<size_t>(kMaxPoisonSpans) && e >= 1 && e <= 8 &&
-                        (e & (e - 1)) == 0 && static_cast<int64_t>(pattern.size()) == e;
-      if (!fits) {
+      const bool shaped = alone && e >= 1 && e <= 8 && (e & (e - 1)) == 0 && static_cast<int64_t>(pattern.size()) == e;
+      const bool dense = v.numel() * e == span.size();
+      const bool in_arm = shaped && device_poison_.size() < static_cast<size_t>(kMaxPoisonSpans);
+      if (!in_arm && !(shaped && dense)) {
         host_poisoned_.push_back(i);
         continue;
       }
       DevicePoison p;
       p.begin = span.begin, p.end = span.end, p.origin = v.byte_offset();
       p.element_bytes = static_cast<int>(e);
-      p.dense = v.numel() * e == span.size();
+      p.dense = dense;
       std::copy(pattern.begin(), pattern.end(), p.pattern);
-      device_poison_.push_back(p);
+      (in_arm ? device_poison_ : extra_poison_).push_back(p);
+    }
+    if (!extra_poison_.empty()) {
+      std::vector<PoisonSpan> spans(extra_poison_.size());
+      for (size_t k = 0; k < spans.size(); ++k) spans[k] = poison_span(extra_poison_[k]);
+      const size_t bytes = spans.size() * sizeof(PoisonSpan);
+      if (extra_spans_.bytes() < bytes) {
+        // A queued poison_spans_kernel may still read the old list.
+        cuda::check(cudaStreamSynchronize(stream), (what + " (growing the output span list)").c_str());
+        extra_spans_ = cuda::DeviceAllocation(bytes);
+      }
+      uint8_t* staging = take_staging(&extra_host_, &extra_upload_pending_, bytes);
+      std::memcpy(staging, spans.data(), bytes);
+      cuda::check(cudaMemcpyAsync(extra_spans_.get(), staging, bytes, cudaMemcpyHostToDevice, stream),
+                  (what + " (uploading the output span list)").c_str());
     }
   }
   // An output poisoned on the host: its bytes read back (a view with gaps keeps what they hold),
@@ -718,13 +763,16 @@ Segment segment_of(Buffer& g, uint8_t* storage, uint8_t* snapshot, const uint8_t
 template <class Poisons>
 void set_spans(Segment& s, const Poisons& poisons) {
   s.spans = static_cast<int32_t>(poisons.size());
-  for (size_t k = 0; k < poisons.size(); ++k) {
-    const auto& p = poisons[k];
-    PoisonSpan& d = s.span[k];
-    d.begin = p.begin, d.end = p.end, d.origin = p.origin;
-    d.element_mask = static_cast<uint32_t>(p.element_bytes - 1), d.dense = p.dense;
-    std::copy(p.pattern, p.pattern + 8, d.pattern);
-  }
+  for (size_t k = 0; k < poisons.size(); ++k) s.span[k] = poison_span(poisons[k]);
+}
+
+// poison_spans_kernel over the buffer's storage, queued on stream, when it has such spans.
+void launch_poison_spans(uint8_t* storage, int64_t red_zone, const void* spans, size_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>(count, 1024));
+  poison_spans_kernel<<<blocks, kThreads, 0, stream>>>(storage, red_zone, static_cast<const PoisonSpan*>(spans),
+                                                       static_cast<int>(count));
+  cuda::check_launch("guarded buffers: poison_spans_kernel");
 }
 
 }  // namespace
@@ -743,10 +791,15 @@ void DeviceGuardedBuffer::queue_repoison(const std::vector<DeviceGuardedBuffer*>
       for (const DevicePoison& p : g.device_poison_) most = std::max(most, (p.end - p.begin) / 16 + 2);
       return s;
     });
-    if (most == 0) continue;  // no outputs in this batch
-    repoison_kernel<<<dim3(static_cast<unsigned>(blocks_for(most, kThreads, grid_limit())), static_cast<unsigned>(n)),
-                      kThreads, 0, stream>>>(batch);
-    cuda::check_launch("guarded buffers: repoison_kernel");
+    if (most > 0) {
+      repoison_kernel<<<dim3(static_cast<unsigned>(blocks_for(most, kThreads, grid_limit())), static_cast<unsigned>(n)),
+                        kThreads, 0, stream>>>(batch);
+      cuda::check_launch("guarded buffers: repoison_kernel");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      DeviceGuardedBuffer& g = *buffers[from + i];
+      launch_poison_spans(g.storage_.as<uint8_t>(), g.red_zone(), g.extra_spans_.get(), g.extra_poison_.size(), stream);
+    }
   }
 }
 
@@ -770,6 +823,10 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
     });
     arm_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
     cuda::check_launch("guarded buffers: arm_kernel");
+    for (size_t i = 0; i < n; ++i) {
+      DeviceGuardedBuffer& g = *buffers[from + i];
+      launch_poison_spans(g.storage_.as<uint8_t>(), g.red_zone(), g.extra_spans_.get(), g.extra_poison_.size(), stream);
+    }
     if (gated) {
       // Mostly it finds nothing to copy: a block per SM per buffer, not the arm's full grid, whose
       // blocks would each be scheduled only to return.

@@ -19,8 +19,10 @@
 // pass over each storage; check, the comparison or checksum of each, whose last block to finish
 // writes the buffer's tally to mapped host memory and resets it for the next check. arm() and
 // check() of one buffer are the same with a batch of one. Outputs are poisoned on the device when
-// they fit its description (at most four views per buffer whose byte spans do not interleave,
-// elements of 1, 2, 4 or 8 bytes); any other output goes through a host copy of its bytes first.
+// they fit its description (views whose byte spans do not interleave, elements of 1, 2, 4 or 8
+// bytes: four per buffer in the arm's own pass, and past four those dense over their span, by a
+// second kernel from a list in device memory); any other output goes through a host copy of its
+// bytes first.
 //
 // Ordering: arm() and check() without a stream first wait for the whole device
 // (cudaDeviceSynchronize), so they see every launch on every stream, and return with their own
@@ -177,6 +179,12 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   std::vector<NamedView> prepared_outputs_;
   bool prepared_ = false;
   std::vector<DevicePoison> device_poison_;   // the outputs arm() poisons on the device
+  // Outputs past those, each dense over its span, poisoned by a kernel from a list in device
+  // memory (uploaded from page-locked staging when the outputs change).
+  std::vector<DevicePoison> extra_poison_;
+  cuda::DeviceAllocation extra_spans_;
+  cuda::PinnedHostAllocation extra_host_;
+  mutable bool extra_upload_pending_ = false;
   std::vector<size_t> host_poisoned_;         // the others (indices into outputs())
   bool checksum_ = false;
 };

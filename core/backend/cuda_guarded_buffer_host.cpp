@@ -36,7 +36,7 @@ void DeviceGuardedBuffer::wait_for_queued_unless_on(cudaStream_t stream) const {
 
 void DeviceGuardedBuffer::stream_drained() const {
   retired_.clear();
-  mask_upload_pending_ = write_upload_pending_ = false;
+  mask_upload_pending_ = write_upload_pending_ = extra_upload_pending_ = false;
 }
 
 uint8_t* DeviceGuardedBuffer::take_staging(cuda::PinnedHostAllocation* staging, bool* pending, size_t bytes) {

@@ -933,13 +933,60 @@ void queued_repeats() {
     stream.synchronize();
   }
   {
-    // Five outputs: past the four a buffer poisons on the device, so one takes a host copy at each arm.
+    // Five outputs, the fifth with gaps: past the four the arm's pass poisons, and not dense, so it
+    // takes a host copy at each arm.
     DeviceGuardedBuffer many("many", 4096, GuardedMemory::kDefaultRedZone, stream.get());
-    for (int i = 0; i < 5; ++i) many.declare_output("o" + std::to_string(i), View::contiguous(DType::kF32, {8}, 256 * i));
+    for (int i = 0; i < 4; ++i) many.declare_output("o" + std::to_string(i), View::contiguous(DType::kF32, {8}, 256 * i));
+    many.declare_output("gapped", View(DType::kF32, {2, 2}, {3, 1}, 1024));
     std::vector<GuardedMemory*> one{&many};
     arm_all(one, stream.get());
     report(queue_repeats(one, one, stream.get(), 2) == nullptr, "an output poisoned on the host: nullptr");
     stream.synchronize();
+  }
+  {
+    // Six dense outputs: four poisoned in the arm's pass, two from the span list after it. Both
+    // kinds come back poisoned after the arm and after a re-poison, and poisoning them writes
+    // nothing else: a byte between two of them written by the second launch is the check's stray.
+    DeviceGuardedBuffer six("six", 4096, GuardedMemory::kDefaultRedZone, stream.get());
+    std::vector<View> views;
+    for (int i = 0; i < 6; ++i) {
+      views.push_back(View::contiguous(DType::kF32, {1, 8}, 256 * i));
+      six.declare_output("o" + std::to_string(i), View::contiguous(DType::kF32, {8}, 256 * i));
+    }
+    std::vector<GuardedMemory*> one{&six};
+    arm_all(one, stream.get());
+    std::unique_ptr<RepeatedLaunches> rep = queue_repeats(one, one, stream.get(), 2);
+    if (rep == nullptr) {
+      report(false, "six dense outputs: queue_repeats");
+    } else {
+      std::vector<DeviceAllocation> keep;
+      for (const View& v : views) write_view(six, v, 1.0f, stream.get());
+      rep->read();
+      rep->poison_outputs();
+      const int64_t between = 256 * 4 + 40;  // after o4's 32 bytes, before o5
+      device_writes(six, {{between, static_cast<uint8_t>(~GuardedMemory::poison_byte(GuardedMemory::kDefaultRedZone + between))}},
+                    stream.get(), &keep);
+      rep->read();
+      QueuedChecks checks = queue_check_all(one, stream.get());
+      stream.synchronize();
+      const std::vector<GuardReport> r = checks.reports();
+      int wrong = 0;
+      for (const View& v : views) {
+        for (int64_t c = 0; c < 8; ++c) {
+          const int64_t at = v.byte_offset() + 4 * c;
+          float f;
+          std::memcpy(&f, rep->bytes(0, 0) + at, 4);
+          if (f != 1.0f || !is_output_poison(DType::kF32, rep->bytes(1, 0) + at)) ++wrong;
+        }
+      }
+      report(wrong == 0 && r.size() == 1 && r[0].stray_bytes == 1 && r[0].first.offset == between,
+             "six dense outputs (four in the arm's pass, two from the span list): written, then poisoned again; a "
+             "byte between two is the check's one stray: " + r[0].describe());
+    }
+    six.arm();
+    float f = 0;
+    six.read(256 * 5, &f, 4);
+    report(is_output_poison(DType::kF32, reinterpret_cast<const uint8_t*>(&f)), "and arm() alone poisons the sixth");
   }
 }
 
