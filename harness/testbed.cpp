@@ -236,6 +236,11 @@ Verdict Testbed::repeat_queued(const std::function<void()>& fn, int launches, co
   std::vector<GuardedMemory*> read;
   for (Buffer* b : outputs) read.push_back(b->memory.get());
   arm(memory);  // not wasted where the next line says no: launch_once arms again
+  // Bytes written back between queued launches must be output bytes: written back over any other,
+  // they would erase an earlier launch's stray write there before the one check.
+  if (!std::all_of(rewrites_.begin(), rewrites_.end(), [&](const Rewrite& r) { return rewrite_within_outputs(r); })) {
+    return std::nullopt;
+  }
   const std::unique_ptr<RepeatedLaunches> repeats = queue_repeats(memory, read, device_.stream(), launches - 1);
   if (!repeats) return std::nullopt;
   *queued = true;
@@ -279,6 +284,19 @@ std::vector<GuardedMemory*> Testbed::declare_outputs(const std::vector<Buffer*>&
   std::vector<GuardedMemory*> memory = guarded_memory(all);
   memory.insert(memory.end(), guarded_.begin(), guarded_.end());
   return memory;
+}
+
+bool Testbed::rewrite_within_outputs(const Rewrite& r) const {
+  std::vector<uint8_t> covered(r.bytes.size(), 0);
+  for (const Staged& s : staged_) {
+    if (s.buffer != r.buffer || !s.output) continue;
+    const ByteSpan span = s.view.byte_span();
+    if (span.empty() || s.view.numel() * s.view.element_size() != span.size()) continue;  // dense views only
+    for (int64_t at = std::max<int64_t>(span.begin, 0); at < std::min<int64_t>(span.end, static_cast<int64_t>(covered.size())); ++at) {
+      covered[static_cast<size_t>(at)] = 1;
+    }
+  }
+  return std::all_of(covered.begin(), covered.end(), [](uint8_t c) { return c != 0; });
 }
 
 std::vector<Buffer*> Testbed::output_buffers(const std::vector<Buffer*>& all) const {

@@ -87,7 +87,10 @@ class Testbed {
   Testbed& guard(GuardedMemory& memory);
   // An output the launch also reads (counters it adds to, an in-place update): after each arm
   // poisons it, `bytes` go back at the start of b's data, queued on the device's stream, so that
-  // every launch starts from them. Repeated launches stay queued back to back (queue_repeats).
+  // every launch starts from them. Repeated launches stay queued back to back (queue_repeats)
+  // when every byte written back lies in an output view dense over its span; bytes past those
+  // (row padding of an in-place output) take them one at a time, since writing them back between
+  // launches would erase an earlier launch's stray write there.
   Testbed& rewrite_after_arm(Buffer& b, std::vector<uint8_t> bytes);
   // Runs after arming, before the launch: any other set-up of bytes arming poisoned. Repeated
   // launches then run one at a time on a device, each armed and checked alone.
@@ -151,6 +154,8 @@ class Testbed {
     std::vector<uint8_t> bytes;
   };
   std::vector<Rewrite> rewrites_;  // rewrite_after_arm
+  // Whether every byte r writes lies in an output view of its buffer dense over its span.
+  bool rewrite_within_outputs(const Rewrite& r) const;
   // arm_all on the device's stream, then the rewrites queued behind it.
   void arm(const std::vector<GuardedMemory*>& memory);
 };

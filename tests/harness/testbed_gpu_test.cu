@@ -46,6 +46,14 @@ __global__ void count_kernel(int* counts) {
   if (threadIdx.x < 4) atomicAdd(counts + threadIdx.x, 1);
 }
 
+// Counters at elements 0, 1, 3 and 4 of p (two rows of 2 in rows of 3); with stray, a byte of
+// element 2, the first row's padding.
+__global__ void padded_count_kernel(int* p, bool stray) {
+  const int at[4] = {0, 1, 3, 4};
+  if (threadIdx.x < 4) atomicAdd(p + at[threadIdx.x], 1);
+  if (threadIdx.x == 0 && stray) reinterpret_cast<uint8_t*>(p)[8] = 0x5A;
+}
+
 struct Run {
   kernels::Device& device;
   Buffer in{"in", View::contiguous(DType::kF32, {4}), 0, 0};
@@ -120,6 +128,25 @@ int main() {
       report(!v && launched == 20 && last[0] == 1 && last[3] == 1,
              "counters rewritten to zero after each arm and re-poison: 20 launches each count 1 (the last read back: " +
                  std::to_string(last[0]) + ")" + (v ? ": " + *v : std::string()));
+    }
+    {
+      // Bytes written back that cover the row padding too (as an in-place output's staged bytes
+      // do): the launches run one at a time, so launch 5's stray byte in the padding is its own
+      // verdict; queued, the write-back before launch 6 would have erased it before the one check.
+      CaseSchedule schedule;
+      Buffer padded{"padded", View(DType::kI32, {2, 2}, {3, 1}, 0), 0, 0};
+      Testbed bed(*device, schedule);
+      bed.input(run.in).output(padded).rewrite_after_arm(padded, std::vector<uint8_t>(static_cast<size_t>(padded.size()), 0));
+      int launched = 0;
+      const ScopedRepeats repeats(20);
+      v = bed.launch([&] {
+        padded_count_kernel<<<1, 32, 0, static_cast<cudaStream_t>(device->stream())>>>(
+            reinterpret_cast<int*>(padded.memory->data()), ++launched == 5);
+        cuda::check_launch("padded_count_kernel");
+      });
+      report(v && starts_with(*v, "launch 5 of 20: guard of padded:"),
+             "bytes written back over row padding keep the launches one at a time: launch 5's stray there is "
+             "named: " + v.value_or("none"));
     }
   } catch (const std::exception& e) {
     report(false, std::string("unexpected exception: ") + e.what());
