@@ -224,23 +224,34 @@ double median(std::vector<double> v) {
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+constexpr int kSteps = 5;
+const char* const kStepNames[kSteps] = {"arm", "launch", "check", "wait", "reports"};
+
 struct Row {
   std::string kernel, shape;
   double plain = 0, guarded = 0, checksum = -1;  // medians, ms; checksum -1: not on this backend
+  double chained = -1;  // the checksum path with chained arms (DeviceGuardedBuffer::set_chained_arms)
   double graph = -1;  // arm, launch and check captured in one CUDA graph and replayed; -1: not captured
   std::string graph_refused;  // why the capture failed, if it did
+  // Host clock of a guarded run's steps, medians, µs: arm_all, the launch, queue_check_all, the
+  // synchronization, the reports (kSteps), for the exact path and with chained arms (-1: none).
+  double steps[kSteps] = {}, chained_steps[kSteps] = {-1, -1, -1, -1, -1};
   int64_t guarded_bytes = 0;
 };
 
-bool set_checksum(Workload& w, bool on) {
+// The guards' path on every device buffer of w: the checksum fast path, and chained arms on it.
+// False where there is none (the host backend).
+bool set_path(Workload& w, bool checksum, bool chained) {
 #ifdef MLACHECK_HAVE_CUDA
   bool any = false;
   for (Staged& s : w.buffers) {
-    if (auto* d = dynamic_cast<DeviceGuardedBuffer*>(s.memory.get())) d->set_checksum_fast_path(on), any = true;
+    if (auto* d = dynamic_cast<DeviceGuardedBuffer*>(s.memory.get())) {
+      d->set_checksum_fast_path(checksum), d->set_chained_arms(chained), any = true;
+    }
   }
   return any;
 #else
-  (void)w, (void)on;
+  (void)w, (void)checksum, (void)chained;
   return false;
 #endif
 }
@@ -252,17 +263,27 @@ Row measure(Device& device, Workload& w, int repeats) {
   for (const Staged& s : w.buffers) r.guarded_bytes += s.memory->size(), memory.push_back(s.memory.get());
   // What the property suite does around a launch (harness/testbed.cpp): the arm, the launch and
   // the check queued on the device's stream, one synchronization, the reports.
-  const auto guarded_run = [&] {
-    const Clock::time_point t = Clock::now();
+  // Each step's host time goes to `steps` when given (Row::steps).
+  const auto guarded_run = [&](std::vector<double>* steps = nullptr) {
+    Clock::time_point mark[6];
+    mark[0] = Clock::now();
     arm_all(memory, device.stream());
+    mark[1] = Clock::now();
     w.launch(device);
+    mark[2] = Clock::now();
     QueuedChecks checks = queue_check_all(memory, device.stream());
+    mark[3] = Clock::now();
     device.synchronize();
+    mark[4] = Clock::now();
     const std::vector<GuardReport> reports = checks.reports();
     for (size_t i = 0; i < reports.size(); ++i) {
       MLA_REQUIRE(reports[i].ok(), "guards: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
     }
-    return ms_since(t);
+    mark[5] = Clock::now();
+    for (int k = 0; steps != nullptr && k < kSteps; ++k) {
+      steps[k].push_back(std::chrono::duration<double, std::micro>(mark[k + 1] - mark[k]).count());
+    }
+    return std::chrono::duration<double, std::milli>(mark[5] - mark[0]).count();
   };
   const auto plain_run = [&] {
     const Clock::time_point t = Clock::now();
@@ -272,22 +293,33 @@ Row measure(Device& device, Workload& w, int repeats) {
   };
   guarded_run();  // warm-up: allocation caches, module load, first-touch
   plain_run();
-  std::vector<double> plain, guarded, checksum;
-  // Exact guards, then the checksum path, each alternating with plain runs. Not alternated with each
-  // other: switching the path makes the next arm copy its snapshot (the gated copy needs a clean
-  // check by the same path first), which is not what a run of launches under one path costs.
+  std::vector<double> plain, guarded, checksum, chained;
+  // Exact guards, then the checksum path, then chained arms, each alternating with plain runs. Not
+  // alternated with each other: switching the path makes the next arm copy its snapshot (the gated
+  // copy needs a clean check by the same path first), which is not what a run of launches under one
+  // path costs. The plain launches between chained runs write the outputs only, which the next arm
+  // poisons again: the promise chained arms ask for holds.
+  std::vector<double> steps[kSteps], chained_steps[kSteps];
   for (int i = 0; i < repeats; ++i) {
     plain.push_back(plain_run());
-    guarded.push_back(guarded_run());
+    guarded.push_back(guarded_run(steps));
   }
-  const bool has_checksum = set_checksum(w, true);
+  for (int k = 0; k < kSteps; ++k) r.steps[k] = median(steps[k]);
+  const bool has_checksum = set_path(w, true, false);
   if (has_checksum) {
     guarded_run();  // the first arm on the path copies its snapshot
     for (int i = 0; i < repeats; ++i) {
       plain.push_back(plain_run());
       checksum.push_back(guarded_run());
     }
-    set_checksum(w, false);
+    set_path(w, true, true);
+    guarded_run();  // its check is the clean one the next arm chains from
+    for (int i = 0; i < repeats; ++i) {
+      plain.push_back(plain_run());
+      chained.push_back(guarded_run(chained_steps));
+    }
+    for (int k = 0; k < kSteps; ++k) r.chained_steps[k] = median(chained_steps[k]);
+    set_path(w, false, false);
   }
   // On a device: arm, launch and check captured once in one CUDA graph and replayed, what a run of
   // launches on the same buffers can do (exact path). The host backend's capture records launches
@@ -328,7 +360,7 @@ Row measure(Device& device, Workload& w, int repeats) {
   }
   r.plain = median(plain), r.guarded = median(guarded);
   if (!graphed.empty()) r.graph = median(graphed);
-  if (has_checksum) r.checksum = median(checksum);
+  if (has_checksum) r.checksum = median(checksum), r.chained = median(chained);
   return r;
 }
 
@@ -371,7 +403,7 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
         const Row& r = rows[i];
         out << "  {\"kernel\": \"" << r.kernel << "\", \"shape\": \"" << r.shape << "\", \"plain_ms\": " << fixed(r.plain, 4)
             << ", \"guarded_ms\": " << fixed(r.guarded, 4) << ", \"checksum_ms\": " << fixed(r.checksum, 4)
-            << ", \"graph_ms\": " << fixed(r.graph, 4)
+            << ", \"chained_ms\": " << fixed(r.chained, 4) << ", \"graph_ms\": " << fixed(r.graph, 4)
             << ", \"guarded_bytes\": " << r.guarded_bytes << "}" << (i + 1 < rows.size() ? "," : "") << '\n';
       }
       out << "]}\n";
@@ -379,16 +411,19 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
     }
     out << "mlacheck bench guards: " << backend << " backend, median of " << repeats
         << " runs each, plain and guarded alternating on the same buffers\n";
-    char line[300];
-    std::snprintf(line, sizeof line, "%-18s %-46s %10s %10s %8s %10s %8s %9s %8s %9s\n", "kernel", "shape", "plain ms",
-                  "guarded ms", "ratio", "checksum ms", "ratio", "graph ms", "ratio", "guarded MB");
+    char line[360];
+    std::snprintf(line, sizeof line, "%-18s %-46s %10s %10s %8s %10s %8s %10s %8s %9s %8s %9s\n", "kernel", "shape",
+                  "plain ms", "guarded ms", "ratio", "checksum ms", "ratio", "chained ms", "ratio", "graph ms", "ratio",
+                  "guarded MB");
     out << line;
+    const auto ms_and_ratio = [](double ms, double plain) {
+      return ms < 0 ? std::make_pair(std::string("-"), std::string("-")) : std::make_pair(fixed(ms, 3), fixed(ms / plain, 2) + "x");
+    };
     for (const Row& r : rows) {
-      std::snprintf(line, sizeof line, "%-18s %-46s %10.3f %10.3f %7.2fx %10s %8s %9s %8s %9.1f\n", r.kernel.c_str(),
-                    r.shape.c_str(), r.plain, r.guarded, r.guarded / r.plain,
-                    r.checksum < 0 ? "-" : fixed(r.checksum, 3).c_str(),
-                    r.checksum < 0 ? "-" : (fixed(r.checksum / r.plain, 2) + "x").c_str(),
-                    r.graph < 0 ? "-" : fixed(r.graph, 3).c_str(), r.graph < 0 ? "-" : (fixed(r.graph / r.plain, 2) + "x").c_str(),
+      const auto cs = ms_and_ratio(r.checksum, r.plain), ch = ms_and_ratio(r.chained, r.plain), gr = ms_and_ratio(r.graph, r.plain);
+      std::snprintf(line, sizeof line, "%-18s %-46s %10.3f %10.3f %7.2fx %10s %8s %10s %8s %9s %8s %9.1f\n", r.kernel.c_str(),
+                    r.shape.c_str(), r.plain, r.guarded, r.guarded / r.plain, cs.first.c_str(), cs.second.c_str(),
+                    ch.first.c_str(), ch.second.c_str(), gr.first.c_str(), gr.second.c_str(),
                     static_cast<double>(r.guarded_bytes) / (1 << 20));
       out << line;
     }
@@ -399,6 +434,9 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
       std::vector<double> cs;
       for (const Row& r : rows) cs.push_back(r.checksum / r.plain);
       out << "; with the checksum fast path: " << fixed(median(cs), 2) << "x";
+      std::vector<double> ch;
+      for (const Row& r : rows) ch.push_back(r.chained / r.plain);
+      out << "; chained: " << fixed(median(ch), 2) << "x (max " << fixed(*std::max_element(ch.begin(), ch.end()), 2) << "x)";
     }
     if (std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.graph >= 0; })) {
       std::vector<double> gs;
@@ -406,6 +444,17 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
       out << "; in a CUDA graph: " << fixed(median(gs), 2) << "x";
     }
     out << '\n';
+    out << "host clock of a guarded run, medians in us (queueing arm_all, the launch, queue_check_all; the wait; "
+           "the reports):\n";
+    for (const Row& r : rows) {
+      for (const bool with_chains : {false, true}) {
+        const double* steps = with_chains ? r.chained_steps : r.steps;
+        if (steps[0] < 0) continue;
+        out << "  " << r.kernel << (with_chains ? ", chained:" : ", exact:  ");
+        for (int k = 0; k < kSteps; ++k) out << ' ' << kStepNames[k] << ' ' << fixed(steps[k], 1);
+        out << '\n';
+      }
+    }
     for (const Row& r : rows) {
       if (!r.graph_refused.empty()) out << r.kernel << ": no graph: " << r.graph_refused << '\n';
     }

@@ -31,6 +31,8 @@ constexpr int kMaxSegments = 8;
 // the copy of a few MiB costs less than the launch of the kernel that would gate it.
 constexpr int64_t kGateBytes = int64_t(8) << 20;
 constexpr int kMaxPoisonSpans = 4;
+// The top bit of a check's serial: set on the exact comparison that follows a checksum mismatch.
+constexpr uint32_t kRecheckSerial = 0x80000000u;
 
 // The result of one check, in each buffer's device scratch. The last block of a check to finish
 // copies it to the buffer's slot in mapped host memory (with the serial the host gave the check)
@@ -165,6 +167,8 @@ struct Segment {
   int64_t red_zone, size;
   int32_t checksum;       // arm takes sum_armed; check computes sum_now instead of comparing
   int32_t force;          // arm (checksum path): copy the snapshot whatever the sums say
+  int32_t chained;        // arm (checksum path): after a clean check, poison the outputs and stop
+  int32_t outputs;        // the buffer has output bytes (else its mask is all zeros: not read)
   int32_t spans;
   PoisonSpan span[kMaxPoisonSpans];
 };
@@ -224,7 +228,8 @@ __device__ __forceinline__ bool last_block_done(Tally* t) {
 enum ChunkKind : uint32_t { kCopy, kPatch, kFill, kSkip };
 
 // What arm does to chunk c: copy it as it is, patch some of its bytes (red zone or output poison),
-// or fill it whole with one dense output's poison (no need to read it).
+// or fill it whole with one dense output's poison (no need to read it); for kFill, the span's
+// index in the bits above the kind's two.
 __device__ __forceinline__ uint32_t chunk_kind(const Segment& s, int64_t c) {
   const int64_t lo = c * 16 - s.red_zone, hi = lo + 16;
   if (lo < 0 || hi > s.size) return kPatch;
@@ -232,10 +237,25 @@ __device__ __forceinline__ uint32_t chunk_kind(const Segment& s, int64_t c) {
   for (int k = 0; k < s.spans; ++k) {
     const PoisonSpan& p = s.span[k];
     if (hi <= p.begin || lo >= p.end) continue;
-    if (p.dense && p.begin <= lo && hi <= p.end) return kFill;
+    if (p.dense && p.begin <= lo && hi <= p.end) return kFill | static_cast<uint32_t>(k) << 2;
     kind = kPatch;
   }
   return kind;
+}
+
+// The 16 bytes of any chunk wholly inside dense span p: an element's size divides 16 and chunks
+// start 16 bytes apart, so every such chunk starts at the same phase of the element poison. One
+// word per span, not a loop over each chunk's bytes (which made a 17 MB output's poison take 48 µs).
+__device__ __forceinline__ uint4 dense_fill(const PoisonSpan& p, int64_t red_zone) {
+  unsigned long long pattern;
+  memcpy(&pattern, p.pattern, 8);
+  unsigned long long w = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    w |= ((pattern >> (8 * ((j - red_zone - p.origin) & p.element_mask))) & 0xFFull) << (8 * j);
+  }
+  const uint32_t a = static_cast<uint32_t>(w), b = static_cast<uint32_t>(w >> 32);
+  return make_uint4(a, b, a, b);
 }
 
 // Chunk c as arm leaves it: red zone bytes from the table (none with red null: repoison_kernel),
@@ -275,6 +295,26 @@ __device__ __forceinline__ uint4 patch_chunk(const Segment& s, const uint8_t* re
   return u.v;
 }
 
+// The outputs of one segment poisoned again and nothing else: the chunks each poison span covers,
+// patched as arm patches them, red zones and snapshot left as they are. Two spans that share a
+// chunk both store it whole, with the same bytes: patch_chunk poisons every span's bytes, and no
+// other byte of it changes while this runs. The segment's blocks from `block` of `blocks`.
+__device__ __forceinline__ void repoison_segment(const Segment& s, int64_t block, int64_t blocks) {
+  uint4* storage = reinterpret_cast<uint4*>(s.storage);
+  const int64_t stride = blocks * blockDim.x;
+  for (int k = 0; k < s.spans; ++k) {
+    const PoisonSpan& p = s.span[k];
+    const uint4 fill = p.dense ? dense_fill(p, s.red_zone) : make_uint4(0, 0, 0, 0);
+    const int64_t end = (s.red_zone + p.end + 15) / 16;
+    for (int64_t c = (s.red_zone + p.begin) / 16 + block * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < end;
+         c += stride) {
+      const int64_t lo = c * 16 - s.red_zone;
+      const bool whole = p.dense && p.begin <= lo && lo + 16 <= p.end;  // every byte is this span's poison
+      storage[c] = whole ? fill : patch_chunk(s, nullptr, c, storage[c]);
+    }
+  }
+}
+
 // arm() of every segment (blockIdx.y): the storage with its outputs poisoned and red zones
 // restored is written back where it changed and copied to the snapshot; with the checksum on, its
 // checksum outside the outputs is added to sum_armed.
@@ -282,6 +322,13 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
   const Segment& s = b.seg[blockIdx.y];
   uint4* storage = reinterpret_cast<uint4*>(s.storage);
   uint4* snapshot = reinterpret_cast<uint4*>(s.snapshot);
+  // Chained arms: the last check found the sums equal, so every byte outside the outputs (red zones
+  // included) is as the last full arm left it and as its snapshot holds it; only the outputs need
+  // their poison again. No block of this kernel writes `clean` on this path, so all agree.
+  if (s.chained && !s.force && *static_cast<const volatile unsigned int*>(&s.tally->clean) != 0) {
+    repoison_segment(s, blockIdx.x, gridDim.x);
+    return;
+  }
   if (blockIdx.x == 0 && threadIdx.x == 0) reset_check(s.tally);  // untouched by arm's other blocks
   __shared__ uint32_t red_words[64];  // the red zone table (see patch_chunk)
   if (threadIdx.x < 64) red_words[threadIdx.x] = reinterpret_cast<const uint32_t*>(b.red.byte)[threadIdx.x];
@@ -290,7 +337,8 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
   // The checksum path gates the snapshot: it is copied in this pass only when the host knows it is
   // stale (force: first arm, new outputs, a host write); otherwise this pass only sums, and
   // snapshot_kernel copies it after if the sum says the bytes changed since the last clean check.
-  const bool gated = s.checksum && !s.force;
+  // (A chained arm that gets here copies its snapshot in this pass: its last check was not clean.)
+  const bool gated = s.checksum && !s.force && !s.chained;
   unsigned long long acc = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < s.chunks; c0 += stride * kUnroll) {
@@ -300,17 +348,19 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + u * stride;
       kind[u] = c < s.chunks ? chunk_kind(s, c) : kSkip;
-      v[u] = kind[u] == kCopy || kind[u] == kPatch ? __ldcs(storage + c) : make_uint4(0, 0, 0, 0);
+      v[u] = kind[u] == kCopy || kind[u] == kPatch ? __ldcs(storage + c)
+             : (kind[u] & 3) == kFill             ? dense_fill(s.span[kind[u] >> 2], s.red_zone)
+                                                  : make_uint4(0, 0, 0, 0);
       // The checksum's output bits, loaded with the data: loaded where they are used, each would
       // wait a memory latency of its own.
-      out[u] = s.checksum && kind[u] != kSkip ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0u;
+      out[u] = s.checksum && s.outputs && kind[u] != kSkip ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0u;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (kind[u] == kSkip) continue;
       const int64_t c = c0 + u * stride;
+      if (kind[u] == kPatch) v[u] = patch_chunk(s, red, c, v[u]);
       if (kind[u] != kCopy) {
-        v[u] = patch_chunk(s, red, c, v[u]);
         storage[c] = v[u];
       }
       if (!gated) __stcs(snapshot + c, v[u]);
@@ -343,24 +393,10 @@ __global__ void __launch_bounds__(kThreads) arm_kernel(const Batch b) {
   }
 }
 
-// The outputs of every segment poisoned again and nothing else (the launches of queue_repeats after
-// the first): the chunks each poison span covers, patched as arm patches them, red zones and
-// snapshot left as they are. Two spans that share a chunk both store it whole, with the same bytes:
-// patch_chunk poisons every span's bytes, and no other byte of it changes while this runs.
+// The outputs of every segment (blockIdx.y) poisoned again and nothing else (the launches of
+// queue_repeats after the first).
 __global__ void __launch_bounds__(kThreads) repoison_kernel(const Batch b) {
-  const Segment& s = b.seg[blockIdx.y];
-  uint4* storage = reinterpret_cast<uint4*>(s.storage);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int k = 0; k < s.spans; ++k) {
-    const PoisonSpan& p = s.span[k];
-    const int64_t end = (s.red_zone + p.end + 15) / 16;
-    for (int64_t c = (s.red_zone + p.begin) / 16 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < end;
-         c += stride) {
-      const int64_t lo = c * 16 - s.red_zone;
-      const bool whole = p.dense && p.begin <= lo && lo + 16 <= p.end;  // every byte is this span's poison
-      storage[c] = patch_chunk(s, nullptr, c, whole ? make_uint4(0, 0, 0, 0) : storage[c]);
-    }
-  }
+  repoison_segment(b.seg[blockIdx.y], blockIdx.x, gridDim.x);
 }
 
 // After a gated arm (the checksum path): copies the storage of each segment whose arm found it
@@ -454,7 +490,7 @@ __global__ void __launch_bounds__(kThreads) check_kernel(const Batch b) {
         const int64_t c = c0 + u * stride;
         const bool in = c < s.chunks;
         a[u] = in ? __ldcs(now + c) : make_uint4(0, 0, 0, 0);
-        out[u] = in ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0xFFFFu;
+        out[u] = !in ? 0xFFFFu : s.outputs ? output_bits16(s.mask, c * 16 - s.red_zone, s.size) : 0u;
       }
 #pragma unroll
       for (int u = 0; u < 2 * kUnroll; ++u) acc += chunk_sum(a[u], out[u], c0 + u * stride);
@@ -645,6 +681,16 @@ std::vector<GuardReport> DeviceGuardedBuffer::check_group(const std::vector<Guar
   return collect_checks(buffers, nullptr);
 }
 
+void DeviceGuardedBuffer::forget_clean_check(cudaStream_t stream) {
+  if (!checksum_ || !chained_) return;
+  last_check_clean_ = false;
+  Tally* t = static_cast<Tally*>(scratch_.get());
+  const std::string what = "guarded buffer '" + name() + "': after a write, the next arm a full one";
+  cuda::check(cudaMemsetAsync(&t->clean, 0, sizeof t->clean, stream), what.c_str());
+  // write() returns with its bytes in place; so does this, for an arm queued on any stream next.
+  if (stream == nullptr) cuda::check(cudaStreamSynchronize(nullptr), what.c_str());
+}
+
 void DeviceGuardedBuffer::prepare_arm(cudaStream_t stream) {
   const std::string what = "guarded buffer '" + name() + "': arm";
   armed_ = false;
@@ -756,6 +802,7 @@ Segment segment_of(Buffer& g, uint8_t* storage, uint8_t* snapshot, const uint8_t
   Segment s{};
   s.storage = storage, s.snapshot = snapshot, s.mask = mask, s.tally = static_cast<Tally*>(scratch);
   s.chunks = total / 16, s.total = total, s.red_zone = red_zone, s.size = g.size();
+  s.outputs = g.outputs().empty() ? 0 : 1;
   return s;
 }
 
@@ -811,17 +858,27 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
   for (size_t from = 0; from < buffers.size(); from += kMaxSegments) {
     const size_t n = std::min<size_t>(kMaxSegments, buffers.size() - from);
     bool gated = false;  // some buffer's snapshot copy waits for its sum (snapshot_kernel)
+    // Whether every buffer is expected to take the chained arm (its last check's reports were
+    // clean): then the grid covers their output spans only. The device decides; a buffer that
+    // finds otherwise still takes its full pass, over fewer blocks.
+    bool all_chained = true;
+    int64_t most = 1;  // chunks of the widest output span
     const Batch batch = make_batch(n, [&](size_t i) {
       DeviceGuardedBuffer& g = *buffers[from + i];
       Segment s = segment_of(g, g.storage_.as<uint8_t>(), g.snapshot_.as<uint8_t>(), g.mask_.as<const uint8_t>(),
                              g.scratch_.get(), g.total(), g.red_zone());
       s.checksum = g.checksum_;
-      s.force = g.snapshot_stale_ || g.total() < kGateBytes ? 1 : 0;
-      gated = gated || (g.checksum_ && !s.force);
+      s.chained = g.checksum_ && g.chained_ ? 1 : 0;
+      s.force = g.snapshot_stale_ || (!s.chained && g.total() < kGateBytes) ? 1 : 0;
+      gated = gated || (g.checksum_ && !s.force && !s.chained);
+      all_chained = all_chained && s.chained && !s.force && g.last_check_clean_;
       set_spans(s, g.device_poison_);
+      for (const DevicePoison& p : g.device_poison_) most = std::max(most, (p.end - p.begin) / 16 + 2);
       return s;
     });
-    arm_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
+    const dim3 grid = all_chained ? dim3(static_cast<unsigned>(blocks_for(most, kThreads, grid_limit())), batch.count)
+                                  : batch_grid(batch);
+    arm_kernel<<<grid, kThreads, 0, stream>>>(batch);
     cuda::check_launch("guarded buffers: arm_kernel");
     for (size_t i = 0; i < n; ++i) {
       DeviceGuardedBuffer& g = *buffers[from + i];
@@ -842,6 +899,7 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
   for (DeviceGuardedBuffer* b : buffers) {
     b->armed_ = true;
     b->snapshot_stale_ = false;
+    b->last_check_clean_ = false;  // until this arm's check says otherwise
     b->check_queued_ = false;
     b->pending_ = !wait, b->pending_on_ = stream;
   }
@@ -861,7 +919,11 @@ void DeviceGuardedBuffer::queue_checks(const std::vector<const DeviceGuardedBuff
                              const_cast<void*>(g.scratch_.get()), g.total(), g.red_zone());
       s.checksum = g.checksum_ && !exact;
       s.mapped = static_cast<Tally*>(g.slot_.device());
-      s.serial = ++g.check_serial_;
+      // The exact comparison after a checksum mismatch has a serial of its own (the top bit set)
+      // and leaves check_serial_ alone: a check captured in a graph echoes the serial it was
+      // captured with at every replay.
+      if (!exact) g.check_serial_ = g.check_serial_ % kRecheckSerial + 1;  // 1 to kRecheckSerial - 1
+      s.serial = exact ? g.check_serial_ | kRecheckSerial : g.check_serial_;
       return s;
     });
     check_kernel<<<batch_grid(batch), kThreads, 0, stream>>>(batch);
@@ -877,11 +939,11 @@ std::vector<GuardReport> DeviceGuardedBuffer::collect_checks(const std::vector<c
                                                              cudaStream_t stream) {
   cuda::check(cudaStreamSynchronize(stream), "guarded buffers: check");
   // The tally the check's last block left in the buffer's slot, once it carries that check's serial.
-  const auto tally_of = [](const DeviceGuardedBuffer& g) {
+  const auto tally_of = [](const DeviceGuardedBuffer& g, bool recheck) {
     const volatile Tally* t = static_cast<const volatile Tally*>(g.slot_.host());
-    const uint32_t serial = t->serial;
-    MLA_REQUIRE(serial == g.check_serial_, "guarded buffer '", g.name(), "': the check's tally is not in its slot "
-                "(serial ", serial, ", expected ", g.check_serial_, ")");
+    const uint32_t serial = t->serial, expected = recheck ? g.check_serial_ | kRecheckSerial : g.check_serial_;
+    MLA_REQUIRE(serial == expected, "guarded buffer '", g.name(), "': the check's tally is not in its slot "
+                "(serial ", serial, ", expected ", expected, ")");
     Tally r{};
     r.first = t->first, r.last = t->last, r.count = t->count, r.sum_now = t->sum_now, r.sum_armed = t->sum_armed;
     return r;
@@ -892,14 +954,15 @@ std::vector<GuardReport> DeviceGuardedBuffer::collect_checks(const std::vector<c
     const DeviceGuardedBuffer& g = *b;
     g.check_queued_ = false;
     g.stream_drained();
-    Tally t = tally_of(g);
+    Tally t = tally_of(g, false);
     // The checksum fast path: equal sums mean nothing outside the outputs changed; different
     // ones, that something did, and the exact comparison says where.
+    g.last_check_clean_ = g.checksum_ && t.sum_now == t.sum_armed;
     if (g.checksum_ && t.sum_now != t.sum_armed) {
       queue_checks({b}, stream, true);
       cuda::check(cudaStreamSynchronize(stream), "guarded buffers: check");
       g.check_queued_ = false;
-      t = tally_of(g);
+      t = tally_of(g, true);
     } else if (g.checksum_) {
       t.first = ~0ull, t.last = 0, t.count = 0;
     }

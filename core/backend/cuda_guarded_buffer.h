@@ -96,6 +96,16 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // default (the comparison is exact). Switching it takes a new arm() before the next check().
   void set_checksum_fast_path(bool on);
   bool checksum_fast_path() const { return checksum_; }
+  // Chained arms, on the checksum fast path: the caller promises that nothing but guarded launches
+  // (an arm, the launch, a check) writes this buffer on the device, so a check that found its sums
+  // equal leaves the next arm nothing to read. That arm only poisons the outputs again: no sum, no
+  // snapshot, no red zones (the check found them as the last full arm left them). The guard's window
+  // then runs from the last clean check rather than from the arm: a stray write by a launch outside
+  // the guards between check and arm is reported by the next check, against the launch it guards.
+  // A host write, new outputs, or a check that was not clean make the next arm a full one. Without
+  // the checksum fast path it does nothing. Off by default.
+  void set_chained_arms(bool on) { chained_ = on; }
+  bool chained_arms() const { return chained_; }
 
   // Device bytes this buffer holds (storage, snapshot, mask, scratch), for overhead reports.
   int64_t device_bytes() const;
@@ -143,6 +153,10 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   // The host side of arm(): the mask when the outputs changed, the device poison of each output,
   // and the host-poisoned outputs written to the device.
   void prepare_arm(cudaStream_t stream);
+  // After a host write, with chained arms: the device's record that the last check was clean is
+  // cleared (queued on stream), so the next arm is a full one even when a graph captured it before
+  // the write (its host-side flags are fixed at capture).
+  void forget_clean_check(cudaStream_t stream);
   // The report of a check whose tally is `first`, `last`, `count` (storage indices).
   GuardReport report(unsigned long long first, unsigned long long last, unsigned long long count,
                      cudaStream_t stream) const;
@@ -187,6 +201,10 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   mutable bool extra_upload_pending_ = false;
   std::vector<size_t> host_poisoned_;         // the others (indices into outputs())
   bool checksum_ = false;
+  bool chained_ = false;
+  // The reports of the last check collected found the sums equal: the next chained arm is expected
+  // to poison only (the device decides; this sizes its grid).
+  mutable bool last_check_clean_ = false;
 };
 
 }  // namespace mlacheck

@@ -55,6 +55,7 @@ void DeviceGuardedBuffer::write(int64_t offset, const void* src, int64_t bytes) 
   wait_for_queued();  // queued on another stream, it would poison or snapshot over these bytes
   snapshot_stale_ = true;  // the next arm copies the snapshot, whatever its sum says
   cuda::copy_to_device(data() + offset, src, static_cast<size_t>(bytes), ("guarded buffer '" + name() + "': write").c_str());
+  forget_clean_check(nullptr);
 }
 
 void DeviceGuardedBuffer::queue_write(int64_t offset, const void* src, int64_t bytes, void* stream) {
@@ -71,6 +72,7 @@ void DeviceGuardedBuffer::queue_write(int64_t offset, const void* src, int64_t b
   std::memcpy(staging, src, static_cast<size_t>(bytes));
   cuda::check(cudaMemcpyAsync(data() + offset, staging, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s),
               ("guarded buffer '" + name() + "': queued write").c_str());
+  forget_clean_check(s);
   pending_ = true, pending_on_ = s;
 }
 

@@ -139,6 +139,10 @@ bool cache_enabled() {
   return on;
 }
 
+// Graph::capture bodies running on this thread: the caches do not synchronize the device for a
+// block while one runs (a capturing stream may not be synchronized; the capture would be lost).
+thread_local int capture_bodies = 0;
+
 // Freed blocks by size class, up to a total; never destroyed (blocks may be live at exit, and the
 // CUDA context may be gone before static destructors run). A block given back may still be in use
 // by queued work, as cudaFree would wait for: it waits in `unsynced_` until a take() that finds
@@ -150,7 +154,7 @@ class BlockCache {
   void* take(size_t size_class) {
     std::lock_guard<std::mutex> lock(mutex_);
     void* p = take_ready(size_class);
-    if (p == nullptr && !unsynced_.empty()) {
+    if (p == nullptr && !unsynced_.empty() && capture_bodies == 0) {
       // After a sticky fault the blocks are dropped (the context is lost; nothing more can be done
       // with them). Another error (an earlier launch's, as cudaFree may return; a synchronize refused
       // inside a graph capture) leaves them waiting: they were not seen idle.
@@ -216,6 +220,19 @@ BlockCache& pinned_cache() {
   return *c;
 }
 
+// Runs f with this thread in relaxed stream-capture mode, then restores the mode it had. An
+// allocation or free made while some stream is being captured (a buffer's first arm inside
+// Device::capture takes page-locked staging) is not part of the graph: it happens at once, which
+// the default global mode refuses (cudaErrorStreamCaptureUnsupported, and the capture is lost).
+template <class F>
+cudaError_t outside_capture(F&& f) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+  const cudaError_t e = f();
+  if (exchanged) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}
+
 // A block of at least `bytes` from `cache`, else from `alloc` (retried once with the caches
 // emptied); its size class in `capacity`. Throws through check() with `what` on failure.
 template <class Alloc>
@@ -226,11 +243,11 @@ void* acquire(BlockCache& cache, size_t bytes, size_t& capacity, Alloc alloc, co
     if (void* p = cache.take(capacity)) return p;
   }
   void* p = nullptr;
-  cudaError_t e = alloc(&p, capacity);
+  cudaError_t e = outside_capture([&] { return alloc(&p, capacity); });
   if (e == cudaErrorMemoryAllocation && cached) {
     (void)cudaGetLastError();
     release_cached_allocations();
-    e = alloc(&p, capacity);
+    e = outside_capture([&] { return alloc(&p, capacity); });
   }
   if (e != cudaSuccess) {
     capacity = 0;
@@ -244,7 +261,7 @@ void* acquire(BlockCache& cache, size_t bytes, size_t& capacity, Alloc alloc, co
 void release(BlockCache& cache, void* p, size_t capacity, cudaError_t (*free_fn)(void*)) noexcept {
   if (!p) return;
   if (cache_enabled() && cache.put(p, capacity)) return;
-  (void)free_fn(p);
+  (void)outside_capture([&] { return free_fn(p); });
 }
 
 // The live DeviceAllocations by address (their capacity), for ipc_block_of.
@@ -486,6 +503,10 @@ Graph Graph::capture(Stream& s, const std::function<void(cudaStream_t)>& body) {
     (void)cudaGetLastError();
   };
   try {
+    ++capture_bodies;
+    struct Leave {
+      ~Leave() { --capture_bodies; }
+    } leave;
     body(s.get());
   } catch (const StickyFault&) {
     throw;  // nothing can be cleaned up in a dead context

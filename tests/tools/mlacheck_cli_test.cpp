@@ -194,6 +194,10 @@ TEST(MlacheckCli, BenchGuardsTimesEachKernelPlainAndGuarded) {
     EXPECT_NE(r.out.find(std::string("\n") + kernel + " "), std::string::npos) << kernel << "\n" << r.out;
   }
   EXPECT_NE(r.out.find("median ratio guarded / plain: "), std::string::npos) << r.out;
+  // The host clock of each step of a guarded run, per kernel (the host backend has no chained arms).
+  EXPECT_NE(r.out.find("host clock of a guarded run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  topk_decode, exact:   arm "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(", chained:"), std::string::npos) << r.out;
   // Production shapes are for a GPU; a bad flag or a missing benchmark is one line and exit 2.
   for (const char* bad : {"bench guards --backend host", "bench", "bench guards --repeats 0", "bench guards --size huge"}) {
     const CliResult b = run_mlacheck(bad);

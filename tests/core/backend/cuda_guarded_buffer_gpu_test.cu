@@ -463,7 +463,7 @@ void large_buffer() {
 // path), mirrored on host buffers: after arm the bytes agree, and after the same correct and stray
 // writes the reports read the same. One call also mixes host and device buffers.
 void batches(bool queued) {
-  std::printf("arm_all and check_all over 11 buffers (two batches)%s:\n",
+  std::printf("arm_all and check_all over 12 buffers (two batches)%s:\n",
               queued ? ", queued on a stream (arm_all(.., stream), queue_check_all)" : "");
   Stream stream;
   struct Spec {
@@ -489,6 +489,8 @@ void batches(bool queued) {
       {"big_rows", 3 << 20, {View::padded_rows(DType::kF32, {300, 700}, 768, 4096)}, {{4096 + 299 * 3072 + 2900, 0x13}}},
       {"second_batch_a", 512, {View::contiguous(DType::kI32, {16})}, {}},
       {"second_batch_b", 700, {View::contiguous(DType::kF32, {10}, 300)}, {{299, 0xEE}}},
+      // Elements off the 16-byte grid: the whole chunks of a dense view take its poison at their phase.
+      {"unaligned_f32", 4096, {View::contiguous(DType::kF32, {300}, 1026)}, {{1025, 0x3A}}},
   };
   for (bool checksum : {false, true}) {
     for (bool stray : {false, true}) {
@@ -694,49 +696,173 @@ void gated_snapshot() {
                      "launch's own stray reported");
 }
 
+// Chained arms (checksum path, set_chained_arms): after a clean check the arm only poisons the
+// outputs again. Rounds on one stream over a 16 MiB and a 64 KiB buffer, each a clean launch or one
+// with a stray byte (into the data, or every third one into the red zone); before some arms a host
+// write (the next arm is a full one: no stray for it), and before others a kernel outside the guards
+// writing an input byte, which the next check reports against the launch it guards (the window
+// runs from the last clean check). Every round, the outputs hold their poison after the arm, and a
+// round after a stray is clean again.
+void chained_arms() {
+  std::printf("chained arms on the checksum path:\n");
+  Stream stream;
+  for (const int64_t bytes : {int64_t(16) << 20, int64_t(64) << 10}) {
+    DeviceGuardedBuffer g("chained", bytes);
+    g.set_checksum_fast_path(true);
+    g.set_chained_arms(true);
+    const View out = View::contiguous(DType::kF32, {1, 256}, 4096);
+    g.declare_output("out", out);
+    std::vector<uint8_t> inputs(static_cast<size_t>(bytes), 0x3C);
+    g.write(0, inputs.data(), bytes);
+    std::vector<uint8_t> poison(1024, 0);
+    poison_output(HostTensor(poison.data(), View::contiguous(DType::kF32, {1, 256})));
+    std::vector<GuardedMemory*> one{&g};
+    int wrong = 0, chained = 0;
+    bool last_clean = false;  // the last check was clean: the next arm chains, unless the host wrote
+    for (int round = 0; round < 40; ++round) {
+      std::vector<DeviceAllocation> keep;
+      const bool host_write = round % 7 == 3, outside = round % 4 == 1;
+      const bool chains = last_clean && !host_write;
+      chained += chains ? 1 : 0;
+      if (host_write) {
+        const uint8_t v = static_cast<uint8_t>(0x80 + round);
+        g.write(30000 + round, &v, 1);
+      }
+      if (outside) device_writes(g, {{20000 + round, static_cast<uint8_t>(round + 1)}}, stream.get(), &keep);
+      arm_all(one, stream.get());
+      std::vector<uint8_t> now(poison.size());
+      g.read(4096, now.data(), static_cast<int64_t>(now.size()));  // waits for the arm
+      const bool poisoned = now == poison;
+      write_view(g, out, static_cast<float>(round), stream.get());
+      const bool stray = round % 5 == 4, red = stray && round % 3 == 0;
+      const int64_t at = red ? -3 : 50000 + round;
+      if (stray) device_writes(g, {{at, static_cast<uint8_t>(0x11 + round)}}, stream.get(), &keep);
+      QueuedChecks checks = queue_check_all(one, stream.get());
+      stream.synchronize();
+      const GuardReport r = checks.reports()[0];
+      // A full arm takes the write outside the guards into its snapshot; a chained one does not.
+      const bool seen = outside && chains;
+      const int64_t expected = (seen ? 1 : 0) + (stray ? 1 : 0);
+      const int64_t first = seen && !red ? 20000 + round : at;  // the lowest: a red zone's, or 20000 below 50000
+      const bool right = poisoned && (expected == 0 ? r.ok() : r.stray_bytes == expected && r.first.offset == first);
+      if (!right) {
+        ++wrong;
+        std::printf("    %lld bytes, round %d%s: %s\n", static_cast<long long>(bytes), round,
+                    poisoned ? "" : " (outputs not poisoned by the arm)", r.describe().c_str());
+      }
+      // What the guard reported stays written: the next arm is a full one and takes it as input.
+      last_clean = r.ok();
+    }
+    report(wrong == 0 && chained >= 20, std::to_string(bytes) + " bytes, 40 rounds, " + std::to_string(chained) +
+                       " of them chained: outputs poisoned by every arm, each "
+                       "launch's stray reported (data and red zone), a host write not, a write outside the guards "
+                       "by the next check");
+  }
+}
+
+// A buffer's first arm inside a graph capture takes page-locked staging for its output mask. With
+// the cache holding only blocks given back since the device was last idle (a buffer of the same
+// shape just destroyed), taking one would synchronize the capturing stream, and allocating one is
+// refused in a capture's default mode: both lost the capture. Run first, so no block of this size
+// is ready in the cache.
+void first_arm_in_capture() {
+  std::printf("a buffer's first arm inside a graph capture:\n");
+  constexpr int64_t kBytes = int64_t(40) << 20;  // a 5 MiB mask: a size class no other check uses first
+  const View out = View::contiguous(DType::kU8, {4096}, 8192);
+  Stream stream;
+  {
+    DeviceGuardedBuffer old("old", kBytes, GuardedMemory::kDefaultRedZone, stream.get());
+    old.declare_output("out", out);
+    old.arm(stream.get());
+    stream.synchronize();
+  }  // its staging goes back to the cache, not yet seen idle
+  DeviceGuardedBuffer g("fresh", kBytes, GuardedMemory::kDefaultRedZone, stream.get());
+  g.declare_output("out", out);
+  std::vector<GuardedMemory*> one{&g};
+  QueuedChecks checks;
+  std::string error;
+  try {
+    Graph graph = Graph::capture(stream, [&](cudaStream_t s) {
+      arm_all(one, s);
+      checks = queue_check_all(one, s);
+    });
+    graph.replay(stream);
+    stream.synchronize();
+    const GuardReport r = checks.reports()[0];
+    if (!r.ok()) error = "a stray where nothing wrote: " + r.describe();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  report(error.empty(), "captured and replayed, clean" + (error.empty() ? std::string() : ": " + error));
+}
+
 // arm_all, a launch and queue_check_all captured once in a CUDA graph and replayed: each replay's
 // reports (QueuedChecks::replayed) are that replay's own. The captured launch writes one byte at
 // an offset read from device memory, changed between replays: into the output (allowed) or, every
-// third replay, past it (a stray at that offset).
+// third replay, past it (a stray at that offset). Three ways: exact, where a byte changed after a
+// replay's check and before its reports must not be reported; the checksum path, whose exact
+// comparison after a mismatch has a serial of its own (the next replay's check echoes the serial
+// it was captured with); and chained arms, captured after a clean check, so that the captured arm
+// poisons only, until a stray or a host write (every fifth replay, before it) makes the device's
+// next arm a full one.
 void graph_rounds() {
   std::printf("arm, launch and check in one CUDA graph, 30 replays:\n");
-  Stream stream;
-  DeviceGuardedBuffer g("graphed", 1 << 16);
-  g.declare_output("out", View::contiguous(DType::kU8, {4096}, 8192));
-  std::vector<GuardedMemory*> one{&g};
-  DeviceAllocation d_off(sizeof(int64_t)), d_val(1);
-  QueuedChecks checks;
-  Graph graph = Graph::capture(stream, [&](cudaStream_t s) {
-    arm_all(one, s);
-    apply_writes<<<1, 32, 0, s>>>(g.data(), d_off.as<int64_t>(), d_val.as<uint8_t>(), 1);
-    checks = queue_check_all(one, s);
-  });
-  int wrong = 0;
-  for (int round = 0; round < 30; ++round) {
-    const bool stray = round % 3 == 2;
-    const int64_t off = stray ? 100 + round : 8192 + round;
-    const uint8_t val = static_cast<uint8_t>(0x40 + round);
-    copy_to_device(d_off.get(), &off, sizeof off);
-    copy_to_device(d_val.get(), &val, 1);
-    graph.replay(stream);
-    stream.synchronize();
-    // After the replay's check, before its reports, a byte changes: it must not be reported.
-    uint8_t was = 0;
-    g.read(20000, &was, 1);
-    const uint8_t late = static_cast<uint8_t>(was ^ 0x5A);
-    g.write(20000, &late, 1);
-    if (round > 0) checks.replayed();
-    const GuardReport r = checks.reports()[0];
-    g.write(20000, &was, 1);
-    const bool right = stray ? r.stray_bytes == 1 && r.first.offset == off : r.ok();
-    if (!right) {
-      ++wrong;
-      std::printf("    replay %d: %s\n", round, r.describe().c_str());
+  for (const char* mode : {"exact", "checksum", "chained"}) {
+    const bool checksum = std::string(mode) != "exact", chained = std::string(mode) == "chained";
+    Stream stream;
+    DeviceGuardedBuffer g("graphed", 1 << 16);
+    g.set_checksum_fast_path(checksum);
+    g.set_chained_arms(chained);
+    g.declare_output("out", View::contiguous(DType::kU8, {4096}, 8192));
+    std::vector<GuardedMemory*> one{&g};
+    if (chained) {  // a clean check first: the arm captured next is not a forced one
+      arm_all(one, stream.get());
+      QueuedChecks first = queue_check_all(one, stream.get());
+      stream.synchronize();
+      (void)first.reports();
     }
+    DeviceAllocation d_off(sizeof(int64_t)), d_val(1);
+    QueuedChecks checks;
+    Graph graph = Graph::capture(stream, [&](cudaStream_t s) {
+      arm_all(one, s);
+      apply_writes<<<1, 32, 0, s>>>(g.data(), d_off.as<int64_t>(), d_val.as<uint8_t>(), 1);
+      checks = queue_check_all(one, s);
+    });
+    int wrong = 0;
+    for (int round = 0; round < 30; ++round) {
+      const bool stray = round % 3 == 2;
+      const int64_t off = stray ? 100 + round : 8192 + round;
+      const uint8_t val = static_cast<uint8_t>(0x40 + round);
+      copy_to_device(d_off.get(), &off, sizeof off);
+      copy_to_device(d_val.get(), &val, 1);
+      if (round % 5 == 1) {  // a host write before the replay: new input, not a stray (the arm is a full one)
+        const uint8_t input = static_cast<uint8_t>(0x90 + round);
+        g.write(30000 + round, &input, 1);
+      }
+      graph.replay(stream);
+      stream.synchronize();
+      // After the replay's check, before its reports, a byte changes: it must not be reported (the
+      // exact check only: on the checksum path a mismatch's comparison runs at reports()).
+      uint8_t was = 0;
+      const bool late = !checksum;
+      if (late) {
+        g.read(20000, &was, 1);
+        const uint8_t changed = static_cast<uint8_t>(was ^ 0x5A);
+        g.write(20000, &changed, 1);
+      }
+      if (round > 0) checks.replayed();
+      const GuardReport r = checks.reports()[0];
+      if (late) g.write(20000, &was, 1);
+      const bool right = stray ? r.stray_bytes == 1 && r.first.offset == off : r.ok();
+      if (!right) {
+        ++wrong;
+        std::printf("    %s, replay %d: %s\n", mode, round, r.describe().c_str());
+      }
+    }
+    report(wrong == 0 && graph.node_count() >= 3,
+           std::string(mode) + ": 30 replays of one captured arm, launch and check, every third with a stray byte: "
+           "each reports its own" + (checksum ? "" : ", and not a byte changed after the replay's check"));
   }
-  report(wrong == 0 && graph.node_count() >= 3,
-         "30 replays of one captured arm, launch and check, every third with a stray byte: each reports its own, and "
-         "not a byte changed after the replay's check");
 }
 
 
@@ -996,6 +1122,7 @@ int main() {
   const DeviceInfo device = gpu_test::require_gpu();
   std::printf("device guarded buffers (core/backend/cuda_guarded_buffer.h) on %s\n", device.name.c_str());
   try {
+    first_arm_in_capture();
     mirror_host_tests();
     ragged_end();
     compare_with_host();
@@ -1003,6 +1130,7 @@ int main() {
     batches(true);
     queued_rounds();
     gated_snapshot();
+    chained_arms();
     graph_rounds();
     queued_staging();
     streams_checksum_and_outputs();
