@@ -160,6 +160,22 @@ __global__ void fill_span(uint8_t* data, int64_t begin, int64_t end, int64_t siz
   }
 }
 
+// One dense output's poison, copied by scatter_poison: `bytes` bytes from `from` (an offset into
+// the staged bytes) to data offset `to`.
+struct Piece {
+  int64_t to, from, bytes;
+};
+
+// Copies each piece's bytes from page-locked host memory (read over the bus) into the buffer: a
+// block per piece at a time. One launch for every dense output of an arm, where a write of each
+// was a synchronous copy (a K-cache insert declares two views per slot).
+__global__ void scatter_poison(uint8_t* data, const Piece* pieces, const uint8_t* bytes, int count) {
+  for (int k = blockIdx.x; k < count; k += gridDim.x) {
+    const Piece p = pieces[k];
+    for (int64_t i = threadIdx.x; i < p.bytes; i += blockDim.x) data[p.to + i] = bytes[p.from + i];
+  }
+}
+
 // The bytes of a span that differ from its snapshot, outside the outputs (in_output: a byte per
 // byte, or null for none), added to *t: the count, and the lowest and highest data offsets.
 struct Strays {
@@ -303,25 +319,54 @@ void DeviceReservedBuffer::arm() {
     dense_poison_.assign(outputs().size(), {});
     prepared_outputs_ = outputs();
   }
+  // Each output in order: a dense one's poison (computed once per set of outputs) joins the pieces
+  // of one scatter_poison launch; a gapped one is read, poisoned on the host and written, after the
+  // pieces before it landed (views may overlap: the later one's poison wins, as on the host).
+  int64_t pieces = 0, staged = 0;
+  for (size_t i = 0; i < outputs().size(); ++i) {
+    const ByteSpan span = outputs()[i].view.byte_span();
+    if (!span.empty() && outputs()[i].view.numel() * outputs()[i].view.element_size() == span.size()) {
+      ++pieces, staged += span.size();
+    }
+  }
+  const size_t head = static_cast<size_t>(pieces) * sizeof(Piece);
+  if (poison_staging_.bytes() < head + static_cast<size_t>(staged)) {
+    poison_staging_ = cuda::PinnedHostAllocation(head + static_cast<size_t>(staged));
+  }
+  Piece* piece = reinterpret_cast<Piece*>(poison_staging_.data());
+  uint8_t* bytes = static_cast<uint8_t*>(poison_staging_.data()) + head;
+  int first = 0, next = 0;  // the pieces not yet launched: [first, next)
+  int64_t filled = 0;       // staged bytes so far
+  const auto launch_pieces = [&] {
+    if (next == first) return;
+    scatter_poison<<<std::min(next - first, 1024), kThreads>>>(data_, piece + first, bytes, next - first);
+    cuda::check_launch("reserved device buffer: scatter_poison");
+    first = next;
+  };
   std::vector<uint8_t> span_bytes;
   for (size_t i = 0; i < outputs().size(); ++i) {
     const View& v = outputs()[i].view;
     const ByteSpan span = v.byte_span();
     if (span.empty()) continue;
-    std::vector<uint8_t>& dense = dense_poison_[i];
-    if (!dense.empty()) {
-      write(span.begin, dense.data(), span.size());
-      continue;
-    }
     const bool is_dense = v.numel() * v.element_size() == span.size();
     span_bytes.resize(static_cast<size_t>(span.size()));
-    if (!is_dense) read(span.begin, span_bytes.data(), span.size());
-    std::vector<int64_t> shape, strides;
-    for (int d = 0; d < v.rank(); ++d) shape.push_back(v.size(d)), strides.push_back(v.stride(d));
-    poison_output(HostTensor(span_bytes.data(), View(v.dtype(), shape, strides, v.byte_offset() - span.begin)));
-    write(span.begin, span_bytes.data(), span.size());
-    if (is_dense) dense = span_bytes;
+    std::vector<uint8_t>& dense = dense_poison_[i];
+    if (!is_dense || dense.empty()) {
+      if (!is_dense) launch_pieces(), read(span.begin, span_bytes.data(), span.size());
+      std::vector<int64_t> shape, strides;
+      for (int d = 0; d < v.rank(); ++d) shape.push_back(v.size(d)), strides.push_back(v.stride(d));
+      poison_output(HostTensor(span_bytes.data(), View(v.dtype(), shape, strides, v.byte_offset() - span.begin)));
+      if (!is_dense) {
+        write(span.begin, span_bytes.data(), span.size());
+        continue;
+      }
+      dense = span_bytes;
+    }
+    std::memcpy(bytes + filled, dense.data(), dense.size());
+    piece[next++] = Piece{span.begin, filled, span.size()};
+    filled += span.size();
   }
+  launch_pieces();
   // The snapshot: every backed byte, in order, copied on the device.
   int64_t total = 0;
   for (const ByteSpan& s : backed_) total += s.size();

@@ -65,6 +65,9 @@ class DeviceReservedBuffer final : public GuardedMemory {
   std::vector<NamedView> prepared_outputs_;        // the outputs in_output_ marks
   std::vector<std::vector<uint8_t>> dense_poison_;  // per output dense over its span: its poisoned bytes
   bool has_outputs_ = false;          // whether in_output_ holds the outputs of the last arm()
+  // The dense outputs' poison and where each goes, read by scatter_poison at each arm (which waits
+  // for it before returning, so the next arm may write it again).
+  cuda::PinnedHostAllocation poison_staging_;
   cuda::DeviceAllocation strays_ = cuda::DeviceAllocation(64);  // check()'s tally
 };
 
