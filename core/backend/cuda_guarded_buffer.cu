@@ -922,7 +922,7 @@ void DeviceGuardedBuffer::queue_checks(const std::vector<const DeviceGuardedBuff
       // The exact comparison after a checksum mismatch has a serial of its own (the top bit set)
       // and leaves check_serial_ alone: a check captured in a graph echoes the serial it was
       // captured with at every replay.
-      if (!exact) g.check_serial_ = g.check_serial_ % kRecheckSerial + 1;  // 1 to kRecheckSerial - 1
+      if (!exact) g.check_serial_ = g.check_serial_ % (kRecheckSerial - 1) + 1;  // 1 to kRecheckSerial - 1
       s.serial = exact ? g.check_serial_ | kRecheckSerial : g.check_serial_;
       return s;
     });
