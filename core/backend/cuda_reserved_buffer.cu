@@ -352,7 +352,10 @@ void DeviceReservedBuffer::arm() {
     span_bytes.resize(static_cast<size_t>(span.size()));
     std::vector<uint8_t>& dense = dense_poison_[i];
     if (!is_dense || dense.empty()) {
-      if (!is_dense) launch_pieces(), read(span.begin, span_bytes.data(), span.size());
+      if (!is_dense) {  // its gaps keep what they hold: read after the pieces before it landed
+        launch_pieces();
+        read(span.begin, span_bytes.data(), span.size());
+      }
       std::vector<int64_t> shape, strides;
       for (int d = 0; d < v.rank(); ++d) shape.push_back(v.size(d)), strides.push_back(v.stride(d));
       poison_output(HostTensor(span_bytes.data(), View(v.dtype(), shape, strides, v.byte_offset() - span.begin)));
