@@ -813,6 +813,15 @@ void set_spans(Segment& s, const Poisons& poisons) {
   for (size_t k = 0; k < poisons.size(); ++k) s.span[k] = poison_span(poisons[k]);
 }
 
+// The most 16-byte chunks any of these poison spans touches (a span need not start on a chunk):
+// the chunks a thread each of repoison_segment's grid covers.
+template <class Poisons>
+int64_t widest_span_chunks(const Poisons& poisons) {
+  int64_t most = 0;
+  for (const auto& p : poisons) most = std::max(most, (p.end - p.begin) / 16 + 2);
+  return most;
+}
+
 // poison_spans_kernel over the buffer's storage, queued on stream, when it has such spans.
 void launch_poison_spans(uint8_t* storage, int64_t red_zone, const void* spans, size_t count, cudaStream_t stream) {
   if (count == 0) return;
@@ -835,7 +844,7 @@ void DeviceGuardedBuffer::queue_repoison(const std::vector<DeviceGuardedBuffer*>
       Segment s = segment_of(g, g.storage_.as<uint8_t>(), g.snapshot_.as<uint8_t>(), g.mask_.as<const uint8_t>(),
                              g.scratch_.get(), g.total(), g.red_zone());
       set_spans(s, g.device_poison_);
-      for (const DevicePoison& p : g.device_poison_) most = std::max(most, (p.end - p.begin) / 16 + 2);
+      most = std::max(most, widest_span_chunks(g.device_poison_));
       return s;
     });
     if (most > 0) {
@@ -873,7 +882,7 @@ void DeviceGuardedBuffer::arm_buffers(const std::vector<DeviceGuardedBuffer*>& b
       gated = gated || (g.checksum_ && !s.force && !s.chained);
       all_chained = all_chained && s.chained && !s.force && g.last_check_clean_;
       set_spans(s, g.device_poison_);
-      for (const DevicePoison& p : g.device_poison_) most = std::max(most, (p.end - p.begin) / 16 + 2);
+      most = std::max(most, widest_span_chunks(g.device_poison_));
       return s;
     });
     const dim3 grid = all_chained ? dim3(static_cast<unsigned>(blocks_for(most, kThreads, grid_limit())), batch.count)

@@ -176,6 +176,17 @@ void release_cached_allocations() noexcept;
 // The size class of a request: the next power of two from 512 bytes up to 64 MiB, then 2 MiB steps.
 size_t allocation_size_class(size_t bytes);
 
+// Alive while Graph::capture runs its body on this thread: the allocation caches then take no
+// block that would need the device synchronized first (a capturing stream may not be: the capture
+// would be lost), and they allocate and free in relaxed capture mode, outside the graph.
+class CaptureBody {
+ public:
+  CaptureBody();
+  ~CaptureBody();
+  CaptureBody(const CaptureBody&) = delete;
+  CaptureBody& operator=(const CaptureBody&) = delete;
+};
+
 // Whether stream is capturing a graph (work queued there now runs only at each replay); false for
 // the null stream.
 bool capturing(cudaStream_t stream);
