@@ -219,9 +219,11 @@ std::vector<GuardReport> check_all(const std::vector<GuardedMemory*>& buffers);
 // all its work there (the built-in kernels do; a plugin must, by its contract). arm_all(buffers,
 // stream) queues the arm and returns at once: the launch queued next on that stream sees the
 // armed bytes. queue_check_all(buffers, stream) queues the check behind the launch, before anyone
-// waits for it, so one synchronization covers launch and check; reports() waits for the stream and
-// returns the reports in the order of buffers. On the host backend arm_all arms at once and the
-// check runs in reports(). A guarded launch on cuda is then:
+// waits for it, so one synchronization covers launch and check; reports() returns the reports in
+// the order of buffers, waiting for the stream first unless every check has already finished clean
+// (on cuda each check leaves its count of runs and whether it was clean in mapped memory: after the
+// caller's own synchronization, a clean guarded launch's reports cost no second wait). On the host
+// backend arm_all arms at once and the check runs in reports(). A guarded launch on cuda is then:
 //
 //   arm_all(memory, device.stream());
 //   launch(device);
@@ -241,9 +243,11 @@ class QueuedChecks {
   // The queued work ran again: a CUDA graph captured arm_all(.., stream), the launch and
   // queue_check_all, and was replayed (and synchronized, or reports() waits for the stream).
   // reports() may then be asked again, for that replay (after the capture itself, which ran
-  // nothing, the first replay's reports need no replayed()). The backend must queue its checks
-  // (cuda); on the host the captured arm and check do not replay, so a graph of them is refused
-  // where it is made.
+  // nothing, the first replay's reports need no replayed()). Call it once for every later replay:
+  // on cuda it counts the check's runs, and reports() waits for the stream only while the check has
+  // run fewer times than counted (a replay never counted could pass for the one asked about). The
+  // backend must queue its checks (cuda); on the host the captured arm and check do not replay, so a
+  // graph of them is refused where it is made.
   void replayed();
 
  private:

@@ -232,6 +232,7 @@ struct Row {
   double plain = 0, guarded = 0, checksum = -1;  // medians, ms; checksum -1: not on this backend
   double chained = -1;  // the checksum path with chained arms (DeviceGuardedBuffer::set_chained_arms)
   double graph = -1;  // arm, launch and check captured in one CUDA graph and replayed; -1: not captured
+  double chained_graph = -1;  // the same graph with chained arms
   std::string graph_refused;  // why the capture failed, if it did
   // Host clock of a guarded run's steps, medians, µs: arm_all, the launch, queue_check_all, the
   // synchronization, the reports (kSteps), for the exact path and with chained arms (-1: none).
@@ -254,6 +255,46 @@ bool set_path(Workload& w, bool checksum, bool chained) {
   (void)w, (void)checksum, (void)chained;
   return false;
 #endif
+}
+
+// Arm, launch and check of w captured once in one CUDA graph (on the path its buffers are on now)
+// and replayed `repeats` times, each replay alternating with a plain run (appended to `plain`).
+// The replays' times, ms; none when the capture failed (why, in *refused).
+template <typename PlainRun>
+std::vector<double> measure_graph(Device& device, Workload& w, const std::vector<GuardedMemory*>& memory, int repeats,
+                                  const PlainRun& plain_run, std::vector<double>& plain, std::string* refused) {
+  QueuedChecks checks;
+  std::unique_ptr<kernels::DeviceGraph> graph;
+  try {
+    graph = device.capture([&] {
+      arm_all(memory, device.stream());
+      w.launch(device);
+      checks = queue_check_all(memory, device.stream());
+    });
+  } catch (const std::exception& e) {
+    *refused = e.what();
+    return {};
+  }
+  bool first = true;
+  const auto graph_run = [&] {
+    const Clock::time_point t = Clock::now();
+    graph->replay();
+    device.synchronize();
+    if (!first) checks.replayed();
+    first = false;
+    const std::vector<GuardReport> reports = checks.reports();
+    for (size_t i = 0; i < reports.size(); ++i) {
+      MLA_REQUIRE(reports[i].ok(), "guards in a graph: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
+    }
+    return ms_since(t);
+  };
+  graph_run();  // warm-up: the graph's first launch uploads it
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    plain.push_back(plain_run());
+    times.push_back(graph_run());
+  }
+  return times;
 }
 
 Row measure(Device& device, Workload& w, int repeats) {
@@ -322,44 +363,19 @@ Row measure(Device& device, Workload& w, int repeats) {
     set_path(w, false, false);
   }
   // On a device: arm, launch and check captured once in one CUDA graph and replayed, what a run of
-  // launches on the same buffers can do (exact path). The host backend's capture records launches
-  // only, not the guards, so there is no graph there.
-  std::vector<double> graphed;
+  // launches on the same buffers can do: on the exact path, and with chained arms. The host
+  // backend's capture records launches only, not the guards, so there is no graph there.
+  std::vector<double> graphed, chained_graphed;
   if (has_checksum) {
-    QueuedChecks checks;
-    std::unique_ptr<kernels::DeviceGraph> graph;
-    try {
-      graph = device.capture([&] {
-        arm_all(memory, device.stream());
-        w.launch(device);
-        checks = queue_check_all(memory, device.stream());
-      });
-    } catch (const std::exception& e) {
-      r.graph_refused = e.what();
-    }
-    if (graph) {
-      bool first = true;
-      const auto graph_run = [&] {
-        const Clock::time_point t = Clock::now();
-        graph->replay();
-        device.synchronize();
-        if (!first) checks.replayed();
-        first = false;
-        const std::vector<GuardReport> reports = checks.reports();
-        for (size_t i = 0; i < reports.size(); ++i) {
-          MLA_REQUIRE(reports[i].ok(), "guards in a graph: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
-        }
-        return ms_since(t);
-      };
-      graph_run();  // warm-up: the graph's first launch uploads it
-      for (int i = 0; i < repeats; ++i) {
-        plain.push_back(plain_run());
-        graphed.push_back(graph_run());
-      }
-    }
+    graphed = measure_graph(device, w, memory, repeats, plain_run, plain, &r.graph_refused);
+    set_path(w, true, true);
+    guarded_run(), guarded_run();  // the path's first arm copies its snapshot; the second chains from a clean check
+    chained_graphed = measure_graph(device, w, memory, repeats, plain_run, plain, &r.graph_refused);
+    set_path(w, false, false);
   }
   r.plain = median(plain), r.guarded = median(guarded);
   if (!graphed.empty()) r.graph = median(graphed);
+  if (!chained_graphed.empty()) r.chained_graph = median(chained_graphed);
   if (has_checksum) r.checksum = median(checksum), r.chained = median(chained);
   return r;
 }
@@ -404,6 +420,7 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
         out << "  {\"kernel\": \"" << r.kernel << "\", \"shape\": \"" << r.shape << "\", \"plain_ms\": " << fixed(r.plain, 4)
             << ", \"guarded_ms\": " << fixed(r.guarded, 4) << ", \"checksum_ms\": " << fixed(r.checksum, 4)
             << ", \"chained_ms\": " << fixed(r.chained, 4) << ", \"graph_ms\": " << fixed(r.graph, 4)
+            << ", \"chained_graph_ms\": " << fixed(r.chained_graph, 4)
             << ", \"guarded_bytes\": " << r.guarded_bytes << "}" << (i + 1 < rows.size() ? "," : "") << '\n';
       }
       out << "]}\n";
@@ -411,20 +428,21 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
     }
     out << "mlacheck bench guards: " << backend << " backend, median of " << repeats
         << " runs each, plain and guarded alternating on the same buffers\n";
-    char line[360];
-    std::snprintf(line, sizeof line, "%-18s %-46s %10s %10s %8s %10s %8s %10s %8s %9s %8s %9s\n", "kernel", "shape",
-                  "plain ms", "guarded ms", "ratio", "checksum ms", "ratio", "chained ms", "ratio", "graph ms", "ratio",
-                  "guarded MB");
+    char line[420];
+    std::snprintf(line, sizeof line, "%-18s %-46s %10s %10s %8s %10s %8s %10s %8s %9s %8s %12s %8s %9s\n", "kernel",
+                  "shape", "plain ms", "guarded ms", "ratio", "checksum ms", "ratio", "chained ms", "ratio", "graph ms",
+                  "ratio", "ch.graph ms", "ratio", "guarded MB");
     out << line;
     const auto ms_and_ratio = [](double ms, double plain) {
       return ms < 0 ? std::make_pair(std::string("-"), std::string("-")) : std::make_pair(fixed(ms, 3), fixed(ms / plain, 2) + "x");
     };
     for (const Row& r : rows) {
-      const auto cs = ms_and_ratio(r.checksum, r.plain), ch = ms_and_ratio(r.chained, r.plain), gr = ms_and_ratio(r.graph, r.plain);
-      std::snprintf(line, sizeof line, "%-18s %-46s %10.3f %10.3f %7.2fx %10s %8s %10s %8s %9s %8s %9.1f\n", r.kernel.c_str(),
-                    r.shape.c_str(), r.plain, r.guarded, r.guarded / r.plain, cs.first.c_str(), cs.second.c_str(),
-                    ch.first.c_str(), ch.second.c_str(), gr.first.c_str(), gr.second.c_str(),
-                    static_cast<double>(r.guarded_bytes) / (1 << 20));
+      const auto cs = ms_and_ratio(r.checksum, r.plain), ch = ms_and_ratio(r.chained, r.plain);
+      const auto gr = ms_and_ratio(r.graph, r.plain), cg = ms_and_ratio(r.chained_graph, r.plain);
+      std::snprintf(line, sizeof line, "%-18s %-46s %10.3f %10.3f %7.2fx %10s %8s %10s %8s %9s %8s %12s %8s %9.1f\n",
+                    r.kernel.c_str(), r.shape.c_str(), r.plain, r.guarded, r.guarded / r.plain, cs.first.c_str(),
+                    cs.second.c_str(), ch.first.c_str(), ch.second.c_str(), gr.first.c_str(), gr.second.c_str(),
+                    cg.first.c_str(), cg.second.c_str(), static_cast<double>(r.guarded_bytes) / (1 << 20));
       out << line;
     }
     std::vector<double> ratios;
@@ -434,15 +452,17 @@ int run_bench_command(const std::vector<std::string>& args, std::ostream& out, s
       std::vector<double> cs;
       for (const Row& r : rows) cs.push_back(r.checksum / r.plain);
       out << "; with the checksum fast path: " << fixed(median(cs), 2) << "x";
-      std::vector<double> ch;
-      for (const Row& r : rows) ch.push_back(r.chained / r.plain);
-      out << "; chained: " << fixed(median(ch), 2) << "x (max " << fixed(*std::max_element(ch.begin(), ch.end()), 2) << "x)";
     }
-    if (std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.graph >= 0; })) {
-      std::vector<double> gs;
-      for (const Row& r : rows) gs.push_back(r.graph / r.plain);
-      out << "; in a CUDA graph: " << fixed(median(gs), 2) << "x";
-    }
+    // A path's median and maximum over the kernels, when every kernel has it.
+    const auto summary = [&](const char* name, double Row::*ms) {
+      if (!std::all_of(rows.begin(), rows.end(), [&](const Row& r) { return r.*ms >= 0; })) return;
+      std::vector<double> v;
+      for (const Row& r : rows) v.push_back(r.*ms / r.plain);
+      out << "; " << name << ": " << fixed(median(v), 2) << "x (max " << fixed(*std::max_element(v.begin(), v.end()), 2) << "x)";
+    };
+    summary("chained", &Row::chained);
+    summary("in a CUDA graph", &Row::graph);
+    summary("chained in a graph", &Row::chained_graph);
     out << '\n';
     out << "host clock of a guarded run, medians in us (queueing arm_all, the launch, queue_check_all; the wait; "
            "the reports):\n";

@@ -35,8 +35,9 @@ constexpr int kMaxPoisonSpans = 4;
 constexpr uint32_t kRecheckSerial = 0x80000000u;
 
 // The result of one check, in each buffer's device scratch. The last block of a check to finish
-// copies it to the buffer's slot in mapped host memory (with the serial the host gave the check)
-// and resets it for the next; arm resets it too, so a check that never ran leaves nothing behind.
+// copies it to the buffer's slot in mapped host memory (a Slot, with the serial the host gave the
+// check) and resets it for the next; arm resets it too, so a check that never ran leaves nothing
+// behind.
 struct alignas(16) Tally {
   unsigned long long first;       // lowest stray storage index; ~0 when there is none
   unsigned long long last;        // highest stray storage index
@@ -48,8 +49,23 @@ struct alignas(16) Tally {
   unsigned int serial;            // in the mapped slot: the check it is the result of
   unsigned int clean;             // checksum path: the last check's sums agreed (nothing strayed)
   unsigned int stale;             // set by a gated arm: the snapshot must be copied again
+  unsigned int runs;              // checks this buffer has finished (the exact one after a mismatch aside)
 };
-static_assert(sizeof(Tally) <= cuda::MappedSlot::kSlotBytes, "a tally fits its mapped slot");
+
+// A check's result in the buffer's slot of mapped host memory. `outcome` is one 8-byte store, the
+// last: the checks finished so far (Tally::runs) times two, plus one when nothing strayed (no byte
+// differs, or the sums agree). A host that reads its own check's count there with the bit set
+// knows the check ran clean without synchronizing the stream and without reading anything else
+// (collect_checks); any other outcome waits for the stream and reads the rest.
+struct alignas(16) Slot {
+  unsigned long long first, last, count, sum_now, sum_armed;  // as in Tally
+  unsigned long long outcome;
+  unsigned int serial;  // the check it is the result of
+};
+static_assert(sizeof(Slot) <= cuda::MappedSlot::kSlotBytes, "a check's result fits its mapped slot");
+__host__ __device__ constexpr unsigned long long outcome_of(unsigned int runs, bool clean) {
+  return static_cast<unsigned long long>(runs) << 1 | (clean ? 1u : 0u);
+}
 
 using cuda::PatternTable;
 using cuda::pattern_table;
@@ -161,7 +177,7 @@ struct Segment {
   uint8_t* snapshot;
   const uint8_t* mask;
   Tally* tally;           // the buffer's scratch
-  Tally* mapped;          // check: its slot in mapped host memory (a device pointer to it)
+  Slot* mapped;           // check: its slot in mapped host memory (a device pointer to it)
   uint32_t serial;        // check: the serial to leave in the slot
   int64_t chunks, total;  // whole 16-byte chunks of the storage; storage bytes
   int64_t red_zone, size;
@@ -507,13 +523,17 @@ __global__ void __launch_bounds__(kThreads) check_kernel(const Batch b) {
     compare_storage(s, now, was, stride);
   }
   if (last_block_done(s.tally)) {
-    // The host reads the slot after synchronizing the stream, which makes these writes visible: no
-    // system fence. The tally is read in 16-byte loads past L1 (the other blocks wrote it at L2).
+    // The host reads the slot's fields after synchronizing the stream, which makes these writes
+    // visible: no system fence. Only the outcome is read without it, a single store. The tally is
+    // read in 16-byte loads past L1 (the other blocks wrote it at L2).
     const ulonglong2* t = reinterpret_cast<const ulonglong2*>(s.tally);
     const ulonglong2 a = __ldcg(t), c = __ldcg(t + 1), e = __ldcg(t + 2);
-    Tally r{};
+    Slot r{};
     r.first = a.x, r.last = a.y, r.count = c.x, r.sum_now = c.y, r.sum_armed = e.x;
     r.serial = s.serial;
+    // The exact comparison after a checksum mismatch is not a run of its own.
+    const bool recheck = (s.serial & kRecheckSerial) != 0;
+    r.outcome = recheck ? outcome_of(s.tally->runs, false) : outcome_of(++s.tally->runs, s.checksum ? c.y == e.x : c.x == 0);
     *s.mapped = r;
     reset_check(s.tally);
     // What a gated arm next asks: whether these bytes were left as armed (checksum path only; the
@@ -589,6 +609,7 @@ DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_
   // One bit per data byte, zero-padded so the 16-bit mask load of the last chunk stays inside.
   mask_ = allocate(round_up((size() + 7) / 8, 16) + 16, "output mask");
   scratch_ = allocate(sizeof(Tally), "check tally");
+  static_cast<volatile Slot*>(slot_.host())->outcome = 0;  // no run yet (a slot is reused once its owner is gone)
 
   static const PatternTable red = pattern_table(true), poison = pattern_table(false);
   if (cuda::capturing(stream)) stream = nullptr;  // allocated inside a capture: filled now, not at each replay
@@ -668,6 +689,7 @@ void DeviceGuardedBuffer::requeue_check_group(const std::vector<GuardedMemory*>&
   for (const DeviceGuardedBuffer* b : as_device_buffers<const DeviceGuardedBuffer>(group)) {
     MLA_REQUIRE(b->check_serial_ != 0, "guarded buffer '", b->name(), "': replayed() with no check ever queued");
     b->check_queued_ = true, b->queued_on_ = static_cast<cudaStream_t>(stream);
+    ++b->runs_pending_;  // one more run of the check to collect
   }
 }
 
@@ -927,11 +949,14 @@ void DeviceGuardedBuffer::queue_checks(const std::vector<const DeviceGuardedBuff
                              const_cast<uint8_t*>(g.snapshot_.as<const uint8_t>()), g.mask_.as<const uint8_t>(),
                              const_cast<void*>(g.scratch_.get()), g.total(), g.red_zone());
       s.checksum = g.checksum_ && !exact;
-      s.mapped = static_cast<Tally*>(g.slot_.device());
+      s.mapped = static_cast<Slot*>(g.slot_.device());
       // The exact comparison after a checksum mismatch has a serial of its own (the top bit set)
       // and leaves check_serial_ alone: a check captured in a graph echoes the serial it was
       // captured with at every replay.
-      if (!exact) g.check_serial_ = g.check_serial_ % (kRecheckSerial - 1) + 1;  // 1 to kRecheckSerial - 1
+      if (!exact) {
+        g.check_serial_ = g.check_serial_ % (kRecheckSerial - 1) + 1;  // 1 to kRecheckSerial - 1
+        ++g.runs_pending_;
+      }
       s.serial = exact ? g.check_serial_ | kRecheckSerial : g.check_serial_;
       return s;
     });
@@ -941,15 +966,39 @@ void DeviceGuardedBuffer::queue_checks(const std::vector<const DeviceGuardedBuff
   for (const DeviceGuardedBuffer* b : buffers) {
     b->check_queued_ = true, b->queued_on_ = stream;
     b->pending_ = false;  // the check is queued behind the arm: waiting for it waits for both
+    b->staged_at_check_ = b->staged_;
   }
 }
 
 std::vector<GuardReport> DeviceGuardedBuffer::collect_checks(const std::vector<const DeviceGuardedBuffer*>& buffers,
                                                              cudaStream_t stream) {
+  // Each check counts its runs in its slot's outcome. When every slot shows the runs this host
+  // queued (or replayed) since it last collected, each finished, clean, and so did everything
+  // queued on the stream before it: the caller's own synchronization (the pattern of QueuedChecks)
+  // leaves nothing to wait for, and a clean check nothing else to read. Otherwise, wait and read the
+  // tallies. (A replayed graph's check echoes its capture's serial, so the serial cannot tell this
+  // run's result from the last one's; the count can.)
+  bool clean = true;
+  for (const DeviceGuardedBuffer* b : buffers) {
+    const unsigned int runs = b->runs_collected_ + b->runs_pending_;
+    clean = clean && static_cast<const volatile Slot*>(b->slot_.host())->outcome == outcome_of(runs, true);
+  }
+  if (clean) {
+    std::vector<GuardReport> reports(buffers.size());
+    for (const DeviceGuardedBuffer* b : buffers) {
+      const DeviceGuardedBuffer& g = *b;
+      g.check_queued_ = false;
+      g.runs_collected_ += g.runs_pending_, g.runs_pending_ = 0;
+      g.last_check_clean_ = g.checksum_;
+      // Staging taken after the check was queued may feed an upload still queued behind it.
+      if (g.staged_ == g.staged_at_check_) g.stream_drained();
+    }
+    return reports;
+  }
   cuda::check(cudaStreamSynchronize(stream), "guarded buffers: check");
   // The tally the check's last block left in the buffer's slot, once it carries that check's serial.
   const auto tally_of = [](const DeviceGuardedBuffer& g, bool recheck) {
-    const volatile Tally* t = static_cast<const volatile Tally*>(g.slot_.host());
+    const volatile Slot* t = static_cast<const volatile Slot*>(g.slot_.host());
     const uint32_t serial = t->serial, expected = recheck ? g.check_serial_ | kRecheckSerial : g.check_serial_;
     MLA_REQUIRE(serial == expected, "guarded buffer '", g.name(), "': the check's tally is not in its slot "
                 "(serial ", serial, ", expected ", expected, ")");
@@ -963,6 +1012,8 @@ std::vector<GuardReport> DeviceGuardedBuffer::collect_checks(const std::vector<c
     const DeviceGuardedBuffer& g = *b;
     g.check_queued_ = false;
     g.stream_drained();
+    g.runs_collected_ = static_cast<unsigned int>(static_cast<const volatile Slot*>(g.slot_.host())->outcome >> 1);
+    g.runs_pending_ = 0;
     Tally t = tally_of(g, false);
     // The checksum fast path: equal sums mean nothing outside the outputs changed; different
     // ones, that something did, and the exact comparison says where.

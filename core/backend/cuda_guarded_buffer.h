@@ -180,6 +180,12 @@ class DeviceGuardedBuffer final : public GuardedMemory {
   mutable uint32_t check_serial_ = 0;  // of the last check queued, echoed in the slot
   mutable cudaStream_t queued_on_ = nullptr;  // the stream of a check queued and not yet collected
   mutable bool check_queued_ = false;
+  // Runs of this buffer's check: collected (the count its slot showed then), and queued or replayed
+  // since (each one more run to collect). collect_checks needs no wait when the slot shows their sum.
+  mutable unsigned int runs_collected_ = 0, runs_pending_ = 0;
+  // Staging taken (take_staging) in all, and when the check was queued: one taken since feeds an
+  // upload queued behind the check, still to run when the check's result is read without a wait.
+  mutable uint64_t staged_ = 0, staged_at_check_ = 0;
   // The stream of work queued on this buffer (first fill, queued write, arm) the host has not
   // waited for.
   mutable cudaStream_t pending_on_ = nullptr;

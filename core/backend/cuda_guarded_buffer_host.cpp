@@ -46,6 +46,7 @@ uint8_t* DeviceGuardedBuffer::take_staging(cuda::PinnedHostAllocation* staging, 
   if (*pending) retired_.push_back(std::move(*staging));
   if (staging->bytes() < bytes) *staging = cuda::PinnedHostAllocation(bytes);
   *pending = true;
+  ++staged_;
   return staging->data();
 }
 

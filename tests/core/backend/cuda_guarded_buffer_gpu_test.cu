@@ -7,6 +7,7 @@
 // Why one file past 500 lines: a test file per public header (docs/design.md, "Style").
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -866,6 +867,105 @@ void graph_rounds() {
 }
 
 
+// reports() of a queued check: with no synchronization before it, it waits for the check (which
+// still sits behind a 5 ms kernel), for a replayed graph's check too (whose slot echoes the serial
+// of the replay before); after the caller's synchronization, a clean check's reports need no wait of
+// their own (collect_checks reads the check's outcome), while an upload queued after the check
+// keeps its staging, and a buffer on a reused slot reads its own outcome.
+void reports_without_wait() {
+  std::printf("reports of queued checks, with and without a wait before them:\n");
+  Stream stream;
+  DeviceGuardedBuffer g("reported", 1 << 16);
+  g.declare_output("out", View::contiguous(DType::kU8, {4096}, 8192));
+  std::vector<GuardedMemory*> one{&g};
+  {
+    // No synchronization before reports(): the check still sits behind a 5 ms kernel and a stray
+    // write. reports() must wait for it and report the stray.
+    arm_all(one, stream.get());
+    gpu_test::spin<<<1, 1, 0, stream.get()>>>(5000000ull);
+    std::vector<DeviceAllocation> keep;
+    device_writes(g, {{300, 0x11}}, stream.get(), &keep);
+    QueuedChecks checks = queue_check_all(one, stream.get());
+    const GuardReport r = checks.reports()[0];
+    report(r.stray_bytes == 1 && r.first.offset == 300, "reports() with no wait before it waits for the check: " + r.describe());
+    const uint8_t back = 0;
+    g.write(300, &back, 1);
+  }
+  {
+    // After the caller's synchronization, a clean check's reports() reads its outcome without
+    // waiting again: work queued behind the check (a 50 ms kernel) is still running when it returns.
+    arm_all(one, stream.get());
+    QueuedChecks checks = queue_check_all(one, stream.get());
+    stream.synchronize();
+    gpu_test::spin<<<1, 1, 0, stream.get()>>>(50000000ull);
+    const GuardReport r = checks.reports()[0];
+    const cudaError_t busy = cudaStreamQuery(stream.get());
+    report(r.ok() && busy == cudaErrorNotReady,
+           std::string("after the caller's wait, a clean check's reports() does not wait for later work (stream ") +
+               (busy == cudaErrorNotReady ? "still busy" : "idle") + "): " + r.describe());
+    stream.synchronize();
+  }
+  {
+    // Buffers made and dropped one after another take the same mapped slot: each new one's first
+    // check, still behind a 2 ms kernel when reports() is called, reports its own stray, not the
+    // clean outcome its slot's last owner left there.
+    int wrong = 0;
+    for (int i = 0; i < 6; ++i) {
+      DeviceGuardedBuffer b("recycled", 4096);
+      std::vector<GuardedMemory*> mine{&b};
+      arm_all(mine, stream.get());
+      gpu_test::spin<<<1, 1, 0, stream.get()>>>(2000000ull);
+      std::vector<DeviceAllocation> keep;
+      if (i % 2 == 1) device_writes(b, {{40, 0x12}}, stream.get(), &keep);
+      QueuedChecks checks = queue_check_all(mine, stream.get());
+      const GuardReport r = checks.reports()[0];
+      if (r.ok() != (i % 2 == 0)) ++wrong, std::printf("    buffer %d: %s\n", i, r.describe().c_str());
+    }
+    report(wrong == 0, "six buffers in turn on a reused slot, every other one with a stray: each reports its own");
+  }
+  {
+    // An upload queued after the check, behind a 5 ms kernel, keeps its staging through reports():
+    // the next queue_write takes other staging, so the first upload still carries its own bytes.
+    std::vector<uint8_t> a(512, 0xA1), b(512, 0xB2), back(1024);
+    arm_all(one, stream.get());
+    QueuedChecks checks = queue_check_all(one, stream.get());
+    stream.synchronize();
+    gpu_test::spin<<<1, 1, 0, stream.get()>>>(5000000ull);
+    g.queue_write(10000, a.data(), 512, stream.get());
+    const GuardReport r = checks.reports()[0];
+    g.queue_write(10512, b.data(), 512, stream.get());
+    g.read(10000, back.data(), 1024);
+    report(r.ok() && std::equal(a.begin(), a.end(), back.begin()) && std::equal(b.begin(), b.end(), back.begin() + 512),
+           "an upload queued after the check keeps its staging through reports()");
+  }
+  {
+    // A graph's replay echoes the serial of its capture, as the replay before did: reports() after
+    // replayed() waits, and the second replay's stray (behind a 5 ms kernel) is reported.
+    DeviceAllocation d_off(sizeof(int64_t)), d_val(1);
+    QueuedChecks checks;
+    Graph graph = Graph::capture(stream, [&](cudaStream_t s) {
+      arm_all(one, s);
+      gpu_test::spin<<<1, 1, 0, s>>>(5000000ull);
+      apply_writes<<<1, 32, 0, s>>>(g.data(), d_off.as<int64_t>(), d_val.as<uint8_t>(), 1);
+      checks = queue_check_all(one, s);
+    });
+    int wrong = 0;
+    for (int round = 0; round < 2; ++round) {
+      const int64_t off = round == 0 ? 8192 : 500;  // an output byte, then a stray
+      const uint8_t val = 0x77;
+      copy_to_device(d_off.get(), &off, sizeof off);
+      copy_to_device(d_val.get(), &val, 1);
+      graph.replay(stream);
+      if (round == 0) stream.synchronize();
+      if (round > 0) checks.replayed();
+      const GuardReport r = checks.reports()[0];
+      const bool right = round == 0 ? r.ok() : r.stray_bytes == 1 && r.first.offset == 500;
+      if (!right) ++wrong, std::printf("    replay %d: %s\n", round, r.describe().c_str());
+    }
+    report(wrong == 0, "a replayed check with no wait before reports(): its own stray, not the replay before's tally");
+  }
+}
+
 // Staging queued on a stream (the constructor with a stream, queue_write), as Device::allocate and
 // the testbed stage a case: nothing waits, yet every byte is where it must be when it is used. A
 // stream held up by a spinning kernel makes a missing wait show: the work behind it has not run.
@@ -1132,6 +1232,7 @@ int main() {
     gated_snapshot();
     chained_arms();
     graph_rounds();
+    reports_without_wait();
     queued_staging();
     streams_checksum_and_outputs();
     large_buffer();
