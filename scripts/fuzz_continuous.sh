@@ -4,13 +4,23 @@
 # and one deduplicated crash folder.
 #
 #   scripts/fuzz_continuous.sh [--backend host|cuda] [--targets "a b c"|all] [--hours H] [--period S]
-#                              [--jobs-per-worker N] [--workers N] [--out DIR] [--build DIR]
+#                              [--jobs-per-worker N] [--workers N] [--mps auto|on|off] [--out DIR]
+#                              [--build DIR]
 #   scripts/fuzz_continuous.sh --selftest        (the crash deduplication, on made-up case files)
 #
 # Workers: with --backend cuda one per visible GPU (the ids in CUDA_VISIBLE_DEVICES, else
 # `nvidia-smi -L`), each pinned to it (CUDA_VISIBLE_DEVICES=<id>), with nproc / GPUs (at most 8)
-# libFuzzer jobs each by default; with --backend host one per nproc / jobs (1 job each by default).
+# libFuzzer jobs each by default (1 where no MPS daemon can run, below); with --backend host one per
+# nproc / jobs (1 job each by default).
 # --workers overrides the count (GPUs are then shared round robin).
+# Several processes on one GPU (the jobs of a worker) are time-sliced by the driver unless an MPS
+# daemon (NVIDIA's Multi-Process Service) lets their kernels share it: without one, 8 processes of
+# `mlacheck bench fuzz` on an H100 checked about a third of what one did; with one, 8 checked 4 to
+# 8 times as much (docs/fuzzing.md). --mps (cuda only): auto (the default) uses a daemon already
+# running ($CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps), else starts one for the run (pipe and
+# log in DIR/mps, quit at the end) when nvidia-cuda-mps-control is there, else runs 1 job per
+# worker unless --jobs-per-worker says otherwise; on: the same, but no daemon is an error; off:
+# none (the jobs time-slice the GPU).
 # Each worker loops until --hours (default 12) are up or SIGINT/SIGTERM, in periods of --period
 # seconds (default 600):
 #   1. the next target, round robin (worker w starts at target w, so workers spread out);
@@ -43,7 +53,7 @@ die() {
 }
 
 usage() {
-  sed -n '6,9p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '6,10p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # --- crash deduplication (also used by --selftest) ---------------------------------------------
@@ -109,12 +119,12 @@ selftest() {
 
 # --- options ------------------------------------------------------------------------------------
 
-backend=host targets_arg=all hours=12 period=600 jobs="" workers="" out="" build=""
+backend=host targets_arg=all hours=12 period=600 jobs="" workers="" out="" build="" mps=auto
 while [ $# -gt 0 ]; do
   case $1 in
     --selftest) selftest; exit $? ;;
     -h | --help) usage; exit 0 ;;
-    --backend | --targets | --hours | --period | --jobs-per-worker | --workers | --out | --build)
+    --backend | --targets | --hours | --period | --jobs-per-worker | --workers | --mps | --out | --build)
       [ $# -ge 2 ] || die "$1 needs a value"
       case $1 in
         --backend) backend=$2 ;;
@@ -123,6 +133,7 @@ while [ $# -gt 0 ]; do
         --period) period=$2 ;;
         --jobs-per-worker) jobs=$2 ;;
         --workers) workers=$2 ;;
+        --mps) mps=$2 ;;
         --out) out=$2 ;;
         --build) build=$2 ;;
       esac
@@ -136,6 +147,7 @@ case $backend in host | cuda) ;; *) die "--backend is '$backend', not host or cu
 [[ $period =~ ^[0-9]+$ ]] && [ "$period" -ge 10 ] || die "--period needs whole seconds, at least 10, got '$period'"
 [ -z "$jobs" ] || { [[ $jobs =~ ^[0-9]+$ ]] && [ "$jobs" -ge 1 ]; } || die "--jobs-per-worker needs a positive integer, got '$jobs'"
 [ -z "$workers" ] || { [[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ]; } || die "--workers needs a positive integer, got '$workers'"
+case $mps in auto | on | off) ;; *) die "--mps is '$mps', not auto, on or off" ;; esac
 
 # GPUs: the ids the job was given, else every one nvidia-smi sees.
 gpus=()
@@ -179,9 +191,41 @@ if [ ${#missing[@]} -gt 0 ]; then
   harness_dir=""
 fi
 
+out=${out:-$PWD/fuzz-continuous}
+mkdir -p "$out/corpus" "$out/crashes" "$out/workers" || die "cannot create '$out'"
+out=$(cd "$out" && pwd)
+
+# MPS for the cuda jobs (see the top): "running" (a daemon was there), "started" (ours, quit at
+# the end), or "none".
+mps_state=none
+if [ "$backend" = cuda ] && [ "$mps" != off ]; then
+  mps_pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
+  if [ -S "$mps_pipe/control" ] || [ -p "$mps_pipe/control" ]; then
+    mps_state=running
+    export CUDA_MPS_PIPE_DIRECTORY=$mps_pipe
+  elif command -v nvidia-cuda-mps-control >/dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=$out/mps/pipe CUDA_MPS_LOG_DIRECTORY=$out/mps/log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d >/dev/null 2>&1 &&
+      for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] && break; sleep 0.2; done
+    if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
+      mps_state=started
+    else
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+  fi
+  [ "$mps" = on ] && [ $mps_state = none ] && die "--mps on, but no MPS daemon is running and nvidia-cuda-mps-control could not start one"
+fi
+stop_mps() {
+  [ $mps_state = started ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  mps_state=none
+}
+
 cores=$(nproc)
 if [ -z "$jobs" ]; then
-  if [ "$backend" = cuda ]; then
+  if [ "$backend" = cuda ] && [ $mps_state = none ]; then
+    jobs=1  # time-sliced, more processes on one GPU check less, not more
+  elif [ "$backend" = cuda ]; then
     jobs=$((cores / ${#gpus[@]}))
     ((jobs > 8)) && jobs=8
     ((jobs < 1)) && jobs=1
@@ -198,9 +242,6 @@ fi
 harness_env=(MLACHECK_BACKEND="$backend")
 [ "$backend" = cuda ] && harness_env+=(ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
 
-out=${out:-$PWD/fuzz-continuous}
-mkdir -p "$out/corpus" "$out/crashes" "$out/workers" || die "cannot create '$out'"
-out=$(cd "$out" && pwd)
 if [ -z "$harness_dir" ]; then
   harness_dir=$out/harness
   mkdir -p "$harness_dir"
@@ -221,8 +262,8 @@ pre=$(cd "$pre_dir" && env "${harness_env[@]}" MLACHECK_TARGET="${targets[0]}" $
 pre_rc=$?
 rm -rf "$pre_dir"
 line=$(grep -m1 '^mlacheck fuzz: ' <<<"$pre" | sed 's/^mlacheck fuzz: //')
-[ -z "$line" ] || die "${targets[0]}_fuzzer cannot run on $backend: $line"
-case $pre_rc in 0 | 1 | 77) ;; *) die "${targets[0]}_fuzzer does not start (exit $pre_rc): $(tail -1 <<<"$pre")" ;; esac
+[ -z "$line" ] || { stop_mps; die "${targets[0]}_fuzzer cannot run on $backend: $line"; }
+case $pre_rc in 0 | 1 | 77) ;; *) stop_mps; die "${targets[0]}_fuzzer does not start (exit $pre_rc): $(tail -1 <<<"$pre")" ;; esac
 touch "$out/crashes/INDEX" "$out/periods.log"
 rm -f "$out/.stop"
 
@@ -332,7 +373,15 @@ stop_workers() {
 stopping=""
 trap 'stopping=signal' INT TERM
 
-echo "$me: $workers worker(s) on $backend${gpus[0]:+ (GPUs ${gpus[*]})}, $jobs job(s) each, targets ${targets[*]}," \
+mps_note=""
+if [ "$backend" = cuda ]; then
+  case $mps_state in
+    running) mps_note=" (MPS: the daemon at $CUDA_MPS_PIPE_DIRECTORY)" ;;
+    started) mps_note=" (MPS: a daemon started for this run, $out/mps)" ;;
+    none) [ "$jobs" -gt 1 ] && mps_note=" (no MPS: the jobs time-slice each GPU)" || mps_note=" (no MPS: one job per GPU)" ;;
+  esac
+fi
+echo "$me: $workers worker(s) on $backend${gpus[0]:+ (GPUs ${gpus[*]})}, $jobs job(s) each$mps_note, targets ${targets[*]}," \
   "$period s periods for $(hms "$duration"); out $out"
 for ((w = 0; w < workers; w++)); do
   gpu=""
@@ -377,6 +426,7 @@ else
   wait "${pids[@]}" 2>/dev/null
 fi
 trap - INT TERM
+stop_mps
 
 end=$(date +%s)
 crashes_after=$(distinct_crashes)

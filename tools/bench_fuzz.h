@@ -4,7 +4,10 @@
 // default: few bytes decode to small cases) for --seconds per target and backend, in this process,
 // on one thread. The report: inputs run, refused, skipped, checked, checked cases per second, and
 // the median microseconds per checked case. A violation on <op>@ref is a false positive of the
-// suite: printed with its case, and the exit status is 1.
+// suite: printed with its case, and the exit status is 1. With --jobs N each target and backend is
+// measured by N processes of this program at once (worker j on seed + j), their counts and rates
+// summed: what one GPU gives a fuzzing job of N workers (with an MPS daemon; without one the
+// processes time-slice the GPU, and the header says so). --no-host leaves out the host backend.
 #pragma once
 
 #include <iosfwd>

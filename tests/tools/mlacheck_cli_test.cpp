@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -235,9 +236,27 @@ TEST(MlacheckCli, BenchFuzzCountsEachTargetsInputsOnTheHostBackend) {
       run_mlacheck("bench fuzz --backend host --seconds 0.1 --target topk_decode --cases small --format json");
   ASSERT_EQ(small_json.status, 0) << small_json.out;
   EXPECT_NE(small_json.out.find("\"cases\": \"small\""), std::string::npos) << small_json.out;
+  // --jobs 3: three worker processes at once, their counts summed into one row per target.
+  const CliResult jobs =
+      run_mlacheck("bench fuzz --backend host --seconds 0.3 --target topk_to_global --cases small --jobs 3");
+  ASSERT_EQ(jobs.status, 0) << jobs.out;
+  EXPECT_NE(jobs.out.find("3 processes at once"), std::string::npos) << jobs.out;
+  EXPECT_NE(jobs.out.find("seeds 1 to 3"), std::string::npos) << jobs.out;
+  const size_t jobs_row = jobs.out.find("\ntopk_to_global");
+  ASSERT_NE(jobs_row, std::string::npos) << jobs.out;
+  EXPECT_EQ(jobs.out.find("\ntopk_to_global", jobs_row + 1), std::string::npos) << "one row per target\n" << jobs.out;
+  std::istringstream cells(jobs.out.substr(jobs_row + 1));
+  std::string name, backend;
+  double inputs = 0, refused = 0, skipped = 0, checked = 0, rate = 0;
+  cells >> name >> backend >> inputs >> refused >> skipped >> checked >> rate;
+  EXPECT_EQ(backend, "host") << jobs.out;
+  EXPECT_GT(checked, 0) << jobs.out;
+  EXPECT_EQ(inputs, refused + skipped + checked) << jobs.out;
+  EXPECT_GT(rate, 0) << jobs.out;
   // An unknown target, a time out of range, a missing GPU: one line, exit 2.
   std::vector<std::string> bad = {"bench fuzz --backend host --target nope", "bench fuzz --backend host --seconds 0",
-                                  "bench fuzz --backend host --input-bytes 0", "bench fuzz --backend host --cases huge"};
+                                  "bench fuzz --backend host --input-bytes 0", "bench fuzz --backend host --cases huge",
+                                  "bench fuzz --backend host --no-host", "bench fuzz --backend host --jobs 0"};
   for (const std::string& cmd : bad) {
     const CliResult b = run_mlacheck(cmd);
     EXPECT_EQ(b.status, 2) << cmd << "\n" << b.out;
