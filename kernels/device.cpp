@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,12 @@ std::unique_ptr<GuardedMemory> Device::reserve(const std::string& name, int64_t 
   // what this backend can stage), as a case outside an implementation's contract is.
   throw OutsideContract(std::string(backend_name(backend())) + ": cannot reserve memory for '" + name +
                         "' (memory backed only where a case writes it)");
+}
+
+bool mps_daemon_running() {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(dir != nullptr && *dir ? dir : "/tmp/nvidia-mps") / "control", ec);
 }
 
 bool device_usable(Backend b, std::string* why) {

@@ -98,6 +98,12 @@ bool guards_enabled();
 // Whether make_device(b) would succeed, and if not why (one line).
 bool device_usable(Backend b, std::string* why = nullptr);
 
+// Whether an NVIDIA MPS daemon (Multi-Process Service) is running for this user: its control pipe
+// is in $CUDA_MPS_PIPE_DIRECTORY, else in /tmp/nvidia-mps. Without one, processes that share a GPU
+// (libFuzzer's fork-mode jobs, `bench fuzz --jobs`) are time-sliced by the driver, their kernels
+// never overlapping: on an H100, 8 such processes checked a third of what one did (docs/fuzzing.md).
+bool mps_daemon_running();
+
 }  // namespace mlacheck::kernels
 
 // Calls kernels::<backend>::fn(args..., stream) for the device's backend.

@@ -200,15 +200,6 @@ Row measure_in_processes(const std::string& backend, const FuzzTarget& t, uint64
   return r;
 }
 
-// Whether an MPS daemon (NVIDIA's Multi-Process Service) is there to let several processes' kernels
-// share a GPU: its control pipe in $CUDA_MPS_PIPE_DIRECTORY, else in /tmp/nvidia-mps. Without one
-// the driver time-slices the processes.
-bool mps_daemon_running() {
-  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
-  std::error_code ec;
-  return std::filesystem::exists(std::filesystem::path(dir != nullptr && *dir ? dir : "/tmp/nvidia-mps") / "control", ec);
-}
-
 }  // namespace
 
 int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err) {
@@ -274,7 +265,7 @@ int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err)
           << ", inputs of 1 to " << max_bytes << " random bytes, "
           << (small ? "each below 8 (small cases)" : "skewed small (mixed cases)")
           << ", the same on every backend, <op>@ref, the harnesses' budgets\n";
-      if (jobs > 1 && other != "host" && !mps_daemon_running()) {
+      if (jobs > 1 && other != "host" && !kernels::mps_daemon_running()) {
         out << "note: no MPS daemon (nvidia-cuda-mps-control -d; its pipe in $CUDA_MPS_PIPE_DIRECTORY or "
                "/tmp/nvidia-mps): the " << jobs << " processes time-slice the GPU\n";
       }

@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "harness/input_file.h"
+#include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
@@ -347,6 +348,10 @@ Summary run_campaign(Options o, std::ostream& out) {
                         : std::to_string(o.time_s) + " s in all (the last " + std::to_string(std::llround(budget.reserve())) +
                               " s for triage, minimizing, merging)")
         << ", " << o.jobs << " job(s); log " << log.string() << '\n';
+    if (o.backend == "cuda" && o.jobs > 1 && !kernels::mps_daemon_running()) {
+      out << "  note: no MPS daemon (nvidia-cuda-mps-control -d): the " << o.jobs
+          << " jobs time-slice the GPU, and check less than fewer would (docs/fuzzing.md)\n";
+    }
     out.flush();
     double last_print = 0;
     FuzzStats stats;

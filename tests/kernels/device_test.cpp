@@ -5,11 +5,37 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include "core/error.h"
 #include "kernels/pack_decode_glue.h"
 
 namespace mlacheck::kernels {
 namespace {
+
+// The MPS daemon is found by its control pipe, in $CUDA_MPS_PIPE_DIRECTORY (else /tmp/nvidia-mps).
+TEST(Device, MpsDaemonIsFoundByItsControlPipe) {
+  const char* was = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string saved = was != nullptr ? was : "";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "mlacheck-mps-test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", dir.c_str(), 1);
+  EXPECT_FALSE(mps_daemon_running()) << "an empty pipe directory";
+  std::ofstream(dir / "control") << "";
+  EXPECT_TRUE(mps_daemon_running()) << "a control pipe there";
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", (dir / "elsewhere").c_str(), 1);
+  EXPECT_FALSE(mps_daemon_running()) << "the variable names another directory";
+  std::filesystem::remove_all(dir);
+  if (was != nullptr) {
+    ::setenv("CUDA_MPS_PIPE_DIRECTORY", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  }
+}
 
 TEST(Device, HostDeviceGivesGuardedHostMemory) {
   const auto d = make_device(Backend::kHost);
