@@ -981,7 +981,8 @@ std::vector<GuardReport> DeviceGuardedBuffer::collect_checks(const std::vector<c
   bool clean = true;
   for (const DeviceGuardedBuffer* b : buffers) {
     const unsigned int runs = b->runs_collected_ + b->runs_pending_;
-    clean = clean && static_cast<const volatile Slot*>(b->slot_.host())->outcome == outcome_of(runs, true);
+    clean = clean && b->runs_pending_ > 0 &&
+            static_cast<const volatile Slot*>(b->slot_.host())->outcome == outcome_of(runs, true);
   }
   if (clean) {
     std::vector<GuardReport> reports(buffers.size());

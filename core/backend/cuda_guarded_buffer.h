@@ -28,7 +28,8 @@
 // (cudaDeviceSynchronize), so they see every launch on every stream, and return with their own
 // work finished. arm_all(buffers, stream) and queue_check_all(buffers, stream) queue the same
 // kernels on the launch's stream instead, with no synchronization of their own: a guarded launch
-// is then two small kernels and one synchronization more than a plain one. A fault of the checked
+// is then two small kernels more than a plain one (the caller's one synchronization covers arm,
+// launch and check; the reports of a clean check add no second one, collect_checks). A fault of the checked
 // launch surfaces from check() (or the synchronization) as a cuda::StickyFault. Staging is
 // queued the same way: the constructor given a stream queues the first fill there, and
 // queue_write(.., stream) the upload from page-locked staging; a host read() or write() waits for
