@@ -246,6 +246,11 @@ TEST(HostRaces, EveryUnorderedConflictIsReportedInAnySchedule) {
       {kOwnValueFromEveryThread, "thread (1,0,0) writes another value where thread (0,0,0) wrote to shared 'slot'[0]"},
       {kAtomicsThenRead, "thread (1,0,0) atomically updates where thread (0,0,0) read shared 'slot'[0]"},
       {kReadThenOverwrite, "thread (1,0,0) writes where thread (0,0,0) read shared 'slot'[1]"},
+      // A second read of a word by the same thread, before the same barrier: still a read.
+      {kRereadThenOverwrite, "thread (1,0,0) writes where thread (0,0,0) read shared 'slot'[1]"},
+      // After the sync_warp, thread 0 reads slot 1 again; thread 1 then writes it, unordered with
+      // that read (the first one the sync_warp ordered).
+      {kRereadAcrossSyncWarp, "thread (1,0,0) writes where thread (0,0,0) read shared 'slot'[1]"},
   };
   for (const Want& w : races) {
     for (const int warp : {32, 64}) {

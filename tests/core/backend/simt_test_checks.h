@@ -67,6 +67,9 @@ enum SharedPattern : int {
   kAtomicsThenBarrier,        // thread 0 zeroes slot 0, barrier, atomic adds, barrier, read
   kAtomicsThenRead,           // the same without the second barrier
   kReadThenOverwrite,         // write slot t, barrier, read slot t + 1, write slot t again (no barrier)
+  kRereadThenOverwrite,       // the same, reading slot t + 1 twice (the second read of a word)
+  kRereadAcrossSyncWarp,      // write slot t, barrier, read the next lane's slot, sync_warp, read it
+                              // again, write slot t (the second read is unordered with that write)
 };
 
 using MakeBuffer = std::function<std::unique_ptr<GuardedMemory>(const std::string& name, int64_t bytes)>;

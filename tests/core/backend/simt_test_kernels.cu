@@ -133,6 +133,23 @@ MLA_KERNEL void shared_pattern_kernel(int* out, int pattern) {
       out[tid] = slot[(tid + 1) % n];
       slot[tid] = -tid;  // what thread tid - 1 reads, with no barrier between
       break;
+    case kRereadThenOverwrite:
+      slot[tid] = tid;
+      simt::sync_threads();
+      out[tid] = slot[(tid + 1) % n];
+      out[tid] += slot[(tid + 1) % n];
+      slot[tid] = -tid - 1;
+      break;
+    case kRereadAcrossSyncWarp: {
+      const int next = warp_base + (lane + 1) % warp_lanes;
+      slot[tid] = tid;
+      simt::sync_threads();
+      out[tid] = slot[next];
+      simt::sync_warp();  // orders the first read before the next lane's write, not the second
+      out[tid] += slot[next];
+      slot[tid] = -tid - 1;
+      break;
+    }
   }
 }
 
