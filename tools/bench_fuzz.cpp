@@ -2,6 +2,7 @@
 #include "tools/bench_fuzz.h"
 #include "tools/bench_command.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,11 +139,19 @@ Row measure_in_processes(const std::string& backend, const FuzzTarget& t, uint64
     std::string out, err;
   };
   std::vector<Worker> workers(static_cast<size_t>(jobs));
+  // A worker that cannot be started: the ones already running are stopped and waited for first.
+  const auto give_up = [&workers](const std::string& why) {
+    for (Worker& w : workers) {
+      if (w.pid > 0) ::kill(w.pid, SIGTERM), ::waitpid(w.pid, nullptr, 0);
+      if (!w.out.empty()) std::remove(w.out.c_str()), std::remove(w.err.c_str());
+    }
+    throw Error("--jobs: " + why);
+  };
   for (int j = 0; j < jobs; ++j) {
     Worker& w = workers[static_cast<size_t>(j)];
     char out_path[] = "/tmp/mlacheck-bench-XXXXXX", err_path[] = "/tmp/mlacheck-bench-XXXXXX";
     const int out_fd = ::mkstemp(out_path), err_fd = ::mkstemp(err_path);
-    MLA_REQUIRE(out_fd >= 0 && err_fd >= 0, "--jobs: cannot create a worker's report file in /tmp");
+    if (out_fd < 0 || err_fd < 0) give_up("cannot create a worker's report file in /tmp");
     w.out = out_path, w.err = err_path;
     std::vector<std::string> argv{exe, "bench", "fuzz", "--target", t.name, "--backend", backend,
                                   "--seconds", fixed(seconds, 3), "--cases", cases, "--input-bytes",
@@ -150,7 +159,7 @@ Row measure_in_processes(const std::string& backend, const FuzzTarget& t, uint64
                                   "--format", "json"};
     if (backend != "host") argv.push_back("--no-host");
     w.pid = ::fork();
-    MLA_REQUIRE(w.pid >= 0, "--jobs: fork failed: ", std::strerror(errno));
+    if (w.pid < 0) give_up(std::string("fork failed: ") + std::strerror(errno));
     if (w.pid == 0) {
       ::dup2(out_fd, 1);
       ::dup2(err_fd, 2);
@@ -164,7 +173,7 @@ Row measure_in_processes(const std::string& backend, const FuzzTarget& t, uint64
     ::close(out_fd), ::close(err_fd);
   }
   Row r;
-  r.target = t.name, r.backend = backend;
+  r.target = t.name, r.backend = backend, r.rate = 0;
   std::vector<double> medians;
   std::string failure;
   for (Worker& w : workers) {
