@@ -257,6 +257,14 @@ bool set_path(Workload& w, bool checksum, bool chained) {
 #endif
 }
 
+// A benchmark's launches are correct: every guard report of w's buffers is clean, or an Error.
+void require_clean(const std::vector<GuardReport>& reports, const Workload& w, const std::vector<GuardedMemory*>& memory,
+                   const char* where) {
+  for (size_t i = 0; i < reports.size(); ++i) {
+    MLA_REQUIRE(reports[i].ok(), where, ": ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
+  }
+}
+
 // Arm, launch and check of w captured once in one CUDA graph (on the path its buffers are on now)
 // and replayed `repeats` times, each replay alternating with a plain run (appended to `plain`).
 // The replays' times, ms; none when the capture failed (why, in *refused).
@@ -282,10 +290,7 @@ std::vector<double> measure_graph(Device& device, Workload& w, const std::vector
     device.synchronize();
     if (!first) checks.replayed();
     first = false;
-    const std::vector<GuardReport> reports = checks.reports();
-    for (size_t i = 0; i < reports.size(); ++i) {
-      MLA_REQUIRE(reports[i].ok(), "guards in a graph: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
-    }
+    require_clean(checks.reports(), w, memory, "guards in a graph");
     return ms_since(t);
   };
   graph_run();  // warm-up: the graph's first launch uploads it
@@ -316,10 +321,7 @@ Row measure(Device& device, Workload& w, int repeats) {
     mark[3] = Clock::now();
     device.synchronize();
     mark[4] = Clock::now();
-    const std::vector<GuardReport> reports = checks.reports();
-    for (size_t i = 0; i < reports.size(); ++i) {
-      MLA_REQUIRE(reports[i].ok(), "guards: ", w.kernel, ": ", memory[i]->name(), ": ", reports[i].describe());
-    }
+    require_clean(checks.reports(), w, memory, "guards");
     mark[5] = Clock::now();
     for (int k = 0; steps != nullptr && k < kSteps; ++k) {
       steps[k].push_back(std::chrono::duration<double, std::micro>(mark[k + 1] - mark[k]).count());
