@@ -1,7 +1,7 @@
 // The host side of a device guarded buffer (core/backend/cuda_guarded_buffer.h): copies in and
 // out, queued staging from page-locked memory and the waits it needs, the output read-back of a
-// group, repeated launches queued back to back (queue_repeats), and the read fence. The kernels
-// and the batching of arm and check are in the .cu file.
+// group, repeated launches queued back to back (queue_repeats), and the read fence. The batching
+// of arm and check is cuda_guarded_buffer.cpp; the kernels, cuda_guard_kernels.cu.
 #include "core/backend/cuda_guarded_buffer.h"
 
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
 // patterns of GuardedMemory depend only on the offset modulo 256 (require_periodic_patterns checks
 // it once), and red zones are multiples of 256, so table[offset & 0xFF] is the byte at any offset
 // from data(), negative ones (the leading red zone) included. Shared by the device guards
-// (cuda_guarded_buffer.cu, cuda_reserved_buffer.cu).
+// (cuda_guard_kernels.cu, cuda_reserved_buffer.cu).
 #pragma once
 
 #include <cstdint>
