@@ -132,6 +132,10 @@ struct ShadowWord {
   uint32_t r_serial = 0, r_epoch = 0;                 // the reads recorded: block run, barrier epoch
   uint32_t r_tid = 0, r_tid2 = kNoThread;             // the first reader and another one, if any
   uint32_t r_warp = 0, r_warp_epoch = 0;              // the readers' warp (kNoThread: several) and newest epoch
+  // (serial << 32 | epoch) once readers of several warps are recorded in that block run and barrier
+  // epoch: until the next barrier a read has nothing to record, and nothing to report either, since
+  // a write to the word before that barrier is a race with those readers, which the write reports.
+  uint64_t r_done = 0;
 };
 
 struct SharedDecl {
@@ -162,6 +166,7 @@ struct BlockRun {
   // Shared memory: static arrays in one arena, the dynamic bytes in their own allocation of exactly
   // the declared size (so ASan sees a raw pointer running past it).
   std::vector<uint8_t>* static_arena = nullptr;
+  uint8_t* arena = nullptr;  // static_arena->data(), for the checks of every access
   std::vector<SharedDecl> shared_decls;
   std::size_t static_used = 0;
   uint8_t* dynamic = nullptr;
@@ -171,7 +176,7 @@ struct BlockRun {
   ShadowWord* static_shadow = nullptr;
   ShadowWord* dynamic_shadow = nullptr;
   uint32_t serial = 0, epoch = 0;
-  std::vector<uint32_t>* warp_epochs = nullptr;
+  uint32_t* warp_epochs = nullptr;  // [warps]
   const char* barrier_file = nullptr;
   int barrier_line = 0;
   bool abandoning = false;
@@ -453,7 +458,7 @@ std::string resolve(BlockRun& b) {
       for (int i = first; i < end; ++i) b.threads[i].result = ballot;
     } else {
       for (int i = first; i < end; ++i) b.threads[i].result = 0;
-      if (b.warp_epochs != nullptr) ++(*b.warp_epochs)[static_cast<std::size_t>(w)];  // orders the warp's accesses
+      if (b.warp_epochs != nullptr) ++b.warp_epochs[w];  // orders the warp's accesses
     }
     for (int i = first; i < end; ++i) b.threads[i].state = State::kRunnable;
     progress = true;
@@ -545,7 +550,7 @@ struct WorkerScratch {
     b.serial = serial;
     b.static_shadow = static_shadow.data();
     b.dynamic_shadow = dynamic_shadow.data();
-    b.warp_epochs = &warp_epochs;
+    b.warp_epochs = warp_epochs.data();
   }
 
   // At least n stacks of `bytes` each in stacks[0, n).
@@ -578,6 +583,7 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   b.body = &body;
   b.warp_size = options.warp_size;
   b.static_arena = &scratch.static_arena;
+  b.arena = scratch.static_arena.data();
   b.dynamic_bytes = dynamic_bytes;
   b.dynamic = dynamic;
   // Uninitialised shared memory reads as NaN (0xFF bytes), as stale data would on a GPU.
@@ -861,9 +867,9 @@ namespace {
 
 // The shadow of the word holding byte p of the running block's shared memory, or null when p is not
 // shared memory or the checks are off.
-MLA_EXECUTOR_HOT ShadowWord* shadow_of(const BlockRun& b, const uint8_t* p) {
+MLA_EXECUTOR_HOT __attribute__((always_inline)) inline ShadowWord* shadow_of(const BlockRun& b, const uint8_t* p) {
   if (b.static_shadow == nullptr) return nullptr;
-  const uint8_t* arena = b.static_arena->data();
+  const uint8_t* arena = b.arena;
   if (p >= arena && p < arena + b.static_used) return b.static_shadow + (p - arena) / 4;
   if (p >= b.dynamic && p < b.dynamic + b.dynamic_bytes) return b.dynamic_shadow + (p - b.dynamic) / 4;
   return nullptr;
@@ -872,7 +878,7 @@ MLA_EXECUTOR_HOT ShadowWord* shadow_of(const BlockRun& b, const uint8_t* p) {
 // The shared array holding byte p and the index of the element of `bytes` there (for atomics, which
 // see a raw pointer): a static declaration, or the dynamic bytes.
 std::pair<const char*, std::size_t> shared_element(const BlockRun& b, const uint8_t* p, std::size_t bytes) {
-  const uint8_t* arena = b.static_arena->data();
+  const uint8_t* arena = b.arena;
   for (const SharedDecl& d : b.shared_decls) {
     if (p >= arena + d.offset && p < arena + d.offset + d.bytes) return {d.name, (p - arena - d.offset) / bytes};
   }
@@ -888,7 +894,7 @@ std::string thread_name(const BlockRun& b, uint32_t linear) {
 // `warp_epoch`) ordered before what the running thread t does now?
 bool ordered_before(const BlockRun& b, const GpuThread& t, uint32_t epoch, uint32_t warp, uint32_t warp_epoch) {
   return epoch != b.epoch || (warp == static_cast<uint32_t>(t.warp) &&
-                              warp_epoch < (*b.warp_epochs)[static_cast<std::size_t>(t.warp)]);
+                              warp_epoch < b.warp_epochs[t.warp]);
 }
 
 [[noreturn]] __attribute__((noinline)) void hazard(const GpuThread& t, const std::string& what, const char* name,
@@ -916,12 +922,12 @@ struct Access {
   ShadowWord* w = nullptr;
   uint32_t warp_epoch = 0;
 };
-MLA_EXECUTOR_HOT Access access_of(const void* p) {
+MLA_EXECUTOR_HOT __attribute__((always_inline)) inline Access access_of(const void* p) {
   const GpuThread* t = tls_thread;
   if (t == nullptr) return {};
   ShadowWord* w = shadow_of(*t->block, static_cast<const uint8_t*>(p));
   if (w == nullptr) return {};
-  return {t, w, (*t->block->warp_epochs)[static_cast<std::size_t>(t->warp)]};
+  return {t, w, t->block->warp_epochs[t->warp]};
 }
 
 }  // namespace
@@ -932,16 +938,15 @@ MLA_EXECUTOR_HOT void shared_read(const void* p, std::size_t bytes, const char* 
   const GpuThread& t = *tp;
   const BlockRun& b = *t.block;
   const uint32_t me = t.linear, warp = static_cast<uint32_t>(t.warp);
+  const uint64_t done = uint64_t(b.serial) << 32 | b.epoch;
   for (ShadowWord* end = w + (bytes + 3) / 4; w < end; ++w) {
+    if (w->r_done == done) continue;  // the common read: a word several warps read since the last barrier
     // A word no thread of the block wrote reads as 0xFF bytes (static_shared_bytes, run_block): not
     // reported here, since kernels read such words and mask what they computed from them; a value
     // that reaches an output shows there as NaN.
     if (w->serial == b.serial && w->w_tid != me && w->w_tid != kSameValueWriters &&
         !ordered_before(b, t, w->w_epoch, w->w_tid / static_cast<uint32_t>(b.warp_size), w->w_warp_epoch)) {
       hazard(t, "race: ", name, index, "reads what " + thread_name(b, w->w_tid) + " wrote to");
-    }
-    if (w->r_serial == b.serial && w->r_epoch == b.epoch && w->r_warp == kNoThread && w->r_tid2 != kNoThread) {
-      continue;  // readers of several warps recorded already: nothing a later read adds
     }
     if (w->r_serial != b.serial || w->r_epoch != b.epoch) {
       w->r_serial = b.serial, w->r_epoch = b.epoch, w->r_tid = me, w->r_tid2 = kNoThread;
@@ -950,6 +955,7 @@ MLA_EXECUTOR_HOT void shared_read(const void* p, std::size_t bytes, const char* 
       if (w->r_tid != me && w->r_tid2 == kNoThread) w->r_tid2 = me;
       if (w->r_warp != warp) w->r_warp = kNoThread;
       w->r_warp_epoch = std::max(w->r_warp_epoch, warp_epoch);
+      if (w->r_warp == kNoThread && w->r_tid2 != kNoThread) w->r_done = done;  // the next reads pass both checks above
     }
   }
 }

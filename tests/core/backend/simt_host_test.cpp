@@ -228,6 +228,34 @@ TEST(HostRaces, OrderedRunsAreDeterministic) {
   EXPECT_EQ(a, b);
 }
 
+// A work budget counts thread steps (a step runs a thread to a barrier, a warp collective or its
+// end) across the launches of its scope; a launch that would pass it throws, having run no more
+// than the budget.
+TEST(HostWorkBudget, CountsEveryThreadStepAndStopsALaunchThatPassesIt) {
+  const SimtKernels k = host::kernels();
+  std::vector<int> out(48);
+  {
+    sh::ScopedWorkBudget budget(1000);
+    k.neighbour_exchange(out.data(), 48, true);  // each thread: to the barrier, then to its end
+    EXPECT_EQ(budget.steps(), 2u * 48);
+    k.neighbour_exchange(out.data(), 48, true);
+    EXPECT_EQ(budget.steps(), 4u * 48);
+    EXPECT_FALSE(budget.exceeded());
+  }
+  {
+    sh::ScopedWorkBudget budget(90);  // the 48 threads alone fit; their second steps do not
+    EXPECT_THROW(k.neighbour_exchange(out.data(), 48, true), sh::WorkBudgetExceeded);
+    EXPECT_TRUE(budget.exceeded());
+    EXPECT_EQ(budget.steps(), 91u);  // the 90 it ran, and the one refused
+  }
+  {
+    sh::ScopedWorkBudget budget(47);  // refused before it starts: more threads than steps
+    EXPECT_THROW(k.neighbour_exchange(out.data(), 48, true), sh::WorkBudgetExceeded);
+    EXPECT_TRUE(budget.exceeded());
+    EXPECT_EQ(budget.steps(), 0u);
+  }
+}
+
 // With them on (the default), the race is the verdict in any schedule, whichever thread comes
 // first: the later of the two accesses is reported, naming both threads, the array and the element.
 TEST(HostRaces, EveryUnorderedConflictIsReportedInAnySchedule) {
@@ -251,6 +279,11 @@ TEST(HostRaces, EveryUnorderedConflictIsReportedInAnySchedule) {
       // After the sync_warp, thread 0 reads slot 1 again; thread 1 then writes it, unordered with
       // that read (the first one the sync_warp ordered).
       {kRereadAcrossSyncWarp, "thread (1,0,0) writes where thread (0,0,0) read shared 'slot'[1]"},
+      // The same when two lanes of the warp read the slot before the sync_warp.
+      {kTwoLanesRereadAcrossSyncWarp, "thread (1,0,0) writes where thread (0,0,0) read shared 'slot'[1]"},
+      // Every warp read slot 0 before the last barrier; that says nothing of the reads after it,
+      // which race with thread 0's new write.
+      {kRewrittenAfterWarpsRead, "thread (1,0,0) reads what thread (0,0,0) wrote to shared 'slot'[0]"},
   };
   for (const Want& w : races) {
     for (const int warp : {32, 64}) {
@@ -269,7 +302,9 @@ TEST(HostRaces, EveryUnorderedConflictIsReportedInAnySchedule) {
           SCOPED_TRACE("pattern " + std::to_string(w.pattern) + ", warp " + std::to_string(warp) + ", seed " +
                        std::to_string(seed));
           ASSERT_EQ(fault.rfind("race: kernel 'shared_pattern_kernel' block (0,0,0) thread (", 0), 0u) << fault;
-          if (schedule == sh::Schedule::kOrdered) EXPECT_NE(fault.find(w.ordered), std::string::npos) << fault;
+          if (schedule == sh::Schedule::kOrdered) {
+            EXPECT_NE(fault.find(w.ordered), std::string::npos) << fault;
+          }
         }
       }
     }
@@ -289,8 +324,12 @@ TEST(HostRaces, OrderedAndBenignPatternsAreNotReported) {
         sh::ScopedOptions scope(o);
         std::vector<int> out(64);
         EXPECT_NO_THROW(k.shared_pattern(out.data(), 64, pattern)) << "pattern " << pattern << ", warp " << warp;
-        if (pattern == kAtomicsThenBarrier) EXPECT_EQ(out[5], 64);
-        if (pattern == kLaneExchangeAfterSyncWarp) EXPECT_EQ(out[0], 1 * 7 + 1);
+        if (pattern == kAtomicsThenBarrier) {
+          EXPECT_EQ(out[5], 64);
+        }
+        if (pattern == kLaneExchangeAfterSyncWarp) {
+          EXPECT_EQ(out[0], 1 * 7 + 1);
+        }
       }
     }
   }

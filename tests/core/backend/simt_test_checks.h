@@ -70,6 +70,10 @@ enum SharedPattern : int {
   kRereadThenOverwrite,       // the same, reading slot t + 1 twice (the second read of a word)
   kRereadAcrossSyncWarp,      // write slot t, barrier, read the next lane's slot, sync_warp, read it
                               // again, write slot t (the second read is unordered with that write)
+  kTwoLanesRereadAcrossSyncWarp,  // as kRereadAcrossSyncWarp, each slot read first by both
+                                  // neighbouring lanes
+  kRewrittenAfterWarpsRead,   // thread 0 writes slot 0, barrier, every thread reads it, barrier,
+                              // thread 0 writes it again and every thread reads it (no barrier)
 };
 
 using MakeBuffer = std::function<std::unique_ptr<GuardedMemory>(const std::string& name, int64_t bytes)>;

@@ -150,6 +150,24 @@ MLA_KERNEL void shared_pattern_kernel(int* out, int pattern) {
       slot[tid] = -tid - 1;
       break;
     }
+    case kTwoLanesRereadAcrossSyncWarp: {
+      const int next = warp_base + (lane + 1) % warp_lanes, prev = warp_base + (lane + warp_lanes - 1) % warp_lanes;
+      slot[tid] = tid;
+      simt::sync_threads();
+      out[tid] = slot[next] + slot[prev];  // each slot read by two lanes of one warp
+      simt::sync_warp();
+      out[tid] += slot[next];  // unordered with the next lane's write below
+      slot[tid] = -tid - 1;
+      break;
+    }
+    case kRewrittenAfterWarpsRead:
+      if (tid == 0) slot[0] = 1;
+      simt::sync_threads();
+      out[tid] = slot[0];  // read by every warp: a barrier orders it before the write below
+      simt::sync_threads();
+      if (tid == 0) slot[0] = 2;
+      out[tid] += slot[0];  // the other threads' reads are unordered with thread 0's write
+      break;
   }
 }
 
