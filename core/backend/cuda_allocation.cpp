@@ -227,64 +227,48 @@ void release_cached_allocations() noexcept {
   pinned_cache().release_all();
 }
 
-DeviceAllocation::DeviceAllocation(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  try {
-    ptr_ = acquire(device_cache(), bytes, capacity_, [](void** p, size_t n) { return cudaMalloc(p, n); },
-                   "cudaMalloc");
-  } catch (...) {
-    bytes_ = 0;
-    throw;
+namespace detail {
+CachedBlock::CachedBlock(CachedBlock&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)), give_back_(o.give_back_) {}
+CachedBlock& CachedBlock::operator=(CachedBlock&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
   }
+  return *this;
+}
+void CachedBlock::reset() noexcept {
+  if (ptr_ != nullptr) give_back_(ptr_, capacity_);
+  ptr_ = nullptr;
+  bytes_ = capacity_ = 0;
+}
+}  // namespace detail
+
+namespace {
+void give_back_device(void* p, size_t capacity) noexcept {
+  note_live(p, capacity, false);
+  release(device_cache(), p, capacity, &cudaFree);
+}
+void give_back_pinned(void* p, size_t capacity) noexcept { release(pinned_cache(), p, capacity, &cudaFreeHost); }
+}  // namespace
+
+DeviceAllocation::DeviceAllocation() : CachedBlock(&give_back_device) {}
+DeviceAllocation::DeviceAllocation(size_t bytes) : CachedBlock(&give_back_device) {
+  if (bytes == 0) return;
+  ptr_ = acquire(device_cache(), bytes, capacity_, [](void** p, size_t n) { return cudaMalloc(p, n); }, "cudaMalloc");
+  bytes_ = bytes;
   note_live(ptr_, capacity_, true);
 }
-DeviceAllocation::~DeviceAllocation() { reset(); }
-DeviceAllocation::DeviceAllocation(DeviceAllocation&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
-      capacity_(std::exchange(o.capacity_, 0)) {}
-DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-    capacity_ = std::exchange(o.capacity_, 0);
-  }
-  return *this;
-}
-void DeviceAllocation::reset() noexcept {
-  note_live(ptr_, capacity_, false);
-  release(device_cache(), ptr_, capacity_, &cudaFree);
-  ptr_ = nullptr;
-  bytes_ = capacity_ = 0;
-}
 
-PinnedHostAllocation::PinnedHostAllocation(size_t bytes) : bytes_(bytes) {
+PinnedHostAllocation::PinnedHostAllocation() : CachedBlock(&give_back_pinned) {}
+PinnedHostAllocation::PinnedHostAllocation(size_t bytes) : CachedBlock(&give_back_pinned) {
   if (bytes == 0) return;
-  try {
-    ptr_ = acquire(pinned_cache(), bytes, capacity_, [](void** p, size_t n) { return cudaMallocHost(p, n); },
-                   "cudaMallocHost");
-  } catch (...) {
-    bytes_ = 0;
-    throw;
-  }
-}
-PinnedHostAllocation::~PinnedHostAllocation() { reset(); }
-PinnedHostAllocation::PinnedHostAllocation(PinnedHostAllocation&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
-      capacity_(std::exchange(o.capacity_, 0)) {}
-PinnedHostAllocation& PinnedHostAllocation::operator=(PinnedHostAllocation&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-    capacity_ = std::exchange(o.capacity_, 0);
-  }
-  return *this;
-}
-void PinnedHostAllocation::reset() noexcept {
-  release(pinned_cache(), ptr_, capacity_, &cudaFreeHost);
-  ptr_ = nullptr;
-  bytes_ = capacity_ = 0;
+  ptr_ = acquire(pinned_cache(), bytes, capacity_, [](void** p, size_t n) { return cudaMallocHost(p, n); },
+                 "cudaMallocHost");
+  bytes_ = bytes;
 }
 
 CaptureBody::CaptureBody() { ++capture_bodies; }

@@ -452,24 +452,25 @@ void launch_init(int blocks, uint8_t* storage, int64_t red_zone, int64_t size, i
   cuda::check_launch("guarded buffer: init_kernel");
 }
 
+namespace {
+// One of the batch kernels over b, queued on stream.
+void launch_batch(void (*kernel)(Batch), const char* what, const Batch& b, dim3 grid, cudaStream_t stream) {
+  kernel<<<grid, kThreads, 0, stream>>>(b);
+  cuda::check_launch(what);
+}
+}  // namespace
+
 void launch_arm(const Batch& b, dim3 grid, cudaStream_t stream) {
-  arm_kernel<<<grid, kThreads, 0, stream>>>(b);
-  cuda::check_launch("guarded buffers: arm_kernel");
+  launch_batch(arm_kernel, "guarded buffers: arm_kernel", b, grid, stream);
 }
-
 void launch_repoison(const Batch& b, dim3 grid, cudaStream_t stream) {
-  repoison_kernel<<<grid, kThreads, 0, stream>>>(b);
-  cuda::check_launch("guarded buffers: repoison_kernel");
+  launch_batch(repoison_kernel, "guarded buffers: repoison_kernel", b, grid, stream);
 }
-
 void launch_snapshot(const Batch& b, dim3 grid, cudaStream_t stream) {
-  snapshot_kernel<<<grid, kThreads, 0, stream>>>(b);
-  cuda::check_launch("guarded buffers: snapshot_kernel");
+  launch_batch(snapshot_kernel, "guarded buffers: snapshot_kernel", b, grid, stream);
 }
-
 void launch_check(const Batch& b, dim3 grid, cudaStream_t stream) {
-  check_kernel<<<grid, kThreads, 0, stream>>>(b);
-  cuda::check_launch("guarded buffers: check_kernel");
+  launch_batch(check_kernel, "guarded buffers: check_kernel", b, grid, stream);
 }
 
 void launch_poison_spans(uint8_t* storage, int64_t red_zone, const PoisonSpan* spans, size_t count, cudaStream_t stream) {

@@ -111,26 +111,42 @@ class Event {
 // giving one back synchronizes the device first, as cudaFree does, so reuse never races with work
 // still in flight. MLACHECK_CUDA_CACHE=0 turns the cache off (every block from cudaMalloc, back to
 // cudaFree), e.g. under compute-sanitizer, whose use-after-free reports a cache would hide.
-class DeviceAllocation {
+namespace detail {
+// What DeviceAllocation and PinnedHostAllocation share: a block from one of the allocation caches
+// (cuda_allocation.cpp), the bytes asked for and the size class it came from; move-only, the block
+// handed back to its cache on destruction or when moved over.
+class CachedBlock {
  public:
-  DeviceAllocation() = default;
+  CachedBlock(CachedBlock&& o) noexcept;
+  CachedBlock& operator=(CachedBlock&& o) noexcept;
+  CachedBlock(const CachedBlock&) = delete;
+  CachedBlock& operator=(const CachedBlock&) = delete;
+  ~CachedBlock() { reset(); }
+
+  size_t bytes() const { return bytes_; }
+
+ protected:
+  using GiveBack = void (*)(void* p, size_t capacity) noexcept;
+  explicit CachedBlock(GiveBack give_back) : give_back_(give_back) {}
+  void reset() noexcept;
+
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  size_t capacity_ = 0;  // the size class it came from
+
+ private:
+  GiveBack give_back_;
+};
+}  // namespace detail
+
+class DeviceAllocation : public detail::CachedBlock {
+ public:
+  DeviceAllocation();
   explicit DeviceAllocation(size_t bytes);
-  ~DeviceAllocation();
-  DeviceAllocation(DeviceAllocation&& o) noexcept;
-  DeviceAllocation& operator=(DeviceAllocation&& o) noexcept;
-  DeviceAllocation(const DeviceAllocation&) = delete;
-  DeviceAllocation& operator=(const DeviceAllocation&) = delete;
 
   void* get() const { return ptr_; }
   template <class T>
   T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void reset() noexcept;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-  size_t capacity_ = 0;  // the size class it came from
 };
 
 // The DeviceAllocation holding p, exported for another process (cudaIpcGetMemHandle): its first
@@ -145,24 +161,12 @@ bool ipc_block_of(const void* p, IpcBlock* out, std::string* why);
 // Page-locked host bytes from cudaMallocHost, given back on destruction (to a cache like
 // DeviceAllocation's); move-only. Copies between them and the device run at full link speed and
 // without a staging copy.
-class PinnedHostAllocation {
+class PinnedHostAllocation : public detail::CachedBlock {
  public:
-  PinnedHostAllocation() = default;
+  PinnedHostAllocation();
   explicit PinnedHostAllocation(size_t bytes);
-  ~PinnedHostAllocation();
-  PinnedHostAllocation(PinnedHostAllocation&& o) noexcept;
-  PinnedHostAllocation& operator=(PinnedHostAllocation&& o) noexcept;
-  PinnedHostAllocation(const PinnedHostAllocation&) = delete;
-  PinnedHostAllocation& operator=(const PinnedHostAllocation&) = delete;
 
   uint8_t* data() const { return static_cast<uint8_t*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void reset() noexcept;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-  size_t capacity_ = 0;
 };
 
 // What the allocation caches hold and have served (for tests and benchmarks).

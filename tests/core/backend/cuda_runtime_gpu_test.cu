@@ -184,6 +184,28 @@ int main() {
     DeviceAllocation moved = std::move(a);
     report(a.get() == nullptr && a.bytes() == 0 && moved.get() != nullptr && moved.bytes() == n,
            "a moved-from allocation is empty, the new owner holds the bytes");
+    {
+      // Moved over, an allocation gives its own block back (to the cache, when it is on) and takes
+      // the other's; page-locked host bytes move the same way.
+      const bool cached = !(std::getenv("MLACHECK_CUDA_CACHE") && std::string(std::getenv("MLACHECK_CUDA_CACHE")) == "0");
+      DeviceAllocation x(5000), y(6000);
+      void* const y_block = y.get();
+      const size_t cached_before = allocation_cache_stats().device_cached_bytes;
+      x = std::move(y);
+      const size_t given_back = allocation_cache_stats().device_cached_bytes - cached_before;
+      PinnedHostAllocation p(100), q;
+      uint8_t* const p_bytes = p.data();
+      q = std::move(p);
+      char line[192];
+      std::snprintf(line, sizeof line,
+                    "move assignment: the target's old block given back (%zu bytes to the cache), the source's "
+                    "taken, the source empty; pinned bytes too",
+                    given_back);
+      report(x.get() == y_block && x.bytes() == 6000 && y.get() == nullptr && y.bytes() == 0 &&
+                 given_back == (cached ? allocation_size_class(5000) : 0) && q.data() == p_bytes && q.bytes() == 100 &&
+                 p.data() == nullptr && p.bytes() == 0,
+             line);
+    }
     bool refused = false;
     try {
       DeviceAllocation huge(size_t(1) << 50);
