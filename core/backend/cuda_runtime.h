@@ -117,15 +117,17 @@ namespace detail {
 // handed back to its cache on destruction or when moved over.
 class CachedBlock {
  public:
+  size_t bytes() const { return bytes_; }
+
+ protected:
+  // Moved and destroyed only as the class that owns it, so a block never reaches another kind's
+  // cache through a reference to this base.
   CachedBlock(CachedBlock&& o) noexcept;
   CachedBlock& operator=(CachedBlock&& o) noexcept;
   CachedBlock(const CachedBlock&) = delete;
   CachedBlock& operator=(const CachedBlock&) = delete;
   ~CachedBlock() { reset(); }
 
-  size_t bytes() const { return bytes_; }
-
- protected:
   using GiveBack = void (*)(void* p, size_t capacity) noexcept;
   explicit CachedBlock(GiveBack give_back) : give_back_(give_back) {}
   void reset() noexcept;
