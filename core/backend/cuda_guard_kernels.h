@@ -21,9 +21,6 @@ constexpr int kUnroll = 4;
 // Buffers one batch kernel covers (blockIdx.y), and outputs per buffer poisoned on the device: the
 // batch travels as a kernel parameter, about 2 KiB at these sizes (the limit is 4 KiB).
 constexpr int kMaxSegments = 8;
-// A buffer smaller than this copies its snapshot in the arm's own pass even on the checksum path:
-// the copy of a few MiB costs less than the launch of the kernel that would gate it.
-constexpr int64_t kGateBytes = int64_t(8) << 20;
 constexpr int kMaxPoisonSpans = 4;
 // The top bit of a check's serial: set on the exact comparison that follows a checksum mismatch.
 constexpr uint32_t kRecheckSerial = 0x80000000u;

@@ -29,6 +29,10 @@ using cuda::pattern_table;
 using cuda::require_periodic_patterns;
 using namespace guard_kernels;
 
+// A buffer smaller than this copies its snapshot in the arm's own pass even on the checksum path:
+// the copy of a few MiB costs less than the launch of the kernel that would gate it.
+constexpr int64_t kGateBytes = int64_t(8) << 20;
+
 // A DevicePoison (the host's description of an output poisoned on the device) as the kernels take it.
 template <class Poison>
 PoisonSpan poison_span(const Poison& p) {
