@@ -208,10 +208,12 @@ TEST(PluginCli, FuzzFindsTheBuggyTwin) {
   // --time holds for triage and minimizing too (6 s and 5%; room for a loaded machine). Before it
   // did, this run took 17 s.
   EXPECT_LT(took, 10.0) << r.out;
-  // The twin writes past its rows; either property of the op may be the first to meet it.
-  EXPECT_TRUE(r.out.find("topk_decode.rows_admissible") != std::string::npos ||
-              r.out.find("topk_decode.permutation_commutes") != std::string::npos) << r.out;
+  // The twin writes past its rows. Any property of the op may be the first to meet that (which of
+  // its distinct crashes are triaged within --time depends on the machine's load: rows_admissible,
+  // far_rows, deterministic, ...); each reports the same stray write past a row.
+  EXPECT_NE(r.out.find(": guard of topk_indices_buffer:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("stray write"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(past the row's"), std::string::npos) << r.out;
 }
 
 }  // namespace
