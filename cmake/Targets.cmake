@@ -68,7 +68,7 @@ function(mlacheck_add_hip_check name)
   endforeach()
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${MLACHECK_HIPCC} -x hip -std=c++17 -O2 ${arch_flags} -I${PROJECT_SOURCE_DIR} -c ${A_SOURCE} -o ${obj}
+    COMMAND ${CMAKE_CXX_COMPILER_LAUNCHER} ${MLACHECK_HIPCC} -x hip -std=c++17 -O2 ${arch_flags} -I${PROJECT_SOURCE_DIR} -c ${A_SOURCE} -o ${obj}
     DEPENDS ${A_SOURCE}
     IMPLICIT_DEPENDS CXX ${A_SOURCE}
     COMMENT "hipcc ${A_SOURCE} for ${MLACHECK_HIP_ARCHS}"

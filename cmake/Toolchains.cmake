@@ -112,14 +112,24 @@ function(mlacheck_fuzz_coverage kind)
   endif()
 endfunction()
 
-# Python (docs/python.md): nothing of Python is linked; `--python` starts the user's interpreter
-# ($MLACHECK_PYTHON, else python3 on PATH) as a worker at run time. The tests use this Python:
-# Debian's /usr/bin/python3 (its python3-torch and python3-pytest) over any other one on PATH.
+# Python (docs/python.md): nothing of Python is linked; `--python` starts an interpreter as a
+# worker at run time: $MLACHECK_PYTHON, else an active virtualenv's or conda env's python3, else
+# MLACHECK_DEFAULT_PYTHON (the project's environment from PyPI that scripts/pyenv.sh made and
+# .venv links to, baked in by its real path so an installed mlacheck keeps it), else python3 on
+# PATH. The tests use the same environment.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/python/requirements.lock")
+if(NOT DEFINED MLACHECK_DEFAULT_PYTHON)
+  set(MLACHECK_DEFAULT_PYTHON "")
+  if(EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+    get_filename_component(_mlacheck_pyenv "${PROJECT_SOURCE_DIR}/.venv" REALPATH)
+    set(MLACHECK_DEFAULT_PYTHON "${_mlacheck_pyenv}/bin/python")
+  endif()
+endif()
 if(NOT MLACHECK_TEST_PYTHON)
-  if(EXISTS /usr/bin/python3)
-    set(MLACHECK_TEST_PYTHON /usr/bin/python3)
+  if(MLACHECK_DEFAULT_PYTHON)
+    set(MLACHECK_TEST_PYTHON "${MLACHECK_DEFAULT_PYTHON}")
   else()
     find_program(MLACHECK_TEST_PYTHON python3)
   endif()
 endif()
-message(STATUS "mlacheck: Python tests use ${MLACHECK_TEST_PYTHON}")
+message(STATUS "mlacheck: --python's default interpreter '${MLACHECK_DEFAULT_PYTHON}'; the Python tests use ${MLACHECK_TEST_PYTHON}")

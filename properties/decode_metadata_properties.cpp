@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/contract.h"
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "oracle/decode_metadata.h"
@@ -259,6 +260,8 @@ Verdict run_metadata_step(Device& device, MetadataBuildFn* build, MetadataBuilde
     if (Verdict v = bed.launch([&] {
           try {
             o.result = build(builder, batch);
+          } catch (const OutsideContract&) {
+            throw;  // not run: the implementation cannot take this case (a contract, the interpreter's reach)
           } catch (const Error& e) {
             throw Stop{std::string("a valid batch was refused: ") + e.what()};
           }

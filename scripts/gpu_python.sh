@@ -8,11 +8,14 @@
 #
 # Prints a table (example, expected, got, verdict) and exits 1 when an example does not do what it
 # should; "skipped: no GPU" and 77 without a GPU that torch sees (or without Triton).
+# --backend host runs the same table on the CPU, the Triton kernels in Triton's interpreter
+# (docs/python.md, "Triton on the host"): the verdicts should be the same.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
-mlacheck=mlacheck bench="" budget=15 out=gpu-python
+mlacheck=mlacheck bench="" budget=15 out=gpu-python backend=cuda
 while [ $# -gt 0 ]; do
   case "$1" in
+    --backend) backend=$2; shift 2 ;;
     --mlacheck) mlacheck=$2; shift 2 ;;
     --bench) bench=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
@@ -21,7 +24,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 python=${MLACHECK_PYTHON:-python3}
-if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+if [ "$backend" = cuda ] && ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "skipped: no GPU ($python has no torch that sees one)"
   exit 77
 fi
@@ -42,6 +45,8 @@ cases=(
   "$ex/indexer_decode_step_torch_buggy.py:indexer_decode_step|FAIL|past the view's"
   "$ex/mla_decode_impl_torch.py:mla_decode_impl|PASS|"
   "$ex/mla_decode_impl_torch_buggy.py:mla_decode_impl|FAIL|replay"
+  "$ex/mla_decode_impl_triton.py:mla_decode_impl|PASS|"
+  "$ex/mla_decode_impl_triton_buggy.py:mla_decode_impl|FAIL|replay"
   "$repo/tests/tools/python/topk_fault_triton.py:topk_decode|FAIL|crashed"
 )
 bad=0 i=0
@@ -50,7 +55,7 @@ for c in "${cases[@]}"; do
   IFS='|' read -r spec want text <<<"$c"
   i=$((i + 1))
   log="$out/$i-$(basename "${spec%%:*}" .py).log"
-  "$mlacheck" check --backend cuda --budget "$budget" --python "$spec" --save "$out/cases-$i" >"$log" 2>&1
+  "$mlacheck" check --backend "$backend" --budget "$budget" --python "$spec" --save "$out/cases-$i" >"$log" 2>&1
   rc=$?
   got=$([ $rc -eq 0 ] && echo PASS || { [ $rc -eq 1 ] && echo FAIL || echo "rc=$rc"; })
   row=$(grep -m1 -E '@py +(PASS|FAIL)' "$log" | sed -E 's/ +/ /g' | cut -c1-300)

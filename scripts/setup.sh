@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages mlacheck builds with, idempotently: nothing is downloaded from
-# anywhere but Debian, and `apt-get update` runs only when a package is missing.
+# Installs the Debian packages mlacheck builds with, idempotently (`apt-get update` runs only when a
+# package is missing), then mlacheck's Python environment from PyPI (scripts/pyenv.sh: torch 2.11,
+# Triton 3.6, pytest, pinned with hashes in python/requirements.lock). Nothing else is downloaded.
 #
 # The CUDA toolkit is not a Debian package here: CUDA builds use /usr/local/cuda when present.
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++            # the default host build
+  cmake ninja-build g++ ccache     # the default host build (ccache: a second build compiles nothing again)
   clang-14 libclang-rt-14-dev      # the sanitizer build and libFuzzer
   libeigen3-dev                    # the oracle
   librapidcheck-dev                # properties
@@ -14,7 +15,7 @@ packages=(
   libboost-context-dev             # fibers of the host SIMT backend
   hipcc rocm-device-libs libamdhip64-dev  # HIP compile checks (gfx90a, gfx940)
   chromium zlib1g-dev               # --report html's browser test (a headless screenshot)
-  python3-torch python3-pytest python3-pytest-xdist python3-pip python3-setuptools  # --python (docs/python.md): torch for the examples and tests, pytest for the package
+  python3 python3-venv python3-pip python3-setuptools  # the base of the Python environment (scripts/pyenv.sh)
 )
 
 missing=()
@@ -26,7 +27,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+  exec bash "$(dirname "$0")/pyenv.sh"
 fi
 
 sudo=""
@@ -39,3 +40,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: installed ${#missing[@]} packages"
+exec bash "$(dirname "$0")/pyenv.sh"

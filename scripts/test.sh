@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The test suite: set up, build the sanitizer preset (clang 14, ASan + UBSan, libFuzzer) and run
-# every ctest label (unit, property, corpus, mutants, fuzz, hip; gpu tests report "skipped: no GPU"
-# without one). Then build the default g++ preset (with CUDA when nvcc is present) and run its
+# every ctest label (unit, property, corpus, mutants, fuzz, hip, upstream; gpu tests report
+# "skipped: no GPU" without one). Then build the default g++ preset (with CUDA when nvcc is present) and run its
 # suite too, so both compilers stay clean and the GPU tests at least build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The pinned vLLM release whose Triton kernels ctest's `upstream` label drives (docs/upstream.md).
+bash scripts/upstream_cache.sh
 jobs=$(nproc)
 
 # RapidCheck cases per property: 250 under the sanitizers (they cost about 5x; what they add is
@@ -17,4 +19,7 @@ ctest --preset asan -j "$jobs"
 
 cmake --preset default -DMLACHECK_PROPERTY_CASES=1000 >/dev/null
 cmake --build --preset default -j "$jobs"
-ctest --preset default -j "$jobs"
+# The Python tests the sanitizer suite has just run are not run again: they drive the same Python
+# code through the same bridge, and cost minutes of interpreter time. This build runs the Python
+# tests only it has (the stateful examples' corpus-wide same-verdict runs, the upstream label).
+ctest --preset default -j "$jobs" -E '^(python[.](package|env)|PythonCli[.]|Interpreted/PythonTritonExamples|Stateful/PythonExamples)'

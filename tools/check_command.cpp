@@ -65,7 +65,11 @@ std::string false_positive_name(const std::string& impl) {
 
 void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::ostream& out) {
   out << "mlacheck check: " << rows.size() << " implementation(s) on the " << o.suite.backend << " backend, up to "
-      << fixed(o.suite.budget, 0) << " s each\n\n";
+      << fixed(o.suite.budget, 0) << " s each";
+  if (kernels::python_start_seconds() > 0) {
+    out << " (after " << fixed(kernels::python_start_seconds(), 1) << " s to start each Python worker)";
+  }
+  out << "\n\n";
   size_t w = 14;
   for (const SuiteResult& r : rows) w = std::max(w, r.impl.size());
   char line[640];
@@ -73,18 +77,22 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
                 "first failure (stage: check): verdict");
   out << line;
   for (const SuiteResult& r : rows) {
-    std::string what = r.failed ? r.first.stage + ": " + r.first.check + ": " + r.first.verdict : "-";
+    std::string what = r.failed ? r.first.stage + ": " + r.first.check + ": " + r.first.verdict
+                       : r.ran_nothing() ? r.ran_nothing_reason() : "-";
     if (what.size() > 400) {  // cut in the verdict, keeping --report html's "; picture: PATH" at its end
       const size_t at = what.rfind("; picture: ");
       const std::string note = at == std::string::npos ? "" : what.substr(at);
       what = what.substr(0, 397 - std::min<size_t>(note.size(), 200)) + "..." + note;
     }
     std::snprintf(line, sizeof line, "%-*s  %-6s  %6d  %s\n", static_cast<int>(w), r.impl.c_str(),
-                  r.failed ? "FAIL" : "PASS", r.cases_run, what.c_str());
+                  r.failed ? "FAIL" : r.ran_nothing() ? "NO RUN" : "PASS", r.cases_run, what.c_str());
     out << line;
   }
   const auto failed = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.failed; });
-  out << "\n" << rows.size() - static_cast<size_t>(failed) << " of " << rows.size() << " passed\n";
+  const auto empty = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.ran_nothing(); });
+  out << "\n" << rows.size() - static_cast<size_t>(failed + empty) << " of " << rows.size() << " passed";
+  if (empty > 0) out << ", " << empty << " ran no case (not a pass: give a longer --budget)";
+  out << '\n';
   for (const SuiteResult& r : rows) {
     if (!r.failed || r.first.case_text.empty()) continue;
     out << "\n" << r.impl << " failed on this case (saved as " << (fs::path(o.save_dir) / saved_name(r.impl)).string()
@@ -112,7 +120,11 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   }
   for (const SuiteResult& r : rows) {
     if (!r.probe_note.empty()) out << r.impl << ": " << r.probe_note << '\n';
-    if (!r.budget_note.empty()) out << r.impl << ": " << r.budget_note << '\n';
+    if (!r.budget_note.empty() && !r.ran_nothing()) out << r.impl << ": " << r.budget_note << '\n';
+    if (r.beyond_reach > 0) {
+      out << r.impl << ": " << r.beyond_reach << " case(s) not run, neither passed nor failed; first: " << r.beyond_reach_why
+          << '\n';
+    }
   }
   for (const SuiteResult& r : rows) {
     if (r.false_positives > 0) {
@@ -184,6 +196,12 @@ void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::os
     }
     // A crash, a hang or a lost device context: a test case named after it.
     if (r.failed && !placed) s.cases.push_back(failure(r.first.check));
+    if (r.ran_nothing()) {  // never a pass: a failed test case of its own
+      TestCase t;
+      t.name = "cases run", t.classname = r.impl, t.outcome = TestCase::Outcome::kFailed;
+      t.message = r.ran_nothing_reason(), t.type = "no case ran", t.details = t.message;
+      s.cases.push_back(t);
+    }
     if (o.suite.contract_probe && r.probe_note.empty()) {
       TestCase t;
       t.name = "contract probe (outside the declared contract, never a failure)", t.classname = r.impl;
@@ -204,15 +222,18 @@ void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ost
   for (size_t i = 0; i < rows.size(); ++i) {
     const SuiteResult& r = rows[i];
     out << "  {\"implementation\": " << report::json_quote(r.impl) << ", \"summary\": " << report::json_quote(r.summary)
-        << ", \"passed\": " << (r.failed ? "false" : "true") << ", \"cases_run\": " << r.cases_run
+        << ", \"passed\": " << (r.failed || r.ran_nothing() ? "false" : "true")
+        << ", \"result\": " << report::json_quote(r.failed ? "FAIL" : r.ran_nothing() ? "NO RUN" : "PASS")
+        << ", \"cases_run\": " << r.cases_run
         << ", \"stage\": " << report::json_quote(r.first.stage) << ", \"check\": " << report::json_quote(r.first.check)
-        << ", \"verdict\": " << report::json_quote(r.first.verdict) << ", \"seconds\": " << fixed(r.first.seconds, 3)
+        << ", \"verdict\": " << report::json_quote(r.ran_nothing() ? r.ran_nothing_reason() : r.first.verdict) << ", \"seconds\": " << fixed(r.first.seconds, 3)
         << ", \"case\": " << report::json_quote(r.first.case_text) << ", \"false_positives\": " << r.false_positives
         << ", \"contract\": " << report::json_quote(kernels::registry().contract(r.impl)->describe())
         << ", \"outside_contract_skipped\": " << r.outside_contract << ", \"probe_cases\": " << r.probe_cases
         << ", \"probe_failures\": " << r.probe_failures << ", \"probe_first\": " << report::json_quote(r.probe_first.verdict)
         << ", \"probe_case\": " << report::json_quote(r.probe_first.case_text)
-        << ", \"budget_note\": " << report::json_quote(r.budget_note) << "}"
+        << ", \"budget_note\": " << report::json_quote(r.budget_note) << ", \"beyond_reach\": " << r.beyond_reach
+        << ", \"beyond_reach_first\": " << report::json_quote(r.beyond_reach_why) << "}"
         << (i + 1 < rows.size() ? "," : "") << '\n';
   }
   out << "]}\n";
@@ -289,7 +310,9 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     std::vector<SuiteResult> rows;
     for (const std::string& impl : impls) {
       if (o.format == "table") err << "check: " << impl << " ...\n";
-      rows.push_back(run_suite(o.suite, impl));
+      SuiteOptions suite = o.suite;
+      if (impl.size() > 3 && impl.compare(impl.size() - 3, 3, "@py") == 0) suite.start_seconds = kernels::python_start_seconds();
+      rows.push_back(run_suite(suite, impl));
       const SuiteResult& r = rows.back();
       if (!r.false_positive_case.empty()) {
         std::error_code ec;
@@ -321,7 +344,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     } else {
       print_table(o, rows, out);
     }
-    return std::any_of(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.failed; }) ? 1 : 0;
+    return std::any_of(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.failed || r.ran_nothing(); }) ? 1 : 0;
   } catch (const Error& e) {
     err << flags::prefix("check") << e.what() << '\n';
     return 2;

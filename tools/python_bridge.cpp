@@ -13,6 +13,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <unistd.h>
+
+#include <chrono>
+#include <algorithm>
+#include <thread>
+#include <mutex>
+#include <iomanip>
+#include <fstream>
+#include <condition_variable>
 #include <string>
 #include <vector>
 
@@ -23,6 +32,7 @@
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
 #include "mlacheck/plugin.h"
+#include "tools/case_clock.h"
 #include "tools/python_worker.h"
 #include "tools/report_formats.h"
 
@@ -58,6 +68,13 @@ bool is_op(const std::string& op) {
   return false;
 }
 
+// Whether this process's worker runs its callables' Triton kernels in the interpreter (host backend,
+// TRITON_INTERPRET=1, Triton imported by the user's module): its "load" reply says.
+bool& interpreted() {
+  static bool b = false;
+  return b;
+}
+
 // ---- messages ------------------------------------------------------------------------------------
 
 // A JSON object of named arguments: tensors, numbers, integer lists, nested namespaces.
@@ -65,6 +82,11 @@ class Args {
  public:
   explicit Args(int64_t scope) : scope_(scope) {}
   Args& tensor(const char* name, const mlacheck_tensor& t) {
+    if (t.data != nullptr) {
+      int64_t n = 1;
+      for (int i = 0; i < t.rank; ++i) n *= t.shape[i];
+      elements_ += n;
+    }
     return raw(name, "{\"t\":" + python_worker::describe(t, scope_) + "}");
   }
   Args& integer(const char* name, int64_t v) { return raw(name, std::to_string(v)); }
@@ -81,17 +103,22 @@ class Args {
     for (int64_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(p[i]);
     return raw(name, s + "]");
   }
-  Args& ns(const char* name, const Args& inner) { return raw(name, "{\"ns\":" + inner.json() + "}"); }
+  Args& ns(const char* name, const Args& inner) {
+    elements_ += inner.elements_;
+    return raw(name, "{\"ns\":" + inner.json() + "}");
+  }
   Args& raw(const char* name, const std::string& value) {
     body_ += std::string(body_.empty() ? "" : ",") + "\"" + name + "\":" + value;
     return *this;
   }
   std::string json() const { return "{" + body_ + "}"; }
   Args nested() const { return Args(scope_); }
+  int64_t elements() const { return elements_; }  // of the tensors passed, nested ones too
 
  private:
   int64_t scope_;
   std::string body_;
+  int64_t elements_ = 0;
 };
 
 // The "load" message: every registered callable, for backend.
@@ -114,6 +141,126 @@ void load_worker(const mlacheck_device* device) {
   const Reply r = python_worker::request(
       load_message(device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host", device->device_index));
   MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
+  const auto it = r.values.find("interpreted");
+  interpreted() = it != r.values.end() && !it->second.empty() && it->second[0] == "1";
+}
+
+// ---- Triton's interpreter: a slow kernel is not a hung one -------------------------------------
+//
+// On the host backend a @triton.jit kernel runs in Triton's interpreter, thousands of times slower
+// than on a GPU and in proportion to the elements it touches (docs/python.md, "Triton on the host":
+// a sort of 2 x 64 keys 0.2 s, of 16 x 512 15.6 s). So a correct kernel's large case would outlive
+// the case timeout and be called a hang. Instead, each call of an interpreted callable is measured:
+// its seconds per element of the tensors it was handed (the most seen in this implementation's run,
+// shared by its children through case_clock's cost file). With that figure known:
+// - a call whose predicted time passes half the case timeout is not run: the case is beyond the
+//   interpreter's reach, counted and said apart (OutsideContract), never a pass or a failure;
+// - a call predicted to take P s may run 4 P + 1 s before the case timeout starts counting (the
+//   watchdog is told the case is alive until then), so a real hang is still a hang, later by that.
+// Before any call took long enough to time, the prediction of the allowance is the bound the quick
+// calls give, and nothing is skipped.
+constexpr double kInterpreterSafety = 4;        // the allowance, in predicted times
+constexpr double kInterpreterReach = 0.5;       // of the case timeout: the largest predicted call run
+constexpr double kInterpreterMinMeasured = 0.05;  // seconds: shorter calls measure the call path
+
+// What this implementation's run has measured of its interpreted calls (shared by its children
+// through case_clock's cost file): the most seconds per element of a call that took at least
+// kInterpreterMinMeasured (a process's first call not counted), and the most elements of any call.
+struct Cost {
+  double per_element = 0;  // of the time past the fastest call: what the elements cost
+  double largest = 0;
+  double fastest = 0;      // seconds of the quickest call (a process's first not counted): the call path
+  // Seconds per element for the allowance: the most measured; else, when every call so far was too
+  // quick to time, the bound they give (kInterpreterMinMeasured over the most elements seen), so a
+  // call far larger than any seen gets time in proportion, not just the case timeout.
+  double allowance_rate() const {
+    return per_element > 0 ? per_element : largest > 0 ? kInterpreterMinMeasured / largest : 0;
+  }
+};
+
+Cost read_cost(const std::string& op) {
+  Cost c;
+  const std::string& file = case_clock::state().cost_file;
+  if (file.empty()) return c;
+  std::ifstream in(file + "." + op);
+  if (!(in >> c.per_element >> c.largest >> c.fastest)) c = Cost{};
+  return c;
+}
+
+void write_cost(const std::string& op, const Cost& c) {
+  const std::string& file = case_clock::state().cost_file;
+  if (file.empty()) return;
+  const std::string tmp = file + "." + op + ".tmp" + std::to_string(getpid());
+  std::ofstream(tmp) << std::setprecision(17) << c.per_element << ' ' << c.largest << ' ' << c.fastest << '\n';
+  std::rename(tmp.c_str(), (file + "." + op).c_str());
+}
+
+// Runs call (one request of op's callable with `elements` elements) under the cost model above.
+Reply interpreted_call(const std::string& op, int64_t elements, const std::function<Reply()>& call) {
+  static std::map<std::string, Cost> seen;  // of this process, merged with the file's
+  static std::map<std::string, int> calls;  // of this process
+  const bool first = calls[op]++ == 0;      // pays Triton's lazy imports once: not measured
+  Cost& c = seen[op];
+  const Cost shared = read_cost(op);
+  c.per_element = std::max(c.per_element, shared.per_element), c.largest = std::max(c.largest, shared.largest);
+  if (shared.fastest > 0 && (c.fastest == 0 || shared.fastest < c.fastest)) c.fastest = shared.fastest;
+  const double timeout = case_clock::state().case_timeout;
+  // Only a measured rate skips a call; a bound from quick calls only lengthens the allowance (it
+  // says little about a call a thousand times larger, and skipping on it would skip every case
+  // larger than the seed cases).
+  const double predicted = c.fastest + c.per_element * static_cast<double>(elements);
+  if (timeout > 0 && predicted > kInterpreterReach * timeout) {
+    char why[400];
+    std::snprintf(why, sizeof why,
+                  "beyond the Triton interpreter's reach: predicted %.1f s (%.2g s a call and %lld elements at %.3g ms "
+                  "each, the most measured) past half the case timeout of %.0f s",
+                  predicted, c.fastest, static_cast<long long>(elements), c.per_element * 1e3, timeout);
+    throw OutsideContract(why);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const double allowance = kInterpreterSafety * (c.fastest + c.allowance_rate() * static_cast<double>(elements)) + 1;
+  std::mutex m;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::thread heartbeat([&] {
+    std::unique_lock<std::mutex> lock(m);
+    while (!done && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < allowance) {
+      case_clock::alive();
+      done_cv.wait_for(lock, std::chrono::milliseconds(250));
+    }
+  });
+  const auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+    }
+    done_cv.notify_all();
+    heartbeat.join();
+  };
+  Reply r;
+  try {
+    r = call();
+  } catch (...) {
+    finish();
+    throw;
+  }
+  finish();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (elements > 0) {
+    // A process's first call pays Triton's lazy imports: its size counts, its time does not. The
+    // fastest call is the call path's own cost; what a call takes past it is its elements'.
+    const bool faster = !first && (c.fastest == 0 || took < c.fastest);
+    if (faster) c.fastest = took;
+    const double beyond = took - c.fastest;
+    const double per = !first && beyond >= kInterpreterMinMeasured ? beyond / static_cast<double>(elements) : 0;
+    if (faster || per > c.per_element || static_cast<double>(elements) > c.largest) {
+      c.per_element = std::max(c.per_element, per), c.largest = std::max(c.largest, static_cast<double>(elements));
+      const Cost now = read_cost(op);
+      write_cost(op, Cost{std::max(c.per_element, now.per_element), std::max(c.largest, now.largest),
+                          now.fastest > 0 ? std::min(c.fastest, now.fastest) : c.fastest});
+    }
+  }
+  return r;
 }
 
 std::string who(const std::string& op) {
@@ -121,15 +268,18 @@ std::string who(const std::string& op) {
   return op + "@py (" + (it == registered().spec_of_op.end() ? "?" : it->second) + ")";
 }
 
-// Sends cmd with its members and args; throws for a failed or crashed reply.
+// Sends cmd with its members and args; throws for a failed or crashed reply. elements: of the
+// tensors a call that runs kernels is handed (a stateless call, a stateful object's step), for the
+// interpreter's cost model; -1 for the rest (making an object, releasing one).
 Reply exchange(const std::string& op, const mlacheck_device* device, const std::string& cmd,
-               const std::string& members, const Args* args) {
+               const std::string& members, const Args* args, int64_t elements = -1) {
   load_worker(device);
   std::string json = "{\"cmd\":\"" + cmd + "\",\"op\":\"" + op + "\"" + members;
   if (args != nullptr) json += ",\"args\":" + args->json();
   int fd = -1;
   json += python_worker::take_members(&fd) + "}";
-  const Reply r = python_worker::request(json, fd);
+  const auto request = [&] { return python_worker::request(json, fd); };
+  const Reply r = interpreted() && elements >= 0 ? interpreted_call(op, elements, request) : request();
   if (r.status == "crashed") throw ContextLost(who(op) + " crashed the GPU: " + r.message, r.fault);
   MLA_REQUIRE(r.status == "ok", who(op), " ", r.message);
   return r;
@@ -176,7 +326,7 @@ int stateless(const char* op, const mlacheck_device* device, const std::function
   Args a(scope);
   fill(a);
   try {
-    exchange(op, device, "call", ",\"what\":\"" + std::string(op) + "\"", &a);
+    exchange(op, device, "call", ",\"what\":\"" + std::string(op) + "\"", &a, a.elements());
   } catch (...) {
     python_worker::end_scope(scope);
     throw;
@@ -254,6 +404,7 @@ struct PyObj {
   std::string op;
   int64_t scope = 0, id = 0;
   mlacheck_device device{};
+  int64_t captured_elements = 0;  // of the last capture's tensors: what a replay runs over
 };
 
 // Makes the object: fn(**args) in the worker, which must have the methods named.
@@ -277,11 +428,12 @@ PyObj* make_object(const char* op, const mlacheck_device* device, const std::vec
 
 // obj.method(*positional): positional is a JSON list; fields are what the result must give.
 Reply call_method(PyObj& obj, const char* method, const std::string& positional,
-                  const std::vector<std::pair<const char*, const char*>>& fields, bool keep = false) {
+                  const std::vector<std::pair<const char*, const char*>>& fields, int64_t elements,
+                  bool keep = false) {
   const std::string members = ",\"what\":\"" + std::string(method) + "\",\"object\":" + std::to_string(obj.id) +
                               ",\"method\":\"" + method + "\",\"positional\":" + positional + want(fields) +
                               (keep ? ",\"keep\":true" : "");
-  return exchange(obj.op, &obj.device, "method", members, nullptr);
+  return exchange(obj.op, &obj.device, "method", members, nullptr, elements);
 }
 
 void forget(PyObj& obj, int64_t id, bool close) {
@@ -348,7 +500,7 @@ int metadata_build(void* state, const mlacheck_device*, const mlacheck_decode_me
                    mlacheck_decode_metadata_result* result, char*, size_t) {
   PyObj& obj = *static_cast<PyObj*>(state);
   const Args b = metadata_batch(Args(obj.scope), *batch);
-  const Reply r = call_method(obj, "build", "[{\"ns\":" + b.json() + "}]", metadata_result_fields(false));
+  const Reply r = call_method(obj, "build", "[{\"ns\":" + b.json() + "}]", metadata_result_fields(false), b.elements());
   read_metadata_result(r, obj.op, "", result);
   return 0;
 }
@@ -373,7 +525,7 @@ int impl_forward(void* state, const mlacheck_device*, const mlacheck_mla_decode_
   a.ints("host_query_lens", c->host_query_lens, c->host_query_lens_count);  // None: the caller vouches
   a.ints("host_seq_lens", c->host_seq_lens, c->host_seq_lens_count);
   a.real("base_scale", c->base_scale).real("q_scale", c->q_scale).real("k_scale", c->k_scale);
-  const Reply r = call_method(obj, "forward", "[{\"ns\":" + a.json() + "}]", {{".", "int"}});
+  const Reply r = call_method(obj, "forward", "[{\"ns\":" + a.json() + "}]", {{".", "int"}}, a.elements());
   const int64_t n = int_value(r, ".", obj.op);
   if (num_splits != nullptr) *num_splits = n > 0 ? n : 1;
   return 0;
@@ -386,13 +538,15 @@ int impl_capture(void* state, const mlacheck_device*, const mlacheck_mla_decode_
   a.tensor("q", c->q).tensor("kv_cache", c->kv_cache).tensor("block_table", c->block_table);
   a.tensor("seq_lens", c->seq_lens).tensor("o", c->o).tensor("lse", c->lse);
   a.real("base_scale", c->base_scale).real("q_scale", c->q_scale).real("k_scale", c->k_scale);
-  const Reply r = call_method(obj, "capture", "[{\"ns\":" + a.json() + "}]", {}, /*keep=*/true);
+  obj.captured_elements = a.elements();
+  const Reply r = call_method(obj, "capture", "[{\"ns\":" + a.json() + "}]", {}, a.elements(), /*keep=*/true);
   *graph = reinterpret_cast<void*>(static_cast<intptr_t>(int_value(r, "object", obj.op)));
   return 0;
 }
 int impl_replay(void* state, const mlacheck_device*, void* graph, char*, size_t) {
   PyObj& obj = *static_cast<PyObj*>(state);
-  call_method(obj, "replay", "[{\"obj\":" + std::to_string(reinterpret_cast<intptr_t>(graph)) + "}]", {});
+  call_method(obj, "replay", "[{\"obj\":" + std::to_string(reinterpret_cast<intptr_t>(graph)) + "}]", {},
+              obj.captured_elements);
   return 0;
 }
 void impl_release(void* state, void* graph) {
@@ -434,7 +588,7 @@ int step_run(void* state, const mlacheck_device*, const mlacheck_indexer_decode_
       {"padded_topk", "int"},       {"logits", "tensor"},   {"logits_row_of_token", "ints"},
       {"topk", "tensor"},           {"global", "tensor"}};
   fields.insert(fields.end(), more.begin(), more.end());
-  const Reply r = call_method(obj, "run", "[{\"ns\":" + a.json() + "}]", fields);
+  const Reply r = call_method(obj, "run", "[{\"ns\":" + a.json() + "}]", fields, a.elements());
   read_metadata_result(r, obj.op, "metadata.", &result->metadata);
   result->num_decode_tokens = int_value(r, "num_decode_tokens", obj.op);
   result->rows = int_value(r, "rows", obj.op);
@@ -529,11 +683,17 @@ int register_python(const mlacheck_plugin_api* api) {
 const mlacheck_plugin_info kPythonPlugin = {MLACHECK_PLUGIN_ABI_VERSION, "python", &register_python};
 
 // Starts a worker in a forked child that imports every callable; records each one's op and contract.
+double& start_seconds() {
+  static double s = 0;
+  return s;
+}
+
 void probe_workers(const std::vector<std::string>& texts) {
   // The worker starts in a child: this process forks the children that run the cases, and starts
   // nothing it would hand down to them.
   IsolationOptions opts;
   opts.timeout_seconds = 120;
+  const auto started = std::chrono::steady_clock::now();
   const IsolatedOutcome probe = run_isolated(
       [&]() -> std::string {
         const Reply r = python_worker::request(load_message("host", 0));
@@ -546,6 +706,7 @@ void probe_workers(const std::vector<std::string>& texts) {
         return found_ops;
       },
       opts);
+  start_seconds() = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const std::string& m = probe.message;
   if (probe.kind != IsolatedOutcome::kViolation || m.rfind("loaded", 0) != 0) {
     registered().specs.clear();
@@ -567,6 +728,8 @@ void probe_workers(const std::vector<std::string>& texts) {
 }
 
 }  // namespace
+
+double python_start_seconds() { return start_seconds(); }
 
 std::string python_flags() {
   std::string s;

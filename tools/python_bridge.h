@@ -28,4 +28,8 @@ std::vector<std::string> load_python_isolated(const std::vector<std::string>& sp
 // The specs given to load_python_isolated, as flags: " --python S1 --python S2", or "".
 std::string python_flags();
 
+// Seconds load_python_isolated's worker took to start and import the callables (0 when none was
+// started: no --python, or OP=-): what each child of a run spends again before its first case.
+double python_start_seconds();
+
 }  // namespace mlacheck::kernels

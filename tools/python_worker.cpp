@@ -1,6 +1,8 @@
 // The Python worker (tools/python_worker.h): its process and socket, and the memory it is lent.
 #include "tools/python_worker.h"
 
+#include "tools/case_clock.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -86,6 +88,24 @@ class Worker {
     return parse(text);
   }
 
+  // $MLACHECK_PYTHON; else an active virtualenv's or conda env's python3 (the user's own, with
+  // their torch); else the project's environment this mlacheck was built with (scripts/pyenv.sh)
+  // when it is still there; else python3 on PATH.
+  static std::string interpreter() {
+    const char* env = std::getenv("MLACHECK_PYTHON");
+    if (env != nullptr && *env) return env;
+    for (const char* active : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
+      const char* dir = std::getenv(active);
+      if (dir != nullptr && *dir && access((std::string(dir) + "/bin/python3").c_str(), X_OK) == 0) {
+        return std::string(dir) + "/bin/python3";
+      }
+    }
+#ifdef MLACHECK_DEFAULT_PYTHON
+    if (*MLACHECK_DEFAULT_PYTHON && access(MLACHECK_DEFAULT_PYTHON, X_OK) == 0) return MLACHECK_DEFAULT_PYTHON;
+#endif
+    return "python3";
+  }
+
   void start() {
     if (dead_) throw ContextLost("the Python worker of this process died before", "worker exit");
     if (pid_ > 0 || driver_) return;
@@ -98,8 +118,7 @@ class Worker {
     int sv[2];
     MLA_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "--python: socketpair: ",
                 std::strerror(errno));
-    const char* env = std::getenv("MLACHECK_PYTHON");
-    const std::string python = env != nullptr && *env ? env : "python3";
+    const std::string python = interpreter();
     const std::string fd_arg = std::to_string(sv[1]);
     const pid_t parent = getpid();
     int exec_error[2];  // close-on-exec: the child writes errno into it only when exec fails
@@ -114,6 +133,11 @@ class Worker {
       dup2(2, 1);
       const int flags = fcntl(sv[1], F_GETFD);
       fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
+      // The file whose age the suite's case timeout measures: the worker keeps it fresh while
+      // Triton compiles (python/mlacheck/_worker.py, Compiling).
+      if (!case_clock::state().progress_file.empty()) {
+        setenv("MLACHECK_PROGRESS_FILE", case_clock::state().progress_file.c_str(), 1);
+      }
       execlp(python.c_str(), python.c_str(), "-c", kPythonWorkerSource, fd_arg.c_str(), static_cast<char*>(nullptr));
       const int e = errno;
       (void)!write(exec_error[1], &e, sizeof e);

@@ -8,6 +8,8 @@
 // the result's wire format and the progress file's, and are read together when either changes.
 #include "tools/suite_runner.h"
 
+#include "tools/case_clock.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -137,11 +139,16 @@ bool named_settled(SuiteResult& row) {
 }
 
 // The run of one implementation, inside the child.
+double case_timeout(const SuiteOptions& o);
+
 class SuiteRun {
  public:
   SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file, const RowClock& clock)
       : o_(o), impl_(impl), op_(impl.substr(0, impl.find('@'))), progress_(progress_file),
-        target_(find_target(op_)), clock_(clock), start_(clock.start) {}
+        target_(find_target(op_)), clock_(clock), start_(clock.start) {
+    case_clock::state().progress_file = progress_file;  // for an implementation's own allowance
+    case_clock::state().case_timeout = case_timeout(o);
+  }
 
   // Stages 1-3 until the first failure or the end of the suite's share of the budget; the property
   // suite may take up to a third of it.
@@ -264,6 +271,10 @@ class SuiteRun {
     // this process), never a finding and never to be skipped: it ends the command with its line.
     const ReproResult r = run_case_text(c, o_.backend, impl_);
     if (!r.outside.empty()) {
+      if (r.outside.rfind("beyond the Triton interpreter's reach", 0) == 0) {
+        if (row.beyond_reach++ == 0) row.beyond_reach_why = stage + ": " + what + ": " + r.outside;
+        return std::nullopt;
+      }
       ++row.outside_contract;  // a seed or regression case the implementation does not take
       return std::nullopt;
     }
@@ -345,6 +356,10 @@ class SuiteRun {
       // Fewer bytes usually decode to a smaller case, not always (a zeroed byte can pick a wider
       // range): a candidate is kept only when its case text is shorter too.
       if (!k || k->check != found.check || k->case_text.size() >= found.case_text.size()) return false;
+      // The same failure, not another one of the same property: a wrong answer must not shrink into
+      // a case the implementation refuses (a NaN finding became a worker's KeyError that way).
+      const auto threw = [](const std::string& v) { return v.rfind("the implementation threw", 0) == 0; };
+      if (threw(k->verdict) != threw(found.verdict)) return false;
       const double first_seen = found.seconds;  // when it was found, not when it was last made smaller
       found = *k;
       found.seconds = first_seen;
@@ -414,7 +429,8 @@ std::string serialize(const SuiteResult& r) {
                                r.false_positive, r.false_positive_case, std::to_string(r.outside_contract),
                                std::to_string(r.probe_cases), std::to_string(r.probe_failures), r.probe_first.check,
                                r.probe_first.verdict, r.probe_first.case_text, r.first.random_property,
-                               std::to_string(r.first.random_index)}) {
+                               std::to_string(r.first.random_index), std::to_string(r.beyond_reach),
+                               r.beyond_reach_why}) {
     std::string field = f;
     std::replace(field.begin(), field.end(), '\n', kNewline);  // the pipe carries one line
     s += kSep + field;
@@ -432,7 +448,8 @@ bool deserialize(const std::string& s, SuiteResult& r) {
     }
   }
   f.push_back(cur);
-  if (f.size() != 21 || f[0] != "suite-result") return false;
+  if (f.size() != 23 || f[0] != "suite-result") return false;
+  r.beyond_reach = std::atoi(f[21].c_str()), r.beyond_reach_why = f[22];
   r.first.random_property = f[19];
   r.first.random_index = std::atoi(f[20].c_str());
   r.failed = f[1] == "1";
@@ -624,8 +641,11 @@ void check_contract_names(const std::string& impl, const std::string& corpus) {
 }
 
 SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std::string& named) {
+  // What an interpreted kernel's calls cost, shared by this row's children (case_clock.h).
+  const ProgressFile costs;
+  case_clock::state().cost_file = costs.path;
   RowClock clock;
-  clock.start = Clock::now();
+  clock.start = Clock::now() + seconds(o.start_seconds);
   clock.main_end = clock.start + seconds(SuiteRun::main_budget(o, impl));
   clock.end = clock.start + seconds(o.budget);
   clock.slack = 0.05 * o.budget;
@@ -636,11 +656,12 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
 
 namespace {
 
-// Shrinks row's random failure in a child of its own, for a tenth of the budget (at least a second)
-// within the row's clock; a child that crashes, hangs or finds nothing smaller leaves the finding as
-// it was.
+// Shrinks row's random failure in a child of its own, for what is left of the row's budget (the
+// search stops sooner: 200 tries, or nothing smaller fails); a child that crashes, hangs or finds
+// nothing smaller leaves the finding as it was. Not a tenth of the budget, as it was: a child that
+// must start a Python worker (seconds under load) spent all of that on its start and shrank nothing.
 void shrink_in_child(const SuiteOptions& o, const std::string& impl, const RowClock& clock, SuiteResult& row) {
-  const Clock::time_point until = std::min(clock.end, Clock::now() + seconds(std::max(1.0, o.budget / 10)));
+  const Clock::time_point until = clock.end;
   if (Clock::now() + seconds(0.5) >= until) return;
   const ProgressFile progress;
   bool case_timed_out = false;

@@ -42,6 +42,10 @@ struct SuiteOptions {
   // Make a failing random case smaller before reporting it (check does; mutants, which counts
   // kills, does not).
   bool shrink = false;
+  // Seconds a child spends starting the implementation before its first case (a Python worker:
+  // the interpreter, torch, the module; measured when the callables were loaded): the row's clock
+  // starts that much later, so a budget counts cases, not starts. 0 for C++ implementations.
+  double start_seconds = 0;
 };
 
 // Throws mlacheck::Error with one line when impl's contract bounds a name that is neither a term of
@@ -78,6 +82,10 @@ struct SuiteResult {
   std::string false_positive, false_positive_case;
   // Seed and regression cases outside the implementation's contract: not run.
   int outside_contract = 0;
+  // Cases a Triton kernel in the interpreter would take too long on (tools/python_bridge.cpp):
+  // not run, neither pass nor failure; the first one's reason.
+  int beyond_reach = 0;
+  std::string beyond_reach_why;
   // The contract probe (SuiteOptions::contract_probe): cases outside the contract that ran, those
   // that failed (or crashed: the probe stops there), and the first of them.
   int probe_cases = 0, probe_failures = 0;
@@ -85,6 +93,13 @@ struct SuiteResult {
   std::string probe_note;  // why no probe ran ("the implementation declares no contract"), or ""
   // The budget ended while a case ran (younger than the case timeout, so not judged), or "".
   std::string budget_note;
+  // No failure, but no case ran either (the budget ended first, or the contract left none): never a
+  // PASS. check says NO RUN and exits 1.
+  bool ran_nothing() const { return !failed && cases_run == 0; }
+  // Why no case ran, one line: the budget note when the budget ended in the child's start.
+  std::string ran_nothing_reason() const {
+    return "no case ran within the budget" + (budget_note.empty() ? std::string() : " (" + budget_note + ")");
+  }
 };
 
 // Runs impl through the suite (see the top of this file). Throws mlacheck::Error with one line when

@@ -1,8 +1,10 @@
 """The decode metadata builder with its uniform path as a Triton kernel (docs/ops.md section 1):
 decode_metadata_torch.py's builder, whose fused expansion of a uniform batch runs on the GPU as one
-Triton program per token row. Needs a GPU (mlacheck's cuda backend), torch and Triton.
+Triton program per token row. Runs on a GPU (mlacheck's cuda backend) or, without one, in Triton's
+interpreter on the host backend.
 
     mlacheck check --backend cuda --python examples/python/decode_metadata_triton.py:decode_metadata
+    mlacheck check --python examples/python/decode_metadata_triton.py:decode_metadata   # no GPU
 """
 import triton
 import triton.language as tl

@@ -1,8 +1,10 @@
 """Top-k per row for decode (docs/ops.md section 3) as a Triton kernel, for `mlacheck check
---python` on the cuda backend. One program per row sorts the row's keys in registers, so a row
-holds at most 8192 columns: the contract says so, and mlacheck draws no wider case.
+--python` on the cuda backend, or on the host in Triton's interpreter. One program per row sorts
+the row's keys in registers, so a row holds at most 8192 columns: the contract says so, and
+mlacheck draws no wider case.
 
     mlacheck check --backend cuda --python examples/python/topk_triton.py:topk_decode --budget 30
+    mlacheck check --python examples/python/topk_triton.py:topk_decode --budget 30   # no GPU
 
 Each key packs the logit's order (its fp32 bits made monotone; NaN highest, as torch.topk ranks
 it) above the column, so one descending sort ranks values and breaks ties by the lower column.

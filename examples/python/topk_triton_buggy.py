@@ -1,7 +1,8 @@
 """The buggy twin of topk_triton.py: the mask off by one (a row's length taken as inclusive, so
-column n, past the row, competes). Needs a GPU, torch and Triton.
+column n, past the row, competes). On a GPU, or on the host in Triton's interpreter.
 
     mlacheck check --backend cuda --python examples/python/topk_triton_buggy.py:topk_decode   # FAIL
+    mlacheck check --python examples/python/topk_triton_buggy.py:topk_decode                  # FAIL, no GPU
 
 mlacheck reports the row, the slot and the column past the row's length that was returned.
 """

@@ -60,6 +60,7 @@ class Verdict:
     def __init__(self, row, save_dir):
         self.implementation = row["implementation"]
         self.passed = bool(row["passed"])
+        self.result = row.get("result", "PASS" if self.passed else "FAIL")  # PASS, FAIL or NO RUN
         self.cases_run = int(row["cases_run"])
         self.stage = row.get("stage", "")
         self.check = row.get("check", "")
@@ -74,6 +75,8 @@ class Verdict:
     def __str__(self):
         if self.passed:
             return "%s  PASS  %d  -" % (self.implementation, self.cases_run)
+        if self.result == "NO RUN":  # no failure, but no case ran: never a pass
+            return "%s  NO RUN  0  %s" % (self.implementation, self.verdict)
         line = "%s  FAIL  %d  %s: %s: %s" % (self.implementation, self.cases_run, self.stage, self.check, self.verdict)
         if self.case_file:
             line += "\n(case saved as %s; rerun it with `mlacheck repro %s --python ...`)" % (self.case_file, self.case_file)

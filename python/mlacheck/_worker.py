@@ -258,6 +258,11 @@ class Worker:
     # ---- the user's code ---------------------------------------------------------------------------
     def load(self, msg):
         self.backend = msg["backend"]
+        if self.backend == "host":
+            # CPU tensors: a @triton.jit kernel runs in Triton's interpreter (read when the user's
+            # module is imported and its kernels decorated, so set before that). A user's own
+            # TRITON_INTERPRET (say 0) is kept.
+            os.environ.setdefault("TRITON_INTERPRET", "1")
         try:
             import torch
         except Exception as e:  # noqa: BLE001 - any import failure is the same refusal
@@ -315,10 +320,24 @@ class Worker:
                 contract = "\n".join(contract)
             lines.append("op %s %s" % (spec["spec"], op))
             lines.append("contract %s %s" % (op, json.dumps(contract)))
+        # Triton kernels of these modules run in the interpreter: mlacheck measures their calls and
+        # keeps a slow case from being called a hang (tools/python_bridge.cpp).
+        interpreted = self.backend == "host" and os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules
+        if interpreted:
+            refusal = interpreter_refusal()
+            if refusal:
+                return ["fail " + refusal]
+            install_bf16_model()
+        if "triton" in sys.modules:
+            COMPILING.install()
+        lines.append("int interpreted %d" % int(interpreted))
         return lines
 
     def call(self, fn, what, args, positional=()):
-        return call_with(fn, what, args, positional)
+        try:
+            return call_with(fn, what, args, positional)
+        finally:
+            COMPILING.reset()  # a compile that raised never reached the post-compile hook
 
     def synchronize(self):
         if self.backend == "cuda":
@@ -416,6 +435,167 @@ class Worker:
                 reply = ["fail raised " + describe(e)]
             self.send(reply, msg)
 
+
+
+def interpreter_refusal():
+    """Why Triton's interpreter cannot run here, or None. Triton 3.6 and older turn a one-element
+    array into an index with int(), which numpy 2.4 and later refuse: every kernel that loops over a
+    runtime bound would fail each case with "TypeError: only 0-dimensional arrays can be converted
+    to Python scalars". Said once, at load, instead."""
+    try:
+        import numpy
+        import triton
+    except ImportError:
+        return None
+    def version(v):
+        return tuple(int(p) for p in (v.split("+")[0].split(".") + ["0", "0"])[:2] if p.isdigit())
+    if version(triton.__version__) <= (3, 6) and version(numpy.__version__) >= (2, 4):
+        return ("Triton %s's interpreter cannot run with numpy %s here (%s): it needs numpy < 2.4 (the project's "
+                "environment has 2.3.5: scripts/pyenv.sh), or run on a GPU (--backend cuda)"
+                % (triton.__version__, numpy.__version__, sys.executable))
+    return None
+
+
+# ---- bf16 in Triton's interpreter, as a GPU computes it -----------------------------------------------
+#
+# Installed by load() on the host backend once the user's modules imported Triton (their kernels run
+# in the interpreter). It changes how the interpreter executes bf16 operations, never the user's
+# code, and only where Triton 3.6's interpreter does not do what compiled Triton does on a GPU
+# (tests/python/test_env.py shows each difference, with and without this model):
+# - a bf16 value is kept as its uint16 bits and tl.dot multiplies those bits as integers (results
+#   near 1e10; triton-lang/triton#11584): a bf16 operand of a dot is widened to fp32 first, which is
+#   what a bf16 MMA does (exact products, fp32 accumulation);
+# - fp32 -> bf16 (`x.to(tl.bfloat16)`, a store of fp32 through a bf16 pointer) rounds toward zero,
+#   where compiled Triton rounds to nearest even: it rounds to nearest even here (torch's conversion,
+#   NaN kept; an explicit rounding="rtz" stays toward zero); bf16 -> fp32 is the exact widening;
+# - a binary op or comparison of two bf16 operands runs on the bits too: it is computed on their
+#   fp32 values, an arithmetic result rounded to nearest even back to bf16 (one rounding per op).
+# Reductions of bf16 tensors (tl.sum of bf16) stay wrong in the interpreter: such a kernel is
+# checked on a GPU (docs/python.md says so).
+
+def install_bf16_model():
+    """Patches triton.runtime.interpreter.InterpreterBuilder once; False when this Triton's
+    interpreter has not the methods it models (another version: left as it is)."""
+    global BF16_MODEL
+    if BF16_MODEL is not None:
+        return BF16_MODEL
+    BF16_MODEL = False
+    try:
+        import numpy as np
+        import torch
+        import triton.language as tl
+        from triton.runtime import interpreter as interp
+        Builder, Handle = interp.InterpreterBuilder, interp.TensorHandle
+        cast_impl, fp_to_fp = Builder.cast_impl, Builder.create_fp_to_fp
+        dot, binary_op = Builder.create_dot, Builder.binary_op
+        rtz = interp._ir.ROUNDING_MODE.RTZ
+    except (ImportError, AttributeError):
+        return False
+    bf16, f32 = tl.bfloat16, tl.float32
+
+    def widen(h):
+        """fp32 values of a bf16 handle (exact)."""
+        return (np.asarray(h.data).astype(np.uint32) << 16).view(np.float32)
+
+    def narrow(x):
+        """bf16 bits (uint16) of fp32 values, rounded to nearest even."""
+        a = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+        return torch.from_numpy(a).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+
+    def model_cast(self, src, dst_type):
+        s, d = src.dtype.scalar, dst_type.scalar
+        if s == bf16 and d == f32:
+            return Handle(widen(src), f32)
+        if s == f32 and d == bf16:
+            return Handle(narrow(src.data), bf16)
+        return cast_impl(self, src, dst_type)
+
+    def model_fp_to_fp(self, src, dst_type, rounding_mode):
+        s, d = src.dtype.scalar, dst_type.scalar
+        if s == f32 and d == bf16 and rounding_mode != rtz:
+            return Handle(narrow(src.data), bf16)
+        if s == bf16 and d == f32:
+            return Handle(widen(src), f32)
+        return fp_to_fp(self, src, dst_type, rounding_mode)
+
+    def model_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.dtype.scalar == bf16:
+            a = Handle(widen(a), f32)
+        if b.dtype.scalar == bf16:
+            b = Handle(widen(b), f32)
+        return dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    def model_binary_op(self, lhs, rhs, op):
+        if lhs.dtype.scalar == bf16 and rhs.dtype.scalar == bf16:
+            out = op(widen(lhs), widen(rhs))
+            if np.asarray(out).dtype == np.bool_:
+                return Handle(out, tl.int1)
+            return Handle(narrow(out), bf16)
+        return binary_op(self, lhs, rhs, op)
+
+    Builder.cast_impl, Builder.create_fp_to_fp = model_cast, model_fp_to_fp
+    Builder.create_dot, Builder.binary_op = model_dot, model_binary_op
+    BF16_MODEL = True
+    return True
+
+
+BF16_MODEL = None
+
+
+# ---- Triton's compiler is progress, not a hang ----------------------------------------------------
+#
+# A Triton kernel compiles on its first launch with each specialization: seconds, tens of seconds
+# for a large kernel, in the middle of a case. While it compiles, the worker keeps the suite's
+# progress file fresh ($MLACHECK_PROGRESS_FILE, the file whose age the case timeout measures), so
+# compiling never counts toward a hang and a kernel that spins on the GPU still does. Triton's own
+# hooks say when (jit_cache_hook before a compile, jit_post_compile_hook after); hooks a user had set
+# are called first, as before.
+
+class Compiling:
+    def __init__(self):
+        self.depth = 0
+        self.installed = False
+
+    def install(self):
+        path = os.environ.get("MLACHECK_PROGRESS_FILE")
+        if self.installed or not path:
+            return
+        try:
+            from triton import knobs
+            runtime = knobs.runtime
+            before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+        except (ImportError, AttributeError):
+            return
+        import threading
+
+        def on_cache(*a, **k):
+            skip = before(*a, **k) if before else False
+            if not skip:
+                self.depth += 1
+            return skip
+
+        def on_compiled(*a, **k):
+            self.depth = max(0, self.depth - 1)
+            return after(*a, **k) if after else None
+
+        def beat():
+            while True:
+                if self.depth > 0:
+                    try:
+                        os.utime(path)
+                    except OSError:
+                        pass
+                threading.Event().wait(0.25)
+
+        runtime.jit_cache_hook, runtime.jit_post_compile_hook = on_cache, on_compiled
+        threading.Thread(target=beat, daemon=True).start()
+        self.installed = True
+
+    def reset(self):
+        self.depth = 0
+
+
+COMPILING = Compiling()
 
 def main():
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.argv[1]))

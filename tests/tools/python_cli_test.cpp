@@ -50,6 +50,19 @@ TEST(PythonCli, TheTorchExamplePassesTheWholeSuite) {
   EXPECT_TRUE(has(r.out, "topk_decode@py  PASS")) << r.out;
 }
 
+// A run of no case is NO RUN and exit 1, never PASS: a top-k of 3 s a call in a budget of 1 s.
+TEST(PythonCli, ABudgetThatRunsNoCaseIsNoRunNotPass) {
+  SKIP_WITHOUT_TORCH();
+  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_slow.py:topk_decode --budget 1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode@py  NO RUN       0  no case ran within the budget")) << r.out;
+  EXPECT_TRUE(has(r.out, "0 of 1 passed, 1 ran no case")) << r.out;
+  EXPECT_FALSE(has(r.out, "PASS")) << r.out;
+  const CliResult j = run_mlacheck("check --python " + kFixtures + "topk_slow.py:topk_decode --budget 1 --format json");
+  EXPECT_EQ(j.status, 1) << j.out;
+  EXPECT_TRUE(has(j.out, "\"passed\": false, \"result\": \"NO RUN\", \"cases_run\": 0")) << j.out;
+}
+
 TEST(PythonCli, TheBuggyTwinFailsWithTheViewRowAndColumnAndReproFailsAgain) {
   SKIP_WITHOUT_TORCH();
   const std::string dir = ::testing::TempDir() + "python_cli_check";
@@ -221,15 +234,12 @@ struct Example {
   bool passes;
   const char* verdict;  // text the FAIL row holds
 };
-class PythonExamples : public ::testing::TestWithParam<Example> {};
-
-TEST_P(PythonExamples, PassOrFailAsTheirDocstringsSay) {
-  SKIP_WITHOUT_TORCH();
-  const Example& e = GetParam();
+// Checks example e for budget seconds: PASS, or FAIL with its verdict and the case saved.
+CliResult expect_example(const Example& e, const std::string& budget) {
   const std::string dir = ::testing::TempDir() + "python_example_" + e.file;
   std::filesystem::remove_all(dir);
   const CliResult r = run_mlacheck("check --python " + kSource + "/examples/python/" + e.file + ":" + e.callable +
-                                   " --budget 6 --save " + dir);
+                                   " --budget " + budget + " --save " + dir);
   if (e.passes) {
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_TRUE(has(r.out, "@py  PASS")) << r.out;
@@ -237,7 +247,16 @@ TEST_P(PythonExamples, PassOrFailAsTheirDocstringsSay) {
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_TRUE(has(r.out, "@py  FAIL")) << r.out;
     EXPECT_TRUE(has(r.out, e.verdict)) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir)) << r.out;  // the case saved
   }
+  return r;
+}
+
+class PythonExamples : public ::testing::TestWithParam<Example> {};
+
+TEST_P(PythonExamples, PassOrFailAsTheirDocstringsSay) {
+  SKIP_WITHOUT_TORCH();
+  expect_example(GetParam(), "6");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -256,6 +275,63 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& c : name) c = c == '_' ? 'x' : c;
       return name;
     });
+
+// The Triton examples on the host: their kernels run in Triton's interpreter on CPU tensors that
+// alias the guarded buffers (docs/python.md, "Triton on the host"). Each correct one passes its op's
+// suite and each buggy twin fails as its docstring says; executed in every CI run, never skipped
+// where the project's environment (scripts/pyenv.sh) is.
+std::string missing_triton() {
+  if (const std::string why = missing(); !why.empty()) return why;
+  static const bool triton =
+      std::system((std::string(MLACHECK_PYTHON_EXECUTABLE) + " -c 'import triton' >/dev/null 2>&1").c_str()) == 0;
+  return triton ? "" : "no Triton in " MLACHECK_PYTHON_EXECUTABLE " (scripts/pyenv.sh makes the environment)";
+}
+#define SKIP_WITHOUT_TRITON()                                                                    \
+  do {                                                                                           \
+    if (const std::string why = missing_triton(); !why.empty()) GTEST_SKIP() << "skipped: " << why; \
+  } while (0)
+
+class PythonTritonExamples : public ::testing::TestWithParam<Example> {};
+
+TEST_P(PythonTritonExamples, PassOrFailInTheInterpreterAsTheirDocstringsSay) {
+  SKIP_WITHOUT_TRITON();
+  const CliResult r = expect_example(GetParam(), "20");
+  EXPECT_FALSE(has(r.out, "hang")) << r.out;  // a slow interpreter is not a hang
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Interpreted, PythonTritonExamples,
+    ::testing::Values(
+        Example{"topk_triton.py", "topk_decode", true, ""},
+        Example{"topk_triton_buggy.py", "topk_decode", false, "outside the row's"},
+        Example{"decode_metadata_triton.py", "decode_metadata", true, ""},
+        Example{"decode_metadata_triton_buggy.py", "decode_metadata", false, "took the uniform path, want general"},
+        Example{"mla_decode_impl_triton.py", "mla_decode_impl", true, ""},
+        Example{"mla_decode_impl_triton_buggy.py", "mla_decode_impl", false, "replay_equals_eager: step 1: replay"}),
+    [](const ::testing::TestParamInfo<Example>& info) {
+      std::string name = info.param.file;
+      name = name.substr(0, name.size() - 3);
+      for (char& c : name) c = c == '_' ? 'x' : c;
+      return name;
+    });
+
+// In the interpreter a kernel that never ends is still FAIL hang with its case, though interpreted
+// calls get time in proportion to their measured cost; one that stores a terabyte past its tensor
+// is FAIL crashed with its case, not a crash of mlacheck.
+TEST(PythonCli, AnInterpretedTritonKernelThatNeverEndsIsAHangAndAWildStoreACrash) {
+  SKIP_WITHOUT_TRITON();
+  const std::string dir = ::testing::TempDir() + "python_triton_hang";
+  std::filesystem::remove_all(dir);
+  CliResult r = run_mlacheck("check --python " + kFixtures + "topk_triton_hang.py:topk_decode --budget 30 --save " + dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode@py  FAIL")) << r.out;
+  EXPECT_TRUE(has(r.out, "hang: one case ran past the case timeout")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/topk_decode-py.case")) << r.out;
+  r = run_mlacheck("check --python " + kFixtures + "topk_fault_triton.py:topk_decode --budget 10 --save " + dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "crashed (signal 11)")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/topk_decode-py.case")) << r.out;
+}
 
 // A callable named after no op, without OP= or @mlacheck.implements, is one line naming the ways.
 TEST(PythonCli, ACallableOfNoKnownOpIsOneLineSayingHowToNameIt) {

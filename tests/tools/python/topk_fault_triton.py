@@ -1,6 +1,7 @@
 """A --python callable whose Triton kernel stores through a wild pointer (an illegal address on the
-GPU, which loses the CUDA context): `FAIL crashed (cudaErrorIllegalAddress)` with the case saved,
-never a hang or a lost run (docs/python.md). Needs a GPU and Triton."""
+GPU, which loses the CUDA context): `FAIL crashed (cudaErrorIllegalAddress)` with the case saved;
+on the host, in the interpreter, the worker's segfault: `FAIL crashed (signal 11)`, with the case saved,
+never a hang or a lost run (docs/python.md). Needs Triton."""
 import triton
 import triton.language as tl
 

@@ -1,0 +1,335 @@
+"""mlacheck adapters for vLLM's released Triton kernels on the DeepSeek sparse-attention (DSA) and
+MLA decode path, run as vLLM runs them. On the host backend the kernels run in Triton's
+interpreter (TRITON_INTERPRET=1, CPU tensors), so CI without a GPU checks vLLM's real kernels:
+
+    bash scripts/upstream_cache.sh     # once: the pinned release into ~/.cache/mlacheck/upstream
+    mlacheck check --python python/mlacheck/adapters/vllm_triton.py:decode_metadata --budget 60
+
+The release is pinned in python/upstream.lock (vLLM 0.29.0, the newest with indexer.py's
+`_prepare_uniform_decode_kernel`) and loaded from the upstream cache (vllm_release.py): nothing of
+vLLM is copied here.
+Each adapter maps mlacheck's arguments onto the upstream function's and the upstream caller's own
+buffers; nothing here computes a result. Where upstream's caller guarantees less than the op's
+spec allows, the adapter's contract says so and cites the upstream line.
+
+| callable | op | drives (vllm-0.29.0/...) |
+|---|---|---|
+| decode_metadata | decode_metadata, flattened | v1/attention/backends/mla/indexer.py: DeepseekV32IndexerMetadataBuilder._prepare_decode_tensors (its uniform path is the Triton kernel _prepare_uniform_decode_kernel, its general path torch) |
+| decode_metadata_native | decode_metadata, native 2-D | the same method's native branch (torch) |
+| mla_decode, mla_decode_bf16 | mla_decode (fp8 / bf16 cache) | v1/attention/ops/triton_decode_attention.py: decode_attention_fwd (kernels _fwd_grouped_kernel_stage1 / _fwd_kernel_stage1, _fwd_kernel_stage2), as v1/attention/backends/mla/triton_mla.py TritonMLAImpl.forward_mqa calls it |
+| unpack_decode | unpack_decode | v1/attention/ops/common.py: unpack_seq_triton (kernel _unpack_seq_triton_kernel), as model_executor/layers/sparse_attn_indexer.py calls it |
+| topk_to_global | topk_to_global | v1/attention/backends/mla/sparse_utils.py: triton_convert_req_index_to_global_index (kernel _convert_req_index_to_global_index_kernel), as FlashMLASparseImpl calls it |
+
+Kernels holding bf16 values need mlacheck's model of bf16 in Triton's interpreter (the worker
+installs it on the host backend: docs/python.md, "Triton on the host"). A seeded-bug copy of the release runs through
+$MLACHECK_VLLM_SRC (vllm_release.py).
+"""
+import os
+import sys
+import types
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vllm_release  # noqa: E402
+
+try:  # the mlacheck package (python/), for implements(); its effect is two attributes
+    sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    from mlacheck import implements
+except Exception:  # noqa: BLE001 - a package mid-edit must not stop the adapters
+    def implements(op, contract=None):
+        def mark(fn):
+            fn.mlacheck_op = op
+            if contract:
+                fn.mlacheck_contract = contract if isinstance(contract, str) else "\n".join(contract)
+            return fn
+        return mark
+
+INDEXER = "vllm/v1/attention/backends/mla/indexer.py"
+TRITON_DECODE = "vllm/v1/attention/ops/triton_decode_attention.py"
+
+# mlacheck's decode_metadata layout and path codes (include/mlacheck/plugin.h).
+FLATTENED, NATIVE = 0, 1
+UNIFORM, GENERAL, NATIVE_PATH = 0, 1, 2
+
+
+# ---- shims: only so that a module imports without vLLM installed ------------------------------------
+
+def triton_shims():
+    """vllm.triton_utils exports the installed triton and triton.language (its HAS_TRITON branch);
+    vllm.platforms.current_platform answers is_rocm() False: the CUDA configuration (tile sizes
+    BLOCK 32 / BLOCK_H 16 of _decode_grouped_att_m_fwd), the one TritonMLA runs on NVIDIA GPUs."""
+    platform = types.SimpleNamespace(is_rocm=lambda: False)
+    return (vllm_release.shim("vllm", __path__=[]),
+            vllm_release.shim("vllm.platforms", current_platform=platform),
+            vllm_release.shim("vllm.triton_utils", triton=triton, tl=tl))
+
+
+class CountLaunches:
+    """Stands for a @triton.jit kernel in the upstream function's globals and counts its launches
+    (kernel[grid](...) is passed on unchanged): which path upstream took, observed, not recomputed.
+    A launch over an empty grid runs no program and is not counted (upstream launches the uniform
+    kernel over 0 rows for a batch of padding requests only, min == max == 0, and then writes what
+    its general path writes: nothing but the zeroed seq_lens tail)."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, grid):
+        launch = self.kernel[grid]
+
+        def run(*args, **kw):
+            if all(int(g) > 0 for g in grid):
+                self.launches += 1
+            return launch(*args, **kw)
+        return run
+
+
+_INDEXER = None
+
+
+def indexer():
+    """indexer.py's uniform kernel and DeepseekV32IndexerMetadataBuilder._prepare_decode_tensors
+    (indexer.py imports vllm.config, vllm.distributed, DeepGEMM, ...: the two definitions are
+    loaded alone, vllm_release.load_functions)."""
+    global _INDEXER
+    if _INDEXER is None:
+        fns, ns = vllm_release.load_functions(
+            INDEXER, ["_prepare_uniform_decode_kernel", "DeepseekV32IndexerMetadataBuilder._prepare_decode_tensors"],
+            {"torch": torch, "triton": triton, "tl": tl})
+        ns["_prepare_uniform_decode_kernel"] = CountLaunches(ns["_prepare_uniform_decode_kernel"])
+        _INDEXER = types.SimpleNamespace(kernel=ns["_prepare_uniform_decode_kernel"],
+                                         prepare=fns["DeepseekV32IndexerMetadataBuilder._prepare_decode_tensors"])
+    return _INDEXER
+
+
+# ---- decode_metadata (docs/ops.md 1) --------------------------------------------------------------
+
+class IndexerDecodeMetadata:
+    """The decode part of DeepseekV32IndexerMetadataBuilder.build (indexer.py 838-1067) as mlacheck
+    steps it: `self` of _prepare_decode_tensors is this object, holding the builder's persistent
+    buffers of __init__ (indexer.py 575-611) as mlacheck lends them:
+    decode_seq_lens_buffer = seq_lens (flattened) or context_lens (native: upstream views the same
+    buffer as [B, max_decode_len]), decode_lens_buffer = decode_lens, expanded_block_table_buffer =
+    block_table [max_batched_tokens, block_table_width]; offsets_buffer and arange_buffer are
+    upstream's constant aranges (max_num_seqs = max_requests). Arguments as build passes them
+    (indexer.py 995-1006): num_decodes = B, num_decode_tokens = the rows the consumer reads
+    (num_padded_tokens, else the sum of decode_lens), decode_lens_cpu = the host decode_lens,
+    max_decode_len = their max, next_n = the configured next_n. general_only maps to
+    supports_varlen = True, the only switch of the uniform kernel in _prepare_decode_tensors
+    besides the batch (indexer.py 689-695)."""
+
+    def __init__(self, limits, buffers, native):
+        self.limits, self.buffers, self.native = limits, buffers, native
+        device = buffers.seq_lens.device
+        next_n = int(limits.next_n)
+        self.vllm_config = types.SimpleNamespace(speculative_config=None)
+        self.supports_varlen = False
+        self.decode_lens_buffer = buffers.decode_lens
+        self.decode_seq_lens_buffer = buffers.seq_lens
+        self.expanded_block_table_buffer = buffers.block_table
+        self.offsets_buffer = torch.arange(next_n, device=device, dtype=torch.int32)
+        self.arange_buffer = torch.arange(max(int(limits.max_requests) * next_n, int(limits.max_batched_tokens)),
+                                          dtype=torch.int32, device=device)
+
+    def build(self, batch):
+        up = indexer()
+        lens = [int(x) for x in batch.host_decode_lens]
+        B, T = len(lens), sum(lens)
+        native = batch.layout == NATIVE
+        rows = T if native or batch.num_padded_tokens < 0 else int(batch.num_padded_tokens)
+        width = batch.block_table.shape[1]
+        max_decode_len = max(lens) if lens else 0
+        self.supports_varlen = bool(batch.general_only)
+        self.decode_seq_lens_buffer = self.buffers.context_lens if native else self.buffers.seq_lens
+        if B == 0:
+            # build() runs the decode part only when num_decodes > 0 (indexer.py 938): nothing is
+            # written, no decode metadata exists; the views are empty.
+            return types.SimpleNamespace(
+                layout=batch.layout, path=NATIVE_PATH if native else GENERAL, num_decode_tokens=0, rows=0,
+                next_n_live=0, seq_lens=None if native else self.buffers.seq_lens[:0],
+                decode_lens=None if native else self.buffers.decode_lens[:0],
+                block_table=batch.block_table if native else self.buffers.block_table[:0, :width],
+                context_lens=self.buffers.context_lens[:0].view(0, 0) if native else None)
+        launches = up.kernel.launches
+        seq_lens, block_table, decode_lens, batch_size, _ = up.prepare(
+            self,
+            seq_lens=batch.seq_lens,
+            block_table=batch.block_table,
+            decode_lens=batch.decode_lens,
+            decode_lens_cpu=torch.tensor(lens, dtype=torch.int32),
+            query_start_loc=batch.query_start_loc[:B] if batch.query_start_loc is not None else None,
+            num_decodes=B,
+            num_decode_tokens=rows,
+            use_native=native,
+            next_n=int(self.limits.next_n),
+            max_decode_len=max_decode_len,
+        )
+        if native:
+            # build() (indexer.py 1035-1036): a 1-D seq_lens (next_n == 1) becomes [B, 1].
+            context = seq_lens.unsqueeze(-1) if seq_lens.dim() == 1 else seq_lens
+            return types.SimpleNamespace(layout=NATIVE, path=NATIVE_PATH, num_decode_tokens=T, rows=batch_size,
+                                         next_n_live=max_decode_len, seq_lens=None, decode_lens=None,
+                                         block_table=block_table, context_lens=context)
+        uniform = up.kernel.launches > launches
+        # The expanded table rows are block_table_width wide; the batch's own columns are the view
+        # (upstream's two widths are equal: see the contract).
+        return types.SimpleNamespace(layout=FLATTENED, path=UNIFORM if uniform else GENERAL, num_decode_tokens=T,
+                                     rows=batch_size, next_n_live=max_decode_len, seq_lens=seq_lens,
+                                     decode_lens=decode_lens, block_table=block_table[:, :width], context_lens=None)
+
+
+# Upstream's block table and its expanded copy have one width: indexer.py 609-612 allocates
+# expanded_block_table_buffer [max_num_batched_tokens, block_table_width], and the builder's
+# block_table_width (v1/worker/utils.py 276-283, get_block_table_width) is the width of the block
+# table tensor it is handed (v1/worker/block_table.py 322-327, the same function of the same
+# arguments); _prepare_uniform_decode_kernel copies expanded_bt_stride columns of each source row
+# (indexer.py 92-97), so it relies on that.
+# next_n >= 2: layouts_agree builds the native layout too, and for next_n = 1 upstream hands on the
+# engine's seq_lens there (indexer.py 769), not a view of the builder's buffer.
+# num_padded_tokens none: upstream gives graph-padding rows decode_lens 1 (indexer.py 757) and
+# zeroes only column 0 of their block-table rows (749-752); harmless (their seq_lens are 0), but
+# the spec wants those rows zero, so that difference is left out to check the rest.
+# Not excluded: seq_lens below decode_lens. Padding requests do come with seq_len 0 and d tokens
+# (the uniform kernel's own comment, indexer.py 82-85), and the general path does not clamp
+# (indexer.py 737-739): mlacheck reports ctx -1 there.
+FLAT_CONTRACT = ["layout one-of flattened", "table_cols >= table_width", "next_n >= 2", "num_padded_tokens <= -1"]
+
+
+@implements("decode_metadata", contract=FLAT_CONTRACT)
+def decode_metadata(limits, buffers):
+    """The flattened layout: the uniform path is vLLM's Triton kernel, the general path its torch."""
+    return IndexerDecodeMetadata(limits, buffers, native=False)
+
+
+# The native layout is taken only for uniform batches: build() splits with
+# require_uniform=not (use_flattening or supports_varlen) (indexer.py 852-858), and
+# split_decodes_and_prefills (v1/attention/backends/utils.py 815-823) then counts as decodes only
+# requests of the first one's query length, or 0 (graph padding, whose seq_len is 0:
+# v1/worker/gpu_model_runner.py 2211). "Every d_b equal, or 0 with L_b = 0" has no clause; the
+# nearest is d_b = next_n for all b. next_n >= 2: for next_n = 1 upstream hands on the engine's own
+# seq_lens as context_lens (indexer.py 769), not a view of the builder's buffer.
+NATIVE_CONTRACT = ["layout one-of native", "decode_lens >= next_n", "next_n >= 2", "table_cols >= table_width",
+                   "num_padded_tokens <= -1"]
+
+
+@implements("decode_metadata", contract=NATIVE_CONTRACT)
+def decode_metadata_native(limits, buffers):
+    """The native 2-D layout: _prepare_decode_tensors' torch branch (indexer.py 758-786)."""
+    return IndexerDecodeMetadata(limits, buffers, native=True)
+
+
+# ---- mla_decode (docs/ops.md 5) -------------------------------------------------------------------
+
+def triton_decode():
+    return vllm_release.load_module(TRITON_DECODE, triton_shims())
+
+
+# TritonMLAImpl.forward_mqa (triton_mla.py 263-344) is what calls decode_attention_fwd:
+# - q_len 1: TritonMLAMetadataBuilder reports UNIFORM_SINGLE_TOKEN_DECODE (triton_mla.py 53-55) and
+#   a causal decode row is one query token (reorder threshold 1; only the non-causal DSpark draft
+#   flattens multi-token blocks, triton_mla.py 315-325), q is [B, H, 576];
+# - q bf16: with an fp8 KV cache, supports_quant_query_input = False (triton_mla.py 256-259): the
+#   queries stay bf16/fp16 and the kernel dequantizes K and V by k_scale on load;
+# - kv fp8: with a bf16 cache the kernel never reads k_scale (`if k.dtype.is_fp8()`), so an output
+#   scale other than 1 is not applied; vLLM's layer._k_scale stays 1.0 for a bf16 cache. mlacheck
+#   draws k_scale among reals that a contract cannot bound: mla_decode_bf16 below checks the bf16
+#   cache and its k_scale != 1 cases are expected to fail for that reason.
+# - heads >= 2: one head per KV head (H = 1) takes _fwd_kernel_stage1, whose q x k is a bf16 product
+#   summed in bf16 (tl.sum): Triton's interpreter cannot sum bf16 (docs/python.md), so H = 1 is
+#   checked on a GPU only (the cuda backend; drop the clause there).
+# Not excluded: seq_lens 0. forward_mqa passes them (graph padding, v1/worker/gpu_model_runner.py
+# 2211), and _fwd_kernel_stage2 then stores acc / e_sum = 0 / 0 = NaN (triton_decode_attention.py
+# 627; vLLM issue #57017, PR #57094): mlacheck reports it.
+MLA_CONTRACT = ["q_len = 1", "q dtype bf16", "heads >= 2"]
+
+
+def _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
+    """The arguments as forward_mqa builds them: q [B, H, 576], the cache with a head dim of 1
+    ([num_blocks, page, 1, 576], triton_mla.py 308-311) and its first 512 values as V, o [B, H, 512],
+    lse [B, H], attn_logits [B, H, num_splits, 513] fp32 (mlacheck's lent split workspace, as
+    upstream takes it from its workspace manager), sm_scale = the layer's softmax scale
+    (base_scale x q_scale: the query's scale when it carries one), k_scale = v_scale = the layer's
+    _k_scale tensor."""
+    B, q_len, H, _ = q.shape
+    kv = kv_cache.unsqueeze(2)
+    kv_c = kv[..., :512]
+    S = int(num_splits)
+    attn_logits = workspace.reshape(-1)[: B * H * S * 513].view(B, H, S, 513)
+    scale = torch.tensor(float(k_scale), dtype=torch.float32, device=q.device)
+    triton_decode().decode_attention_fwd(
+        q[:, 0], kv, kv_c, o[:, 0], lse[:, 0], block_table, seq_lens, attn_logits, S,
+        float(base_scale) * float(q_scale), kv.size(1), k_scale=scale, v_scale=scale, is_mla=True)
+
+
+@implements("mla_decode", contract=MLA_CONTRACT + ["kv_cache dtype fp8"])
+def mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
+    _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits)
+
+
+# k_scale = 1: vLLM's _k_scale of a bf16 cache. (mlacheck 2026-11 accepts a bound on a real key but
+# does not apply it: its cases with k_scale != 1 still run, and fail on the missing output scale.)
+@implements("mla_decode", contract=MLA_CONTRACT + ["kv_cache dtype bf16", "k_scale = 1"])
+def mla_decode_bf16(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
+    _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits)
+
+
+# ---- unpack_decode and topk_to_global (docs/ops.md 6, 3) -------------------------------------------
+
+COMMON = "vllm/v1/attention/ops/common.py"
+SPARSE_UTILS = "vllm/v1/attention/backends/mla/sparse_utils.py"
+
+
+def common_ops():
+    return vllm_release.load_module(COMMON, triton_shims())
+
+
+def sparse_utils():
+    return vllm_release.load_module(SPARSE_UTILS, triton_shims())
+
+
+# sparse_attn_indexer (model_executor/layers/sparse_attn_indexer.py 678-687) unpacks only the padded
+# top-k rows, int32 [B, next_n', topk], and only when the metadata says requires_padding, i.e. some
+# decode lengths differ (indexer.py 768). The packed rows are topk_indices.reshape(batch_size, -1,
+# topk) of the contiguous top-k output: unpack_seq_triton indexes them as row-major [B, Lmax, D].
+@implements("unpack_decode", contract=["dtype dtype int32", "packed contiguous"])
+def unpack_decode(query_start_loc, tokens, packed):
+    """common.py unpack_seq_triton (kernel _unpack_seq_triton_kernel) on the packed rows and the
+    decode lengths (build: torch.diff of query_start_loc, indexer.py 938-946); its fresh [T, topk]
+    result is copied into the token rows, as sparse_attn_indexer copies it into
+    topk_indices_buffer[:T] (sparse_attn_indexer.py 685-687)."""
+    lens = torch.diff(query_start_loc)
+    if lens.numel() == 0:
+        return None
+    tokens.copy_(common_ops().unpack_seq_triton(packed, lens).view(tokens.shape))
+    return None
+
+
+# The decode callers (flashmla_sparse.py 644-652, flashattn_mla_sparse.py 220) pass
+# NUM_TOPK_TOKENS = topk_indices.shape[1], return_valid_counts=True, BLOCK_SIZE = the page: one
+# program per row when the top-k width is a power of two (sparse_utils.py _remap_tiling), else
+# 128-column tiles; the wrapper asserts NUM_TOPK_TOKENS % 128 == 0 before either
+# (sparse_utils.py 221-223). DeepSeek-V3.2's index_topk is 2048.
+# "k one-of 128 256 ..." is accepted by mlacheck (2026-11) but not applied to the integer key k
+# (a case with k = 1 still ran): one width, 128, the smallest the wrapper takes.
+TOPK_WIDTHS = "k = 128"
+
+
+@implements("topk_to_global", contract=[TOPK_WIDTHS])
+def topk_to_global(query_start_loc, local, block_table, page, **kw):
+    """sparse_utils.py triton_convert_req_index_to_global_index (kernel
+    _convert_req_index_to_global_index_kernel) as FlashMLASparseImpl calls it: req_id_per_token =
+    the request of each token (repeat_interleave of the query lengths, what the sparse metadata
+    builder stores), the request block table, the local indices; its fresh result is copied into
+    mlacheck's `global` (`global` is a Python keyword: it comes in **kw)."""
+    out = kw["global"]
+    lens = torch.diff(query_start_loc.long())
+    req_id = torch.repeat_interleave(torch.arange(lens.numel(), dtype=torch.int32, device=lens.device), lens)
+    if local.shape[0] == 0:
+        return None
+    res, _ = sparse_utils().triton_convert_req_index_to_global_index(
+        req_id, block_table, local, BLOCK_SIZE=int(page), NUM_TOPK_TOKENS=local.shape[1], return_valid_counts=True)
+    out.copy_(res)
+    return None

@@ -1,0 +1,87 @@
+"""vLLM's released Triton kernels, driven through mlacheck's adapters on the host (Triton's
+interpreter), in every CI run: ctest label `upstream` (docs/upstream.md). The release is the one
+python/upstream.lock pins, unpacked by scripts/upstream_cache.sh into the upstream cache; nothing of
+it is in this repository.
+
+Each test runs `mlacheck` on an adapter of python/mlacheck/adapters/vllm_triton.py with a fixed seed
+and budget and wants the verdict docs/findings.md records: the two real defects reproduce from
+their corpus cases, the kernels pass every property the findings leave open, and a copy of the
+release with one injected bug is caught within 20 cases."""
+import json
+import os
+import subprocess
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.abspath(os.path.join(HERE, "..", ".."))
+ADAPTER = os.path.join(SOURCE, "python", "mlacheck", "adapters", "vllm_triton.py")
+REGRESSIONS = os.path.join(SOURCE, "corpus", "regressions")
+MLACHECK = os.environ["MLACHECK_BIN"]
+CACHE = os.environ.get("MLACHECK_UPSTREAM_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "mlacheck", "upstream")
+RELEASE = os.path.join(CACHE, "vllm-0.29.0")
+
+# The adapter's own contract plus the clause that steps past the general path's unclamped lengths
+# (V2, reported by test_the_findings_reproduce): the rest of the op is judged with it.
+FLAT_PAST_V2 = "\n".join(["layout one-of flattened", "table_cols >= table_width", "next_n >= 2",
+                          "num_padded_tokens <= -1", "seq_lens >= next_n"])
+
+if not os.path.isfile(os.path.join(RELEASE, ".mlacheck-complete")):
+    pytest.skip("skipped: vLLM 0.29.0 is not in the upstream cache %s (scripts/upstream_cache.sh puts it there)"
+                % CACHE, allow_module_level=True)
+
+
+def mlacheck(args, env=None, timeout=600):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([MLACHECK] + args, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=timeout)
+    return p.returncode, p.stdout
+
+
+def check(fn, tmp_path, budget, prop=None, env=None):
+    args = ["check", "--python", "%s:%s" % (ADAPTER, fn), "--budget", str(budget), "--seed", "1",
+            "--format", "json", "--save", str(tmp_path)]
+    if prop:
+        args += ["--property", prop]
+    rc, out = mlacheck(args, env)
+    start = out.find("{\"backend\"")
+    assert start >= 0, out[-3000:]
+    row = json.loads(out[start:out.rfind("}") + 1])["implementations"][0]
+    return rc, row, out
+
+
+@pytest.mark.parametrize("case, fn, impl, verdict", [
+    ("V1-vllm-mla-decode-seq-len-0-nan.case", "mla_decode", "mla_decode@py", "got NaN"),
+    ("V2-vllm-metadata-general-path-context-not-clamped.case", "decode_metadata", "decode_metadata@py",
+     "context length -1 outside [0, L = 0]"),
+])
+def test_the_findings_reproduce(case, fn, impl, verdict):
+    rc, out = mlacheck(["repro", os.path.join(REGRESSIONS, case), "--python", "%s:%s" % (ADAPTER, fn),
+                        "--impl", impl])
+    assert rc == 1 and "FAIL" in out and verdict in out, out[-3000:]
+
+
+@pytest.mark.parametrize("fn, prop, contract", [
+    ("unpack_decode", None, None),
+    ("topk_to_global", None, None),
+    ("decode_metadata", "decode_metadata.equals_oracle", FLAT_PAST_V2),
+    ("decode_metadata", "decode_metadata.views_as_declared", FLAT_PAST_V2),
+    ("decode_metadata", "decode_metadata.fast_path_equals_general_path", FLAT_PAST_V2),
+])
+def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, tmp_path):
+    env = {"MLACHECK_PYTHON_CONTRACT": contract} if contract else None
+    rc, row, out = check(fn, tmp_path, 20, prop, env)
+    assert rc == 0 and row["result"] == "PASS" and row["cases_run"] > 0, out[-3000:]
+
+
+def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(tmp_path):
+    # upstream_cache.sh's copy: the uniform kernel's store mask `off < expanded_bt_stride` made `<=`.
+    bug = RELEASE + "-bug"
+    assert os.path.isfile(os.path.join(bug, ".mlacheck-complete")), bug
+    env = {"MLACHECK_VLLM_SRC": bug, "MLACHECK_PYTHON_CONTRACT": FLAT_PAST_V2}
+    rc, row, out = check("decode_metadata", tmp_path, 30, "decode_metadata.fast_path_equals_general_path", env)
+    assert rc == 1 and row["result"] == "FAIL", out[-3000:]
+    assert row["cases_run"] <= 20, row
+    assert "stray write" in row["verdict"] or "guard of" in row["verdict"], row["verdict"]
