@@ -132,14 +132,60 @@ std::string load_message(const std::string& backend, int32_t device_index) {
          ",\"specs\":[" + specs + "]}";
 }
 
+// Runs fn while telling the suite's watchdog, for at most `seconds`, that the running case is
+// alive (case_clock.h): time the case timeout must not count (a worker's start, an interpreted
+// call's predicted time). After `seconds` the case timeout counts again, so a hang is still one.
+class KeepAlive {
+ public:
+  template <class F>
+  static auto during(double seconds, F&& fn) -> decltype(fn()) {
+    KeepAlive k(seconds);
+    return fn();
+  }
+
+ private:
+  explicit KeepAlive(double seconds) : start_(std::chrono::steady_clock::now()), seconds_(seconds) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(m_);
+      while (!done_ && std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() < seconds_) {
+        case_clock::alive();
+        cv_.wait_for(lock, std::chrono::milliseconds(250));
+      }
+    });
+  }
+  ~KeepAlive() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  KeepAlive(const KeepAlive&) = delete;
+  KeepAlive& operator=(const KeepAlive&) = delete;
+
+  const std::chrono::steady_clock::time_point start_;
+  const double seconds_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// A worker's start (the interpreter, torch, the user's module) is not the case's time: the case
+// that first calls it is kept alive while it loads, up to the probe's own limit.
+constexpr double kWorkerStartAllowance = 120;
+
 // Loads the worker for this process's backend on first use.
 void load_worker(const mlacheck_device* device) {
   if (python_worker::started()) return;
   python_worker::set_backend(device->backend);
   MLA_REQUIRE(device->backend != MLACHECK_BACKEND_HIP, "a Python callable cannot run on the hip backend (torch has "
               "no hip device in this build's scope)");
-  const Reply r = python_worker::request(
-      load_message(device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host", device->device_index));
+  const Reply r = KeepAlive::during(kWorkerStartAllowance, [&] {
+    return python_worker::request(
+        load_message(device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host", device->device_index));
+  });
   MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
   const auto it = r.values.find("interpreted");
   interpreted() = it != r.values.end() && !it->second.empty() && it->second[0] == "1";
@@ -162,6 +208,7 @@ void load_worker(const mlacheck_device* device) {
 constexpr double kInterpreterSafety = 4;        // the allowance, in predicted times
 constexpr double kInterpreterReach = 0.5;       // of the case timeout: the largest predicted call run
 constexpr double kInterpreterMinMeasured = 0.05;  // seconds: shorter calls measure the call path
+constexpr double kFirstCallAllowance = 10;        // seconds: a process's first interpreted call
 
 // What this implementation's run has measured of its interpreted calls (shared by its children
 // through case_clock's cost file): the most seconds per element of a call that took at least
@@ -218,33 +265,11 @@ Reply interpreted_call(const std::string& op, int64_t elements, const std::funct
     throw OutsideContract(why);
   }
   const auto start = std::chrono::steady_clock::now();
-  const double allowance = kInterpreterSafety * (c.fastest + c.allowance_rate() * static_cast<double>(elements)) + 1;
-  std::mutex m;
-  std::condition_variable done_cv;
-  bool done = false;
-  std::thread heartbeat([&] {
-    std::unique_lock<std::mutex> lock(m);
-    while (!done && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < allowance) {
-      case_clock::alive();
-      done_cv.wait_for(lock, std::chrono::milliseconds(250));
-    }
-  });
-  const auto finish = [&] {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      done = true;
-    }
-    done_cv.notify_all();
-    heartbeat.join();
-  };
-  Reply r;
-  try {
-    r = call();
-  } catch (...) {
-    finish();
-    throw;
-  }
-  finish();
+  // A process's first call also pays Triton's lazy imports (0.15 s on an idle machine, seconds on a
+  // loaded one): kFirstCallAllowance more.
+  const double allowance = kInterpreterSafety * (c.fastest + c.allowance_rate() * static_cast<double>(elements)) + 1 +
+                           (first ? kFirstCallAllowance : 0);
+  const Reply r = KeepAlive::during(allowance, call);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (elements > 0) {
     // A process's first call pays Triton's lazy imports: its size counts, its time does not. The
@@ -696,7 +721,8 @@ void probe_workers(const std::vector<std::string>& texts) {
   const auto started = std::chrono::steady_clock::now();
   const IsolatedOutcome probe = run_isolated(
       [&]() -> std::string {
-        const Reply r = python_worker::request(load_message("host", 0));
+        // "probe": imports and names only; neither host (the interpreter) nor cuda (a device)
+        const Reply r = python_worker::request(load_message("probe", 0));
         if (r.status != "ok") return "error: " + r.message;
         std::string found_ops = "loaded";
         for (const auto& [name, v] : r.values) {
