@@ -651,6 +651,7 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
   clock.slack = 0.05 * o.budget;
   SuiteResult row = run_suite_proper(o, impl, named, clock);
   run_probe(o, row, clock);
+  std::remove((costs.path + "." + row.op).c_str());  // the cost file of an interpreted op, if any
   return row;
 }
 
