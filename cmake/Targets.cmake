@@ -28,15 +28,22 @@ function(mlacheck_add_library name)
   endif()
 endfunction()
 
-# mlacheck_add_gtest(name SOURCES ... DEPS ... LABELS ...): a GoogleTest binary, one ctest per test.
+# mlacheck_add_gtest(name SOURCES ... DEPS ... LABELS ... [COST seconds]): a GoogleTest binary, one
+# ctest per test. COST: about how long its slowest tests take, so that a fresh build folder (CI's,
+# with no timings of an earlier run) starts them first instead of last (ctest -j orders by COST).
 function(mlacheck_add_gtest name)
-  cmake_parse_arguments(A "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "" "COST" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${A_SOURCES})
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MLACHECK_WARNINGS}>)
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  if(NOT A_COST)
+    set(A_COST 0)
+  endif()
   # Property tests run MLACHECK_PROPERTY_CASES cases each (RapidCheck's RC_PARAMS may override).
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-                       PROPERTIES LABELS "${A_LABELS}"
+  # NO_PRETTY_VALUES: a parameterized test's name is its own, not its parameter's printed bytes
+  # (addresses that change with every build, so ctest's timings and -R patterns never matched).
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST NO_PRETTY_VALUES NO_PRETTY_TYPES
+                       PROPERTIES LABELS "${A_LABELS}" COST ${A_COST}
                                   ENVIRONMENT "RC_PARAMS=max_success=${MLACHECK_PROPERTY_CASES}")
 endfunction()
 
@@ -146,4 +153,7 @@ function(mlacheck_add_fuzzer name)
            COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
                    sh -c "rm -rf '${work}' && mkdir -p '${work}' && mkdir -p '${artifacts}' && '$<TARGET_FILE:${name}>' -seed=1 ${limit} -max_len=512 -artifact_prefix='${artifacts}' '${work}' '${A_CORPUS}'")
   set_tests_properties(${name} PROPERTIES LABELS fuzz)
+  if(A_TIME)
+    set_tests_properties(${name} PROPERTIES COST ${A_TIME})  # started early in a fresh build folder
+  endif()
 endfunction()

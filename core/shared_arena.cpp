@@ -21,6 +21,7 @@ constexpr int64_t kReserve = int64_t{64} << 30;
 struct State {
   std::mutex mutex;
   pid_t enabling_pid = 0;  // 0: off
+  bool here = false;       // enable_here(): on in every process
   pid_t owner = 0;         // the process the arena below belongs to
   Arena arena;
   std::map<int64_t, int64_t> free_by_offset;    // offset -> bytes
@@ -93,10 +94,16 @@ void enable_for_children() {
   if (s.enabling_pid == 0) s.enabling_pid = getpid();
 }
 
+void enable_here() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.here = true;
+}
+
 bool active() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  return s.enabling_pid != 0 && s.enabling_pid != getpid();
+  return s.here || (s.enabling_pid != 0 && s.enabling_pid != getpid());
 }
 
 uint8_t* allocate(int64_t bytes) {

@@ -4,7 +4,8 @@
 //
 // Off until enable_for_children() is called (by --python), and then only in processes other than
 // the caller: the command's own process forks the children that run the cases, and a shared
-// mapping it made would stay shared with every child, where a private one is copied.
+// mapping it made would stay shared with every child, where a private one is copied. A process
+// that runs its cases itself (a fuzzing harness) calls enable_here() instead.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,9 @@ namespace mlacheck::shared_arena {
 
 // From now on, guarded host buffers of processes forked from this one come from their own arena.
 void enable_for_children();
+// From now on, guarded host buffers of this process (and of those forked from it) come from its
+// arena: for a process that runs its cases itself and forks none (a fuzzing harness).
+void enable_here();
 // True in a process whose guarded host buffers come from the arena.
 bool active();
 

@@ -19,6 +19,8 @@
 #include "fuzz/fuzz_input.h"
 #include "fuzz/fuzz_runner.h"
 #include "harness/staged_buffer.h"
+#include "tools/case_clock.h"
+#include "tools/python_bridge.h"
 
 namespace mlacheck::fuzz {
 
@@ -66,7 +68,8 @@ uint64_t fnv1a(std::string_view s) {
     char name[40];
     std::snprintf(name, sizeof name, "-%016llx.case", static_cast<unsigned long long>(fnv1a(text)));
     const std::string path = s.case_dir + "/" + fc.property->name + name;
-    std::ofstream(path) << text;
+    std::ofstream(path) << "# " << fc.property->name << " on " << s.impl << " (" << s.backend << "): " << verdict
+                        << "\n" << text;
     std::fprintf(stderr, "==mlacheck== case written to %s\n", path.c_str());
   }
   std::fflush(stderr);
@@ -99,6 +102,8 @@ int harness_init(const char* target, const char* argv0) {
     s.target = &find_fuzz_target(name);
     // A plugin's implementations (kernels/plugin.h), before MLACHECK_IMPL is looked up.
     for (const std::string& path : kernels::plugin_paths_from_environment()) kernels::load_plugin_isolated(path);
+    // The Python callables of `mlacheck fuzz --python` (tools/python_bridge.h), as OP@py.
+    const bool python = !kernels::load_python_from_environment().empty();
     s.backend = env("MLACHECK_BACKEND", "host");
     s.impl = env("MLACHECK_IMPL", s.target->op + "@ref");
     s.case_dir = env("MLACHECK_CASE_DIR", "");
@@ -113,6 +118,18 @@ int harness_init(const char* target, const char* argv0) {
     MLA_REQUIRE(*end == '\0' && m > 0 && m <= 3600000, "MLACHECK_FUZZ_MAX_MS is '", ms,
                 "', not a time in milliseconds (1 to 3600000)");
     s.max_seconds = static_cast<double>(m) / 1000;
+    // The clock of the callables' interpreted calls (tools/interpreter_cost.h): libFuzzer's
+    // -timeout, a cost file the campaign's processes share, and the slow-case time as the reach (a
+    // call predicted past it is skipped as too large for fuzzing, as a case past the memory or step
+    // budget is).
+    if (python) {
+      const std::string t = env("MLACHECK_FUZZ_CASE_TIMEOUT", "60");
+      const double seconds = std::strtod(t.c_str(), &end);
+      MLA_REQUIRE(*end == '\0' && seconds > 0, "MLACHECK_FUZZ_CASE_TIMEOUT is '", t, "', not a time in seconds");
+      case_clock::state().case_timeout = seconds;
+      case_clock::state().cost_file = env("MLACHECK_FUZZ_COST_FILE", "");
+      case_clock::state().reach = s.max_seconds;
+    }
     const std::string steps = env("MLACHECK_FUZZ_MAX_STEPS", "200000");
     const long long st = std::strtoll(steps.c_str(), &end, 10);
     MLA_REQUIRE(*end == '\0' && st >= 0, "MLACHECK_FUZZ_MAX_STEPS is '", steps,

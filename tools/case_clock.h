@@ -18,6 +18,8 @@ struct State {
   std::string progress_file;  // "": no suite watches this process
   double case_timeout = 0;    // seconds; 0: no suite watches this process
   std::string cost_file;      // "": no shared measurements
+  double reach = 0;           // seconds: the longest predicted call of an interpreted kernel that
+                              // runs (tools/interpreter_cost.h); 0: half the case timeout
 };
 
 inline State& state() {

@@ -30,6 +30,7 @@
 #include "harness/memory_budget.h"
 #include "tools/flags.h"
 #include "tools/fuzz_log.h"
+#include "tools/python_bridge.h"
 #include "tools/report_formats.h"
 #include "tools/suite_runner.h"
 
@@ -42,6 +43,8 @@ namespace {
 struct Options {
   std::string target, backend = "host", impl, out_dir, harness_dir;
   std::vector<std::string> seed_dirs, plugins;  // plugins: absolute paths, for the harness too
+  std::vector<std::string> python;              // --python specs (tools/python_bridge.h)
+  std::string python_loaded;                    // their $MLACHECK_PYTHON_LOADED, for the harness
   bool seeds_given = false;
   int64_t time_s = 60, jobs = 1, runs = -1, seed = 0, minimize_s = 20, timeout_s = 60;
   std::string format = "text", sarif_path;  // --format text|sarif (stdout), --sarif FILE (also)
@@ -178,6 +181,7 @@ struct Summary {
   std::string target;
   FuzzStats stats;
   size_t corpus = 0, crashes = 0, distinct = 0;
+  bool ran_nothing = false;  // no input was run: NO RUN, never a clean campaign
   double seconds = 0;
   std::vector<report::Finding> findings;  // one per distinct crash, for --format sarif and --sarif
 };
@@ -198,6 +202,7 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
   o.seed_dirs = f.list("seeds");
   o.seeds_given = f.given("seeds");
   o.plugins = f.list("plugin");
+  o.python = f.list("python");
   o.time_s = f.integer("time");
   o.runs = f.given("runs") ? f.integer("runs") : -1;
   o.jobs = f.integer("jobs");
@@ -219,12 +224,30 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
       kernels::load_plugin_isolated(path);
       path = fs::absolute(path).string();
     }
+    // A Python callable is probed here (one line if it does not load) and registered again, from
+    // $MLACHECK_PYTHON_LOADED without a probe, in every harness process.
+    std::vector<std::string> python_ops;
+    for (const std::string& name : kernels::load_python_isolated(o.python)) python_ops.push_back(name.substr(0, name.find('@')));
+    o.python_loaded = kernels::python_loaded_environment();
+    const auto has_callable = [&](const FuzzTarget& t) {
+      return std::find(python_ops.begin(), python_ops.end(), t.op) != python_ops.end();
+    };
     std::vector<std::string> targets;
     if (o.target == "all") {
-      for (const FuzzTarget& t : fuzz_targets()) targets.push_back(t.name);
+      // With --python, all means the targets of the callables' ops.
+      for (const FuzzTarget& t : fuzz_targets()) {
+        if (python_ops.empty() || has_callable(t)) targets.push_back(t.name);
+      }
       MLA_REQUIRE(o.impl.empty(), "--impl names one op's implementation; give one --target with it");
     } else {
-      targets.push_back(find_fuzz_target(o.target).name);
+      const FuzzTarget& t = find_fuzz_target(o.target);
+      MLA_REQUIRE(python_ops.empty() || has_callable(t) || !o.impl.empty(), "--python gives no callable of ", t.op,
+                  ", the op of --target ", t.name, " (it gives ", [&] {
+                    std::string l;
+                    for (const std::string& op : python_ops) l += (l.empty() ? "" : ", ") + op;
+                    return l;
+                  }(), ")");
+      targets.push_back(t.name);
     }
     // With --format sarif, stdout holds the SARIF log alone and the campaign's text goes to stderr.
     std::ostream& text = o.format == "sarif" ? err : out;
@@ -240,8 +263,8 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
       if (targets.size() > 1) one.out_dir = (fs::path(o.out_dir.empty() ? "mlacheck-fuzz" : o.out_dir) / t).string();
       done.push_back(run_campaign(one, text));
     }
-    size_t distinct = 0;
-    for (const Summary& d : done) distinct += d.distinct;
+    size_t distinct = 0, ran_nothing = 0;
+    for (const Summary& d : done) distinct += d.distinct, ran_nothing += d.ran_nothing ? 1 : 0;
     if (o.format == "sarif" || sarif_file.is_open()) {
       report::SarifRun run;
       run.tool_version = MLACHECK_VERSION;
@@ -267,7 +290,7 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
         text << line;
       }
     }
-    return distinct == 0 ? 0 : 1;
+    return distinct == 0 && ran_nothing == 0 ? 0 : 1;
   } catch (const Error& e) {
     err << flags::prefix("fuzz") << e.what() << '\n';
     return 2;
@@ -300,7 +323,8 @@ Summary run_campaign(Options o, std::ostream& out) {
   {
     const FuzzTarget& target = find_fuzz_target(o.target);
     MLA_REQUIRE(o.backend == "host" || o.backend == "cuda", "--backend is '", o.backend, "', not host or cuda");
-    if (o.impl.empty()) o.impl = target.op + "@ref";
+    const bool python = !o.python_loaded.empty();
+    if (o.impl.empty()) o.impl = target.op + (python ? "@py" : "@ref");
     const fs::path harness = find_harness(o);
     const fs::path dir = o.out_dir.empty() ? fs::path("mlacheck-fuzz") / o.target : fs::path(o.out_dir);
     for (const char* sub : {"corpus", "crashes", "cases", "violations"}) fs::create_directories(dir / sub);
@@ -316,6 +340,19 @@ Summary run_campaign(Options o, std::ostream& out) {
       std::string list;
       for (const std::string& path : o.plugins) list += (list.empty() ? "" : ":") + path;
       env.push_back("MLACHECK_PLUGIN=" + list);
+    }
+    if (python) {
+      // The harness registers the callables again from this (tools/python_bridge.h); its worker
+      // starts on a process's first call. A call of a Python callable costs milliseconds with
+      // torch, and tenths of a second to seconds in Triton's interpreter: a case is slow (kept out
+      // of the corpus) past 5 s unless MLACHECK_FUZZ_MAX_MS says otherwise, and the interpreter's
+      // cost model (tools/interpreter_cost.h) skips a call predicted past half of --timeout, its
+      // measurements shared by the campaign's processes.
+      env.push_back("MLACHECK_PYTHON_LOADED=" + o.python_loaded);
+      const char* ms = std::getenv("MLACHECK_FUZZ_MAX_MS");
+      if (ms == nullptr || *ms == '\0') env.push_back("MLACHECK_FUZZ_MAX_MS=5000");
+      env.push_back("MLACHECK_FUZZ_CASE_TIMEOUT=" + std::to_string(o.timeout_s));
+      env.push_back("MLACHECK_FUZZ_COST_FILE=" + fs::absolute(dir / "interpreter-cost").string());
     }
     if (o.backend == "cuda") {
       const char* a = std::getenv("ASAN_OPTIONS");
@@ -447,7 +484,8 @@ Summary run_campaign(Options o, std::ostream& out) {
       const std::string bytes = read_all(input);
       std::string name = (t.property.empty() ? o.target : t.property) + "-" + k + ".case";
       std::ostringstream c;
-      c << "# found by mlacheck fuzz --target " << o.target << " --backend " << o.backend << " on " << now_utc()
+      c << "# found by mlacheck fuzz --target " << o.target << " --backend " << o.backend << kernels::python_flags()
+        << " on " << now_utc()
         << "\n# " << t.summary << "\n# raw input: " << input.string() << " (" << bytes.size() << " bytes)\n";
       report::Finding finding;
       finding.rule = report::finding_rule(t.property, t.summary);
@@ -463,9 +501,13 @@ Summary run_campaign(Options o, std::ostream& out) {
       } catch (const Error& e) {
         name = "(no case: " + std::string(e.what()) + ")";
       }
+      const std::string case_file = finding.case_file;
       summary.findings.push_back(std::move(finding));
       out << "  " << ++index << ". " << t.summary << "\n     case " << (dir / "cases" / name).string()
           << "\n     raw  " << input.string() << " (" << bytes.size() << " bytes)\n";
+      if (!o.python_loaded.empty() && !case_file.empty()) {
+        out << "     repro: mlacheck repro " << case_file << kernels::python_flags() << "\n";
+      }
     }
 
     if (unminimized > 0) {
@@ -508,6 +550,13 @@ Summary run_campaign(Options o, std::ostream& out) {
                   static_cast<long long>(stats.cov), static_cast<long long>(stats.ft), corpus_words.c_str(),
                   distinct.size(), budget.elapsed());
     out << line;
+    if (stats.execs == 0 && distinct.empty()) {
+      // libFuzzer ran no input to its end: the time went to starting (seeds, a Python worker) or
+      // every input was refused or skipped. Not a clean campaign.
+      summary.ran_nothing = true;
+      out << "fuzz " << o.target << ": NO RUN: no input was run to its end in " << std::llround(budget.elapsed())
+          << " s (see " << log.string() << "; a longer --time, or smaller seeds with --seeds)\n";
+    }
     summary.stats = stats;
     summary.corpus = merged_n > 0 ? merged_n : corpus_after;
     summary.crashes = found.size();

@@ -16,12 +16,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <algorithm>
-#include <thread>
-#include <mutex>
-#include <iomanip>
-#include <fstream>
-#include <condition_variable>
 #include <string>
 #include <vector>
 
@@ -32,7 +26,7 @@
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
 #include "mlacheck/plugin.h"
-#include "tools/case_clock.h"
+#include "tools/interpreter_cost.h"
 #include "tools/python_worker.h"
 #include "tools/report_formats.h"
 
@@ -132,46 +126,6 @@ std::string load_message(const std::string& backend, int32_t device_index) {
          ",\"specs\":[" + specs + "]}";
 }
 
-// Runs fn while telling the suite's watchdog, for at most `seconds`, that the running case is
-// alive (case_clock.h): time the case timeout must not count (a worker's start, an interpreted
-// call's predicted time). After `seconds` the case timeout counts again, so a hang is still one.
-class KeepAlive {
- public:
-  template <class F>
-  static auto during(double seconds, F&& fn) -> decltype(fn()) {
-    KeepAlive k(seconds);
-    return fn();
-  }
-
- private:
-  explicit KeepAlive(double seconds) : start_(std::chrono::steady_clock::now()), seconds_(seconds) {
-    thread_ = std::thread([this] {
-      std::unique_lock<std::mutex> lock(m_);
-      while (!done_ && std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() < seconds_) {
-        case_clock::alive();
-        cv_.wait_for(lock, std::chrono::milliseconds(250));
-      }
-    });
-  }
-  ~KeepAlive() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  KeepAlive(const KeepAlive&) = delete;
-  KeepAlive& operator=(const KeepAlive&) = delete;
-
-  const std::chrono::steady_clock::time_point start_;
-  const double seconds_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
 // A worker's start (the interpreter, torch, the user's module) is not the case's time: the case
 // that first calls it is kept alive while it loads, up to the probe's own limit.
 constexpr double kWorkerStartAllowance = 120;
@@ -182,110 +136,14 @@ void load_worker(const mlacheck_device* device) {
   python_worker::set_backend(device->backend);
   MLA_REQUIRE(device->backend != MLACHECK_BACKEND_HIP, "a Python callable cannot run on the hip backend (torch has "
               "no hip device in this build's scope)");
-  const Reply r = KeepAlive::during(kWorkerStartAllowance, [&] {
-    return python_worker::request(
+  Reply r;
+  keep_alive_during(kWorkerStartAllowance, [&] {
+    r = python_worker::request(
         load_message(device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host", device->device_index));
   });
   MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
   const auto it = r.values.find("interpreted");
   interpreted() = it != r.values.end() && !it->second.empty() && it->second[0] == "1";
-}
-
-// ---- Triton's interpreter: a slow kernel is not a hung one -------------------------------------
-//
-// On the host backend a @triton.jit kernel runs in Triton's interpreter, thousands of times slower
-// than on a GPU and in proportion to the elements it touches (docs/python.md, "Triton on the host":
-// a sort of 2 x 64 keys 0.2 s, of 16 x 512 15.6 s). So a correct kernel's large case would outlive
-// the case timeout and be called a hang. Instead, each call of an interpreted callable is measured:
-// its seconds per element of the tensors it was handed (the most seen in this implementation's run,
-// shared by its children through case_clock's cost file). With that figure known:
-// - a call whose predicted time passes half the case timeout is not run: the case is beyond the
-//   interpreter's reach, counted and said apart (OutsideContract), never a pass or a failure;
-// - a call predicted to take P s may run 4 P + 1 s before the case timeout starts counting (the
-//   watchdog is told the case is alive until then), so a real hang is still a hang, later by that.
-// Before any call took long enough to time, the prediction of the allowance is the bound the quick
-// calls give, and nothing is skipped.
-constexpr double kInterpreterSafety = 4;        // the allowance, in predicted times
-constexpr double kInterpreterReach = 0.5;       // of the case timeout: the largest predicted call run
-constexpr double kInterpreterMinMeasured = 0.05;  // seconds: shorter calls measure the call path
-constexpr double kFirstCallAllowance = 10;        // seconds: a process's first interpreted call
-
-// What this implementation's run has measured of its interpreted calls (shared by its children
-// through case_clock's cost file): the most seconds per element of a call that took at least
-// kInterpreterMinMeasured (a process's first call not counted), and the most elements of any call.
-struct Cost {
-  double per_element = 0;  // of the time past the fastest call: what the elements cost
-  double largest = 0;
-  double fastest = 0;      // seconds of the quickest call (a process's first not counted): the call path
-  // Seconds per element for the allowance: the most measured; else, when every call so far was too
-  // quick to time, the bound they give (kInterpreterMinMeasured over the most elements seen), so a
-  // call far larger than any seen gets time in proportion, not just the case timeout.
-  double allowance_rate() const {
-    return per_element > 0 ? per_element : largest > 0 ? kInterpreterMinMeasured / largest : 0;
-  }
-};
-
-Cost read_cost(const std::string& op) {
-  Cost c;
-  const std::string& file = case_clock::state().cost_file;
-  if (file.empty()) return c;
-  std::ifstream in(file + "." + op);
-  if (!(in >> c.per_element >> c.largest >> c.fastest)) c = Cost{};
-  return c;
-}
-
-void write_cost(const std::string& op, const Cost& c) {
-  const std::string& file = case_clock::state().cost_file;
-  if (file.empty()) return;
-  const std::string tmp = file + "." + op + ".tmp" + std::to_string(getpid());
-  std::ofstream(tmp) << std::setprecision(17) << c.per_element << ' ' << c.largest << ' ' << c.fastest << '\n';
-  std::rename(tmp.c_str(), (file + "." + op).c_str());
-}
-
-// Runs call (one request of op's callable with `elements` elements) under the cost model above.
-Reply interpreted_call(const std::string& op, int64_t elements, const std::function<Reply()>& call) {
-  static std::map<std::string, Cost> seen;  // of this process, merged with the file's
-  static std::map<std::string, int> calls;  // of this process
-  const bool first = calls[op]++ == 0;      // pays Triton's lazy imports once: not measured
-  Cost& c = seen[op];
-  const Cost shared = read_cost(op);
-  c.per_element = std::max(c.per_element, shared.per_element), c.largest = std::max(c.largest, shared.largest);
-  if (shared.fastest > 0 && (c.fastest == 0 || shared.fastest < c.fastest)) c.fastest = shared.fastest;
-  const double timeout = case_clock::state().case_timeout;
-  // Only a measured rate skips a call; a bound from quick calls only lengthens the allowance (it
-  // says little about a call a thousand times larger, and skipping on it would skip every case
-  // larger than the seed cases).
-  const double predicted = c.fastest + c.per_element * static_cast<double>(elements);
-  if (timeout > 0 && predicted > kInterpreterReach * timeout) {
-    char why[400];
-    std::snprintf(why, sizeof why,
-                  "beyond the Triton interpreter's reach: predicted %.1f s (%.2g s a call and %lld elements at %.3g ms "
-                  "each, the most measured) past half the case timeout of %.0f s",
-                  predicted, c.fastest, static_cast<long long>(elements), c.per_element * 1e3, timeout);
-    throw OutsideContract(why);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  // A process's first call also pays Triton's lazy imports (0.15 s on an idle machine, seconds on a
-  // loaded one): kFirstCallAllowance more.
-  const double allowance = kInterpreterSafety * (c.fastest + c.allowance_rate() * static_cast<double>(elements)) + 1 +
-                           (first ? kFirstCallAllowance : 0);
-  const Reply r = KeepAlive::during(allowance, call);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (elements > 0) {
-    // A process's first call pays Triton's lazy imports: its size counts, its time does not. The
-    // fastest call is the call path's own cost; what a call takes past it is its elements'.
-    const bool faster = !first && (c.fastest == 0 || took < c.fastest);
-    if (faster) c.fastest = took;
-    const double beyond = took - c.fastest;
-    const double per = !first && beyond >= kInterpreterMinMeasured ? beyond / static_cast<double>(elements) : 0;
-    if (faster || per > c.per_element || static_cast<double>(elements) > c.largest) {
-      c.per_element = std::max(c.per_element, per), c.largest = std::max(c.largest, static_cast<double>(elements));
-      const Cost now = read_cost(op);
-      write_cost(op, Cost{std::max(c.per_element, now.per_element), std::max(c.largest, now.largest),
-                          now.fastest > 0 ? std::min(c.fastest, now.fastest) : c.fastest});
-    }
-  }
-  return r;
 }
 
 std::string who(const std::string& op) {
@@ -301,10 +159,20 @@ Reply exchange(const std::string& op, const mlacheck_device* device, const std::
   load_worker(device);
   std::string json = "{\"cmd\":\"" + cmd + "\",\"op\":\"" + op + "\"" + members;
   if (args != nullptr) json += ",\"args\":" + args->json();
-  int fd = -1;
-  json += python_worker::take_members(&fd) + "}";
-  const auto request = [&] { return python_worker::request(json, fd); };
-  const Reply r = interpreted() && elements >= 0 ? interpreted_call(op, elements, request) : request();
+  // The blocks to open (the host arena's file, the first time) go with the message actually sent: a
+  // call the interpreter's cost model skips sends nothing, and must not take them (the next call
+  // would name a block the worker was never lent: KeyError 0, found by fuzzing).
+  const auto request = [&] {
+    int fd = -1;
+    const std::string message = json + python_worker::take_members(&fd) + "}";
+    return python_worker::request(message, fd);
+  };
+  Reply r;
+  if (interpreted() && elements >= 0) {
+    interpreted_call(op, elements, [&] { r = request(); });
+  } else {
+    r = request();
+  }
   if (r.status == "crashed") throw ContextLost(who(op) + " crashed the GPU: " + r.message, r.fault);
   MLA_REQUIRE(r.status == "ok", who(op), " ", r.message);
   return r;
@@ -763,8 +631,10 @@ std::string python_flags() {
   return s;
 }
 
-std::vector<std::string> load_python_isolated(const std::vector<std::string>& texts) {
-  if (texts.empty()) return {};
+namespace {
+
+// Parses each "[OP=]MODULE:CALLABLE" into registered().specs.
+void parse_specs(const std::vector<std::string>& texts) {
   MLA_REQUIRE(registered().specs.empty(), "--python: the callables are loaded once per run");
   for (const std::string& text : texts) {
     Spec s;
@@ -784,6 +654,34 @@ std::vector<std::string> load_python_isolated(const std::vector<std::string>& te
     s.module = rest.substr(0, colon), s.callable = rest.substr(colon + 1);
     registered().specs.push_back(s);
   }
+}
+
+// Registers the parsed specs under the ops found for them; returns their implementations' names.
+// in_this_process: this process runs cases itself (a fuzzing harness), not only its children.
+std::vector<std::string> register_found(bool in_this_process) {
+  std::vector<std::string> names;
+  for (const Spec& s : registered().specs) {
+    const std::string op = found().op_of_spec[s.text];
+    MLA_REQUIRE(!op.empty(), "--python ", s.text, ": the worker named no op for it");
+    MLA_REQUIRE(registered().spec_of_op.count(op) == 0, "--python ", s.text, ": ", op, "@py is ",
+                registered().spec_of_op[op], " already (one Python callable per op)");
+    registered().spec_of_op[op] = s.text;
+    names.push_back(op + "@py");
+  }
+  if (in_this_process) {
+    shared_arena::enable_here();
+  } else {
+    shared_arena::enable_for_children();
+  }
+  register_plugin(kPythonPlugin, "python");
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> load_python_isolated(const std::vector<std::string>& texts) {
+  if (texts.empty()) return {};
+  parse_specs(texts);
   // OP=- (mlacheck.cases() in python/mlacheck): no worker to start or probe; the caller's socket is
   // $MLACHECK_DRIVER_FD, and every process of this run talks to it in turn.
   if (registered().specs.front().module == "-") {
@@ -800,18 +698,39 @@ std::vector<std::string> load_python_isolated(const std::vector<std::string>& te
   } else {
     probe_workers(texts);
   }
-  std::vector<std::string> names;
+  return register_found(false);
+}
+
+// Each spec as "TEXT\x1eOP\x1eCONTRACT", joined by \x1f (none of them holds either byte: a path or
+// a contract's text).
+std::string python_loaded_environment() {
+  std::string v;
   for (const Spec& s : registered().specs) {
     const std::string op = found().op_of_spec[s.text];
-    MLA_REQUIRE(!op.empty(), "--python ", s.text, ": the worker named no op for it");
-    MLA_REQUIRE(registered().spec_of_op.count(op) == 0, "--python ", s.text, ": ", op, "@py is ",
-                registered().spec_of_op[op], " already (one Python callable per op)");
-    registered().spec_of_op[op] = s.text;
-    names.push_back(op + "@py");
+    v += (v.empty() ? "" : "\x1f") + s.text + "\x1e" + op + "\x1e" + found().contract_of_op[op];
   }
-  shared_arena::enable_for_children();
-  register_plugin(kPythonPlugin, "python");
-  return names;
+  return v;
+}
+
+std::vector<std::string> load_python_from_environment() {
+  const char* v = std::getenv("MLACHECK_PYTHON_LOADED");
+  if (v == nullptr || *v == '\0') return {};
+  std::vector<std::string> texts;
+  const std::string all = v;
+  for (size_t at = 0; at <= all.size();) {
+    const size_t end = std::min(all.find('\x1f', at), all.size());
+    const std::string item = all.substr(at, end - at);
+    const size_t a = item.find('\x1e'), b = a == std::string::npos ? a : item.find('\x1e', a + 1);
+    MLA_REQUIRE(b != std::string::npos, "MLACHECK_PYTHON_LOADED is malformed (it is set by mlacheck fuzz --python)");
+    const std::string text = item.substr(0, a), op = item.substr(a + 1, b - a - 1);
+    MLA_REQUIRE(is_op(op), "MLACHECK_PYTHON_LOADED names '", op, "', not an op");
+    texts.push_back(text);
+    found().op_of_spec[text] = op;
+    if (b + 1 < item.size()) found().contract_of_op[op] = item.substr(b + 1);
+    at = end + 1;
+  }
+  parse_specs(texts);
+  return register_found(true);
 }
 
 }  // namespace mlacheck::kernels

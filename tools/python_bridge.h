@@ -25,6 +25,17 @@ namespace mlacheck::kernels {
 // no such callable, an unknown op, two callables for one op, a malformed contract).
 std::vector<std::string> load_python_isolated(const std::vector<std::string>& specs);
 
+// The callables load_python_isolated loaded, as the value of $MLACHECK_PYTHON_LOADED (each spec with
+// the op and contract its probe found), or "": what a process this one starts by exec (a fuzzing
+// harness, tools/fuzz_command.h) needs to register the same callables without probing them again.
+std::string python_loaded_environment();
+
+// Registers the callables $MLACHECK_PYTHON_LOADED names, as load_python_isolated did in the process
+// that set it, and returns their names (none when it is unset). Starts no Python: each callable's
+// worker starts on its first call, as after load_python_isolated. Throws mlacheck::Error for a
+// malformed value.
+std::vector<std::string> load_python_from_environment();
+
 // The specs given to load_python_isolated, as flags: " --python S1 --python S2", or "".
 std::string python_flags();
 

@@ -371,7 +371,8 @@ class Lender {
   std::map<std::string, Open> open_;  // by IPC handle
   std::vector<std::string> kept_;     // handles of ended scopes, oldest first
   std::map<int64_t, void*> base_of_;  // block id -> base in this process
-  int64_t next_id_ = 1, next_scope_ = 1;
+  [[maybe_unused]] int64_t next_id_ = 1;  // cuda blocks only
+  int64_t next_scope_ = 1;
 };
 
 }  // namespace

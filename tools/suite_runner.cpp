@@ -227,7 +227,7 @@ class SuiteRun {
       if (!res.verdict || run_case_text(c, o_.backend, op_ + "@ref", true).verdict) continue;
       if (row.probe_failures++ == 0) {
         row.probe_first = SuiteFinding{"probe", res.property, *res.verdict + " (outside the contract: " + why + ")",
-                                       std::chrono::duration<double>(Clock::now() - start_).count(), c.format()};
+                                       std::chrono::duration<double>(Clock::now() - start_).count(), c.format(), "", -1};
       }
     }
   }
@@ -299,7 +299,7 @@ class SuiteRun {
     CaseText shown = c;
     shown.set("impl", impl_).set("backend", o_.backend);
     return SuiteFinding{stage, r.property, *r.verdict, std::chrono::duration<double>(Clock::now() - start_).count(),
-                shown.format()};
+                shown.format(), "", -1};
   }
 
   std::optional<SuiteFinding> run_files(const std::vector<std::pair<fs::path, CaseText>>& files, const std::string& stage,
@@ -605,7 +605,7 @@ void run_probe(const SuiteOptions& o, SuiteResult& row, const RowClock& clock) {
   ++row.probe_failures;
   row.probe_first = SuiteFinding{"probe", crash_name(out),
                                  without_prefix(out.message, crash_name(out) + ": ") + " (during " + p.where + ")", 0,
-                                 p.case_text};
+                                 p.case_text, "", -1};
 }
 
 }  // namespace
