@@ -129,7 +129,7 @@ Figure dense_mla(int repeats, std::mt19937& rng) {
   const oracle::MlaDecodeInputs in{HostTensor(q.data(), View::contiguous(DType::kBF16, {B, q_len, H, 576})),
                                    HostTensor(cache.data(), View::contiguous(DType::kBF16, {blocks, page, 576})),
                                    HostTensor(table.data(), View::contiguous(DType::kI32, {B, W})),
-                                   HostTensor(lens.data(), View::contiguous(DType::kI32, {B})), 0.0722, 1.0, 1.0};
+                                   HostTensor(lens.data(), View::contiguous(DType::kI32, {B})), 0.0722, 1.0, 1.0, {}};
   // Query token t sees seq - q_len + t + 1 keys: scores of length 576 and an output of 512 per key.
   double flop = 0;
   for (int64_t t = 0; t < q_len; ++t) flop += double(B) * H * double(seq - q_len + t + 1) * 2.0 * (576 + 512);

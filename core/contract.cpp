@@ -20,14 +20,20 @@ namespace {
 // key's words), `key:finite` (its floats are finite). Alternatives (a layout's levels, a rank's
 // values) are separated by '|', each "name: items".
 
-enum class TermKind { kQuantity, kLayout, kRank, kDtype, kFlag };
+enum class TermKind { kQuantity, kLayout, kRank, kDtype, kFlag, kPrecision };
 
 struct Term {
   const char* op;
   const char* name;
   TermKind kind;
-  const char* spec;  // kQuantity: the key; kDtype: "key: word word"; others: alternatives or items
+  const char* spec;  // kQuantity: the key; kDtype: "key: word word"; kPrecision: the formats; others:
+                     // alternatives or items
 };
+
+// The formats a precision clause may name, roughest last: the values an implementation's products
+// take ("precision p bf16": P is rounded to bf16 before P.V). The oracles' slack follows them
+// (docs/ops.md section 7, "Declared precision").
+#define MLA_PRECISIONS "fp32 tf32 bf16"
 
 // The words a top-k row pattern may take when inputs are finite (no nan, neg-inf, extremes).
 #define MLA_FINITE_TOPK "patterns=distinct,few-values,shared-high-bits,all-equal,signed-zeros,negative,huge,tiny,zeros values_*:finite"
@@ -115,8 +121,12 @@ const Term kTerms[] = {
     {"mla_decode", "block_table", TermKind::kLayout, "contiguous: table_row_pad=0 | padded-rows:"},
     {"mla_decode", "q", TermKind::kDtype, "q_dtype: bf16 fp8"},
     {"mla_decode", "kv_cache", TermKind::kDtype, "kv_dtype: bf16 fp8"},
+    {"mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q (times q_scale) in Q.K
+    {"mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (times k_scale) in Q.K and P.V
+    {"mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
 };
 #undef MLA_FINITE_TOPK
+#undef MLA_PRECISIONS
 
 const char* kind_name(TermKind k) {
   switch (k) {
@@ -125,6 +135,7 @@ const char* kind_name(TermKind k) {
     case TermKind::kRank: return "rank";
     case TermKind::kDtype: return "dtype";
     case TermKind::kFlag: return "flag";
+    case TermKind::kPrecision: return "precision";
   }
   return "?";
 }
@@ -254,14 +265,15 @@ class ClauseParser {
     where_ = "contract of " + op_ + ", clause " + std::to_string(n) + " '" + text + "': ";
     const std::vector<std::string> w = words_of(text);
     if (w.size() == 1 && find(w[0], TermKind::kFlag)) return flag(*find(w[0], TermKind::kFlag), text);
-    if (w.size() < 2) fail("not a clause (NAME <= N, NAME in [A, B], TENSOR LAYOUT, TENSOR rank N, TENSOR dtype D, finite)");
+    if (!w.empty() && w[0] == "precision") return precision(w, text);
+    if (w.size() < 2) fail("not a clause (NAME <= N, NAME in [A, B], TENSOR LAYOUT, TENSOR rank N, TENSOR dtype D, finite, precision OPERAND FORMAT)");
     const std::string& name = w[0];
     if (w[1] == "<=" || w[1] == ">=" || w[1] == "=" || w[1] == "in") return bound(name, w, text);
     if (w[1] == "rank") return rank(name, w, text);
     if (w[1] == "dtype") return dtype(name, w, text);
     if (w[1] == "one-of") return one_of(name, w, text);
     if (w.size() == 2) return layout(name, w[1], text);
-    fail("not a clause (NAME <= N, NAME in [A, B], TENSOR LAYOUT, TENSOR rank N, TENSOR dtype D, finite)");
+    fail("not a clause (NAME <= N, NAME in [A, B], TENSOR LAYOUT, TENSOR rank N, TENSOR dtype D, finite, precision OPERAND FORMAT)");
   }
 
  private:
@@ -374,6 +386,25 @@ class ClauseParser {
 
   void flag(const Term& t, const std::string& text) { add(text, items_to_limits(t.spec)); }
 
+  // precision OPERAND FORMAT: a declaration of how the implementation computes, not a limit on cases.
+  void precision(const std::vector<std::string>& w, const std::string& text) {
+    std::vector<std::string> operands;
+    for (const Term* t : terms_of(op_)) {
+      if (t->kind == TermKind::kPrecision) operands.push_back(t->name);
+    }
+    if (operands.empty()) fail(op_ + " has no precision terms (its outputs are compared exactly or by a fixed bound)");
+    if (w.size() != 3) fail("a precision clause is 'precision OPERAND FORMAT' (" + op_ + ": " + joined(operands, ", ") + ")");
+    const Term* t = find(w[1], TermKind::kPrecision);
+    if (t == nullptr) fail("'" + w[1] + "' is no precision operand of " + op_ + " (" + joined(operands, ", ") + ")");
+    const std::vector<std::string> formats = words_of(t->spec);
+    if (std::find(formats.begin(), formats.end(), w[2]) == formats.end()) {
+      fail("unknown format '" + w[2] + "' (" + joined(formats, ", ") + ")");
+    }
+    if (c_.precision.count(w[1])) fail("the precision of " + w[1] + " is declared twice");
+    c_.precision[w[1]] = w[2];
+    c_.clauses.push_back(text);
+  }
+
   void add(const std::string& text, std::vector<KeyLimit> limits) {
     c_.clauses.push_back(text);
     for (KeyLimit& l : limits) c_.limits.push_back(std::move(l));
@@ -442,6 +473,7 @@ std::vector<std::string> contract_terms(const std::string& op) {
         break;
       }
       case TermKind::kFlag: break;
+      case TermKind::kPrecision: line = "precision " + line + " " + joined(words_of(t->spec), "|"); break;
     }
     out.push_back(line);
   }
@@ -454,6 +486,7 @@ std::vector<std::string> contract_term_keys(const std::string& op) {
     if (!k.empty() && std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   };
   for (const Term* t : terms_of(op)) {
+    if (t->kind == TermKind::kPrecision) continue;  // a declaration: no case key
     if (t->kind == TermKind::kQuantity) {
       add(t->spec);
     } else if (t->kind == TermKind::kDtype) {

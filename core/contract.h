@@ -12,6 +12,10 @@
 //   q dtype bf16              a tensor's element types, where the op allows several
 //   finite                    inputs hold no NaN or +-inf
 //   lengths one-of decode-1d  any case key of the op, bounded or limited to some of its words
+//   precision p bf16          how the implementation computes, where the op's comparison depends on
+//                             it: an operand of its products (contract_terms) rounded to tf32 or
+//                             bf16 (fp32: the default); not a limit on cases, the oracle's slack
+//                             follows it (docs/ops.md section 7)
 //
 // The names are the op's terms (contract_terms(op) lists them) or the keys of its case files. A
 // contract compiles to limits on case keys, which the case readers (harness/case_text.h) apply
@@ -20,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +64,7 @@ struct Contract {
   std::string op;
   std::vector<std::string> clauses;  // as declared, one per clause, normalized ("k in [1, 2048]")
   std::vector<KeyLimit> limits;
+  std::map<std::string, std::string> precision;  // operand -> fp32, tf32 or bf16, as declared
   bool empty() const { return limits.empty(); }
   // The limits on case_key, in declaration order (several clauses may bound one key).
   std::vector<const KeyLimit*> limits_on(std::string_view case_key) const;

@@ -77,7 +77,8 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       Matrix P = softmax_scale * (Q * K.topRows(len).transpose());  // scores [H, len]
       const Matrix magnitudes = Q.cwiseAbs() * K.topRows(len).cwiseAbs().transpose();  // sum_d |q_d K_d|
       Eigen::Map<Eigen::VectorXd> lse_slack(out.lse_slack.values.data() + row, H);
-      lse_slack = std::abs(softmax_scale) * kGamma * magnitudes.rowwise().maxCoeff() +
+      const MlaPrecision& u = in.precision;
+      lse_slack = std::abs(softmax_scale) * (kGamma + u.q + u.kv + u.q * u.kv) * magnitudes.rowwise().maxCoeff() +
                   4 * kU * P.cwiseAbs().rowwise().maxCoeff();
       const Eigen::VectorXd m = P.rowwise().maxCoeff();  // subtracted first so exp never overflows
       P = (P.colwise() - m).array().exp().matrix();
@@ -89,7 +90,8 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       // o's slack (see mla_decode.h): each head's factor times k_scale * P |V|.
       const double terms = static_cast<double>(len + 72) * kU;
       const double gamma_sum = terms / (1 - terms);
-      const Eigen::ArrayXd grow = (2 * (lse_slack.array() + 4 * kU)).exp();
+      const double rounded = (1 + u.p) / (1 - u.p) * (1 + u.kv);  // r of mla_decode.h
+      const Eigen::ArrayXd grow = rounded * (2 * (lse_slack.array() + 4 * kU)).exp();
       const Eigen::ArrayXd factor = (grow - 1 + gamma_sum * grow) * (1 + 0x1p-8) * std::abs(in.k_scale);
       Eigen::Map<Matrix> o_slack(out.o_slack.values.data() + row * kLatent, H, kLatent);
       o_slack.noalias() = P * K.topLeftCorner(len, kLatent).cwiseAbs();

@@ -10,6 +10,15 @@
 
 namespace mlacheck::oracle {
 
+// The roundings an implementation declares beyond fp32 (its contract's precision clauses,
+// core/contract.h): the unit roundoff of the values its products take (tf32 2^-11, bf16 2^-8), 0
+// for fp32, whose rounding the slacks below always allow.
+struct MlaPrecision {
+  double q = 0;   // q times q_scale, as Q.K takes it
+  double kv = 0;  // K and V times k_scale, as Q.K and P.V take them
+  double p = 0;   // the probabilities, as P.V takes them
+};
+
 struct MlaDecodeInputs {
   HostTensor q;            // bf16 or fp8 e4m3 [B, q_len, H, 576]
   HostTensor kv_cache;     // bf16 or fp8 e4m3 [num_blocks, page, 576]; V = K[:512]
@@ -18,6 +27,7 @@ struct MlaDecodeInputs {
   double base_scale = 1.0; // DeepSeek: 192^-0.5 * mscale^2
   double q_scale = 1.0;    // per-tensor scales of this call
   double k_scale = 1.0;
+  MlaPrecision precision;  // the implementation's declared roundings (its slack follows them)
 };
 
 struct MlaDecodeResult {
@@ -26,7 +36,8 @@ struct MlaDecodeResult {
   // [B, q_len, H]: how far an fp32 kernel's lse may move from the scores' own rounding alone. lse
   // is 1-Lipschitz in the largest score error, and a score's fp32 dot product over 576 terms errs
   // by at most gamma_578 * sum_d |q_d K_d| (gamma_n = n u / (1 - n u), u = 2^-24), times the scale,
-  // plus 4 u |score| for the scale's own rounding and its product; plus gamma_(len + 2) for the sum
+  // plus 4 u |score| for the scale's own rounding and its product, plus (u_q + u_kv + u_q u_kv) *
+  // sum_d |q_d K_d| times the scale for the declared roundings of q and K; plus gamma_(len + 2) for the sum
   // of the exponentials itself (a relative error of l is an absolute error of ln l, and an fp32 sum
   // of len positive terms taken one after another is only bounded that loosely: a row's worth of
   // near-equal terms added to a large running sum rounds the same way again and again). 0 for rows
@@ -36,8 +47,12 @@ struct MlaDecodeResult {
   // own bf16 rounding. With d the row's score part of lse_slack + 4u (expf and the max subtraction), every
   // probability may move by a factor within [e^-2d, e^2d], and the fp32 sums over the keys and at
   // most 64 splits add gamma_(len + 72) of what they sum; both are relative to
-  // A = k_scale * sum_s p_s |K_s[c]|, the column's sum of magnitudes:
-  //   o_slack = (e^2d - 1 + gamma_(len + 72) e^2d) (1 + 2^-8) A.
+  // A = k_scale * sum_s p_s |K_s[c]|, the column's sum of magnitudes. A declared rounding of P (u_p,
+  // the numerator's and perhaps the normalizer's) and of V (u_kv) multiplies each term by at most
+  // r = (1 + u_p) / (1 - u_p) * (1 + u_kv):
+  //   o_slack = (r e^2d - 1 + gamma_(len + 72) r e^2d) (1 + 2^-8) A.
+  // (P rounded to bf16 before P.V, as vLLM's Triton decode does, gives r - 1 of about 2^-7: an error
+  // of 2^-7 A where o itself may have cancelled to far less than A.)
   // It is what lets o cancel to near zero (terms of magnitude A summing to much less) or take a
   // large scale without a false report. 0 for rows without keys.
   OracleTensor o_slack;

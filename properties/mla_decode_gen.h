@@ -19,6 +19,7 @@
 #include <rapidcheck.h>
 
 #include "kernels/mla_decode.h"
+#include "oracle/mla_decode.h"
 #include "harness/case_schema.h"
 #include "harness/case_text.h"
 #include "harness/schedule.h"
@@ -82,6 +83,9 @@ struct MlaDecodeCase : CaseSchedule {
   // when fp8), so the scores stay put while o moves to huge or tiny magnitudes.
   int magnitude_log2 = 0;
   bool zero_rows = false;  // some q rows (a head of a token) and some keys all zero
+  // Not a case key: the roundings the implementation under test declares (its contract's precision
+  // clauses), which the oracle's slack follows; set by the properties from the implementation.
+  oracle::MlaPrecision precision;
 
   int64_t needed(int64_t b) const { return (lens[static_cast<size_t>(b)] + page - 1) / page; }
   // The page request b reads at table column col (col < needed(b)), as the staged table holds it.

@@ -10,6 +10,7 @@
 
 #include "core/backend/host_executor.h"
 #include "core/compare.h"
+#include "core/contract.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/tolerances.h"
@@ -185,7 +186,7 @@ MlaDecodeBuffers::MlaDecodeBuffers(const MlaDecodeCase& c)
 
 oracle::MlaDecodeInputs MlaDecodeBuffers::oracle_inputs(const MlaDecodeCase& c) {
   return {q.host_tensor(), kv.host_tensor(), table.host_tensor(), lens.host_tensor(),
-          c.base_scale,    c.launch_q_scale(), c.launch_k_scale()};
+          c.base_scale,    c.launch_q_scale(), c.launch_k_scale(), c.precision};
 }
 
 kernels::MlaDecodeArgs MlaDecodeBuffers::args(const MlaDecodeCase& c) const {
@@ -358,26 +359,45 @@ Verdict mla_decode_batch_permutation_commutes(Device& device, MlaDecodeFn* fn, c
   return std::nullopt;
 }
 
+oracle::MlaPrecision mla_decode_precision(const std::string& impl) {
+  oracle::MlaPrecision u;
+  if (!kernels::registry().contains(impl)) return u;
+  const std::shared_ptr<const Contract> contract = kernels::registry().contract(impl);
+  if (!contract) return u;
+  const auto unit = [](const std::string& format) { return format == "bf16" ? 0x1p-8 : format == "tf32" ? 0x1p-11 : 0.0; };
+  for (const auto& [operand, format] : contract->precision) {
+    if (operand == "q") u.q = unit(format);
+    if (operand == "kv") u.kv = unit(format);
+    if (operand == "p") u.p = unit(format);
+  }
+  return u;
+}
+
 void register_mla_decode_properties(PropertyRegistry& r) {
+  // The implementation, and the case with its declared precision (the oracle's slack follows it).
   const auto find = [](const std::string& impl) { return kernels::registry().find<MlaDecodeFn>(impl); };
   const auto read_case = [](const CaseText& t) { return mla_decode_from_text(t); };
+  const auto declared = [](MlaDecodeCase c, const std::string& impl) {
+    c.precision = mla_decode_precision(impl);
+    return c;
+  };
   r.add(make_property<MlaDecodeCase>(
       "mla_decode.equals_oracle", "mla_decode",
       "o and lse equal the oracle's (len 0: 0 and -inf); only o, lse and the used workspace are written",
-      read_case, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
-        return mla_decode_equals_oracle(device, find(impl), c);
+      read_case, [find, declared](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+        return mla_decode_equals_oracle(device, find(impl), declared(c, impl));
       }));
   r.add(make_property<MlaDecodeCase>(
       "mla_decode.far_pages", "mla_decode",
       "pages read across byte 2^31 or 2^32 of an 8 GiB cache, only they backed: the oracle's o and lse, no other page read",
-      mla_decode_far_from_text, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
-        return mla_decode_equals_oracle(device, find(impl), c);
+      mla_decode_far_from_text, [find, declared](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+        return mla_decode_equals_oracle(device, find(impl), declared(c, impl));
       }));
   r.add(make_property<MlaDecodeCase>(
       "mla_decode.split_count_invariant", "mla_decode",
       "1 split and one of the heuristic's count, the case's and 64 (by the seed) give the same o and lse within rounding",
-      read_case, [find](Device& device, const std::string& impl, const MlaDecodeCase& c) {
-        return mla_decode_split_count_invariant(device, find(impl), c);
+      read_case, [find, declared](Device& device, const std::string& impl, const MlaDecodeCase& c) {
+        return mla_decode_split_count_invariant(device, find(impl), declared(c, impl));
       }));
   using Permuted = std::pair<MlaDecodeCase, std::vector<int>>;
   r.add(make_property<Permuted>(
@@ -388,8 +408,8 @@ void register_mla_decode_properties(PropertyRegistry& r) {
         std::vector<int> perm = t.permutation("permutation", c.B);
         return Permuted{std::move(c), std::move(perm)};
       },
-      [find](Device& device, const std::string& impl, const Permuted& p) {
-        return mla_decode_batch_permutation_commutes(device, find(impl), p.first, p.second);
+      [find, declared](Device& device, const std::string& impl, const Permuted& p) {
+        return mla_decode_batch_permutation_commutes(device, find(impl), declared(p.first, impl), p.second);
       }));
 }
 

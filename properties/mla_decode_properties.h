@@ -64,6 +64,11 @@ Verdict compare_mla_decode(const HostTensor& o, const HostTensor& lse, const ora
 // undisturbed), and nothing but o, lse and the used workspace is written.
 Verdict mla_decode_equals_oracle(kernels::Device& device, MlaDecodeFn* fn, const MlaDecodeCase& c);
 
+// The roundings implementation impl declares in its contract's precision clauses ("precision p
+// bf16": 2^-8; tf32: 2^-11; fp32 or none: 0), for the oracle's slack (oracle/mla_decode.h). The
+// properties run every case with them; an unknown implementation declares none.
+oracle::MlaPrecision mla_decode_precision(const std::string& impl);
+
 // The split counts the path equivalence runs: 1, and one of the heuristic's (mla_decode_num_splits
 // on the device's multiprocessors), the case's own and the maximum, picked by the case's seed.
 std::vector<int64_t> mla_decode_split_counts(kernels::Device& device, const MlaDecodeCase& c);

@@ -3,8 +3,8 @@
 # the first time; pip's cache serves later runs) and unpacks their Python sources into
 # ~/.cache/mlacheck/upstream/vllm-<version> ($MLACHECK_UPSTREAM_CACHE moves it), for the adapters of
 # python/mlacheck/adapters/ and ctest's `upstream` label (docs/upstream.md). Nothing of it enters
-# the repository. Also makes vllm-<version>-bug beside it: the same tree with one injected bug (the
-# uniform-decode kernel's store mask off by one), which the `upstream` tests must catch.
+# the repository. Also makes copies beside it, each the same tree with one injected bug (below),
+# which the `upstream` tests must catch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${MLACHECK_UPSTREAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlacheck/upstream}"
@@ -33,15 +33,23 @@ PY
   touch "$root/.mlacheck-complete"
 fi
 
-# The injected bug: one comparison of the uniform-decode kernel's store mask, `<` made `<=`.
-bug="$root-bug"
-target=vllm/v1/attention/backends/mla/indexer.py
-if [ ! -f "$bug/.mlacheck-complete" ]; then
-  rm -rf "$bug" && mkdir -p "$bug"
-  cp -r "$root/vllm" "$bug/"
-  before=$(grep -c 'mask = off < expanded_bt_stride' "$bug/$target" || true)
-  [ "$before" = 1 ] || { echo "upstream: $target has $before lines 'mask = off < expanded_bt_stride', want 1" >&2; exit 1; }
-  sed -i 's/mask = off < expanded_bt_stride/mask = off <= expanded_bt_stride/' "$bug/$target"
-  touch "$bug/.mlacheck-complete"
-fi
-echo "upstream: vLLM $version at $root; the injected-bug copy at $bug"
+# The injected bugs, one per copy of the tree (vllm-<version>-<name>), each a comparison `<` made
+# `<=`: each copy must be caught by the `upstream` tests within 20 cases.
+inject() {  # NAME FILE OLD NEW: the copy's one change, OLD found exactly once
+  local copy="$root-$1" file="$2" old="$3" new="$4"
+  [ -f "$copy/.mlacheck-complete" ] && return 0
+  rm -rf "$copy" && mkdir -p "$copy"
+  cp -r "$root/vllm" "$copy/"
+  local before
+  before=$(grep -cF "$old" "$copy/$file" || true)
+  [ "$before" = 1 ] || { echo "upstream: $file has $before lines '$old', want 1" >&2; exit 1; }
+  OLD="$old" NEW="$new" python3 -c 'import os, sys; p = sys.argv[1]; s = open(p).read(); open(p, "w").write(s.replace(os.environ["OLD"], os.environ["NEW"]))' "$copy/$file"
+  touch "$copy/.mlacheck-complete"
+}
+# The uniform-decode metadata kernel's store mask.
+inject bug vllm/v1/attention/backends/mla/indexer.py 'mask = off < expanded_bt_stride' 'mask = off <= expanded_bt_stride'
+# The grouped MLA decode kernel's key mask on the scores: one key past the split's end takes part.
+inject bug-mla vllm/v1/attention/ops/triton_decode_attention.py \
+  'mask_h[:, None] & (offs_n[None, :] < split_kv_end), qk, float("-inf")' \
+  'mask_h[:, None] & (offs_n[None, :] <= split_kv_end), qk, float("-inf")'
+echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug and $root-bug-mla"

@@ -72,6 +72,7 @@ struct Cost {
   double per_element = 0;  // of the time past the fastest call: what the elements cost
   double largest = 0;
   double fastest = 0;      // seconds of the quickest call (a process's first not counted): the call path
+  double fastest_elements = 0;  // that call's elements: its time is the call path's only if it was small
   // Seconds per element for the allowance: the most measured; else, when every call so far was too
   // quick to time, the bound they give (kInterpreterMinMeasured over the most elements seen), so a
   // call far larger than any seen gets time in proportion, not just the case timeout.
@@ -85,7 +86,7 @@ Cost read_cost(const std::string& op) {
   const std::string& file = case_clock::state().cost_file;
   if (file.empty()) return c;
   std::ifstream in(file + "." + op);
-  if (!(in >> c.per_element >> c.largest >> c.fastest)) c = Cost{};
+  if (!(in >> c.per_element >> c.largest >> c.fastest >> c.fastest_elements)) c = Cost{};
   return c;
 }
 
@@ -93,7 +94,8 @@ void write_cost(const std::string& op, const Cost& c) {
   const std::string& file = case_clock::state().cost_file;
   if (file.empty()) return;
   const std::string tmp = file + "." + op + ".tmp" + std::to_string(getpid());
-  std::ofstream(tmp) << std::setprecision(17) << c.per_element << ' ' << c.largest << ' ' << c.fastest << '\n';
+  std::ofstream(tmp) << std::setprecision(17) << c.per_element << ' ' << c.largest << ' ' << c.fastest << ' '
+                     << c.fastest_elements << '\n';
   std::rename(tmp.c_str(), (file + "." + op).c_str());
 }
 
@@ -106,19 +108,27 @@ void interpreted_call(const std::string& op, int64_t elements, const std::functi
   Cost& c = seen[op];
   const Cost shared = read_cost(op);
   c.per_element = std::max(c.per_element, shared.per_element), c.largest = std::max(c.largest, shared.largest);
-  if (shared.fastest > 0 && (c.fastest == 0 || shared.fastest < c.fastest)) c.fastest = shared.fastest;
+  if (shared.fastest > 0 && (c.fastest == 0 || shared.fastest < c.fastest)) {
+    c.fastest = shared.fastest, c.fastest_elements = shared.fastest_elements;
+  }
   const double timeout = case_clock::state().case_timeout;
   const double reach = case_clock::state().reach > 0 ? case_clock::state().reach : kInterpreterReach * timeout;
   // Only a measured rate skips a call; a bound from quick calls only lengthens the allowance (it
   // says little about a call a thousand times larger, and skipping on it would skip every case
   // larger than the seed cases).
-  const double predicted = c.fastest + c.per_element * static_cast<double>(elements);
+  // The fastest call's time stands for the call path only as far as that call was small: when every
+  // call so far was large (vLLM's MLA decode: 21 s at 1.6 million elements), a smaller call is
+  // predicted in proportion to it, so it runs (and, quicker, becomes the fastest) instead of every
+  // later case being skipped on that one large call's time.
+  const double n = static_cast<double>(elements);
+  const double path = c.fastest_elements > n ? c.fastest * n / c.fastest_elements : c.fastest;
+  const double predicted = path + c.per_element * n;
   if (reach > 0 && predicted > reach) {
     char why[400];
     std::snprintf(why, sizeof why,
                   "beyond the Triton interpreter's reach: predicted %.1f s (%.2g s a call and %lld elements at %.3g ms "
                   "each, the most measured) past %.1f s (%s)",
-                  predicted, c.fastest, static_cast<long long>(elements), c.per_element * 1e3, reach,
+                  predicted, path, static_cast<long long>(elements), c.per_element * 1e3, reach,
                   case_clock::state().reach > 0 ? "the fuzzing budget of a case" : "half the case timeout");
     throw OutsideContract(why);
   }
@@ -133,14 +143,15 @@ void interpreted_call(const std::string& op, int64_t elements, const std::functi
     // A process's first call pays Triton's lazy imports: its size counts, its time does not. The
     // fastest call is the call path's own cost; what a call takes past it is its elements'.
     const bool faster = !first && (c.fastest == 0 || took < c.fastest);
-    if (faster) c.fastest = took;
+    if (faster) c.fastest = took, c.fastest_elements = static_cast<double>(elements);
     const double beyond = took - c.fastest;
     const double per = !first && beyond >= kInterpreterMinMeasured ? beyond / static_cast<double>(elements) : 0;
     if (faster || per > c.per_element || static_cast<double>(elements) > c.largest) {
       c.per_element = std::max(c.per_element, per), c.largest = std::max(c.largest, static_cast<double>(elements));
       const Cost now = read_cost(op);
+      const bool theirs = now.fastest > 0 && now.fastest < c.fastest;
       write_cost(op, Cost{std::max(c.per_element, now.per_element), std::max(c.largest, now.largest),
-                          now.fastest > 0 ? std::min(c.fastest, now.fastest) : c.fastest});
+                          theirs ? now.fastest : c.fastest, theirs ? now.fastest_elements : c.fastest_elements});
     }
   }
 }

@@ -12,7 +12,9 @@
 // - a call predicted to take P s may run 4 P + 1 s before the case timeout starts counting (the
 //   watchdog is told the case is alive until then), so a real hang is still a hang, later by that.
 // Before any call took long enough to time, the prediction of the allowance is the bound the quick
-// calls give, and nothing is skipped.
+// calls give, and nothing is skipped. The quickest call's time is the call path's own only for calls
+// at least as large as it: a smaller one is predicted in proportion, so one large first call does not
+// get every later case skipped.
 #pragma once
 
 #include <cstdint>

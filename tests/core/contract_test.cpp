@@ -68,6 +68,25 @@ TEST(Contract, AMalformedClauseIsOneLineNamingIt) {
   EXPECT_NE(error_of("topk_decode", "fast").find("not a clause"), std::string::npos);
 }
 
+// "precision OPERAND FORMAT" declares how the implementation computes: no limit on cases, the
+// operand's format kept for the oracle's slack (properties/mla_decode_properties.h).
+TEST(Contract, PrecisionClausesAreDeclarationsNotLimits) {
+  const Contract c = parse_contract("mla_decode", "precision p bf16; precision kv tf32\nheads >= 2");
+  EXPECT_EQ(c.precision.size(), 2u);
+  EXPECT_EQ(c.precision.at("p"), "bf16");
+  EXPECT_EQ(c.precision.at("kv"), "tf32");
+  EXPECT_EQ(c.limits.size(), 1u);  // heads only
+  EXPECT_EQ(c.describe(), "precision p bf16; precision kv tf32; heads >= 2");
+  const std::vector<std::string> terms = contract_terms("mla_decode");
+  EXPECT_NE(std::find(terms.begin(), terms.end(), "precision p fp32|tf32|bf16"), terms.end());
+  EXPECT_NE(error_of("mla_decode", "precision p fp16").find("unknown format 'fp16' (fp32, tf32, bf16)"), std::string::npos);
+  EXPECT_NE(error_of("mla_decode", "precision v bf16").find("'v' is no precision operand of mla_decode (q, kv, p)"),
+            std::string::npos);
+  EXPECT_NE(error_of("mla_decode", "precision p").find("a precision clause is 'precision OPERAND FORMAT'"), std::string::npos);
+  EXPECT_NE(error_of("mla_decode", "precision p bf16; precision p tf32").find("declared twice"), std::string::npos);
+  EXPECT_NE(error_of("topk_decode", "precision p bf16").find("topk_decode has no precision terms"), std::string::npos);
+}
+
 TEST(Contract, EveryOpWithTermsListsThem) {
   EXPECT_FALSE(contract_terms("topk_decode").empty());
   EXPECT_FALSE(contract_terms("paged_mqa_logits").empty());

@@ -67,7 +67,7 @@ Buffer block_table(const std::vector<std::vector<int32_t>>& rows, int64_t W) {
 struct Case {
   Buffer q, kv, table, lens;
   double base_scale = 1, q_scale = 1, k_scale = 1;
-  MlaDecodeInputs inputs() const { return {q.t, kv.t, table.t, lens.t, base_scale, q_scale, k_scale}; }
+  MlaDecodeInputs inputs() const { return {q.t, kv.t, table.t, lens.t, base_scale, q_scale, k_scale, {}}; }
   MlaDecodeResult run() const { return mla_decode(inputs()); }
 };
 
@@ -153,6 +153,39 @@ TEST(MlaDecode, LseSlackCoversAPlainFp32SumOfALongRow) {
   EXPECT_GT(std::fabs(got - want), tolerance) << "the plain loop no longer shows why the sum term is needed";
   EXPECT_LE(std::fabs(got - want), r.lse_slack.at({0, 0, 0}) + tolerance);
   EXPECT_GE(r.lse_slack.at({0, 0, 0}), (kKeys + 2) * 0x1p-24);
+}
+
+// A kernel that rounds P to bf16 before P.V (vLLM's Triton decode: `tl.dot(p.to(v.dtype), v)`) errs
+// by up to 2^-8 of sum_s p_s |V_s|, far more than |o| where V cancels: the default slack reports it,
+// the declared rounding (precision.p = 2^-8) allows it, and no more than the rounding can cost.
+TEST(MlaDecode, ADeclaredBf16RoundingOfPAllowsWhatItCostsWhereVCancels) {
+  Case c{Buffer(DType::kBF16, {1, 1, 1, 576}), Buffer(DType::kBF16, {1, 64, 576}), block_table({{0}}, 1),
+         seq_lens({3})};
+  const double v[3] = {851968, -851968, 1};           // V[0] of the keys: the first two cancel
+  const double score[3] = {0.3125, 0.3203125, 0.0};   // exact in bf16; p0 and p1 close, not equal
+  for (int64_t s = 0; s < 3; ++s) c.kv.set_row({0, s}, {{0, v[s]}, {512, score[s]}});
+  c.q.set_row({0, 0, 0}, {{512, 1.0}});
+  MlaDecodeInputs in = c.inputs();
+  const MlaDecodeResult plain = mla_decode(in);
+  in.precision.p = 0x1p-8;
+  const MlaDecodeResult declared = mla_decode(in);
+  // The kernel: exact probabilities, each rounded to bf16, times V in fp32.
+  double l = 0, p[3];
+  for (int s = 0; s < 3; ++s) l += p[s] = std::exp(score[s] - score[1]);
+  double kernel = 0;
+  for (int s = 0; s < 3; ++s) kernel += double(bf16_to_float(float_to_bf16(float(p[s] / l)))) * v[s];
+  const double want = plain.o.at({0, 0, 0, 0}), err = std::fabs(kernel - want);
+  const double table = 0x1p-10 + 0x1p-8 * std::fabs(want);  // mla_decode o (core/tolerances.cpp)
+  EXPECT_EQ(declared.o.at({0, 0, 0, 0}), want);  // the answer does not change, only its slack
+  EXPECT_GT(err, plain.o_slack.at({0, 0, 0, 0}) + table) << "the case no longer shows the rounding's cost";
+  EXPECT_LE(err, declared.o_slack.at({0, 0, 0, 0}) + table);
+  // Bounded by what the rounding can cost: 2^-8 of sum p |V| (about 851968, so 3328), with margin.
+  EXPECT_LT(declared.o_slack.at({0, 0, 0, 0}), 2 * 0x1p-7 * 851968);
+  EXPECT_EQ(declared.lse_slack.at({0, 0, 0}), plain.lse_slack.at({0, 0, 0}));  // P's rounding leaves lse alone
+  // q and K rounded: the scores move, so lse's slack grows by (u_q + u_kv) sum |q K| times the scale.
+  in.precision = MlaPrecision{0x1p-8, 0x1p-8, 0};
+  EXPECT_NEAR(mla_decode(in).lse_slack.at({0, 0, 0}) - plain.lse_slack.at({0, 0, 0}), (0x1p-7 + 0x1p-16) * 0.3203125,
+              1e-12);
 }
 
 // Key 1 of two is NaN (never set) in every dim. Token 0 of q_len 2 sees key 0 only and must not

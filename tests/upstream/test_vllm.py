@@ -27,6 +27,11 @@ RELEASE = os.path.join(CACHE, "vllm-0.29.0")
 FLAT_PAST_V2 = "\n".join(["layout one-of flattened", "table_cols >= table_width", "next_n >= 2",
                           "num_padded_tokens <= -1", "seq_lens >= next_n"])
 
+# The Triton MLA decode's adapter contract (its declared bf16 precision included) plus the clause that
+# steps past V1 (seq_lens 0 gives NaN): the rest of the op is judged with it.
+MLA_PAST_V1 = "\n".join(["q_len = 1", "q dtype bf16", "heads >= 2", "precision p bf16", "kv_cache dtype fp8",
+                         "precision kv bf16", "seq_lens >= 1"])
+
 if not os.path.isfile(os.path.join(RELEASE, ".mlacheck-complete")):
     pytest.skip("skipped: vLLM 0.29.0 is not in the upstream cache %s (scripts/upstream_cache.sh puts it there)"
                 % CACHE, allow_module_level=True)
@@ -69,6 +74,7 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
     ("decode_metadata", "decode_metadata.equals_oracle", FLAT_PAST_V2),
     ("decode_metadata", "decode_metadata.views_as_declared", FLAT_PAST_V2),
     ("decode_metadata", "decode_metadata.fast_path_equals_general_path", FLAT_PAST_V2),
+    ("mla_decode", None, MLA_PAST_V1),
 ])
 def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, tmp_path):
     env = {"MLACHECK_PYTHON_CONTRACT": contract} if contract else None
@@ -85,3 +91,29 @@ def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(tmp_path):
     assert rc == 1 and row["result"] == "FAIL", (row["result"], row["verdict"], out[-2000:])
     assert row["cases_run"] <= 20, row
     assert "stray write" in row["verdict"] or "guard of" in row["verdict"], row["verdict"]
+
+
+def test_a_copy_with_an_injected_mla_decode_bug_is_caught_within_20_cases(tmp_path):
+    # upstream_cache.sh's copy: the grouped decode kernel's score mask `offs_n < split_kv_end` made
+    # `<=` (one key past each split's end takes part in the softmax), judged under the kernel's
+    # declared bf16 precision: that slack does not hide a wrong answer.
+    bug = RELEASE + "-bug-mla"
+    assert os.path.isfile(os.path.join(bug, ".mlacheck-complete")), bug
+    env = {"MLACHECK_VLLM_SRC": bug, "MLACHECK_PYTHON_CONTRACT": MLA_PAST_V1}
+    rc, row, out = check("mla_decode", tmp_path, 30, "mla_decode.equals_oracle", env)
+    assert rc == 1 and row["result"] == "FAIL", (row["result"], row["verdict"], out[-2000:])
+    assert row["cases_run"] <= 20, row
+    assert "mla_decode o:" in row["verdict"], row["verdict"]
+
+
+@pytest.mark.parametrize("contract, verdict", [(None, "PASS"), (MLA_PAST_V1.replace("precision p bf16\n", "")
+                                                                   .replace("precision kv bf16\n", ""), "FAIL")])
+def test_the_declared_precision_is_what_passes_the_cancelling_case(contract, verdict):
+    # V3: outputs that cancel from V of about 2^20; the adapter declares P and K, V rounded to bf16
+    # (its contract), and the same kernel without that declaration is reported at 99x the tolerance.
+    env = {"MLACHECK_PYTHON_CONTRACT": contract} if contract else None
+    rc, out = mlacheck(["repro", os.path.join(REGRESSIONS, "V3-vllm-mla-decode-bf16-p-cancels.case"), "--python",
+                        "%s:mla_decode" % ADAPTER, "--impl", "mla_decode@py"], env)
+    assert (rc == 0) == (verdict == "PASS") and verdict in out, out[-3000:]
+    if verdict == "FAIL":
+        assert "mla_decode o: 13 of 405504 elements exceed" in out, out[-3000:]

@@ -243,7 +243,11 @@ def triton_decode():
 # Not excluded: seq_lens 0. forward_mqa passes them (graph padding, v1/worker/gpu_model_runner.py
 # 2211), and _fwd_kernel_stage2 then stores acc / e_sum = 0 / 0 = NaN (triton_decode_attention.py
 # 627; vLLM issue #57017, PR #57094): mlacheck reports it.
-MLA_CONTRACT = ["q_len = 1", "q dtype bf16", "heads >= 2"]
+# Its precision, as _fwd_grouped_kernel_stage1 computes (triton_decode_attention.py): P is rounded to
+# V's dtype before P.V (`tl.dot(p.to(v.dtype), v)`, 438), and with an fp8 cache K and V are
+# dequantized to q's dtype, bf16 (`(k.to(tl.float32) * ks).to(q.dtype)`, 393, 404, 427); q . K is a
+# bf16 product with fp32 sums (394, 405). Declared, so the oracle's slack follows it (docs/ops.md 7).
+MLA_CONTRACT = ["q_len = 1", "q dtype bf16", "heads >= 2", "precision p bf16"]
 
 
 def _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
@@ -264,7 +268,7 @@ def _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scal
         float(base_scale) * float(q_scale), kv.size(1), k_scale=scale, v_scale=scale, is_mla=True)
 
 
-@implements("mla_decode", contract=MLA_CONTRACT + ["kv_cache dtype fp8"])
+@implements("mla_decode", contract=MLA_CONTRACT + ["kv_cache dtype fp8", "precision kv bf16"])
 def mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
     _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits)
 
