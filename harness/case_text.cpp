@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <optional>
 
 #include "core/error.h"
@@ -364,16 +365,42 @@ int CaseText::choice(const std::string& key, std::initializer_list<const char*> 
   return i;
 }
 
+namespace {
+
+// The value of a bound: a number, or the integer value of another key of the case (a sub-case key
+// "c0.seq_lens" looks for "c0.next_n" first).
+std::optional<int64_t> bound_value(const LimitBound& b, const std::string& key,
+                                   const std::function<const std::vector<std::string>*(const std::string&)>& lookup) {
+  if (b.value) return b.value;
+  if (b.key.empty()) return std::nullopt;
+  const size_t dot = key.rfind('.');
+  const std::vector<std::string>* v = dot == std::string::npos ? nullptr : lookup(key.substr(0, dot + 1) + b.key);
+  if (v == nullptr) v = lookup(b.key);
+  int64_t x = 0;
+  MLA_REQUIRE(v != nullptr && v->size() == 1 && parse_signed((*v)[0], x), "case: the contract bounds '", key,
+              "' by '", b.key, "', which the case does not hold (as one integer) before it");
+  return x;
+}
+
+std::string rule_text(const KeyLimit& l, const std::optional<int64_t>& lo, const std::optional<int64_t>& hi) {
+  std::string s = l.key;
+  if (lo && hi) return s + (*lo == *hi ? " = " + std::to_string(*lo) : " in [" + std::to_string(*lo) + ", " + std::to_string(*hi) + "]");
+  if (lo) return s + " >= " + (l.lo.key.empty() ? std::to_string(*lo) : l.lo.key + " (" + std::to_string(*lo) + ")");
+  return s + " <= " + (l.hi.key.empty() ? std::to_string(*hi) : l.hi.key + " (" + std::to_string(*hi) + ")");
+}
+
+}  // namespace
+
 int64_t CaseText::integer(const std::string& key, int64_t lo, int64_t hi) const {
   MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
   const Narrowed n = narrow(key, lo, hi);
-  draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(r.in_range(n.lo, n.hi))}; });
+  draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(draw_in(r, n))}; });
   const std::string& w = word(key);
   int64_t v = 0;
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
   MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
   require_within(key, v, n);
-  if (first_encode(key)) codec_->writer.in_range(v, n.lo, n.hi);
+  if (first_encode(key)) encode_in(v, n);
   return v;
 }
 
@@ -381,21 +408,35 @@ int64_t CaseText::multiple(const std::string& key, int64_t step, int64_t lo, int
   MLA_REQUIRE(step > 0, "case: '", key, "' needs a positive step, not ", step);
   MLA_REQUIRE(lo <= hi, "case: '", key, "' has an empty range [", lo, ", ", hi, "]");
   // The multiples of step in [lo, hi] (narrowed by the contract) are step * [first, last].
-  const Narrowed n = narrow(key, lo, hi);
+  Narrowed n = narrow(key, lo, hi);
+  if (!n.among.empty()) {  // the one-of values that are multiples of step
+    n.among.erase(std::remove_if(n.among.begin(), n.among.end(), [&](int64_t a) { return a % step != 0; }), n.among.end());
+    if (n.among.empty()) {
+      throw OutsideContract("case: '" + key + "' has no multiple of " + std::to_string(step) + " within the contract's " + n.rule);
+    }
+  }
   const int64_t first = n.lo >= 0 ? (n.lo + step - 1) / step : -((-n.lo) / step);
   const int64_t last = n.hi >= 0 ? n.hi / step : -((-n.hi + step - 1) / step);
   if (first > last && !n.rule.empty()) {
     throw OutsideContract("case: '" + key + "' has no multiple of " + std::to_string(step) + " within the contract's " + n.rule);
   }
   MLA_REQUIRE(first <= last, "case: '", key, "' has no multiple of ", step, " in [", lo, ", ", hi, "]");
-  draw_if_missing(key, [&](ByteReader& r) { return std::vector<std::string>{integer_word(step * r.in_range(first, last))}; });
+  draw_if_missing(key, [&](ByteReader& r) {
+    return std::vector<std::string>{integer_word(n.among.empty() ? step * r.in_range(first, last) : draw_in(r, n))};
+  });
   const std::string& w = word(key);
   int64_t v = 0;
   MLA_REQUIRE(parse_signed(w, v), "case: '", key, "' is '", w, "', not an integer");
   MLA_REQUIRE(v >= lo && v <= hi, "case: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
   MLA_REQUIRE(v % step == 0, "case: '", key, "' is ", v, ", not a multiple of ", step);
   require_within(key, v, n);
-  if (first_encode(key)) codec_->writer.in_range(v / step, first, last);
+  if (first_encode(key)) {
+    if (n.among.empty()) {
+      codec_->writer.in_range(v / step, first, last);
+    } else {
+      encode_in(v, n);
+    }
+  }
   return v;
 }
 
@@ -405,7 +446,8 @@ int64_t CaseText::one_of(const std::string& key, std::initializer_list<int64_t> 
   const Narrowed n = narrow(key, *std::min_element(all.begin(), all.end()), *std::max_element(all.begin(), all.end()));
   std::vector<int64_t> values;  // drawn and encoded among the contract's
   for (int64_t a : all) {
-    if (a >= n.lo && a <= n.hi) values.push_back(a);
+    const bool listed = n.among.empty() || std::binary_search(n.among.begin(), n.among.end(), a);
+    if (a >= n.lo && a <= n.hi && listed) values.push_back(a);
   }
   if (values.empty()) throw OutsideContract("case: '" + key + "': none of its values is within the contract's " + n.rule);
   draw_if_missing(key, [&](ByteReader& r) {
@@ -450,8 +492,29 @@ double CaseText::real(const std::string& key) const {
   return v;
 }
 
-double CaseText::real(const std::string& key, double lo, double hi) const {
-  MLA_REQUIRE(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, "case: '", key, "' has a bad range");
+double CaseText::real(const std::string& key, double spec_lo, double spec_hi) const {
+  MLA_REQUIRE(std::isfinite(spec_lo) && std::isfinite(spec_hi) && spec_lo <= spec_hi, "case: '", key, "' has a bad range");
+  // A contract's bounds on a real key ("k_scale = 1", "softmax_scale <= 2") narrow the range: drawn
+  // inside it, and a case file outside it refused.
+  double lo = spec_lo, hi = spec_hi;
+  std::string rule;
+  if (contract_) {
+    const auto lookup = [this](const std::string& k) { return find(k); };
+    for (const KeyLimit* l : contract_->limits_on(key)) {
+      if (!l->words.empty()) {
+        throw Error("case: the contract's '" + l->key + " one-of' cannot limit '" + key + "', a real: bound it instead");
+      }
+      if (!l->lo.set() && !l->hi.set()) continue;
+      const std::optional<int64_t> a = bound_value(l->lo, key, lookup), b = bound_value(l->hi, key, lookup);
+      if (a) lo = std::max(lo, static_cast<double>(*a));
+      if (b) hi = std::min(hi, static_cast<double>(*b));
+      rule += (rule.empty() ? "" : ", ") + rule_text(*l, a, b);
+    }
+    if (lo > hi) {
+      throw OutsideContract("case: '" + key + "' must lie in [" + real_word(spec_lo) + ", " + real_word(spec_hi) +
+                            "] and within the contract's " + rule + ": no value does");
+    }
+  }
   draw_if_missing(key, [&](ByteReader& r) {
     double v = r.real();
     if (!(std::isfinite(v) && v >= lo && v <= hi)) {
@@ -461,8 +524,9 @@ double CaseText::real(const std::string& key, double lo, double hi) const {
     return std::vector<std::string>{real_word(v)};
   });
   const double v = parse_real(key, word(key));
-  MLA_REQUIRE(std::isfinite(v) && v >= lo && v <= hi, "case: '", key, "' is ", word(key), ", outside [", lo, ", ", hi,
-              "]");
+  MLA_REQUIRE(std::isfinite(v) && v >= spec_lo && v <= spec_hi, "case: '", key, "' is ", word(key), ", outside [",
+              spec_lo, ", ", spec_hi, "]");
+  if (v < lo || v > hi) throw OutsideContract("case: '" + key + "' is " + word(key) + ", outside the contract's " + rule);
   if (first_encode(key)) codec_->writer.real(v);
   return v;
 }
@@ -488,7 +552,7 @@ std::vector<int64_t> CaseText::read_integers(const std::string& key, int64_t lo,
   const Narrowed n = narrow(key, lo, hi);
   draw_if_missing(key, [&](ByteReader& r) {
     std::vector<std::string> w(draw_count(count, exact));
-    for (auto& x : w) x = integer_word(r.in_range(n.lo, n.hi));
+    for (auto& x : w) x = integer_word(draw_in(r, n));
     return w;
   });
   const auto& words = values(key);
@@ -505,7 +569,7 @@ std::vector<int64_t> CaseText::read_integers(const std::string& key, int64_t lo,
   }
   if (first_encode(key)) {
     encode_count(out.size(), count, exact);
-    for (int64_t v : out) codec_->writer.in_range(v, n.lo, n.hi);
+    for (int64_t v : out) encode_in(v, n);
   }
   return out;
 }
@@ -524,7 +588,7 @@ std::vector<int64_t> CaseText::integers_within(const std::string& key, const std
   }
   draw_if_missing(key, [&](ByteReader& r) {
     std::vector<std::string> w;
-    for (size_t i = 0; i < lo.size(); ++i) w.push_back(integer_word(r.in_range(n[i].lo, n[i].hi)));
+    for (size_t i = 0; i < lo.size(); ++i) w.push_back(integer_word(draw_in(r, n[i])));
     return w;
   });
   const auto& v = values(key);
@@ -539,7 +603,7 @@ std::vector<int64_t> CaseText::integers_within(const std::string& key, const std
     out.push_back(x);
   }
   if (first_encode(key)) {
-    for (size_t i = 0; i < out.size(); ++i) codec_->writer.in_range(out[i], n[i].lo, n[i].hi);
+    for (size_t i = 0; i < out.size(); ++i) encode_in(out[i], n[i]);
   }
   return out;
 }
@@ -703,34 +767,9 @@ CaseText& CaseText::within(std::shared_ptr<const Contract> contract) {
   return *this;
 }
 
-namespace {
-
-// The value of a bound: a number, or the integer value of another key of the case (a sub-case key
-// "c0.seq_lens" looks for "c0.next_n" first).
-std::optional<int64_t> bound_value(const LimitBound& b, const std::string& key,
-                                   const std::function<const std::vector<std::string>*(const std::string&)>& lookup) {
-  if (b.value) return b.value;
-  if (b.key.empty()) return std::nullopt;
-  const size_t dot = key.rfind('.');
-  const std::vector<std::string>* v = dot == std::string::npos ? nullptr : lookup(key.substr(0, dot + 1) + b.key);
-  if (v == nullptr) v = lookup(b.key);
-  int64_t x = 0;
-  MLA_REQUIRE(v != nullptr && v->size() == 1 && parse_signed((*v)[0], x), "case: the contract bounds '", key,
-              "' by '", b.key, "', which the case does not hold (as one integer) before it");
-  return x;
-}
-
-std::string rule_text(const KeyLimit& l, const std::optional<int64_t>& lo, const std::optional<int64_t>& hi) {
-  std::string s = l.key;
-  if (lo && hi) return s + (*lo == *hi ? " = " + std::to_string(*lo) : " in [" + std::to_string(*lo) + ", " + std::to_string(*hi) + "]");
-  if (lo) return s + " >= " + (l.lo.key.empty() ? std::to_string(*lo) : l.lo.key + " (" + std::to_string(*lo) + ")");
-  return s + " <= " + (l.hi.key.empty() ? std::to_string(*hi) : l.hi.key + " (" + std::to_string(*hi) + ")");
-}
-
-}  // namespace
 
 CaseText::Narrowed CaseText::narrow(const std::string& key, int64_t lo, int64_t hi) const {
-  Narrowed n{lo, hi, ""};
+  Narrowed n{lo, hi, "", {}};
   if (!contract_) return n;
   const auto lookup = [this](const std::string& k) { return find(k); };
   for (const KeyLimit* l : contract_->limits_on(key)) {
@@ -744,11 +783,57 @@ CaseText::Narrowed CaseText::narrow(const std::string& key, int64_t lo, int64_t 
     throw OutsideContract("case: '" + key + "' must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                           "] and within the contract's " + n.rule + ": no value does");
   }
+  // `KEY one-of N ...` on an integer key: the values every such clause lists, inside [lo, hi].
+  bool listed = false;
+  std::vector<int64_t> among;
+  for (const KeyLimit* l : contract_->limits_on(key)) {
+    if (l->words.empty()) continue;
+    std::vector<int64_t> these;
+    for (const std::string& w : l->words) {
+      int64_t x = 0;
+      MLA_REQUIRE(parse_signed(w, x), "case: the contract's '", l->key, " one-of' names '", w, "', but '", key,
+                  "' is an integer");
+      if (x >= n.lo && x <= n.hi) these.push_back(x);
+    }
+    std::sort(these.begin(), these.end());
+    if (listed) {
+      std::vector<int64_t> both;
+      std::set_intersection(among.begin(), among.end(), these.begin(), these.end(), std::back_inserter(both));
+      among = both;
+    } else {
+      among = these, listed = true;
+    }
+    std::string list;
+    for (const std::string& w : l->words) list += " " + w;
+    n.rule += (n.rule.empty() ? "" : ", ") + l->key + " one-of" + list;
+  }
+  if (listed) {
+    among.erase(std::unique(among.begin(), among.end()), among.end());
+    if (among.empty()) {
+      throw OutsideContract("case: '" + key + "' must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                            "] and within the contract's " + n.rule + ": no value does");
+    }
+    n.among = among;
+  }
   return n;
 }
 
+int64_t CaseText::draw_in(ByteReader& r, const Narrowed& n) {
+  if (n.among.empty()) return r.in_range(n.lo, n.hi);
+  return n.among[static_cast<size_t>(r.in_range(0, static_cast<int64_t>(n.among.size()) - 1))];
+}
+
+void CaseText::encode_in(int64_t v, const Narrowed& n) const {
+  if (n.among.empty()) {
+    codec_->writer.in_range(v, n.lo, n.hi);
+    return;
+  }
+  const auto at = std::lower_bound(n.among.begin(), n.among.end(), v);
+  codec_->writer.in_range(at - n.among.begin(), 0, static_cast<int64_t>(n.among.size()) - 1);
+}
+
 void CaseText::require_within(const std::string& key, int64_t v, const Narrowed& n, const std::string& which) const {
-  if (v >= n.lo && v <= n.hi) return;
+  if (v >= n.lo && v <= n.hi && (n.among.empty() || std::binary_search(n.among.begin(), n.among.end(), v))) return;
   throw OutsideContract("case: '" + key + "'" + which + " is " + std::to_string(v) + ", outside the contract's " +
                         n.rule);
 }

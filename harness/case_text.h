@@ -51,6 +51,8 @@
 
 namespace mlacheck {
 
+class ByteReader;  // harness/case_bytes.h
+
 class CaseText {
  public:
   // Throws mlacheck::Error "case line N: ..." for a line that is not "key value...", a key that is
@@ -173,8 +175,14 @@ class CaseText {
   struct Narrowed {
     int64_t lo, hi;
     std::string rule;  // "" when the contract does not limit key
+    // Not empty: the only values a `KEY one-of N ...` clause lets key take (sorted, in [lo, hi]).
+    std::vector<int64_t> among;
   };
   Narrowed narrow(const std::string& key, int64_t lo, int64_t hi) const;
+  // A value of n drawn from r (among its values when it has them, else in [lo, hi]), and its
+  // encoding, the draw's inverse.
+  static int64_t draw_in(ByteReader& r, const Narrowed& n);
+  void encode_in(int64_t v, const Narrowed& n) const;
   // Throws OutsideContract unless v (in the spec's range) lies in n.
   void require_within(const std::string& key, int64_t v, const Narrowed& n, const std::string& which = "") const;
   // The positions of allowed the contract lets key take (all of them without a limit).

@@ -64,6 +64,12 @@ constexpr double kInterpreterSafety = 4;        // the allowance, in predicted t
 constexpr double kInterpreterReach = 0.5;       // of the case timeout: the largest predicted call run
 constexpr double kInterpreterMinMeasured = 0.05;  // seconds: shorter calls measure the call path
 constexpr double kFirstCallAllowance = 10;        // seconds: a process's first interpreted call
+// Seconds per element a process's first call may take on top, before anything is measured: four
+// times the cost of vLLM's Triton MLA decode in the interpreter (2.7 us an element of its tensors,
+// 12 s for a case of 4.6 million, this 2-core machine, 2026-11-29), so a large first case of a
+// kernel of that kind is not called hung; a sort-heavy kernel costs more per element but its cases
+// hold far fewer (topk_triton.py: 1.6 ms an element, 12,447 elements at most).
+constexpr double kUnmeasuredRate = 1e-5;
 
 // What this implementation's run has measured of its interpreted calls (shared by its children
 // through case_clock's cost file): the most seconds per element of a call that took at least
@@ -135,8 +141,8 @@ void interpreted_call(const std::string& op, int64_t elements, const std::functi
   const auto start = std::chrono::steady_clock::now();
   // A process's first call also pays Triton's lazy imports (0.15 s on an idle machine, seconds on a
   // loaded one): kFirstCallAllowance more.
-  const double allowance = kInterpreterSafety * (c.fastest + c.allowance_rate() * static_cast<double>(elements)) + 1 +
-                           (first ? kFirstCallAllowance : 0);
+  const double allowance = kInterpreterSafety * (c.fastest + c.allowance_rate() * n) + 1 +
+                           (first ? kFirstCallAllowance + kUnmeasuredRate * n : 0);
   KeepAlive::during(allowance, call);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (elements > 0) {

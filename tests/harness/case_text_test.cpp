@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/contract.h"
 #include "core/error.h"
 
 namespace mlacheck {
@@ -162,6 +163,53 @@ TEST(CaseText, SettersRefuseWhatCouldNotBeReadBack) {
   EXPECT_NE(error_of([&] { c.set("k", "a#comment"); }), "");
   c.set("k", int64_t{1}).set("k", int64_t{2});  // setting again replaces, in place
   EXPECT_EQ(c.format(), "# mlacheck case: run it with `mlacheck repro FILE`\nk 2\n");
+}
+
+// A contract's `KEY one-of N ...` on an integer key and a bound on a real key are applied (they were
+// once accepted and ignored): drawn values lie inside, a case file outside is refused, and a drawn
+// case encodes back to bytes that decode to it.
+TEST(CaseText, OneOfOnAnIntegerAndABoundOnARealAreDrawnInsideAndCheckedOnRead) {
+  const auto contract = std::make_shared<const Contract>(parse_contract("topk_decode", "k one-of 128 256 9999"));
+  for (int seed = 0; seed < 64; ++seed) {
+    std::string bytes;
+    for (int i = 0; i < 16; ++i) bytes += static_cast<char>((seed * 37 + i * 11) & 0xFF);
+    CaseText d = CaseText::decoding(bytes);
+    d.within(contract);
+    const int64_t k = d.integer("k", 1, 4096);
+    EXPECT_TRUE(k == 128 || k == 256) << k;  // 9999 is outside [1, 4096]
+    const int64_t m = d.multiple("k2", 64, 0, 4096);  // no limit on k2: any multiple
+    EXPECT_EQ(m % 64, 0);
+    CaseText back = CaseText::encoding(d.format());
+    back.within(contract);
+    EXPECT_EQ(back.integer("k", 1, 4096), k);
+  }
+  CaseText outside = CaseText::parse("property p\nk 7\n");
+  outside.within(contract);
+  EXPECT_THROW(outside.integer("k", 1, 4096), OutsideContract);
+  CaseText none = CaseText::parse("property p\nk 7\n");
+  none.within(std::make_shared<const Contract>(parse_contract("topk_decode", "k one-of 5000")));
+  EXPECT_THROW(none.integer("k", 1, 4096), OutsideContract);  // no value of [1, 4096] is listed
+  CaseText listed = CaseText::parse("property p\nk 256\nlens 128 256 128\n");
+  listed.within(contract);
+  EXPECT_EQ(listed.integer("k", 1, 4096), 256);
+  // A word that is no integer, on an integer key, is said in one line.
+  CaseText words = CaseText::parse("property p\nk 256\n");
+  words.within(std::make_shared<const Contract>(parse_contract("topk_decode", "k one-of big")));
+  EXPECT_THROW(words.integer("k", 1, 4096), Error);
+
+  const auto unit = std::make_shared<const Contract>(parse_contract("mla_decode", "k_scale = 1"));
+  for (int seed = 0; seed < 32; ++seed) {
+    std::string bytes(12, static_cast<char>(seed * 29 + 3));
+    CaseText d = CaseText::decoding(bytes);
+    d.within(unit);
+    EXPECT_EQ(d.real("k_scale", 0x1p-20, 0x1p20), 1.0);
+  }
+  CaseText scaled = CaseText::parse("property p\nk_scale 1.5\n");
+  scaled.within(unit);
+  EXPECT_THROW(scaled.real("k_scale", 0x1p-20, 0x1p20), OutsideContract);
+  CaseText tiny = CaseText::parse("property p\nk_scale 1\n");
+  tiny.within(std::make_shared<const Contract>(parse_contract("mla_decode", "k_scale >= 2")));
+  EXPECT_THROW(tiny.real("k_scale", 0x1p-20, 1.0), OutsideContract);  // [2, 1]: no value
 }
 
 }  // namespace

