@@ -32,6 +32,9 @@ class KeepAlive {
 
  private:
   explicit KeepAlive(double seconds) : start_(std::chrono::steady_clock::now()), seconds_(seconds) {
+    // Its first use here, before the thread: a fork while the thread initialized it would leave the
+    // child waiting for good on the static's guard (tools/python_worker.cpp, the worker's start).
+    case_clock::state();
     thread_ = std::thread([this] {
       std::unique_lock<std::mutex> lock(m_);
       while (!done_ && std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() < seconds_) {

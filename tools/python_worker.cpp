@@ -88,6 +88,19 @@ class Worker {
     return parse(text);
   }
 
+  // name as execvp would find it: itself when it holds a '/', else the first executable of that
+  // name in $PATH's folders, else name (execve then fails with ENOENT, said in one line).
+  static std::string on_path(const std::string& name) {
+    if (name.find('/') != std::string::npos) return name;
+    const char* path = std::getenv("PATH");
+    std::stringstream dirs(path != nullptr && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return name;
+  }
+
   // $MLACHECK_PYTHON; else an active virtualenv's or conda env's python3 (the user's own, with
   // their torch); else the project's environment this mlacheck was built with (scripts/pyenv.sh)
   // when it is still there; else python3 on PATH.
@@ -118,9 +131,27 @@ class Worker {
     int sv[2];
     MLA_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "--python: socketpair: ",
                 std::strerror(errno));
-    const std::string python = interpreter();
+    const std::string python = on_path(interpreter());
     const std::string fd_arg = std::to_string(sv[1]);
     const pid_t parent = getpid();
+    // Everything the child needs is made here, before the fork: this process may have other
+    // threads (KeepAlive, tools/interpreter_cost.h), and a forked child may do nothing that takes a
+    // lock one of them could hold (malloc, setenv, a function-local static's first use: a child
+    // once hung for good on the guard of case_clock::state(), which a KeepAlive thread was
+    // initializing at the fork). It only dup2s, fcntls and execves.
+    // The file whose age the suite's case timeout measures: the worker keeps it fresh while Triton
+    // compiles (python/mlacheck/_worker.py, Compiling).
+    const std::string progress = case_clock::state().progress_file;
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "MLACHECK_PROGRESS_FILE=", 23) != 0) env_strings.emplace_back(*e);
+    }
+    if (!progress.empty()) env_strings.push_back("MLACHECK_PROGRESS_FILE=" + progress);
+    std::vector<char*> envp;
+    for (std::string& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string code = kPythonWorkerSource, dash_c = "-c", name = python, fd_word = fd_arg;
+    char* argv[] = {name.data(), dash_c.data(), code.data(), fd_word.data(), nullptr};
     int exec_error[2];  // close-on-exec: the child writes errno into it only when exec fails
     MLA_REQUIRE(pipe2(exec_error, O_CLOEXEC) == 0, "--python: pipe: ", std::strerror(errno));
     const pid_t pid = fork();
@@ -133,12 +164,7 @@ class Worker {
       dup2(2, 1);
       const int flags = fcntl(sv[1], F_GETFD);
       fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
-      // The file whose age the suite's case timeout measures: the worker keeps it fresh while
-      // Triton compiles (python/mlacheck/_worker.py, Compiling).
-      if (!case_clock::state().progress_file.empty()) {
-        setenv("MLACHECK_PROGRESS_FILE", case_clock::state().progress_file.c_str(), 1);
-      }
-      execlp(python.c_str(), python.c_str(), "-c", kPythonWorkerSource, fd_arg.c_str(), static_cast<char*>(nullptr));
+      execve(python.c_str(), argv, envp.data());
       const int e = errno;
       (void)!write(exec_error[1], &e, sizeof e);
       _exit(127);
