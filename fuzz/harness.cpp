@@ -68,8 +68,10 @@ uint64_t fnv1a(std::string_view s) {
     char name[40];
     std::snprintf(name, sizeof name, "-%016llx.case", static_cast<unsigned long long>(fnv1a(text)));
     const std::string path = s.case_dir + "/" + fc.property->name + name;
-    std::ofstream(path) << "# " << fc.property->name << " on " << s.impl << " (" << s.backend << "): " << verdict
-                        << "\n" << text;
+    std::string line = verdict;  // a comment line of the case: one line
+    for (char& ch : line) ch = ch == '\n' ? ' ' : ch;
+    std::ofstream(path) << "# " << fc.property->name << " on " << s.impl << " (" << s.backend << "): " << line << "\n"
+                        << text;
     std::fprintf(stderr, "==mlacheck== case written to %s\n", path.c_str());
   }
   std::fflush(stderr);

@@ -346,8 +346,8 @@ Summary run_campaign(Options o, std::ostream& out) {
       // starts on a process's first call. A call of a Python callable costs milliseconds with
       // torch, and tenths of a second to seconds in Triton's interpreter: a case is slow (kept out
       // of the corpus) past 5 s unless MLACHECK_FUZZ_MAX_MS says otherwise, and the interpreter's
-      // cost model (tools/interpreter_cost.h) skips a call predicted past half of --timeout, its
-      // measurements shared by the campaign's processes.
+      // cost model (tools/interpreter_cost.h) skips a call predicted past that time as too large,
+      // its measurements shared by the campaign's processes.
       env.push_back("MLACHECK_PYTHON_LOADED=" + o.python_loaded);
       const char* ms = std::getenv("MLACHECK_FUZZ_MAX_MS");
       if (ms == nullptr || *ms == '\0') env.push_back("MLACHECK_FUZZ_MAX_MS=5000");
