@@ -21,7 +21,7 @@
 #include "kernels/device.h"
 #include "kernels/registry.h"
 #include "kernels/topk_glue.h"
-#include "tools/python_bridge.h"
+#include "kernels/python_bridge.h"
 
 namespace {
 

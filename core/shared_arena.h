@@ -1,5 +1,5 @@
 // Host memory another process can map: the guarded buffers a Python callable is handed
-// (tools/python_bridge.h) live in one shared memory file per process, so the Python worker maps the
+// (kernels/python_bridge.h) live in one shared memory file per process, so the Python worker maps the
 // very bytes mlacheck guards and a stray write lands where mlacheck's check sees it.
 //
 // Off until enable_for_children() is called (by --python), and then only in processes other than

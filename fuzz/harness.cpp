@@ -19,8 +19,8 @@
 #include "fuzz/fuzz_input.h"
 #include "fuzz/fuzz_runner.h"
 #include "harness/staged_buffer.h"
-#include "tools/case_clock.h"
-#include "tools/python_bridge.h"
+#include "kernels/case_clock.h"
+#include "kernels/python_bridge.h"
 
 namespace mlacheck::fuzz {
 
@@ -104,7 +104,7 @@ int harness_init(const char* target, const char* argv0) {
     s.target = &find_fuzz_target(name);
     // A plugin's implementations (kernels/plugin.h), before MLACHECK_IMPL is looked up.
     for (const std::string& path : kernels::plugin_paths_from_environment()) kernels::load_plugin_isolated(path);
-    // The Python callables of `mlacheck fuzz --python` (tools/python_bridge.h), as OP@py.
+    // The Python callables of `mlacheck fuzz --python` (kernels/python_bridge.h), as OP@py.
     const bool python = !kernels::load_python_from_environment().empty();
     s.backend = env("MLACHECK_BACKEND", "host");
     s.impl = env("MLACHECK_IMPL", s.target->op + "@ref");
@@ -120,7 +120,7 @@ int harness_init(const char* target, const char* argv0) {
     MLA_REQUIRE(*end == '\0' && m > 0 && m <= 3600000, "MLACHECK_FUZZ_MAX_MS is '", ms,
                 "', not a time in milliseconds (1 to 3600000)");
     s.max_seconds = static_cast<double>(m) / 1000;
-    // The clock of the callables' interpreted calls (tools/interpreter_cost.h): libFuzzer's
+    // The clock of the callables' interpreted calls (kernels/interpreter_cost.h): libFuzzer's
     // -timeout, a cost file the campaign's processes share, and the slow-case time as the reach (a
     // call predicted past it is skipped as too large for fuzzing, as a case past the memory or step
     // budget is).

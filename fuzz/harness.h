@@ -7,9 +7,9 @@
 //   MLACHECK_IMPL      op@name (default <op>@ref); ref-only properties are skipped for another
 //   MLACHECK_PLUGIN    plugins to load first (kernels/plugin.h), paths separated by ':'
 //   MLACHECK_PYTHON_LOADED  the Python callables `mlacheck fuzz --python` loaded, registered again
-//                      here as OP@py (tools/python_bridge.h); with them, MLACHECK_FUZZ_CASE_TIMEOUT
+//                      here as OP@py (kernels/python_bridge.h); with them, MLACHECK_FUZZ_CASE_TIMEOUT
 //                      (seconds, libFuzzer's -timeout) and MLACHECK_FUZZ_COST_FILE, the clock and
-//                      the shared measurements of interpreted Triton calls (tools/interpreter_cost.h)
+//                      the shared measurements of interpreted Triton calls (kernels/interpreter_cost.h)
 //   MLACHECK_CASE_DIR  where a violated case is also written, as <property>-<hash>.case
 //   MLACHECK_FUZZ_MAX_MB  device memory one case may allocate, and host bytes it may stage before
 //                      that (default 8 each); a larger case is skipped as too costly for

@@ -28,7 +28,7 @@ struct LoadedPlugin {
 // bad name, a malformed contract, a contract from a version 1 plugin, the plugin's own refusal). A plugin that crashes while registering crashes the caller: see probe_plugin.
 LoadedPlugin load_plugin(const std::string& path);
 
-// Registers a plugin that is already in this process (tools/python_bridge.cpp makes one whose
+// Registers a plugin that is already in this process (kernels/python_bridge.cpp makes one whose
 // functions call Python), exactly as load_plugin does once it has found info in a library; path
 // names it in messages.
 LoadedPlugin register_plugin(const mlacheck_plugin_info& info, const std::string& path);

@@ -13,7 +13,7 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
-#include "tools/python_bridge.h"
+#include "kernels/python_bridge.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
 #include "tools/flags.h"

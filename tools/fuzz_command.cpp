@@ -30,7 +30,7 @@
 #include "harness/memory_budget.h"
 #include "tools/flags.h"
 #include "tools/fuzz_log.h"
-#include "tools/python_bridge.h"
+#include "kernels/python_bridge.h"
 #include "tools/report_formats.h"
 #include "tools/suite_runner.h"
 
@@ -43,7 +43,7 @@ namespace {
 struct Options {
   std::string target, backend = "host", impl, out_dir, harness_dir;
   std::vector<std::string> seed_dirs, plugins;  // plugins: absolute paths, for the harness too
-  std::vector<std::string> python;              // --python specs (tools/python_bridge.h)
+  std::vector<std::string> python;              // --python specs (kernels/python_bridge.h)
   std::string python_loaded;                    // their $MLACHECK_PYTHON_LOADED, for the harness
   bool seeds_given = false;
   int64_t time_s = 60, jobs = 1, runs = -1, seed = 0, minimize_s = 20, timeout_s = 60;
@@ -342,11 +342,11 @@ Summary run_campaign(Options o, std::ostream& out) {
       env.push_back("MLACHECK_PLUGIN=" + list);
     }
     if (python) {
-      // The harness registers the callables again from this (tools/python_bridge.h); its worker
+      // The harness registers the callables again from this (kernels/python_bridge.h); its worker
       // starts on a process's first call. A call of a Python callable costs milliseconds with
       // torch, and tenths of a second to seconds in Triton's interpreter: a case is slow (kept out
       // of the corpus) past 5 s unless MLACHECK_FUZZ_MAX_MS says otherwise, and the interpreter's
-      // cost model (tools/interpreter_cost.h) skips a call predicted past that time as too large,
+      // cost model (kernels/interpreter_cost.h) skips a call predicted past that time as too large,
       // its measurements shared by the campaign's processes.
       env.push_back("MLACHECK_PYTHON_LOADED=" + o.python_loaded);
       const char* ms = std::getenv("MLACHECK_FUZZ_MAX_MS");

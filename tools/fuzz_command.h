@@ -20,7 +20,7 @@ namespace mlacheck {
 
 // Returns the exit status: 0 no crash, 1 crashes found (their cases written) or a target that ran no
 // input (NO RUN), 2 bad usage or setup (one line on err). With --python, the callables are loaded
-// here once and registered again in every harness process (tools/python_bridge.h).
+// here once and registered again in every harness process (kernels/python_bridge.h).
 int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace mlacheck

@@ -21,7 +21,7 @@
 #include "fuzz/fuzz_input.h"
 #include "harness/input_file.h"
 #include "kernels/plugin.h"
-#include "tools/python_bridge.h"
+#include "kernels/python_bridge.h"
 #include "tools/bench_command.h"
 #include "tools/check_command.h"
 #include "tools/flags.h"

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "kernels/device.h"
 #include "kernels/plugin.h"
-#include "tools/python_bridge.h"
+#include "kernels/python_bridge.h"
 #include "harness/case_text.h"
 #include "harness/input_file.h"
 #include "fuzz/fuzz_input.h"

@@ -8,7 +8,7 @@
 // the result's wire format and the progress file's, and are read together when either changes.
 #include "tools/suite_runner.h"
 
-#include "tools/case_clock.h"
+#include "kernels/case_clock.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -82,7 +82,7 @@ struct SuiteResult {
   std::string false_positive, false_positive_case;
   // Seed and regression cases outside the implementation's contract: not run.
   int outside_contract = 0;
-  // Cases a Triton kernel in the interpreter would take too long on (tools/python_bridge.cpp):
+  // Cases a Triton kernel in the interpreter would take too long on (kernels/python_bridge.cpp):
   // not run, neither pass nor failure; the first one's reason.
   int beyond_reach = 0;
   std::string beyond_reach_why;

@@ -1,6 +1,6 @@
 """mlacheck's Python worker: runs a user's Python callable for the mlacheck executable.
 
-The executable (tools/python_bridge.cpp) starts this file with `PYTHON -c <this file> FD`, FD one end
+The executable (kernels/python_bridge.cpp) starts this file with `PYTHON -c <this file> FD`, FD one end
 of a Unix socket. It does not import the mlacheck package and needs nothing but the standard library
 and torch, so it runs under whichever Python the user's torch lives in (docs/python.md).
 
@@ -321,7 +321,7 @@ class Worker:
             lines.append("op %s %s" % (spec["spec"], op))
             lines.append("contract %s %s" % (op, json.dumps(contract)))
         # Triton kernels of these modules run in the interpreter: mlacheck measures their calls and
-        # keeps a slow case from being called a hang (tools/python_bridge.cpp).
+        # keeps a slow case from being called a hang (kernels/python_bridge.cpp).
         interpreted = self.backend == "host" and os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules
         if interpreted:
             refusal = interpreter_refusal()

@@ -1,4 +1,4 @@
-// Tests of --python (tools/python_bridge.h) through the command line: the torch example passes
+// Tests of --python (kernels/python_bridge.h) through the command line: the torch example passes
 // `mlacheck check`, its buggy twin fails with the guard's view, row and column and `repro` of the
 // saved case fails again, a callable that raises or returns a tensor is a FAIL naming it, and an
 // unknown module is one line and exit 2. Without the Python component or torch they say so and skip.

@@ -1,4 +1,4 @@
-// Triton's interpreter on the host backend, as the Python bridge (tools/python_bridge.cpp) runs
+// Triton's interpreter on the host backend, as the Python bridge (kernels/python_bridge.cpp) runs
 // it: a slow kernel is not a hung one.
 //
 // On the host backend a @triton.jit kernel runs in Triton's interpreter, thousands of times slower

@@ -1,5 +1,5 @@
-// The interpreter's cost model and the watchdog's keep-alive (tools/interpreter_cost.h).
-#include "tools/interpreter_cost.h"
+// The interpreter's cost model and the watchdog's keep-alive (kernels/interpreter_cost.h).
+#include "kernels/interpreter_cost.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "core/contract.h"
-#include "tools/case_clock.h"
+#include "kernels/case_clock.h"
 
 namespace mlacheck::kernels {
 namespace {
@@ -33,7 +33,7 @@ class KeepAlive {
  private:
   explicit KeepAlive(double seconds) : start_(std::chrono::steady_clock::now()), seconds_(seconds) {
     // Its first use here, before the thread: a fork while the thread initialized it would leave the
-    // child waiting for good on the static's guard (tools/python_worker.cpp, the worker's start).
+    // child waiting for good on the static's guard (kernels/python_worker.cpp, the worker's start).
     case_clock::state();
     thread_ = std::thread([this] {
       std::unique_lock<std::mutex> lock(m_);

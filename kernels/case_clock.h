@@ -3,7 +3,7 @@
 // children of one implementation's run share what a call of an interpreted kernel costs.
 //
 // The suite sets these in each child before its cases; an implementation whose calls are slow by
-// nature (a Triton kernel in the interpreter, tools/python_bridge.cpp) reads them to keep a correct
+// nature (a Triton kernel in the interpreter, kernels/python_bridge.cpp) reads them to keep a correct
 // slow case from being called a hang while a real hang still is one.
 #pragma once
 
@@ -19,7 +19,7 @@ struct State {
   double case_timeout = 0;    // seconds; 0: no suite watches this process
   std::string cost_file;      // "": no shared measurements
   double reach = 0;           // seconds: the longest predicted call of an interpreted kernel that
-                              // runs (tools/interpreter_cost.h); 0: half the case timeout
+                              // runs (kernels/interpreter_cost.h); 0: half the case timeout
 };
 
 inline State& state() {

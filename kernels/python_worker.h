@@ -1,4 +1,4 @@
-// The Python worker of tools/python_bridge.h, as the bridge uses it (not installed): the process
+// The Python worker of kernels/python_bridge.h, as the bridge uses it (not installed): the process
 // that runs the user's callables (started on first use, one per process; with OP=- the Python
 // process that started mlacheck instead), the messages to it and its replies, and the memory it is
 // lent (host: the shared arena; cuda: IPC handles, named by block ids and kept open by scope).

@@ -1,11 +1,11 @@
-// Python callables as implementations (tools/python_bridge.h): one plugin function per op that
+// Python callables as implementations (kernels/python_bridge.h): one plugin function per op that
 // turns the op's C arguments into a call of the Python function (the stateful ops: an object made
 // once, then its methods), and their registration. The worker process and the memory it is lent
-// are tools/python_worker.h.
+// are kernels/python_worker.h.
 //
 // (Past 500 lines on purpose: the thirteen ops' argument lists are one translation between
 // mlacheck's C interface and the worker's messages, read together.)
-#include "tools/python_bridge.h"
+#include "kernels/python_bridge.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -26,16 +26,31 @@
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
 #include "mlacheck/plugin.h"
-#include "tools/interpreter_cost.h"
-#include "tools/python_worker.h"
-#include "tools/report_formats.h"
+#include "kernels/interpreter_cost.h"
+#include "kernels/python_worker.h"
 
 
 namespace mlacheck::kernels {
 namespace {
 
 using python_worker::Reply;
-using report::json_quote;
+// s as a JSON string (the worker's messages: paths and names, printable text).
+std::string json_quote(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
 
 // ---- what was registered ----------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
-// The Python worker (tools/python_worker.h): its process and socket, and the memory it is lent.
-#include "tools/python_worker.h"
+// The Python worker (kernels/python_worker.h): its process and socket, and the memory it is lent.
+#include "kernels/python_worker.h"
 
-#include "tools/case_clock.h"
+#include "kernels/case_clock.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -22,7 +22,7 @@
 #include "core/contract.h"
 #include "core/error.h"
 #include "core/shared_arena.h"
-#include "tools/python_worker_source.h"  // kPythonWorkerSource: python/mlacheck/_worker.py
+#include "kernels/python_worker_source.h"  // kPythonWorkerSource: python/mlacheck/_worker.py
 
 #if defined(MLACHECK_HAVE_CUDA)
 #include "core/backend/cuda_runtime.h"
@@ -135,7 +135,7 @@ class Worker {
     const std::string fd_arg = std::to_string(sv[1]);
     const pid_t parent = getpid();
     // Everything the child needs is made here, before the fork: this process may have other
-    // threads (KeepAlive, tools/interpreter_cost.h), and a forked child may do nothing that takes a
+    // threads (KeepAlive, kernels/interpreter_cost.h), and a forked child may do nothing that takes a
     // lock one of them could hold (malloc, setenv, a function-local static's first use: a child
     // once hung for good on the guard of case_clock::state(), which a KeepAlive thread was
     // initializing at the fork). It only dup2s, fcntls and execves.
