@@ -24,7 +24,7 @@ def test_the_torch_example_passes():
 
 
 def test_the_buggy_twin_fails_with_the_view_row_and_column(tmp_path):
-    v = mlacheck.check("topk_decode", topk_torch_buggy.topk_decode, budget=20, save=str(tmp_path))
+    v = mlacheck.check("topk_decode", topk_torch_buggy.topk_decode, budget=120, save=str(tmp_path))
     assert not v
     assert "nearest output view 'out'" in v.verdict
     assert "past the view's" in v.verdict
@@ -53,9 +53,9 @@ def test_a_contract_narrows_the_cases():
     import topk_small_k
     # The budgets hold a Python worker's start (seconds under a loaded CI machine) and then cases:
     # at budget=2 the start alone could spend it, and a run of no case is NO RUN, never a PASS.
-    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=20)  # ends at its first failure
+    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=120)  # ends at its first failure
     assert not v and "no kernel for k=" in v.verdict, str(v)
-    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=5, contract=["k <= 8"])
+    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=8, contract=["k <= 8"])
     assert v and v.cases_run > 0, str(v)
 
 
@@ -84,7 +84,7 @@ test_the_torch_example_through_test_of = mlacheck.test_of("topk_decode", topk_to
 
 
 def test_test_of_fails_with_the_verdict_and_the_saved_case(tmp_path):
-    t = mlacheck.test_of("topk_decode", topk_torch_buggy.topk_decode, budget=20, save=str(tmp_path))
+    t = mlacheck.test_of("topk_decode", topk_torch_buggy.topk_decode, budget=120, save=str(tmp_path))
     assert t.__name__ == "test_topk_decode_topk_decode"
     with pytest.raises(mlacheck.CheckFailed) as failed:
         t()
@@ -157,7 +157,7 @@ def test_cases_serves_the_suite_to_a_loop_and_judges_it(tmp_path):
 
 
 def test_cases_catches_a_loop_that_writes_past_the_view(tmp_path):
-    run = mlacheck.cases("topk_decode", budget=5, seed=1, save=str(tmp_path))
+    run = mlacheck.cases("topk_decode", budget=120, seed=1, save=str(tmp_path))
     for case in run:
         case.run(topk_torch_buggy.topk_decode)
     assert not run.verdict and "past the view's" in run.verdict.verdict, str(run.verdict)

@@ -42,7 +42,7 @@ TEST(PluginCli, TheExamplePassesTheWholeSuite) {
 TEST(PluginCli, TheBuggyTwinFailsWithAVerdictAndACaseThatReproFails) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_check";
   const CliResult r =
-      run_mlacheck("check --plugin " + kBuggy + " --impl topk_decode@example_buggy --budget 20 --save " + dir);
+      run_mlacheck("check --plugin " + kBuggy + " --impl topk_decode@example_buggy --budget 120 --save " + dir);
   ASSERT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("topk_decode@example_buggy  FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("guard of topk_indices_buffer"), std::string::npos) << r.out;
@@ -69,7 +69,7 @@ void expect_example_and_twin(const std::string& op, const std::string& plugin, c
   const CliResult r = run_mlacheck("check --plugin " + plugin + " --budget 8 --save " + dir);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find(op + "@example  PASS"), std::string::npos) << r.out;
-  const CliResult bug = run_mlacheck("check --plugin " + twin + " --budget 10 --save " + dir);
+  const CliResult bug = run_mlacheck("check --plugin " + twin + " --budget 120 --save " + dir);
   EXPECT_EQ(bug.status, 1) << bug.out;
   EXPECT_NE(bug.out.find(op + "@example_buggy  FAIL"), std::string::npos) << bug.out;
   for (const std::string& needle : needles) EXPECT_NE(bug.out.find(needle), std::string::npos) << needle << "\n" << bug.out;
@@ -110,7 +110,7 @@ TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("outside the declared contract (probe, never a failure)"), std::string::npos) << r.out;
-  const CliResult twin = run_mlacheck("check --plugin " PRODUCTION_PLUGIN_BUGGY " --budget 10 --save " + dir);
+  const CliResult twin = run_mlacheck("check --plugin " PRODUCTION_PLUGIN_BUGGY " --budget 120 --save " + dir);
   EXPECT_EQ(twin.status, 1) << twin.out;
   EXPECT_NE(twin.out.find("topk_decode@production_buggy  FAIL"), std::string::npos) << twin.out;
   EXPECT_NE(twin.out.find(": position "), std::string::npos) << twin.out;  // row and column

@@ -67,7 +67,7 @@ TEST(PythonCli, TheBuggyTwinFailsWithTheViewRowAndColumnAndReproFailsAgain) {
   SKIP_WITHOUT_TORCH();
   const std::string dir = ::testing::TempDir() + "python_cli_check";
   std::filesystem::remove_all(dir);
-  const CliResult r = run_mlacheck("check --python " + kBuggy + " --budget 20 --save " + dir);
+  const CliResult r = run_mlacheck("check --python " + kBuggy + " --budget 120 --save " + dir);
   ASSERT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "topk_decode@py  FAIL")) << r.out;
   EXPECT_TRUE(has(r.out, "outside every output view")) << r.out;
@@ -125,7 +125,7 @@ TEST(PythonCli, ACallableThatRaisesIsAFailNamingTheExceptionWithItsCaseSaved) {
   SKIP_WITHOUT_TORCH();
   const std::string dir = ::testing::TempDir() + "python_cli_raises";
   std::filesystem::remove_all(dir);
-  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_raises.py:topk_decode --budget 5 --save " + dir);
+  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_raises.py:topk_decode --budget 120 --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   // The message is one line (its newline folded) and names where it was raised.
   EXPECT_TRUE(has(r.out, "raised ValueError: no kernel for k=")) << r.out;
@@ -137,7 +137,7 @@ TEST(PythonCli, ACallableThatRaisesIsAFailNamingTheExceptionWithItsCaseSaved) {
 TEST(PythonCli, ACallableThatReturnsATensorInsteadOfWritingOutIsTold) {
   SKIP_WITHOUT_TORCH();
   const std::string dir = ::testing::TempDir() + "python_cli_returns";
-  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_returns.py:topk_decode --budget 5 --save " + dir);
+  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_returns.py:topk_decode --budget 120 --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "returned a Tensor instead of None: write the answer into the output tensors in place")) << r.out;
 }
@@ -171,7 +171,7 @@ TEST(PythonCli, OnePropertyAloneReportsTheBuggyTwinsStrayWriteNotACrash) {
   SKIP_WITHOUT_TORCH();
   const std::string dir = ::testing::TempDir() + "python_cli_property";
   const CliResult r = run_mlacheck("check --python " + kBuggy + " --property topk_decode.permutation_commutes" +
-                                   " --budget 5 --save " + dir);
+                                   " --budget 120 --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "topk_decode.permutation_commutes: original order: ")) << r.out;
   EXPECT_TRUE(has(r.out, "past the view's")) << r.out;
@@ -225,7 +225,7 @@ TEST(PythonCli, ARandomFailureIsShrunkBeforeItIsSaved) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(corpus + "/regressions");
   const CliResult r = run_mlacheck("check --python topk_decode=" + kFixtures + "topk_wrong_wide.py:topk_decode" +
-                                   " --budget 20 --corpus " + corpus + " --save " + dir);
+                                   " --budget 120 --corpus " + corpus + " --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "(shrunk in ")) << r.out;
   const size_t at = r.out.find("(shrunk in ");
