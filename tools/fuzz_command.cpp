@@ -432,6 +432,7 @@ Summary run_campaign(Options o, std::ostream& out) {
     // Where a sanitizer's stack puts each distinct crash (a property violation has no such place).
     std::map<std::string, std::optional<report::SourceLocation>> where;
     size_t untriaged = 0;
+    const std::string replay_artifact = "-exact_artifact_path=" + (dir / "replay.artifact").string();
     for (const fs::path& f : found) {
       const double left = budget.left(600);
       if (left < 0.5) {
@@ -440,7 +441,10 @@ Summary run_campaign(Options o, std::ostream& out) {
       }
       const fs::path tlog = dir / "triage.log";
       fs::remove(tlog);
-      if (run_child({harness.string(), "-runs=1", f.string()}, env, tlog, left, [](double) { return false; }) >= 128 + SIGTERM &&
+      // A crashing replay writes its input as an artifact: into the campaign's folder, never the
+      // caller's working directory (libFuzzer's default).
+      if (run_child({harness.string(), "-runs=1", replay_artifact, f.string()}, env, tlog, left, [](double) { return false; }) >=
+              128 + SIGTERM &&
           budget.timed && budget.left(600) < 0.5) {
         ++untriaged;  // stopped by the budget, not by its own crash
         continue;
@@ -477,7 +481,8 @@ Summary run_campaign(Options o, std::ostream& out) {
           // Keep the minimized input only if it still fails the same way.
           const fs::path tlog = dir / "triage.log";
           fs::remove(tlog);
-          run_child({harness.string(), "-runs=1", min.string()}, env, tlog, budget.left(600), [](double) { return false; });
+          run_child({harness.string(), "-runs=1", replay_artifact, min.string()}, env, tlog, budget.left(600),
+                    [](double) { return false; });
           if (triage_output(read_all(tlog)).key == key) input = min;
         }
       }
@@ -517,12 +522,18 @@ Summary run_campaign(Options o, std::ostream& out) {
     const fs::path merged = dir / "corpus.merged";
     fs::remove_all(merged);
     fs::create_directories(merged);
+    // The merge meets the crashing inputs again and writes each as an artifact: into a scratch
+    // folder of the campaign, never the caller's working directory (libFuzzer's default).
+    const fs::path merge_artifacts = dir / "merge.artifacts";
+    fs::remove_all(merge_artifacts);
+    fs::create_directories(merge_artifacts);
     const double merge_left = budget.left(1800);
     const int merge_status =
         merge_left < 0.5 ? -1
-                         : run_child({harness.string(), "-merge=1", merged.string(), (dir / "corpus").string(),
-                                      (dir / "seeds").string()},
+                         : run_child({harness.string(), "-merge=1", "-artifact_prefix=" + merge_artifacts.string() + "/",
+                                      merged.string(), (dir / "corpus").string(), (dir / "seeds").string()},
                                      env, dir / "merge.log", merge_left, [](double) { return false; });
+    fs::remove_all(merge_artifacts);
     size_t merged_n = std::distance(fs::directory_iterator(merged), fs::directory_iterator());
     const size_t corpus_after = std::distance(fs::directory_iterator(dir / "corpus"), fs::directory_iterator());
     if (merge_status != 0) {

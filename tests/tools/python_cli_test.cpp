@@ -374,8 +374,16 @@ TEST(PythonFuzz, ABuggyTritonKernelIsFoundOnTheHostWithACaseThatReproduces) {
   std::filesystem::remove_all(dir);
   const std::string spec = kSource + "/examples/python/topk_triton_buggy.py:topk_decode";
   // --runs: libFuzzer stops at the first crash (a timed campaign goes on to its end).
-  const CliResult r = run_mlacheck("fuzz --target topk_decode --python " + spec + " --runs 200 --minimize 0 --out " + dir);
+  // Run from a folder of its own: replaying the crashing input leaves nothing in the caller's working
+  // directory (it left libFuzzer's crash-<sha1> file there before).
+  const std::string cwd = dir + "-cwd";
+  std::filesystem::remove_all(cwd);
+  std::filesystem::create_directories(cwd);
+  const CliResult r = run_mlacheck("fuzz --target topk_decode --python " + spec + " --runs 200 --minimize 0 --out " + dir,
+                                   "--chdir=" + cwd);
   EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(cwd)) << "left in the working directory: "
+                                              << std::filesystem::directory_iterator(cwd)->path() << "\n" << r.out;
   EXPECT_TRUE(has(r.out, "fuzz topk_decode (topk_decode@py on host)")) << r.out;
   EXPECT_TRUE(has(r.out, "repro: mlacheck repro " + dir + "/cases/")) << r.out;
   std::string case_file;
