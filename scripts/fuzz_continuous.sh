@@ -5,14 +5,16 @@
 #
 #   scripts/fuzz_continuous.sh [--backend host|cuda] [--targets "a b c"|all] [--hours H] [--period S]
 #                              [--jobs-per-worker N] [--workers N] [--mps auto|on|off] [--out DIR]
-#                              [--build DIR]
-#   scripts/fuzz_continuous.sh --selftest        (the crash deduplication, on made-up case files)
+#                              [--build DIR] [--impl OP@NAME] [--plugin LIB]...
+#   scripts/fuzz_continuous.sh --selftest        (deduplication and GPU placement, on made-up input)
 #
 # Workers: with --backend cuda one per visible GPU (the ids in CUDA_VISIBLE_DEVICES, else
 # `nvidia-smi -L`), each pinned to it (CUDA_VISIBLE_DEVICES=<id>), with nproc / GPUs (at most 8)
 # libFuzzer jobs each by default (1 where no MPS daemon can run, below); with --backend host one per
 # nproc / jobs (1 job each by default).
-# --workers overrides the count (GPUs are then shared round robin).
+# --workers overrides the count (GPUs are then shared round robin). --impl fuzzes that
+# implementation (default each target's <op>@ref; a seeded-bug variant, or one of --plugin's), its
+# op the one target unless --targets says it.
 # Several processes on one GPU (the jobs of a worker) are time-sliced by the driver unless an MPS
 # daemon (NVIDIA's Multi-Process Service) lets their kernels share it: without one, 8 processes of
 # `mlacheck bench fuzz` on an H100 checked about a third of what one did; with one, 8 checked 4 to
@@ -34,13 +36,20 @@
 #   4. its distinct crashes, cases/<property>-<key>.case (key: a hash of the verdict or of the
 #      sanitizer kind and top frames), are copied to DIR/crashes/ when no file of that name is there
 #      yet (same key, same bug), with one line per new one in DIR/crashes/INDEX:
-#      time <tab> worker <tab> target <tab> key <tab> verdict.
-# --build (default <repo>/build/asan) holds tools/mlacheck and fuzz/<T>_fuzzer, or only
-# fuzz/all_targets_fuzzer (then linked under each target's name in DIR/harness/).
+#      time <tab> worker <tab> target <tab> key <tab> verdict <tab> gpu; a case whose key is already
+#      there (the same bug found again, by any worker on any GPU) is not copied: a line in
+#      DIR/crashes/SEEN says who found it again.
+# --build (default <repo>/build/asan) holds tools/mlacheck (or bin/mlacheck: the GPU bundle of
+# scripts/gpu_bundle.sh) and fuzz/<T>_fuzzer, or only fuzz/all_targets_fuzzer (then linked under
+# each target's name in DIR/harness/).
 # Layout of --out DIR (default ./fuzz-continuous; reusing a folder resumes from its corpus):
 #   corpus/<T>/   the shared corpus of each target        crashes/   distinct cases and INDEX
 #   workers/<w>/  each worker's campaign folders and worker.log   periods.log   one line per period
-# Prints a line per worker period, a status line every --period seconds, and a summary at the end.
+#                 (end time, worker, target, exit, new crashes, gpu, seconds fuzzed, inputs, coverage)
+# Prints a line per worker period; every --period seconds a status line: inputs run per GPU and in
+# all (with inputs a second since the start, merging included), each target's coverage and shared
+# corpus, distinct crashes and how many are new; and a summary at the end, with inputs a second per
+# GPU, per target, and each distinct crash with who found it first and who again.
 # Exit status: 0 no new crash, 1 new distinct crashes found, 2 bad usage or setup (one line).
 set -uo pipefail
 
@@ -58,28 +67,79 @@ usage() {
 
 # --- crash deduplication (also used by --selftest) ---------------------------------------------
 
-# collect_crashes CASE_DIR WORKER TARGET: copies each case whose name is new to $out/crashes and
-# indexes it; prints how many were new.
+# collect_crashes CASE_DIR WORKER TARGET [GPU]: copies each case whose name is new to $out/crashes
+# and indexes it; a name already there (the same key: the same bug) gets a line in SEEN, once per
+# worker and case file; prints how many were new.
 collect_crashes() {
-  local dir=$1 w=$2 t=$3
+  local dir=$1 w=$2 t=$3 g=${4:-}
   (
     flock -x 8
     new=0
     for c in "$dir"/*.case; do
       [ -f "$c" ] || continue
       name=${c##*/}
-      [ -e "$out/crashes/$name" ] && continue
-      cp "$c" "$out/crashes/.$name.tmp" && mv "$out/crashes/.$name.tmp" "$out/crashes/$name" || continue
       key=${name%.case}
       key=${key##*-}
+      if [ -e "$out/crashes/$name" ]; then
+        # Found again by another worker: who, once per worker (a worker's cases/ keeps its files
+        # across periods, and its first finder's own are not news).
+        awk -F'\t' -v w="$w" -v k="$key" '$2 == w && $4 == k { f = 1 } END { exit !f }' "$out/crashes/INDEX" ||
+          grep -q "	w$w	$t	$key	" "$out/crashes/SEEN" 2>/dev/null ||
+          printf '%s\tw%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$w" "$t" "$key" "$g" >>"$out/crashes/SEEN"
+        continue
+      fi
+      cp "$c" "$out/crashes/.$name.tmp" && mv "$out/crashes/.$name.tmp" "$out/crashes/$name" || continue
       # The case's second comment line is the verdict (tools/fuzz_command.cpp writes it so).
       verdict=$(sed -n '2s/^# //p' "$c")
-      printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$w" "$t" "$key" "$verdict" \
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$w" "$t" "$key" "$verdict" "$g" \
         >>"$out/crashes/INDEX"
       new=$((new + 1))
     done
     echo "$new"
   ) 8>"$out/crashes/.lock"
+}
+
+# --- placement (also used by --selftest) -------------------------------------------------------
+
+# find_gpus: the GPU ids of a cuda run into gpus[]: the ones the job was given
+# (CUDA_VISIBLE_DEVICES: indices or UUIDs; -1 is none), else every one `nvidia-smi -L` lists.
+find_gpus() {
+  gpus=()
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    IFS=, read -r -a gpus <<<"$CUDA_VISIBLE_DEVICES"
+    [ "${gpus[0]:-}" != "-1" ] || gpus=()
+  elif command -v nvidia-smi >/dev/null; then
+    local n i
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    for ((i = 0; i < n; i++)); do gpus+=("$i"); done
+  fi
+}
+
+# place BACKEND CORES MPS_STATE: the libFuzzer jobs of each worker ($jobs, unless given), the
+# workers ($workers, unless given) and each worker's GPU (worker_gpu[w]; GPUs round robin) from
+# gpus[]. On cuda: a worker per GPU, nproc / GPUs jobs each (1 to 8), but 1 where no MPS daemon
+# runs; on the host: 1 job, a worker per core.
+place() {
+  local backend=$1 cores=$2 mps_state=$3 w
+  if [ -z "$jobs" ]; then
+    if [ "$backend" = cuda ] && [ "$mps_state" = none ]; then
+      jobs=1  # time-sliced, more processes on one GPU check less, not more
+    elif [ "$backend" = cuda ]; then
+      jobs=$((cores / ${#gpus[@]}))
+      ((jobs > 8)) && jobs=8
+      ((jobs < 1)) && jobs=1
+    else
+      jobs=1
+    fi
+  fi
+  if [ -z "$workers" ]; then
+    if [ "$backend" = cuda ]; then workers=${#gpus[@]}; else workers=$((cores / jobs)); fi
+    ((workers < 1)) && workers=1
+  fi
+  worker_gpu=()
+  for ((w = 0; w < workers; w++)); do
+    if [ ${#gpus[@]} -gt 0 ]; then worker_gpu+=("${gpus[$((w % ${#gpus[@]}))]}"); else worker_gpu+=(""); fi
+  done
 }
 
 distinct_crashes() {
@@ -92,26 +152,69 @@ selftest() {
   out=$tmp/out
   mkdir -p "$out/crashes" "$tmp/w0/cases" "$tmp/w1/cases"
   : >"$out/crashes/INDEX"
+  check() { if eval "$1"; then echo "  ok: $2"; else echo "  FAIL: $2"; fail=1; fi; }
   printf '# found by mlacheck fuzz --target topk_decode --backend host on X\n# topk_decode_matches_oracle: index 3 differs\n# raw input: x\nproperty topk_decode_matches_oracle\n' \
     >"$tmp/w0/cases/topk_decode_matches_oracle-0123456789ab.case"
-  # The same bug found by another worker (same name, same key), and a second bug.
+  # The same bug found by another worker on another GPU (same name, same key), and a second bug.
   cp "$tmp/w0/cases/topk_decode_matches_oracle-0123456789ab.case" "$tmp/w1/cases/"
   printf '# found by mlacheck fuzz --target pack_decode --backend host on X\n# ERROR: AddressSanitizer: heap-buffer-overflow at pack\n# raw input: y\nproperty pack_decode_roundtrip\n' \
     >"$tmp/w1/cases/pack_decode-ba9876543210.case"
-  local n0 n1 n2
-  n0=$(collect_crashes "$tmp/w0/cases" 0 topk_decode)
-  n1=$(collect_crashes "$tmp/w1/cases" 1 topk_decode)
-  n2=$(collect_crashes "$tmp/w0/cases" 0 topk_decode)
-  check() { if eval "$1"; then echo "  ok: $2"; else echo "  FAIL: $2"; fail=1; fi; }
-  echo "$me selftest: two workers report the same case file, one reports a second bug"
-  check '[ "$n0" = 1 ] && [ "$n1" = 1 ] && [ "$n2" = 0 ]' "new per collection 1, 1, 0 (got $n0, $n1, $n2)"
+  local n0 n1 n2 n3
+  n0=$(collect_crashes "$tmp/w0/cases" 0 topk_decode 0)
+  n1=$(collect_crashes "$tmp/w1/cases" 1 topk_decode 1)
+  n2=$(collect_crashes "$tmp/w0/cases" 0 topk_decode 0)
+  n3=$(collect_crashes "$tmp/w1/cases" 1 topk_decode 1)
+  echo "$me selftest: workers on GPUs 0 and 1 report the same case file, worker 1 a second bug, each twice"
+  check '[ "$n0" = 1 ] && [ "$n1" = 1 ] && [ "$n2" = 0 ] && [ "$n3" = 0 ]' "new per collection 1, 1, 0, 0 (got $n0, $n1, $n2, $n3)"
   check '[ "$(distinct_crashes)" = 2 ]' "2 distinct cases in crashes/ (got $(distinct_crashes))"
   check '[ "$(wc -l <"$out/crashes/INDEX")" = 2 ]' "2 INDEX lines (got $(wc -l <"$out/crashes/INDEX"))"
-  check 'awk -F"\t" '"'"'$2==0 && $4=="0123456789ab" && $5=="topk_decode_matches_oracle: index 3 differs"'"'"' "$out/crashes/INDEX" | grep -q .' \
-    "the first finder (worker 0), key and verdict are indexed"
+  check 'awk -F"\t" '"'"'$2==0 && $4=="0123456789ab" && $5=="topk_decode_matches_oracle: index 3 differs" && $6==0'"'"' "$out/crashes/INDEX" | grep -q .' \
+    "the first finder (worker 0, GPU 0), key and verdict are indexed"
   check 'grep -q "	1	topk_decode	ba9876543210	ERROR: AddressSanitizer" "$out/crashes/INDEX"' "worker 1's second bug is indexed"
+  check '[ "$(wc -l <"$out/crashes/SEEN")" = 1 ] && awk -F"\t" '"'"'$2=="w1" && $4=="0123456789ab" && $5==1'"'"' "$out/crashes/SEEN" | grep -q .' \
+    "SEEN: worker 1 on GPU 1 found the first bug again, once however often it reports it"
   check '! ls -A "$out/crashes" | grep -q "\.tmp$"' "no temporary files left"
   sed 's/^/    INDEX: /' "$out/crashes/INDEX"
+  sed 's/^/    SEEN:  /' "$out/crashes/SEEN"
+
+  echo "$me selftest: GPU placement on made-up device lists"
+  local saved_cvd=${CUDA_VISIBLE_DEVICES-unset} saved_path=$PATH
+  mkdir -p "$tmp/bin"
+  printf '#!/bin/sh\necho "GPU 0: NVIDIA H200 (UUID: GPU-a)"\necho "GPU 1: NVIDIA H200 (UUID: GPU-b)"\necho "GPU 2: NVIDIA H200 (UUID: GPU-c)"\n' >"$tmp/bin/nvidia-smi"
+  chmod +x "$tmp/bin/nvidia-smi"
+  PATH=$tmp/bin:$PATH
+  unset CUDA_VISIBLE_DEVICES
+  find_gpus
+  check '[ "${gpus[*]}" = "0 1 2" ]' "nvidia-smi -L's three GPUs, no CUDA_VISIBLE_DEVICES: 0 1 2 (got ${gpus[*]})"
+  jobs="" workers=""
+  place cuda 32 started
+  check '[ "$jobs" = 8 ] && [ "$workers" = 3 ] && [ "${worker_gpu[*]}" = "0 1 2" ]' \
+    "3 GPUs, 32 cores, MPS: a worker per GPU, 8 jobs each (got $workers x $jobs on ${worker_gpu[*]})"
+  export CUDA_VISIBLE_DEVICES=3,5
+  find_gpus
+  jobs="" workers=""
+  place cuda 32 started
+  check '[ "$jobs" = 8 ] && [ "$workers" = 2 ] && [ "${worker_gpu[*]}" = "3 5" ]' \
+    "CUDA_VISIBLE_DEVICES=3,5 over nvidia-smi: 2 workers on 3 and 5, 8 jobs each (got $workers x $jobs on ${worker_gpu[*]})"
+  jobs="" workers=""
+  place cuda 12 started
+  check '[ "$jobs" = 6 ]' "12 cores over 2 GPUs: 6 jobs a worker (got $jobs)"
+  jobs="" workers=4
+  place cuda 32 none
+  check '[ "$jobs" = 1 ] && [ "${worker_gpu[*]}" = "3 5 3 5" ]' \
+    "--workers 4 on 2 GPUs without MPS: round robin 3 5 3 5, 1 job each (got $jobs on ${worker_gpu[*]})"
+  export CUDA_VISIBLE_DEVICES=GPU-a,GPU-b
+  find_gpus
+  check '[ "${gpus[*]}" = "GPU-a GPU-b" ]' "UUIDs in CUDA_VISIBLE_DEVICES are kept (got ${gpus[*]})"
+  export CUDA_VISIBLE_DEVICES=-1
+  find_gpus
+  check '[ ${#gpus[@]} = 0 ]' "CUDA_VISIBLE_DEVICES=-1: no GPU (got ${#gpus[@]})"
+  gpus=()
+  jobs="" workers=""
+  place host 2 none
+  check '[ "$jobs" = 1 ] && [ "$workers" = 2 ] && [ ${#worker_gpu[@]} = 2 ] && [ -z "${worker_gpu[0]}${worker_gpu[1]}" ]' "host, 2 cores: 2 workers of 1 job, no GPU (got $workers x $jobs)"
+  PATH=$saved_path
+  if [ "$saved_cvd" = unset ]; then unset CUDA_VISIBLE_DEVICES; else export CUDA_VISIBLE_DEVICES=$saved_cvd; fi
   rm -rf "$tmp"
   if [ $fail -eq 0 ]; then echo "$me selftest: passed"; else echo "$me selftest: FAILED"; fi
   return $fail
@@ -119,12 +222,12 @@ selftest() {
 
 # --- options ------------------------------------------------------------------------------------
 
-backend=host targets_arg=all hours=12 period=600 jobs="" workers="" out="" build="" mps=auto
+backend=host targets_arg="" hours=12 period=600 jobs="" workers="" out="" build="" mps=auto impl="" plugins=()
 while [ $# -gt 0 ]; do
   case $1 in
     --selftest) selftest; exit $? ;;
     -h | --help) usage; exit 0 ;;
-    --backend | --targets | --hours | --period | --jobs-per-worker | --workers | --mps | --out | --build)
+    --backend | --targets | --hours | --period | --jobs-per-worker | --workers | --mps | --out | --build | --impl | --plugin)
       [ $# -ge 2 ] || die "$1 needs a value"
       case $1 in
         --backend) backend=$2 ;;
@@ -136,6 +239,8 @@ while [ $# -gt 0 ]; do
         --mps) mps=$2 ;;
         --out) out=$2 ;;
         --build) build=$2 ;;
+        --impl) impl=$2 ;;
+        --plugin) [ -f "$2" ] || die "--plugin '$2' is not a file"; plugins+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")") ;;
       esac
       shift 2 ;;
     *) die "unknown option '$1' (usage: $(usage | head -1 | sed 's/^ *//'))" ;;
@@ -148,17 +253,12 @@ case $backend in host | cuda) ;; *) die "--backend is '$backend', not host or cu
 [ -z "$jobs" ] || { [[ $jobs =~ ^[0-9]+$ ]] && [ "$jobs" -ge 1 ]; } || die "--jobs-per-worker needs a positive integer, got '$jobs'"
 [ -z "$workers" ] || { [[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ]; } || die "--workers needs a positive integer, got '$workers'"
 case $mps in auto | on | off) ;; *) die "--mps is '$mps', not auto, on or off" ;; esac
+[ -z "$impl" ] || [[ $impl =~ ^[a-z_0-9]+@[^@[:space:]]+$ ]] || die "--impl is '$impl', not OP@NAME"
 
 # GPUs: the ids the job was given, else every one nvidia-smi sees.
 gpus=()
 if [ "$backend" = cuda ]; then
-  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
-    IFS=, read -r -a gpus <<<"$CUDA_VISIBLE_DEVICES"
-    [ "${gpus[0]:-}" != "-1" ] || gpus=()
-  elif command -v nvidia-smi >/dev/null; then
-    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-    for ((i = 0; i < n; i++)); do gpus+=("$i"); done
-  fi
+  find_gpus
   [ ${#gpus[@]} -gt 0 ] || die "--backend cuda but no GPU (CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES-}', nvidia-smi -L lists none)"
 fi
 
@@ -166,11 +266,22 @@ build=${build:-$repo/build/asan}
 [ -d "$build" ] || die "no build folder '$build' (cmake --preset asan && cmake --build --preset asan, or pass --build)"
 build=$(cd "$build" && pwd)
 mlacheck=$build/tools/mlacheck
+[ -x "$mlacheck" ] || [ ! -x "$build/bin/mlacheck" ] || mlacheck=$build/bin/mlacheck  # the GPU bundle
 [ -x "$mlacheck" ] || die "no mlacheck in $build/tools (ninja -C $build mlacheck)"
 
 mapfile -t known < <("$mlacheck" targets 2>/dev/null | awk '/^  [^ ]/ {print $1}')
 [ ${#known[@]} -gt 0 ] || die "'$mlacheck targets' lists no fuzz targets (an old build? ninja -C $build mlacheck)"
-if [ "$targets_arg" = all ]; then
+# --impl: its op is the target (mlacheck fuzz runs one op's implementation on that op's harness).
+impl_args=()
+if [ -n "$impl" ]; then
+  op=${impl%%@*}
+  printf '%s\n' "${known[@]}" | grep -qx -- "$op" || die "--impl '$impl': '$op' is not a fuzz target (targets: ${known[*]})"
+  [ -z "$targets_arg" ] || [ "$targets_arg" = "$op" ] || die "--impl '$impl' fuzzes $op alone; --targets '$targets_arg' says otherwise"
+  targets_arg=$op
+  impl_args=(--impl "$impl")
+fi
+for p in "${plugins[@]}"; do impl_args+=(--plugin "$p"); done
+if [ -z "$targets_arg" ] || [ "$targets_arg" = all ]; then
   targets=("${known[@]}")
 else
   read -r -a targets <<<"$targets_arg"
@@ -221,25 +332,15 @@ stop_mps() {
   mps_state=none
 }
 
-cores=$(nproc)
-if [ -z "$jobs" ]; then
-  if [ "$backend" = cuda ] && [ $mps_state = none ]; then
-    jobs=1  # time-sliced, more processes on one GPU check less, not more
-  elif [ "$backend" = cuda ]; then
-    jobs=$((cores / ${#gpus[@]}))
-    ((jobs > 8)) && jobs=8
-    ((jobs < 1)) && jobs=1
-  else
-    jobs=1
-  fi
-fi
-if [ -z "$workers" ]; then
-  if [ "$backend" = cuda ]; then workers=${#gpus[@]}; else workers=$((cores / jobs)); fi
-  ((workers < 1)) && workers=1
-fi
+place "$backend" "$(nproc)" "$mps_state"
 
 # Harness environment for the merges (what mlacheck fuzz gives its harness runs).
 harness_env=(MLACHECK_BACKEND="$backend")
+[ -z "$impl" ] || harness_env+=(MLACHECK_IMPL="$impl")
+if [ ${#plugins[@]} -gt 0 ]; then
+  plugin_list=$(IFS=:; echo "${plugins[*]}")
+  harness_env+=(MLACHECK_PLUGIN="$plugin_list")
+fi
 [ "$backend" = cuda ] && harness_env+=(ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
 
 if [ -z "$harness_dir" ]; then
@@ -272,6 +373,7 @@ duration=$(awk -v h="$hours" 'BEGIN{printf "%d", h * 3600}')
 deadline=$((start + duration))
 min_period=10
 crashes_before=$(distinct_crashes)
+crashes_at_last_status=$crashes_before
 
 hms() { printf '%d:%02d:%02d' $(($1 / 3600)) $(($1 % 3600 / 60)) $(($1 % 60)); }
 stamp() { date +%H:%M:%S; }
@@ -279,7 +381,7 @@ stamp() { date +%H:%M:%S; }
 # --- a worker -----------------------------------------------------------------------------------
 
 worker() {
-  local w=$1 gpu=$2 k=0 fails=0 t tdir left secs rc seeds shared_before shared_after merged new line
+  local w=$1 gpu=$2 k=0 fails=0 t tdir left secs rc seeds shared_before shared_after merged new line t0 fuzzed inputs cov
   local wdir=$out/workers/$w
   local pin=()
   [ -n "$gpu" ] && pin=(CUDA_VISIBLE_DEVICES="$gpu")
@@ -300,9 +402,11 @@ worker() {
       echo "=== $(date -u +%FT%TZ) worker $w${gpu:+ gpu $gpu}: $t for $secs s"
     } >>"$wdir/worker.log"
     # Each run in its own session, so the supervisor can end it and every process it started.
+    t0=$(date +%s.%N)
     env "${pin[@]}" MLACHECK_TARGET="$t" setsid "$mlacheck" fuzz --target "$t" --backend "$backend" --time "$secs" \
-      --jobs "$jobs" --out "$tdir" --harness-dir "$harness_dir" "${seeds[@]}" >"$tdir/period.out" 2>&1 </dev/null
+      --jobs "$jobs" --out "$tdir" --harness-dir "$harness_dir" "${impl_args[@]}" "${seeds[@]}" >"$tdir/period.out" 2>&1 </dev/null
     rc=$?
+    fuzzed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
     cat "$tdir/period.out" >>"$wdir/worker.log"
     [ -e "$out/.stop" ] && break
     if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
@@ -319,33 +423,61 @@ worker() {
     fails=0
     # Merge into the shared corpus: only inputs that add coverage to it come in.
     shared_before=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
+    # A crashing input met again here is written as an artifact into a scratch folder of the worker,
+    # not the working directory (libFuzzer's default).
+    rm -rf "$tdir/merge-artifacts" && mkdir -p "$tdir/merge-artifacts"
     (
       flock -x 9
       env "${harness_env[@]}" "${pin[@]}" MLACHECK_TARGET="$t" MLACHECK_CASE_DIR="$tdir/violations" setsid \
         "$harness_dir/${t}_fuzzer" -merge=1 -max_len=8192 -timeout=60 -rss_limit_mb=8192 \
-        "$out/corpus/$t" "$tdir/corpus" >"$tdir/merge-shared.log" 2>&1 </dev/null
+        -artifact_prefix="$tdir/merge-artifacts/" "$out/corpus/$t" "$tdir/corpus" >"$tdir/merge-shared.log" 2>&1 </dev/null
     ) 9>"$out/corpus/$t.lock"
     merged=$?
+    rm -rf "$tdir/merge-artifacts"
     shared_after=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
     [ $merged -eq 0 ] || shared_after="$shared_after (merge failed: $(tail -1 "$tdir/merge-shared.log"))"
-    new=$(collect_crashes "$tdir/cases" "$w" "$t")
+    new=$(collect_crashes "$tdir/cases" "$w" "$t" "$gpu")
     line=$(grep -m1 "^fuzz $t: " "$tdir/period.out" | sed -E 's/^fuzz [^:]*: ([0-9]+) inputs run.* coverage ([0-9]+).*/\1 inputs, coverage \2/')
-    echo "$(date +%s) $w $t $rc $new" >>"$out/periods.log"
+    inputs=$(sed -nE 's/^([0-9]+) inputs, coverage ([0-9]+)$/\1/p' <<<"$line")
+    cov=$(sed -nE 's/^([0-9]+) inputs, coverage ([0-9]+)$/\2/p' <<<"$line")
+    echo "$(date +%s) $w $t $rc $new ${gpu:--} $fuzzed ${inputs:-0} ${cov:-0}" >>"$out/periods.log"
     echo "[$(stamp)] w$w${gpu:+ (gpu $gpu)} $t ${secs}s: ${line:-no stats}; shared corpus $shared_before -> $shared_after; $new new distinct crash(es)"
   done
 }
 
 # --- the supervisor -----------------------------------------------------------------------------
 
-status_line() {
-  local now done_per size_per
-  now=$(date +%s)
-  done_per=$(awk '{n[$3]++; t++} END {s=""; for (k in n) s=s (s==""?"":", ") k " " n[k]; printf "%d%s", t, (t ? " (" s ")" : "")}' "$out/periods.log")
-  size_per=""
+# inputs_line NOW: inputs run by the periods of this run that ended by NOW, per GPU (per worker on
+# the host) and in all, each with inputs a second since the start (merging and triage included).
+inputs_line() {
+  local now=$1
+  awk -v s="$start" -v now="$now" '$1 >= s {
+      u = ($6 != "" && $6 != "-") ? "gpu " $6 : "w" $2; n[u] += $8; tot += $8
+      if (!(u in seen)) { seen[u] = 1; order[++k] = u } }
+    END { e = now - s; if (e < 1) e = 1; line = ""
+      for (i = 1; i <= k; i++) line = line order[i] " " n[order[i]] " (" sprintf("%.0f", n[order[i]] / e) "/s), "
+      printf "%stotal %d (%.0f/s)", line, tot, tot / e }' "$out/periods.log"
+}
+
+# target_line: each target's coverage (the highest a period of this run ended at) and shared corpus.
+target_line() {
+  local t cov line=""
   for t in "${targets[@]}"; do
-    size_per+="${size_per:+, }$t $(find "$out/corpus/$t" -maxdepth 1 -type f 2>/dev/null | wc -l)"
+    cov=$(awk -v s="$start" -v t="$t" '$1 >= s && $3 == t && $9 + 0 > c { c = $9 + 0 } END { print c + 0 }' "$out/periods.log")
+    line+="${line:+, }$t cov $cov corpus $(find "$out/corpus/$t" -maxdepth 1 -type f 2>/dev/null | wc -l)"
   done
-  echo "[$(stamp)] status $(hms $((now - start))) of $(hms "$duration"): periods $done_per | corpus $size_per | distinct crashes $(distinct_crashes)"
+  echo "$line"
+}
+
+crashes_at_last_status=0
+status_line() {
+  local now n periods
+  now=$(date +%s)
+  n=$(distinct_crashes)
+  periods=$(awk -v s="$start" '$1 >= s' "$out/periods.log" | wc -l)
+  echo "[$(stamp)] status $(hms $((now - start))) of $(hms "$duration"): $periods period(s) | inputs $(inputs_line "$now") |" \
+    "$(target_line) | distinct crashes $n ($((n - crashes_at_last_status)) new since the last status)"
+  crashes_at_last_status=$n
 }
 
 pids=()
@@ -384,9 +516,7 @@ fi
 echo "$me: $workers worker(s) on $backend${gpus[0]:+ (GPUs ${gpus[*]})}, $jobs job(s) each$mps_note, targets ${targets[*]}," \
   "$period s periods for $(hms "$duration"); out $out"
 for ((w = 0; w < workers; w++)); do
-  gpu=""
-  [ ${#gpus[@]} -gt 0 ] && gpu=${gpus[$((w % ${#gpus[@]}))]}
-  worker "$w" "$gpu" &
+  worker "$w" "${worker_gpu[$w]:-}" &
   pids+=($!)
 done
 
@@ -420,7 +550,7 @@ if [ -n "$stopping" ]; then
     w=${w##*/}
     t=${d%/cases}
     t=${t##*/}
-    collect_crashes "$d" "$w" "$t" >/dev/null
+    collect_crashes "$d" "$w" "$t" "${worker_gpu[$w]:-}" >/dev/null
   done
 else
   wait "${pids[@]}" 2>/dev/null
@@ -432,13 +562,19 @@ end=$(date +%s)
 crashes_after=$(distinct_crashes)
 new_crashes=$((crashes_after - crashes_before))
 echo
-echo "$me summary: $(hms $((end - start))) on $backend, $workers worker(s) x $jobs job(s), ${stopping:-time up}"
-status_line | sed 's/^\[[^]]*\] status /  /'
+echo "$me summary: $(hms $((end - start))) on $backend${gpus[0]:+ (GPUs ${gpus[*]})}, $workers worker(s) x $jobs job(s), ${stopping:-time up}"
+echo "  inputs: $(inputs_line "$end")"
 for t in "${targets[@]}"; do
-  n=$(awk -v t="$t" '$3 == t' "$out/periods.log" | wc -l)
-  printf '  %-22s %3d period(s), shared corpus %d inputs\n' "$t" "$n" "$(find "$out/corpus/$t" -maxdepth 1 -type f 2>/dev/null | wc -l)"
+  # Inputs a second while a worker fuzzed the target (one worker: one GPU's worth), its coverage.
+  awk -v s="$start" -v t="$t" -v c="$(find "$out/corpus/$t" -maxdepth 1 -type f 2>/dev/null | wc -l)" \
+    '$1 >= s && $3 == t { n++; i += $8; f += $7; if ($9 + 0 > cov) cov = $9 + 0 }
+     END { printf "  %-22s %3d period(s), %d inputs in %.0f s fuzzed (%.0f/s a worker), coverage %d, shared corpus %d inputs\n",
+           t, n, i, f, (f > 0 ? i / f : 0), cov, c }' "$out/periods.log"
 done
 echo "  distinct crashes: $crashes_after ($new_crashes new in this run); index $out/crashes/INDEX"
-awk -F'\t' '{printf "    %s  w%s  %s  %s  %s\n", $1, $2, $3, $4, $5}' "$out/crashes/INDEX"
+awk -F'\t' 'FNR == NR { again[$4] = again[$4] (again[$4] == "" ? "" : ", ") $2 ($5 != "" ? " (gpu " $5 ")" : ""); next }
+  { printf "    %s  w%s%s  %s  %s  %s\n", $1, $2, ($6 != "" ? " (gpu " $6 ")" : ""), $3, $4, $5
+    if ($4 in again) printf "      found again by %s: reported once\n", again[$4] }' \
+  <(cat "$out/crashes/SEEN" 2>/dev/null) "$out/crashes/INDEX"
 [ "$new_crashes" -gt 0 ] && exit 1
 exit 0
