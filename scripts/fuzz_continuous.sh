@@ -142,6 +142,18 @@ place() {
   done
 }
 
+# pin_to GPU: the environment (for env) that puts a process on GPU: its daemon's pipe and no
+# CUDA_VISIBLE_DEVICES with this run's daemons, else CUDA_VISIBLE_DEVICES=GPU.
+pin_to() {
+  pin=()
+  [ -n "$1" ] || return 0
+  if [ $mps_state = started ]; then
+    pin=(-u CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY="$out/mps/gpu$1/pipe")
+  else
+    pin=(CUDA_VISIBLE_DEVICES="$1")
+  fi
+}
+
 distinct_crashes() {
   find "$out/crashes" -maxdepth 1 -name '*.case' -type f 2>/dev/null | wc -l
 }
@@ -213,6 +225,13 @@ selftest() {
   jobs="" workers=""
   place host 2 none
   check '[ "$jobs" = 1 ] && [ "$workers" = 2 ] && [ ${#worker_gpu[@]} = 2 ] && [ -z "${worker_gpu[0]}${worker_gpu[1]}" ]' "host, 2 cores: 2 workers of 1 job, no GPU (got $workers x $jobs)"
+  mps_state=started
+  pin_to 5
+  check '[ "${pin[*]}" = "-u CUDA_VISIBLE_DEVICES CUDA_MPS_PIPE_DIRECTORY=$out/mps/gpu5/pipe" ]' \
+    "with this run's daemons a worker on GPU 5 reaches it through gpu5's pipe, no CUDA_VISIBLE_DEVICES (got ${pin[*]})"
+  mps_state=none
+  pin_to 5
+  check '[ "${pin[*]}" = "CUDA_VISIBLE_DEVICES=5" ]' "without them, CUDA_VISIBLE_DEVICES=5 (got ${pin[*]})"
   PATH=$saved_path
   if [ "$saved_cvd" = unset ]; then unset CUDA_VISIBLE_DEVICES; else export CUDA_VISIBLE_DEVICES=$saved_cvd; fi
   rm -rf "$tmp"
@@ -307,7 +326,12 @@ mkdir -p "$out/corpus" "$out/crashes" "$out/workers" || die "cannot create '$out
 out=$(cd "$out" && pwd)
 
 # MPS for the cuda jobs (see the top): "running" (a daemon was there), "started" (ours, quit at
-# the end), or "none".
+# the end), or "none". The daemons this run starts are one per GPU, each started with that GPU
+# alone visible (CUDA_VISIBLE_DEVICES=<id>) and its own pipe folder DIR/mps/gpu<id>; a worker's
+# processes reach their GPU through its daemon's pipe, with no CUDA_VISIBLE_DEVICES of their own
+# (NVIDIA's MPS guide: "CUDA_VISIBLE_DEVICES should not be set in the client process's
+# environment"). One daemon over two H200s, its clients pinned with CUDA_VISIBLE_DEVICES, ran
+# fewer inputs on both than one GPU alone did (docs/fuzzing.md).
 mps_state=none
 if [ "$backend" = cuda ] && [ "$mps" != off ]; then
   mps_pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
@@ -315,20 +339,25 @@ if [ "$backend" = cuda ] && [ "$mps" != off ]; then
     mps_state=running
     export CUDA_MPS_PIPE_DIRECTORY=$mps_pipe
   elif command -v nvidia-cuda-mps-control >/dev/null; then
-    export CUDA_MPS_PIPE_DIRECTORY=$out/mps/pipe CUDA_MPS_LOG_DIRECTORY=$out/mps/log
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    nvidia-cuda-mps-control -d >/dev/null 2>&1 &&
-      for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] && break; sleep 0.2; done
-    if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
-      mps_state=started
-    else
-      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-    fi
+    mps_state=started
+    for g in "${gpus[@]}"; do
+      mkdir -p "$out/mps/gpu$g/pipe" "$out/mps/gpu$g/log"
+      env CUDA_VISIBLE_DEVICES="$g" CUDA_MPS_PIPE_DIRECTORY="$out/mps/gpu$g/pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps/gpu$g/log" \
+        nvidia-cuda-mps-control -d >/dev/null 2>&1 &&
+        for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e "$out/mps/gpu$g/pipe/control" ] && break; sleep 0.2; done
+      [ -e "$out/mps/gpu$g/pipe/control" ] || mps_state=none
+    done
+    [ $mps_state = started ] || for g in "${gpus[@]}"; do
+      [ -e "$out/mps/gpu$g/pipe/control" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY="$out/mps/gpu$g/pipe" nvidia-cuda-mps-control >/dev/null 2>&1
+    done
   fi
   [ "$mps" = on ] && [ $mps_state = none ] && die "--mps on, but no MPS daemon is running and nvidia-cuda-mps-control could not start one"
 fi
 stop_mps() {
-  [ $mps_state = started ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  local g
+  [ $mps_state = started ] && for g in "${gpus[@]}"; do
+    echo quit | CUDA_MPS_PIPE_DIRECTORY="$out/mps/gpu$g/pipe" nvidia-cuda-mps-control >/dev/null 2>&1
+  done
   mps_state=none
 }
 
@@ -358,7 +387,8 @@ fi
 # and exits 2 (e.g. --backend cuda with a host-only build). libFuzzer runs one empty input too,
 # which may well fail a property: that is not a setup problem.
 pre_dir=$(mktemp -d)
-pre=$(cd "$pre_dir" && env "${harness_env[@]}" MLACHECK_TARGET="${targets[0]}" ${gpus[0]:+CUDA_VISIBLE_DEVICES=${gpus[0]}} \
+pin_to "${gpus[0]:-}"
+pre=$(cd "$pre_dir" && env "${pin[@]}" "${harness_env[@]}" MLACHECK_TARGET="${targets[0]}" \
   timeout 300 "$harness_dir/${targets[0]}_fuzzer" -runs=0 -artifact_prefix="$pre_dir/" 2>&1 </dev/null)
 pre_rc=$?
 rm -rf "$pre_dir"
@@ -383,8 +413,8 @@ stamp() { date +%H:%M:%S; }
 worker() {
   local w=$1 gpu=$2 k=0 fails=0 t tdir left secs rc seeds shared_before shared_after merged new line t0 fuzzed inputs cov
   local wdir=$out/workers/$w
-  local pin=()
-  [ -n "$gpu" ] && pin=(CUDA_VISIBLE_DEVICES="$gpu")
+  local pin
+  pin_to "$gpu"
   mkdir -p "$wdir"
   while [ ! -e "$out/.stop" ]; do
     left=$((deadline - $(date +%s)))
@@ -428,7 +458,7 @@ worker() {
     rm -rf "$tdir/merge-artifacts" && mkdir -p "$tdir/merge-artifacts"
     (
       flock -x 9
-      env "${harness_env[@]}" "${pin[@]}" MLACHECK_TARGET="$t" MLACHECK_CASE_DIR="$tdir/violations" setsid \
+      env "${pin[@]}" "${harness_env[@]}" MLACHECK_TARGET="$t" MLACHECK_CASE_DIR="$tdir/violations" setsid \
         "$harness_dir/${t}_fuzzer" -merge=1 -max_len=8192 -timeout=60 -rss_limit_mb=8192 \
         -artifact_prefix="$tdir/merge-artifacts/" "$out/corpus/$t" "$tdir/corpus" >"$tdir/merge-shared.log" 2>&1 </dev/null
     ) 9>"$out/corpus/$t.lock"
@@ -509,7 +539,7 @@ mps_note=""
 if [ "$backend" = cuda ]; then
   case $mps_state in
     running) mps_note=" (MPS: the daemon at $CUDA_MPS_PIPE_DIRECTORY)" ;;
-    started) mps_note=" (MPS: a daemon started for this run, $out/mps)" ;;
+    started) mps_note=" (MPS: a daemon per GPU started for this run, $out/mps)" ;;
     none) [ "$jobs" -gt 1 ] && mps_note=" (no MPS: the jobs time-slice each GPU)" || mps_note=" (no MPS: one job per GPU)" ;;
   esac
 fi
