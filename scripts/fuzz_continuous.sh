@@ -19,8 +19,8 @@
 # daemon (NVIDIA's Multi-Process Service) lets their kernels share it: without one, 8 processes of
 # `mlacheck bench fuzz` on an H100 checked about a third of what one did; with one, 8 checked 4 to
 # 8 times as much (docs/fuzzing.md). --mps (cuda only): auto (the default) uses a daemon already
-# running ($CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps), else starts one for the run (pipe and
-# log in DIR/mps, quit at the end) when nvidia-cuda-mps-control is there, else runs 1 job per
+# running ($CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps), else starts one per GPU for the run
+# (pipe and log in DIR/mps/gpu<id>, quit at the end) when nvidia-cuda-mps-control is there, else runs 1 job per
 # worker unless --jobs-per-worker says otherwise; on: the same, but no daemon is an error; off:
 # none (the jobs time-slice the GPU).
 # Each worker loops until --hours (default 12) are up or SIGINT/SIGTERM, in periods of --period
