@@ -51,6 +51,10 @@ class StorageWatch {
 
   void arm();
   WatchReport check() const;
+  // The bytes arm() kept exactly, and from which storage offset: the whole storage before the call
+  // when it was at most exact_limit bytes (the saved call of a finding replays from them).
+  const std::vector<uint8_t>& snapshot() const { return snapshot_; }
+  int64_t snapshot_offset() const { return window_begin_; }
 
  private:
   struct Watched {

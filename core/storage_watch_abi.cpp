@@ -48,20 +48,22 @@ mlacheck::DType of_size(int64_t element_bytes) {
 
 }  // namespace
 
+#define MLACHECK_ABI __attribute__((visibility("default")))
+
 extern "C" {
 
 // A watch over [base, base + bytes) of host memory; *out receives it.
-int mlacheck_watch_new(uintptr_t base, int64_t bytes, int64_t exact_limit, void** out, char* err, int64_t err_len) {
+MLACHECK_ABI int mlacheck_watch_new(uintptr_t base, int64_t bytes, int64_t exact_limit, void** out, char* err, int64_t err_len) {
   return guarded(err, err_len, [&] {
     *out = new mlacheck::StorageWatch(reinterpret_cast<const uint8_t*>(base), bytes,
                                       exact_limit > 0 ? exact_limit : mlacheck::StorageWatch::kDefaultExactLimit);
   });
 }
 
-void mlacheck_watch_free(void* w) { delete static_cast<mlacheck::StorageWatch*>(w); }
+MLACHECK_ABI void mlacheck_watch_free(void* w) { delete static_cast<mlacheck::StorageWatch*>(w); }
 
 // A view: rank dimensions of shape and strides (in elements), its first element at byte_offset.
-int mlacheck_watch_add_view(void* w, const char* label, int64_t element_bytes, int64_t rank, const int64_t* shape,
+MLACHECK_ABI int mlacheck_watch_add_view(void* w, const char* label, int64_t element_bytes, int64_t rank, const int64_t* shape,
                             const int64_t* strides, int64_t byte_offset, int may_write, char* err, int64_t err_len) {
   return guarded(err, err_len, [&] {
     std::vector<int64_t> sh(shape, shape + rank), st(strides, strides + rank);
@@ -70,14 +72,14 @@ int mlacheck_watch_add_view(void* w, const char* label, int64_t element_bytes, i
   });
 }
 
-int mlacheck_watch_arm(void* w, char* err, int64_t err_len) {
+MLACHECK_ABI int mlacheck_watch_arm(void* w, char* err, int64_t err_len) {
   return guarded(err, err_len, [&] { static_cast<mlacheck::StorageWatch*>(w)->arm(); });
 }
 
 // After the call: *changed the bytes that changed and may not (plus changed blocks), *view the view
 // index the first lies in or is nearest (-1 none), *input 1 when it lies in a read-only view,
 // coords (up to 8) its coordinates in that view, report the one line.
-int mlacheck_watch_check(void* w, int64_t* changed, int64_t* first, int64_t* view, int* input, int64_t* coords,
+MLACHECK_ABI int mlacheck_watch_check(void* w, int64_t* changed, int64_t* first, int64_t* view, int* input, int64_t* coords,
                          char* report, int64_t report_len, char* err, int64_t err_len) {
   return guarded(err, err_len, [&] {
     const mlacheck::WatchReport r = static_cast<mlacheck::StorageWatch*>(w)->check();
@@ -87,6 +89,19 @@ int mlacheck_watch_check(void* w, int64_t* changed, int64_t* first, int64_t* vie
     *input = r.into_read_only ? 1 : 0;
     for (size_t i = 0; i < r.coords.size() && i < 8; ++i) coords[i] = r.coords[i];
     put(report, report_len, r.describe);
+  });
+}
+
+// Copies the bytes arm() kept into dst (dst_len bytes) when they are the whole storage: *got is
+// their count then, else 0 (only a window near the views was kept).
+MLACHECK_ABI int mlacheck_watch_snapshot(void* w, uintptr_t dst, int64_t dst_len, int64_t* got, char* err, int64_t err_len) {
+  return guarded(err, err_len, [&] {
+    const auto* watch = static_cast<mlacheck::StorageWatch*>(w);
+    const std::vector<uint8_t>& s = watch->snapshot();
+    *got = 0;
+    if (watch->snapshot_offset() != 0 || static_cast<int64_t>(s.size()) != dst_len) return;
+    std::memcpy(reinterpret_cast<void*>(dst), s.data(), s.size());
+    *got = dst_len;
   });
 }
 

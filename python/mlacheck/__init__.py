@@ -371,3 +371,46 @@ def pytest_pycollect_makeitem(collector, name, obj):
         items.append(pytest.Function.from_parent(collector, name="%s[%s]" % (name, prop),
                                                  callobj=_property_test(obj, prop, options, save)))
     return items
+
+
+# ---- the guard: `pytest -p mlacheck --mlacheck-guard`, mlacheck.guard() (python/mlacheck/guard.py) -----
+
+from .guard import StrayWrite, guard  # noqa: E402
+
+__all__ += ["guard", "StrayWrite"]
+
+try:
+    import pytest as _pytest
+    _hookwrapper = _pytest.hookimpl(hookwrapper=True)
+except ImportError:  # no pytest: the hooks below are never called
+    def _hookwrapper(f):
+        return f
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("mlacheck")
+    group.addoption("--mlacheck-guard", action="store_true", default=False,
+                    help="guard every custom-op call and Triton launch of each test (docs/guard.md)")
+    group.addoption("--mlacheck-guard-ns", default=None, metavar="PATTERNS",
+                    help="the op namespaces the guard watches, comma-separated fnmatch patterns "
+                         "(default: every namespace but aten and prim)")
+    group.addoption("--mlacheck-guard-save", default="mlacheck-guard", metavar="DIR",
+                    help="where a failing call is saved (default mlacheck-guard)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "mlacheck_guard: guard this test's custom-op calls and Triton launches, "
+                                       "with or without --mlacheck-guard")
+    config.addinivalue_line("markers", "no_mlacheck_guard: never guard this test")
+
+
+@_hookwrapper
+def pytest_runtest_call(item):
+    config = item.config
+    on = config.getoption("--mlacheck-guard", False) or item.get_closest_marker("mlacheck_guard") is not None
+    if not on or item.get_closest_marker("no_mlacheck_guard") is not None:
+        yield
+        return
+    ns = config.getoption("--mlacheck-guard-ns", None)
+    with guard(namespaces=ns.split(",") if ns else None, save=config.getoption("--mlacheck-guard-save", "mlacheck-guard")):
+        yield

@@ -1,0 +1,450 @@
+"""mlacheck.guard(): every custom-op call and Triton launch of this process checked against its views.
+
+    import mlacheck
+    with mlacheck.guard():                      # or: pytest -p mlacheck --mlacheck-guard
+        my_test_body()
+
+Inside the block, each call of a custom op (torch.ops.<ns>.<op>, <ns> matching the namespace
+patterns: by default every namespace but aten and prim) and each Triton kernel launch
+(JITFunction.run, and InterpretedFunction.run under TRITON_INTERPRET=1) runs between an arm and a
+check of every tensor argument's storage: the bytes outside the views passed in that call, and the
+views an op's schema does not mark as written (no `(a!)`), must come back unchanged. A change is
+raised as StrayWrite (an AssertionError, so a pytest test fails) with the call, the argument, its
+dtype, shape, strides and storage offset, the first changed element's row and column and how many
+bytes changed, and the call is saved (every storage as it was before the call, the views, the
+scalars) for `python -m mlacheck.guard FILE` to rerun alone. A Triton kernel has no schema: every
+tensor it is given may be written, and only the bytes outside its views are watched.
+
+The byte work (arm, checksum, compare, the report's coordinates) is mlacheck's C++
+(core/storage_watch.h) in libmlacheck_guard.so, loaded here with ctypes: $MLACHECK_GUARD_LIB, else
+beside the mlacheck executable (its build's core/, or the install's lib/). Host (CPU) tensors only in
+this version: a call with a tensor on another device is refused with one line (docs/guard.md).
+"""
+import contextlib
+import ctypes
+import fnmatch
+import os
+import sys
+import threading
+import time
+
+__all__ = ["guard", "StrayWrite", "replay"]
+
+
+class StrayWrite(AssertionError):
+    """A guarded call changed bytes it was not given to write. .call_file: the saved call."""
+
+    def __init__(self, message, call_file=None):
+        AssertionError.__init__(self, message)
+        self.call_file = call_file
+
+
+_lib = None
+_ERR = 512
+
+
+def _library():
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = []
+    env = os.environ.get("MLACHECK_GUARD_LIB")
+    if env:
+        tried.append(env)
+    else:
+        from . import binary
+        try:
+            exe = os.path.realpath(binary())
+            build = os.path.dirname(os.path.dirname(exe))
+            tried += [os.path.join(build, "core", "libmlacheck_guard.so"), os.path.join(build, "lib", "libmlacheck_guard.so")]
+        except RuntimeError:
+            pass
+    for path in tried:
+        if os.path.exists(path):
+            lib = ctypes.CDLL(path)
+            break
+    else:
+        raise RuntimeError("mlacheck guard: no libmlacheck_guard.so (looked at %s; set MLACHECK_GUARD_LIB to the one "
+                           "your mlacheck build made: <build>/core/libmlacheck_guard.so)" % (", ".join(tried) or "nothing"))
+    i64, p = ctypes.c_int64, ctypes.c_void_p
+    lib.mlacheck_watch_new.argtypes = [ctypes.c_size_t, i64, i64, ctypes.POINTER(p), ctypes.c_char_p, i64]
+    lib.mlacheck_watch_free.argtypes = [p]
+    lib.mlacheck_watch_free.restype = None
+    lib.mlacheck_watch_add_view.argtypes = [p, ctypes.c_char_p, i64, i64, ctypes.POINTER(i64), ctypes.POINTER(i64), i64,
+                                            ctypes.c_int, ctypes.c_char_p, i64]
+    lib.mlacheck_watch_arm.argtypes = [p, ctypes.c_char_p, i64]
+    lib.mlacheck_watch_check.argtypes = [p, ctypes.POINTER(i64), ctypes.POINTER(i64), ctypes.POINTER(i64),
+                                         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(i64), ctypes.c_char_p, i64,
+                                         ctypes.c_char_p, i64]
+    lib.mlacheck_watch_snapshot.argtypes = [p, ctypes.c_size_t, i64, ctypes.POINTER(i64), ctypes.c_char_p, i64]
+    _lib = lib
+    return lib
+
+
+def _ok(rc, err):
+    if rc != 0:
+        raise RuntimeError("mlacheck guard: " + err.value.decode(errors="replace"))
+
+
+def _label(name, t):
+    return "argument '%s' (%s%s, strides %s, storage offset %d)" % (
+        name, t.dtype, list(t.shape), tuple(t.stride()), t.storage_offset())
+
+
+class _Storage:
+    """One storage of a call, watched by the C++ StorageWatch."""
+
+    def __init__(self, lib, tensor):
+        self.lib = lib
+        self.storage = tensor.untyped_storage()
+        self.nbytes = self.storage.nbytes()
+        self.handle = ctypes.c_void_p()
+        self.views = []  # (name, tensor)
+        err = ctypes.create_string_buffer(_ERR)
+        _ok(lib.mlacheck_watch_new(self.storage.data_ptr(), self.nbytes, 0, ctypes.byref(self.handle), err, _ERR), err)
+
+    def add(self, name, t, may_write):
+        n = t.dim()
+        shape = (ctypes.c_int64 * max(n, 1))(*t.shape)
+        stride = (ctypes.c_int64 * max(n, 1))(*t.stride())
+        err = ctypes.create_string_buffer(_ERR)
+        es = t.element_size()
+        _ok(self.lib.mlacheck_watch_add_view(self.handle, _label(name, t).encode(), es, n, shape, stride,
+                                             t.storage_offset() * es, 1 if may_write else 0, err, _ERR), err)
+        self.views.append((name, t))
+
+    def arm(self):
+        err = ctypes.create_string_buffer(_ERR)
+        _ok(self.lib.mlacheck_watch_arm(self.handle, err, _ERR), err)
+
+    def before(self):
+        """The storage's bytes as armed, when the watch kept them all (else None)."""
+        import torch
+        out = torch.empty(self.nbytes, dtype=torch.uint8)
+        got, err = ctypes.c_int64(0), ctypes.create_string_buffer(_ERR)
+        _ok(self.lib.mlacheck_watch_snapshot(self.handle, out.data_ptr(), self.nbytes, ctypes.byref(got), err, _ERR), err)
+        return out if got.value == self.nbytes else None
+
+    def check(self):
+        i64 = ctypes.c_int64
+        changed, first, view, inp = i64(0), i64(0), i64(0), ctypes.c_int(0)
+        coords = (i64 * 8)()
+        report, err = ctypes.create_string_buffer(2048), ctypes.create_string_buffer(_ERR)
+        _ok(self.lib.mlacheck_watch_check(self.handle, ctypes.byref(changed), ctypes.byref(first), ctypes.byref(view),
+                                          ctypes.byref(inp), coords, report, 2048, err, _ERR), err)
+        return changed.value, report.value.decode(errors="replace")
+
+    def close(self):
+        if self.handle:
+            self.lib.mlacheck_watch_free(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+def _tensors(value, name, out):
+    """(name, tensor) of value, a tensor or a list/tuple of them."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        out.append((name, value))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if isinstance(v, torch.Tensor):
+                out.append(("%s[%d]" % (name, i), v))
+    return out
+
+
+class _Guard:
+    def __init__(self, namespaces, triton, save):
+        self.namespaces = list(namespaces) if namespaces else None
+        self.triton = triton
+        self.save = save
+        self.calls = 0
+        self.findings = []
+        self.busy = threading.local()
+
+    def selects(self, ns):
+        if self.namespaces is None:
+            return ns not in ("aten", "prim", "prims", "_ops")
+        return any(fnmatch.fnmatchcase(ns, p) for p in self.namespaces)
+
+    def watch(self, what, kind, named, call, replay_info):
+        """Runs call() with every storage of named [(name, tensor, may_write)] armed before and checked after."""
+        if getattr(self.busy, "on", False):  # a guarded call inside a guarded call: the outer one watches
+            return call()
+        import torch
+        for name, t, _ in named:
+            if t.device.type != "cpu":
+                raise RuntimeError("mlacheck guard: %s: %s is on %s; this version of the guard watches host (CPU) "
+                                   "tensors only (docs/guard.md)" % (what, _label(name, t), t.device))
+        lib = _library()
+        storages = {}
+        try:
+            for name, t, may_write in named:
+                s = t.untyped_storage()
+                if s.nbytes() == 0 or s.data_ptr() == 0:
+                    continue
+                key = s.data_ptr()
+                if key not in storages:
+                    storages[key] = _Storage(lib, t)
+                storages[key].add(name, t, may_write)
+            for s in storages.values():
+                s.arm()
+            self.busy.on = True
+            try:
+                result = call()
+            finally:
+                self.busy.on = False
+            self.calls += 1
+            bad = []
+            for s in storages.values():
+                changed, report = s.check()
+                if changed:
+                    bad.append(report)
+            if bad:
+                message = "mlacheck guard: %s (%s): %s" % (what, kind, bad[0])
+                if len(bad) > 1:
+                    message += "; and in %d more storage(s) of the call" % (len(bad) - 1)
+                path = self._save(what, kind, storages, named, replay_info, message)
+                if path:
+                    message += "; the call saved as %s (rerun it alone: python -m mlacheck.guard %s)" % (path, path)
+                self.findings.append(message)
+                raise StrayWrite(message, path)
+            return result
+        finally:
+            for s in storages.values():
+                s.close()
+
+    def _save(self, what, kind, storages, named, replay_info, message):
+        if not self.save or replay_info is None:
+            return None
+        import torch
+        before = {}
+        for key, s in storages.items():
+            b = s.before()
+            if b is None:
+                return None  # the watch kept only checksums of part of it: no call to replay
+            before[key] = b
+        index = {key: i for i, key in enumerate(before)}
+
+        def encode(v):
+            if isinstance(v, torch.Tensor):
+                key = v.untyped_storage().data_ptr()
+                if key not in index:
+                    return {"__tensor__": None, "value": v.detach().clone()}
+                return {"__tensor__": index[key], "dtype": v.dtype, "shape": list(v.shape), "stride": list(v.stride()),
+                        "offset": v.storage_offset()}
+            if isinstance(v, (list, tuple)):
+                return type(v)(encode(x) for x in v)
+            if isinstance(v, dict):
+                return {k: encode(x) for k, x in v.items()}
+            return v
+
+        record = dict(replay_info)
+        record.update(what=what, kind=kind, message=message, storages=list(before.values()),
+                      args=encode(list(replay_info["args"])), kwargs=encode(dict(replay_info["kwargs"])))
+        os.makedirs(self.save, exist_ok=True)
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in what)
+        path = os.path.join(self.save, "%s-%d.call" % (safe, int(time.time() * 1000) % 10 ** 9))
+        try:
+            torch.save(record, path)
+        except Exception as e:  # e.g. a scalar that does not pickle
+            sys.stderr.write("mlacheck guard: the call was not saved: %s\n" % e)
+            return None
+        return path
+
+    # ---- custom ops -------------------------------------------------------------------------
+    def op_call(self, func, args, kwargs):
+        schema = func._schema
+        named = []
+        for i, a in enumerate(schema.arguments):
+            if a.kwarg_only or i >= len(args):
+                if a.name not in kwargs:
+                    continue
+                value = kwargs[a.name]
+            else:
+                value = args[i]
+            may_write = a.alias_info is not None and a.alias_info.is_write
+            for name, t in _tensors(value, a.name, []):
+                named.append((name, t, may_write))
+        qualified = "%s.%s" % (func.namespace, func._opname) + \
+            ("" if func._overloadname == "default" else "." + func._overloadname)
+        info = dict(op=func.name(), overload=func._overloadname, args=args, kwargs=kwargs)
+        return self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
+
+    # ---- Triton -------------------------------------------------------------------------------
+    def launch(self, jit, original, args, grid, kwargs):
+        import torch
+        names = list(getattr(jit, "arg_names", []))
+        named = []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                named.append((names[i] if i < len(names) else "arg%d" % i, a, True))
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                named.append((k, v, True))
+        fn = getattr(jit, "fn", None)
+        module = getattr(fn, "__module__", "?")
+        name = getattr(fn, "__name__", "?")
+        resolved = grid
+        if callable(grid):
+            try:
+                meta = dict(zip(names, args))
+                meta.update(kwargs)
+                resolved = tuple(grid(meta))
+            except Exception:
+                resolved = None
+        info = dict(module=module, kernel=name, grid=resolved, args=args, kwargs=kwargs,
+                    source=getattr(sys.modules.get(module), "__file__", None))
+        if resolved is None:
+            info = None  # a grid that is not a tuple of the launch's arguments: no replay
+        return self.watch("%s.%s" % (module, name), "Triton launch", named,
+                          lambda: original(jit, *args, grid=grid, warmup=False, **kwargs), info)
+
+
+_active = []
+_lock = threading.Lock()
+
+
+def _install_triton(g):
+    """Wraps JITFunction.run (and the interpreter's run); returns how to undo it, or raises one line."""
+    try:
+        import triton  # noqa: F401
+        from triton.runtime import jit as jit_mod
+    except ImportError:
+        return []
+    classes = [jit_mod.JITFunction]
+    try:
+        from triton.runtime import interpreter as interp
+        classes.append(interp.InterpretedFunction)
+    except ImportError:
+        pass
+    undo = []
+    for cls in classes:
+        original = cls.__dict__.get("run")
+        if original is None:
+            raise RuntimeError("mlacheck guard: this Triton (%s) has no %s.run to watch launches through"
+                               % (getattr(sys.modules.get("triton"), "__version__", "?"), cls.__name__))
+
+        def run(self, *args, grid, warmup, _original=original, **kwargs):
+            if warmup or not _active:
+                return _original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return _active[-1].launch(self, _original, args, grid, kwargs)
+
+        cls.run = run
+        undo.append((cls, original))
+    return undo
+
+
+@contextlib.contextmanager
+def guard(namespaces=None, triton=True, save="mlacheck-guard"):
+    """Guards every custom-op call (namespaces: fnmatch patterns, default every namespace but aten
+    and prim) and, with triton, every Triton launch in the block; raises StrayWrite at the first call
+    that changes bytes it was not given to write. save: where a failing call is written (None: not)."""
+    import torch
+    try:
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except ImportError:
+        raise RuntimeError("mlacheck guard: torch %s has no TorchDispatchMode (torch.utils._python_dispatch): the "
+                           "guard sees custom-op calls through it" % torch.__version__)
+    g = _Guard(namespaces, triton, save)
+
+    class _Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            ns = getattr(func, "namespace", "aten")
+            if not g.selects(ns) or getattr(g.busy, "on", False):
+                return func(*args, **kwargs)
+            return g.op_call(func, args, kwargs)
+
+    with _lock:
+        undo = _install_triton(g) if triton else []
+        _active.append(g)
+    try:
+        with _Mode():
+            yield g
+    finally:
+        with _lock:
+            _active.remove(g)
+            for cls, original in undo:
+                cls.run = original
+
+
+# ---- replay: python -m mlacheck.guard FILE [--import MODULE]... ------------------------------------
+
+
+def replay(path, imports=()):
+    """Reruns a saved call alone under the guard: None when clean, else the StrayWrite's line."""
+    import importlib
+    import torch
+    for m in imports:
+        if m.endswith(".py") or os.sep in m:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(m))[0], m)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = mod
+            spec.loader.exec_module(mod)
+        else:
+            importlib.import_module(m)
+    rec = torch.load(path, weights_only=False)
+    storages = [s.clone() for s in rec["storages"]]
+
+    def decode(v):
+        if isinstance(v, dict) and "__tensor__" in v:
+            if v["__tensor__"] is None:
+                return v["value"]
+            base = storages[v["__tensor__"]]
+            flat = base.view(v["dtype"]) if base.numel() % torch.empty(0, dtype=v["dtype"]).element_size() == 0 else base
+            return flat.as_strided(v["shape"], v["stride"], v["offset"])
+        if isinstance(v, (list, tuple)):
+            return type(v)(decode(x) for x in v)
+        if isinstance(v, dict):
+            return {k: decode(x) for k, x in v.items()}
+        return v
+
+    args, kwargs = decode(rec["args"]), decode(rec["kwargs"])
+    with guard(save=None):
+        try:
+            if rec["kind"] == "torch.ops":
+                ns, name = rec["op"].split("::", 1)
+                packet = getattr(getattr(torch.ops, ns), name)
+                getattr(packet, rec["overload"])(*args, **kwargs)
+            else:
+                mod = sys.modules.get(rec["module"])
+                if mod is None and rec.get("source"):
+                    import importlib.util
+                    spec = importlib.util.spec_from_file_location(rec["module"], rec["source"])
+                    mod = importlib.util.module_from_spec(spec)
+                    sys.modules[rec["module"]] = mod
+                    spec.loader.exec_module(mod)
+                if mod is None:
+                    mod = importlib.import_module(rec["module"])
+                getattr(mod, rec["kernel"])[tuple(rec["grid"])](*args, **kwargs)
+        except StrayWrite as e:
+            return str(e)
+    return None
+
+
+def _main(argv):
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m mlacheck.guard",
+                                description="Reruns a call the guard saved, alone, under the guard.")
+    p.add_argument("file")
+    p.add_argument("--import", dest="imports", action="append", default=[],
+                   help="a module (or .py file) that registers the op; repeatable")
+    a = p.parse_args(argv)
+    if not os.path.exists(a.file):
+        sys.stderr.write("mlacheck guard: no file '%s'\n" % a.file)
+        return 2
+    try:
+        line = replay(a.file, a.imports)
+    except (RuntimeError, AttributeError, ImportError, KeyError) as e:
+        sys.stderr.write("mlacheck guard: cannot replay %s: %s\n" % (a.file, str(e).splitlines()[0] if str(e) else e))
+        return 2
+    if line:
+        print(line.split("; the call saved as")[0])
+        return 1
+    print("mlacheck guard: %s: clean (no byte outside the call's views changed)" % a.file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

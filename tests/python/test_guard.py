@@ -1,0 +1,123 @@
+"""mlacheck.guard() and `pytest -p mlacheck --mlacheck-guard` (python/mlacheck/guard.py): a torch CPU
+custom op and a Triton kernel (in the interpreter) that write one row past their output view are
+caught with the argument, row and column, their correct twins are clean, a write to an input the
+schema only reads is told, the saved call replays alone, and a user's unchanged test file fails only
+the tests that reach the bug. Run by ctest (python.guard) with MLACHECK_GUARD_LIB and
+TRITON_INTERPRET=1 set."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import mlacheck
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "guard"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+import guard_ops  # noqa: E402,F401
+
+
+def test_a_custom_op_that_keeps_to_its_view_is_clean():
+    buf = torch.zeros(8, 4)
+    with mlacheck.guard() as g:
+        torch.ops.mlacheck_test.copy_rows(torch.ones(3, 4), buf[:3])
+    assert g.calls == 1 and not g.findings
+    assert torch.equal(buf[:3], torch.ones(3, 4))
+
+
+def test_a_custom_op_that_writes_the_row_after_its_view_is_caught_with_row_and_column(tmp_path):
+    buf = torch.zeros(8, 4)
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(3, 4), buf[:3])
+    text = str(e.value)
+    assert "mlacheck guard: mlacheck_test.copy_rows_buggy (torch.ops): stray write: 8 bytes outside" in text, text
+    assert "first at storage byte 50 (0x0 -> 0xe0)" in text, text  # 7.0f is 00 00 e0 40
+    assert "nearest argument 'out' (torch.float32[3, 4], strides (4, 1), storage offset 0): row 3, column 0 " \
+           "(past the view's 3 rows)" in text, text
+    assert e.value.call_file and os.path.exists(e.value.call_file), text
+    # Rerun alone, in a fresh process: the same finding, exit 1.
+    p = subprocess.run([sys.executable, "-m", "mlacheck.guard", e.value.call_file, "--import",
+                        os.path.join(HERE, "guard", "guard_ops.py")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    assert p.returncode == 1, p.stdout
+    assert "row 3, column 0 (past the view's 3 rows)" in p.stdout, p.stdout
+
+
+def test_a_write_to_an_input_the_schema_only_reads_is_told():
+    x = torch.ones(2, 4)
+    with pytest.raises(mlacheck.StrayWrite, match="write to an input: 2 bytes changed .* in argument 'x' "
+                                                  r"\(torch.float32\[2, 4\], strides \(4, 1\), storage offset 0\): "
+                                                  "row 0, column 0"):
+        with mlacheck.guard(save=None):
+            torch.ops.mlacheck_test.scale_rows(x, torch.empty(2, 4))
+
+
+def test_namespaces_not_selected_are_not_watched():
+    buf = torch.zeros(8, 4)
+    with mlacheck.guard(namespaces=["vllm*"]) as g:
+        torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(3, 4), buf[:3])
+    assert g.calls == 0
+
+
+def test_a_triton_kernel_in_the_interpreter_is_caught_and_its_correct_twin_is_clean(tmp_path):
+    pytest.importorskip("triton", reason="skipped: no Triton")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("skipped: TRITON_INTERPRET=1 is not set (no GPU: the interpreter runs the kernel)")
+    import copy_rows_triton
+    x = torch.arange(16, dtype=torch.float32).reshape(4, 4)  # a row to spare for the buggy launch
+    buf = torch.zeros(8, 4)
+    with mlacheck.guard() as g:
+        copy_rows_triton.copy_rows(x, buf[:3])
+    assert g.calls == 1 and torch.equal(buf[:3], x[:3])
+    buf = torch.zeros(8, 4)
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            copy_rows_triton.copy_rows_buggy(x, buf[:3])
+    text = str(e.value)
+    assert "copy_rows_triton._copy_rows (Triton launch): stray write: " in text, text
+    assert "nearest argument 'out_ptr' (torch.float32[3, 4], strides (4, 1), storage offset 0): row 3, column 0" in text
+    p = subprocess.run([sys.executable, "-m", "mlacheck.guard", e.value.call_file], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True)
+    assert p.returncode == 1 and "row 3, column 0" in p.stdout, p.stdout
+
+
+def test_a_tensor_on_another_device_is_one_line():
+    if not torch.cuda.is_available():
+        t = torch.empty(2, 4, device="meta")
+    else:
+        t = torch.empty(2, 4, device="cuda")
+    with pytest.raises(RuntimeError, match="this version of the guard watches host"):
+        with mlacheck.guard():
+            torch.ops.mlacheck_test.copy_rows(t, t)
+
+
+def test_no_library_is_one_line(monkeypatch):
+    gm = sys.modules["mlacheck.guard"]  # the module (mlacheck.guard is the function)
+    monkeypatch.setattr(gm, "_lib", None)
+    monkeypatch.setenv("MLACHECK_GUARD_LIB", "/nonexistent/libmlacheck_guard.so")
+    with pytest.raises(RuntimeError, match="mlacheck guard: no libmlacheck_guard.so"):
+        with mlacheck.guard():
+            torch.ops.mlacheck_test.copy_rows(torch.ones(1, 4), torch.zeros(1, 4))
+
+
+def run_user_suite(tmp_path, *flags):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "python"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "mlacheck", "-p", "no:cacheprovider", "-q", "-rf",
+                           os.path.join(HERE, "guard", "test_user_suite.py")] + list(flags), cwd=str(tmp_path), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+
+
+def test_a_users_unchanged_test_file_fails_exactly_the_tests_that_reach_the_bug(tmp_path):
+    plain = run_user_suite(tmp_path)
+    assert "5 passed" in plain.stdout, plain.stdout  # the suite's own assertions read only the views
+    guarded = run_user_suite(tmp_path, "--mlacheck-guard")
+    assert "2 failed, 3 passed" in guarded.stdout, guarded.stdout
+    assert "FAILED" in guarded.stdout and "test_copy_rows_buggy[1]" in guarded.stdout, guarded.stdout
+    assert "test_copy_rows_buggy[3]" in guarded.stdout and "opted_out" not in guarded.stdout.split("short test summary")[-1]
+    assert "row 1, column 0 (past the view's 1 rows)" in guarded.stdout or "row 1, column 0" in guarded.stdout, guarded.stdout
+    saved = os.listdir(os.path.join(str(tmp_path), "mlacheck-guard"))
+    assert len(saved) == 2, saved
