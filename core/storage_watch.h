@@ -7,7 +7,8 @@
 // Unlike GuardedBuffer (core/guarded_buffer.h) nothing here is allocated, poisoned or padded with
 // red zones: the storage belongs to the caller and holds its data, so the watch only looks. What it
 // keeps: an exact copy of the bytes from a margin before the lowest view byte to a margin past the
-// highest (the whole storage when it is at most `exact_limit` bytes), and a 64-bit checksum of each
+// highest (the whole storage when it is at most `exact_limit` bytes, 16 MiB by default; the margin
+// 256 KiB), and a 64-bit checksum of each
 // 4 KiB block beyond that. So a small view of a large preallocated buffer is not copied whole: a
 // change near the views is reported byte for byte, and one far from them by its block (its old
 // bytes are not kept). Host memory only: a device storage is refused by the Python side, in one line.
@@ -37,8 +38,8 @@ struct WatchReport {
 class StorageWatch {
  public:
   static constexpr int64_t kBlock = 4096;
-  static constexpr int64_t kDefaultExactLimit = int64_t{256} << 20;
-  static constexpr int64_t kMargin = int64_t{1} << 20;
+  static constexpr int64_t kDefaultExactLimit = int64_t{16} << 20;
+  static constexpr int64_t kMargin = int64_t{256} << 10;
 
   // base: host memory of `bytes` bytes, read by arm() and check(), never written.
   StorageWatch(const uint8_t* base, int64_t bytes, int64_t exact_limit = kDefaultExactLimit);

@@ -203,9 +203,11 @@ class _Guard:
                 message = "mlacheck guard: %s (%s): %s" % (what, kind, bad[0])
                 if len(bad) > 1:
                     message += "; and in %d more storage(s) of the call" % (len(bad) - 1)
-                path = self._save(what, kind, storages, named, replay_info, message)
+                path, why = self._save(what, kind, storages, named, replay_info, message)
                 if path:
                     message += "; the call saved as %s (rerun it alone: python -m mlacheck.guard %s)" % (path, path)
+                elif why:
+                    message += "; the call was not saved: " + why
                 self.findings.append(message)
                 raise StrayWrite(message, path)
             return result
@@ -214,14 +216,16 @@ class _Guard:
                 s.close()
 
     def _save(self, what, kind, storages, named, replay_info, message):
-        if not self.save or replay_info is None:
-            return None
+        if not self.save:
+            return None, None
+        if replay_info is None:
+            return None, "its grid is a callable that did not evaluate on the launch's arguments"
         import torch
         before = {}
         for key, s in storages.items():
             b = s.before()
-            if b is None:
-                return None  # the watch kept only checksums of part of it: no call to replay
+            if b is None:  # the watch kept only checksums of part of it: no call to replay
+                return None, "a storage of %d bytes, past the 16 MiB the watch keeps whole" % s.nbytes
             before[key] = b
         index = {key: i for i, key in enumerate(before)}
 
@@ -247,9 +251,8 @@ class _Guard:
         try:
             torch.save(record, path)
         except Exception as e:  # e.g. a scalar that does not pickle
-            sys.stderr.write("mlacheck guard: the call was not saved: %s\n" % e)
-            return None
-        return path
+            return None, str(e).splitlines()[0] if str(e) else type(e).__name__
+        return path, None
 
     # ---- custom ops -------------------------------------------------------------------------
     def op_call(self, func, args, kwargs):

@@ -81,7 +81,7 @@ TEST(StorageWatch, AStridedViewsGapsAreWatched) {
 }
 
 TEST(StorageWatch, ALargeStorageIsCheckedExactlyNearTheViewsAndByBlockBeyond) {
-  // 8 MiB with an exact limit of 1 MiB: the window is the view's 4 KiB and a 1 MiB margin each side.
+  // 8 MiB with an exact limit of 1 MiB: the window is the view's 4 KiB and a 256 KiB margin each side.
   std::vector<uint8_t> mem(8 << 20, 7);
   const View v = View::contiguous(DType::kU8, {4096}, 4 << 20);
   {

@@ -46,6 +46,19 @@ def test_a_custom_op_that_writes_the_row_after_its_view_is_caught_with_row_and_c
     assert "row 3, column 0 (past the view's 3 rows)" in p.stdout, p.stdout
 
 
+def test_a_large_buffer_is_watched_without_a_whole_copy_and_its_call_is_not_saved(tmp_path):
+    # 16 MiB and 128 bytes: past the watch's exact limit, so only the 256 KiB around the view are kept
+    # exactly, the rest by checksum; the row after the view is still reported byte for byte.
+    buf = torch.zeros((1 << 20) + 8, 4)
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(3, 4), buf[:3])
+    text = str(e.value)
+    assert "first at storage byte 50 (0x0 -> 0xe0)" in text and "row 3, column 0" in text, text
+    assert "the call was not saved: a storage of 16777344 bytes, past the 16 MiB the watch keeps whole" in text, text
+    assert not os.listdir(str(tmp_path))
+
+
 def test_a_write_to_an_input_the_schema_only_reads_is_told():
     x = torch.ones(2, 4)
     with pytest.raises(mlacheck.StrayWrite, match="write to an input: 2 bytes changed .* in argument 'x' "

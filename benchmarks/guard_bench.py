@@ -1,0 +1,63 @@
+"""What mlacheck.guard() costs per call, on the host: a torch CPU custom op (tests/python/guard/
+guard_ops.py's copy_rows) called plainly and under the guard, for outputs that are small views of
+buffers of several sizes, and a user's test file (tests/python/guard/test_user_suite.py, its clean
+tests) run by pytest with and without --mlacheck-guard.
+
+    MLACHECK_GUARD_LIB=build/default/core/libmlacheck_guard.so PYTHONPATH=python \\
+        .venv/bin/python benchmarks/guard_bench.py [--repeats 200]
+
+Prints a table (median microseconds a call, plain and guarded, and the ratio) and the pytest wall
+times; docs/guard.md states what was measured."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+sys.path.insert(0, os.path.join(ROOT, "tests", "python", "guard"))
+import guard_ops  # noqa: E402,F401
+import mlacheck  # noqa: E402
+
+
+def per_call(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeats", type=int, default=200)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    print("%-44s %12s %12s %7s" % ("call (out: 4 rows x 64 fp32 of a buffer of)", "plain us", "guarded us", "ratio"))
+    for rows in (4, 4096, 65536, 1 << 20):
+        buf = torch.zeros(rows + 4, 64)
+        x = torch.randn(4, 64)
+        op = torch.ops.mlacheck_test.copy_rows
+        plain = per_call(lambda: op(x, buf[:4]), a.repeats)
+        with mlacheck.guard(save=None):
+            guarded = per_call(lambda: op(x, buf[:4]), max(5, a.repeats // (1 + rows // 4096)))
+        size = buf.numel() * 4
+        label = "%d rows (%s)" % (rows + 4, "%.1f MiB" % (size / 2 ** 20) if size >= 2 ** 20 else "%d B" % size)
+        print("%-44s %12.1f %12.1f %6.1fx" % (label, plain, guarded, guarded / plain))
+    suite = os.path.join(ROOT, "tests", "python", "guard", "test_user_suite.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+    for flags in ([], ["--mlacheck-guard"]):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "mlacheck", "-p", "no:cacheprovider", "-q", suite, "-k",
+                        "not buggy"] + flags, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/tmp")
+        print("pytest %-28s %.2f s wall (process start included)" % (" ".join(flags) or "(plain)",
+                                                                    time.perf_counter() - t0))
+
+
+if __name__ == "__main__":
+    main()
