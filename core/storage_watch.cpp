@@ -5,15 +5,45 @@
 #include <sstream>
 
 #include "core/error.h"
+#ifdef MLACHECK_GUARD_CUDA
+#include "core/backend/cuda_storage_watch.h"
+#endif
 
 namespace mlacheck {
 
-StorageWatch::StorageWatch(const uint8_t* base, int64_t bytes, int64_t exact_limit)
-    : base_(base), bytes_(bytes), exact_limit_(exact_limit) {
+StorageWatch::StorageWatch(const uint8_t* base, int64_t bytes, int64_t exact_limit, bool device)
+    : base_(base), bytes_(bytes), exact_limit_(exact_limit), device_(device) {
+#ifndef MLACHECK_GUARD_CUDA
+  MLA_REQUIRE(!device, "storage watch: a CUDA storage, and this libmlacheck_guard.so was built without CUDA "
+              "(build mlacheck where nvcc is, or take the GPU bundle's)");
+#endif
   MLA_REQUIRE(bytes >= 0, "storage watch: negative size ", bytes);
   MLA_REQUIRE(base != nullptr || bytes == 0, "storage watch: no memory for ", bytes, " bytes");
   writable_.assign(static_cast<size_t>((bytes + 63) / 64), 0);
   read_only_.assign(writable_.size(), 0);
+}
+
+StorageWatch::~StorageWatch() { release_device(); }
+
+void StorageWatch::release_device() {
+#ifdef MLACHECK_GUARD_CUDA
+  for (void** p : {&d_snapshot_, &d_writable_, &d_was_, &d_sums_}) {
+    watch_cuda::release(*p);
+    *p = nullptr;
+  }
+#endif
+}
+
+int64_t StorageWatch::copy_snapshot(uint8_t* dst, int64_t len) const {
+  if (!armed_ || window_begin_ != 0 || window_end_ != bytes_ || len != bytes_) return 0;
+#ifdef MLACHECK_GUARD_CUDA
+  if (device_) {
+    watch_cuda::copy_to_host(dst, d_snapshot_, len);
+    return len;
+  }
+#endif
+  std::memcpy(dst, snapshot_.data(), static_cast<size_t>(len));
+  return len;
 }
 
 void StorageWatch::mark(std::vector<uint64_t>& bits, const View& v) {
@@ -98,9 +128,33 @@ void StorageWatch::arm() {
     window_begin_ = std::max<int64_t>(0, lo - kMargin);
     window_end_ = std::min(bytes_, hi + kMargin);
   }
+  const int64_t blocks = (bytes_ + kBlock - 1) / kBlock;
+#ifdef MLACHECK_GUARD_CUDA
+  if (device_) {
+    release_device();
+    watch_cuda::use_device_of(base_);
+    const int64_t n = window_end_ - window_begin_;
+    d_snapshot_ = watch_cuda::alloc(n);
+    watch_cuda::copy_on_device(d_snapshot_, base_ + window_begin_, n);
+    // The writable bits of the window, from its first byte.
+    std::vector<uint64_t> bits(static_cast<size_t>((n + 63) / 64), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      if (bit(writable_, window_begin_ + i)) bits[i >> 6] |= uint64_t{1} << (i & 63);
+    }
+    d_writable_ = watch_cuda::alloc(static_cast<int64_t>(bits.size() * 8));
+    watch_cuda::copy_to_device(d_writable_, bits.data(), static_cast<int64_t>(bits.size() * 8));
+    blocks_ = window_begin_ > 0 || window_end_ < bytes_ ? blocks : 0;
+    if (blocks_ > 0) {
+      d_was_ = watch_cuda::alloc(blocks_ * 8);
+      d_sums_ = watch_cuda::alloc(blocks_ * 8);
+      watch_cuda::block_sums(base_, bytes_, window_begin_, window_end_, static_cast<uint64_t*>(d_was_), kBlock);
+    }
+    armed_ = true;
+    return;
+  }
+#endif
   snapshot_.assign(base_ + window_begin_, base_ + window_end_);
   sums_.clear();
-  const int64_t blocks = (bytes_ + kBlock - 1) / kBlock;
   if (window_begin_ > 0 || window_end_ < bytes_) {
     sums_.resize(static_cast<size_t>(blocks));
     for (int64_t b = 0; b < blocks; ++b) sums_[b] = block_sum(b);
@@ -125,8 +179,30 @@ void StorageWatch::locate(WatchReport& r, int64_t off) const {
 WatchReport StorageWatch::check() const {
   MLA_REQUIRE(armed_, "storage watch: check() before arm()");
   WatchReport r;
+  int64_t first_block = -1;
+#ifdef MLACHECK_GUARD_CUDA
+  if (device_) {
+    watch_cuda::use_device_of(base_);
+    if (blocks_ > 0) {
+      watch_cuda::block_sums(base_, bytes_, window_begin_, window_end_, static_cast<uint64_t*>(d_sums_), kBlock);
+    }
+    const watch_cuda::Tally t =
+        watch_cuda::compare(base_, static_cast<const uint8_t*>(d_snapshot_), window_begin_, window_end_,
+                            static_cast<const uint64_t*>(d_writable_), static_cast<const uint64_t*>(d_sums_),
+                            static_cast<const uint64_t*>(d_was_), blocks_);
+    r.changed_bytes = static_cast<int64_t>(t.changed);
+    r.changed_blocks = static_cast<int64_t>(t.blocks);
+    if (t.changed > 0) {
+      r.first = static_cast<int64_t>(t.first);
+      watch_cuda::copy_to_host(&r.expected, static_cast<const uint8_t*>(d_snapshot_) + (r.first - window_begin_), 1);
+      watch_cuda::copy_to_host(&r.actual, base_ + r.first, 1);
+      r.into_read_only = bit(read_only_, r.first);
+    }
+    if (t.blocks > 0) first_block = static_cast<int64_t>(t.first_block);
+  }
+#endif
   // The exact window: a memcmp per 4 KiB, byte by byte only where it differs.
-  for (int64_t c = window_begin_; c < window_end_; c += kBlock) {
+  for (int64_t c = device_ ? window_end_ : window_begin_; c < window_end_; c += kBlock) {
     const int64_t n = std::min(kBlock, window_end_ - c);
     const uint8_t* was = snapshot_.data() + (c - window_begin_);
     if (std::memcmp(was, base_ + c, static_cast<size_t>(n)) == 0) continue;
@@ -142,7 +218,6 @@ WatchReport StorageWatch::check() const {
     }
   }
   // Beyond it, by block.
-  int64_t first_block = -1;
   for (size_t b = 0; b < sums_.size(); ++b) {
     if (block_sum(static_cast<int64_t>(b)) == sums_[b]) continue;
     if (r.changed_blocks++ == 0) first_block = static_cast<int64_t>(b);

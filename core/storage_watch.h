@@ -41,8 +41,13 @@ class StorageWatch {
   static constexpr int64_t kDefaultExactLimit = int64_t{16} << 20;
   static constexpr int64_t kMargin = int64_t{256} << 10;
 
-  // base: host memory of `bytes` bytes, read by arm() and check(), never written.
-  StorageWatch(const uint8_t* base, int64_t bytes, int64_t exact_limit = kDefaultExactLimit);
+  // base: host memory of `bytes` bytes, read by arm() and check(), never written; with device, CUDA
+  // device memory, watched by kernels (core/backend/cuda_storage_watch.h) where this was built with
+  // MLACHECK_GUARD_CUDA (libmlacheck_guard.so with nvcc), else refused (mlacheck::Error).
+  StorageWatch(const uint8_t* base, int64_t bytes, int64_t exact_limit = kDefaultExactLimit, bool device = false);
+  ~StorageWatch();
+  StorageWatch(const StorageWatch&) = delete;
+  StorageWatch& operator=(const StorageWatch&) = delete;
 
   // A view of the call into this storage (byte_offset from base); label names it in reports
   // ("argument 'out' (torch.float32[4, 8], strides (16, 1), storage offset 0)"). Throws
@@ -54,8 +59,9 @@ class StorageWatch {
   WatchReport check() const;
   // The bytes arm() kept exactly, and from which storage offset: the whole storage before the call
   // when it was at most exact_limit bytes (the saved call of a finding replays from them).
-  const std::vector<uint8_t>& snapshot() const { return snapshot_; }
-  int64_t snapshot_offset() const { return window_begin_; }
+  // Copies them into dst (host memory of len bytes) when they are the whole storage (len bytes):
+  // returns len, else 0.
+  int64_t copy_snapshot(uint8_t* dst, int64_t len) const;
 
  private:
   struct Watched {
@@ -76,6 +82,15 @@ class StorageWatch {
   std::vector<uint8_t> snapshot_;               // its bytes at arm()
   std::vector<uint64_t> sums_;                  // per block, for the blocks beyond the window
   bool armed_ = false;
+  // Device memory (device_): the window's snapshot, its writable bits, the arm's and the check's
+  // block sums.
+  bool device_ = false;
+  void* d_snapshot_ = nullptr;
+  void* d_writable_ = nullptr;
+  void* d_was_ = nullptr;
+  void* d_sums_ = nullptr;
+  int64_t blocks_ = 0;
+  void release_device();
 };
 
 }  // namespace mlacheck

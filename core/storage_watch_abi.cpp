@@ -52,12 +52,23 @@ mlacheck::DType of_size(int64_t element_bytes) {
 
 extern "C" {
 
-// A watch over [base, base + bytes) of host memory; *out receives it.
-MLACHECK_ABI int mlacheck_watch_new(uintptr_t base, int64_t bytes, int64_t exact_limit, void** out, char* err, int64_t err_len) {
+// A watch over [base, base + bytes) of host memory (device: CUDA device memory); *out receives it.
+MLACHECK_ABI int mlacheck_watch_new(uintptr_t base, int64_t bytes, int64_t exact_limit, int device, void** out,
+                                    char* err, int64_t err_len) {
   return guarded(err, err_len, [&] {
     *out = new mlacheck::StorageWatch(reinterpret_cast<const uint8_t*>(base), bytes,
-                                      exact_limit > 0 ? exact_limit : mlacheck::StorageWatch::kDefaultExactLimit);
+                                      exact_limit > 0 ? exact_limit : mlacheck::StorageWatch::kDefaultExactLimit,
+                                      device != 0);
   });
+}
+
+// 1 when this library watches CUDA storages (built with nvcc), else 0.
+MLACHECK_ABI int mlacheck_watch_has_cuda() {
+#ifdef MLACHECK_GUARD_CUDA
+  return 1;
+#else
+  return 0;
+#endif
 }
 
 MLACHECK_ABI void mlacheck_watch_free(void* w) { delete static_cast<mlacheck::StorageWatch*>(w); }
@@ -96,12 +107,7 @@ MLACHECK_ABI int mlacheck_watch_check(void* w, int64_t* changed, int64_t* first,
 // their count then, else 0 (only a window near the views was kept).
 MLACHECK_ABI int mlacheck_watch_snapshot(void* w, uintptr_t dst, int64_t dst_len, int64_t* got, char* err, int64_t err_len) {
   return guarded(err, err_len, [&] {
-    const auto* watch = static_cast<mlacheck::StorageWatch*>(w);
-    const std::vector<uint8_t>& s = watch->snapshot();
-    *got = 0;
-    if (watch->snapshot_offset() != 0 || static_cast<int64_t>(s.size()) != dst_len) return;
-    std::memcpy(reinterpret_cast<void*>(dst), s.data(), s.size());
-    *got = dst_len;
+    *got = static_cast<mlacheck::StorageWatch*>(w)->copy_snapshot(reinterpret_cast<uint8_t*>(dst), dst_len);
   });
 }
 

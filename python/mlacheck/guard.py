@@ -67,7 +67,8 @@ def _library():
         raise RuntimeError("mlacheck guard: no libmlacheck_guard.so (looked at %s; set MLACHECK_GUARD_LIB to the one "
                            "your mlacheck build made: <build>/core/libmlacheck_guard.so)" % (", ".join(tried) or "nothing"))
     i64, p = ctypes.c_int64, ctypes.c_void_p
-    lib.mlacheck_watch_new.argtypes = [ctypes.c_size_t, i64, i64, ctypes.POINTER(p), ctypes.c_char_p, i64]
+    lib.mlacheck_watch_new.argtypes = [ctypes.c_size_t, i64, i64, ctypes.c_int, ctypes.POINTER(p), ctypes.c_char_p, i64]
+    lib.mlacheck_watch_has_cuda.argtypes = []
     lib.mlacheck_watch_free.argtypes = [p]
     lib.mlacheck_watch_free.restype = None
     lib.mlacheck_watch_add_view.argtypes = [p, ctypes.c_char_p, i64, i64, ctypes.POINTER(i64), ctypes.POINTER(i64), i64,
@@ -98,10 +99,12 @@ class _Storage:
         self.lib = lib
         self.storage = tensor.untyped_storage()
         self.nbytes = self.storage.nbytes()
+        self.device = tensor.device
         self.handle = ctypes.c_void_p()
         self.views = []  # (name, tensor)
         err = ctypes.create_string_buffer(_ERR)
-        _ok(lib.mlacheck_watch_new(self.storage.data_ptr(), self.nbytes, 0, ctypes.byref(self.handle), err, _ERR), err)
+        _ok(lib.mlacheck_watch_new(self.storage.data_ptr(), self.nbytes, 0, 1 if tensor.is_cuda else 0,
+                                   ctypes.byref(self.handle), err, _ERR), err)
 
     def add(self, name, t, may_write):
         n = t.dim()
@@ -171,11 +174,14 @@ class _Guard:
         if getattr(self.busy, "on", False):  # a guarded call inside a guarded call: the outer one watches
             return call()
         import torch
-        for name, t, _ in named:
-            if t.device.type != "cpu":
-                raise RuntimeError("mlacheck guard: %s: %s is on %s; this version of the guard watches host (CPU) "
-                                   "tensors only (docs/guard.md)" % (what, _label(name, t), t.device))
         lib = _library()
+        for name, t, _ in named:
+            if t.device.type == "cpu" or (t.device.type == "cuda" and lib.mlacheck_watch_has_cuda()):
+                continue
+            raise RuntimeError("mlacheck guard: %s: %s is on %s; the guard watches host (CPU) tensors%s (docs/guard.md)"
+                               % (what, _label(name, t), t.device,
+                                  " and CUDA ones" if lib.mlacheck_watch_has_cuda() else
+                                  ", and CUDA ones only with a libmlacheck_guard.so built with nvcc"))
         storages = {}
         try:
             for name, t, may_write in named:
@@ -244,6 +250,7 @@ class _Guard:
 
         record = dict(replay_info)
         record.update(what=what, kind=kind, message=message, storages=list(before.values()),
+                      devices=[str(storages[key].device) for key in before],
                       args=encode(list(replay_info["args"])), kwargs=encode(dict(replay_info["kwargs"])))
         os.makedirs(self.save, exist_ok=True)
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in what)
@@ -388,7 +395,8 @@ def replay(path, imports=()):
         else:
             importlib.import_module(m)
     rec = torch.load(path, weights_only=False)
-    storages = [s.clone() for s in rec["storages"]]
+    devices = rec.get("devices") or ["cpu"] * len(rec["storages"])
+    storages = [s.to(d) for s, d in zip(rec["storages"], devices)]
 
     def decode(v):
         if isinstance(v, dict) and "__tensor__" in v:

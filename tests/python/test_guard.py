@@ -98,11 +98,8 @@ def test_a_triton_kernel_in_the_interpreter_is_caught_and_its_correct_twin_is_cl
 
 
 def test_a_tensor_on_another_device_is_one_line():
-    if not torch.cuda.is_available():
-        t = torch.empty(2, 4, device="meta")
-    else:
-        t = torch.empty(2, 4, device="cuda")
-    with pytest.raises(RuntimeError, match="this version of the guard watches host"):
+    t = torch.empty(2, 4, device="meta")
+    with pytest.raises(RuntimeError, match="is on meta; the guard watches host .CPU. tensors"):
         with mlacheck.guard():
             torch.ops.mlacheck_test.copy_rows(t, t)
 
@@ -134,3 +131,57 @@ def test_a_users_unchanged_test_file_fails_exactly_the_tests_that_reach_the_bug(
     assert "row 1, column 0 (past the view's 1 rows)" in guarded.stdout or "row 1, column 0" in guarded.stdout, guarded.stdout
     saved = os.listdir(os.path.join(str(tmp_path), "mlacheck-guard"))
     assert len(saved) == 2, saved
+
+
+def test_a_far_write_into_a_large_buffer_is_found_by_its_block():
+    buf = torch.zeros((1 << 20) + 8, 4)  # past the exact limit
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=None):
+            torch.ops.mlacheck_test.copy_rows_far(torch.ones(3, 4), buf[:3])
+    text = str(e.value)
+    assert "stray write: 1 block of 4096 bytes more than 262144 bytes from every view; first at storage byte " \
+           "16777216 (the block of bytes [16777216, 16777344): its old bytes are not kept" in text, text
+
+
+# ---- on a GPU: the watch's kernels (libmlacheck_guard.so built with nvcc) --------------------------
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="skipped: no GPU")
+
+
+@cuda
+@pytest.mark.parametrize("mib", [0, 17])  # a small buffer (kept whole) and one past the exact limit
+def test_on_cuda_a_custom_op_past_its_view_is_caught_and_its_twin_is_clean(tmp_path, mib):
+    rows = max(8, (mib << 20) // 16)
+    buf = torch.zeros(rows, 4, device="cuda")
+    with mlacheck.guard(save=str(tmp_path)) as g:
+        torch.ops.mlacheck_test.copy_rows(torch.ones(3, 4, device="cuda"), buf[:3])
+    assert g.calls == 1 and not g.findings
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(3, 4, device="cuda"), buf[:3])
+    text = str(e.value)
+    assert "first at storage byte 50 (0x0 -> 0xe0)" in text and "row 3, column 0 (past the view's 3 rows)" in text, text
+    if mib == 0:
+        p = subprocess.run([sys.executable, "-m", "mlacheck.guard", e.value.call_file, "--import",
+                            os.path.join(HERE, "guard", "guard_ops.py")], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True)
+        assert p.returncode == 1 and "row 3, column 0" in p.stdout, p.stdout
+    buf = torch.zeros(rows, 4, device="cuda")
+    with pytest.raises(mlacheck.StrayWrite, match="stray write: "):
+        with mlacheck.guard(save=None):
+            torch.ops.mlacheck_test.copy_rows_far(torch.ones(3, 4, device="cuda"), buf[:3])
+
+
+@cuda
+def test_on_cuda_a_triton_kernel_past_its_view_is_caught_and_its_twin_is_clean(tmp_path):
+    pytest.importorskip("triton", reason="skipped: no Triton")
+    import copy_rows_triton
+    x = torch.arange(16, dtype=torch.float32, device="cuda").reshape(4, 4)
+    buf = torch.zeros(8, 4, device="cuda")
+    with mlacheck.guard() as g:
+        copy_rows_triton.copy_rows(x, buf[:3])
+    assert g.calls == 1 and torch.equal(buf[:3], x[:3])
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            copy_rows_triton.copy_rows_buggy(x, buf[:3])
+    assert "nearest argument 'out_ptr' (torch.float32[3, 4], strides (4, 1), storage offset 0): row 3, column 0" \
+        in str(e.value), str(e.value)

@@ -24,3 +24,13 @@ def copy_rows_buggy(x: torch.Tensor, out: torch.Tensor) -> None:
 def scale_rows_writes_input(x: torch.Tensor, out: torch.Tensor) -> None:
     out.copy_(x * 2)
     x[0, 0] = 0.0  # the schema says x is only read
+
+
+@torch.library.custom_op("mlacheck_test::copy_rows_far", mutates_args=("out",))
+def copy_rows_far(x: torch.Tensor, out: torch.Tensor) -> None:
+    out.copy_(x)
+    # The last element of the whole storage: far past the view, where the watch keeps only checksums
+    # of a large buffer.
+    storage = out.untyped_storage()
+    last = storage.nbytes() // out.element_size() - 1
+    torch.empty(0, dtype=out.dtype, device=out.device).set_(storage, last, (1,), (1,)).fill_(3.0)
