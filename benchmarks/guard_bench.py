@@ -36,19 +36,25 @@ def per_call(fn, repeats):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=200)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (each plain call then synchronizes too)")
+    p.add_argument("--no-pytest", action="store_true", help="leave out the pytest file")
     a = p.parse_args()
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     torch.set_num_threads(1)
+    print("on %s" % (torch.cuda.get_device_name() if a.device == "cuda" else "the host"))
     print("%-44s %12s %12s %7s" % ("call (out: 4 rows x 64 fp32 of a buffer of)", "plain us", "guarded us", "ratio"))
     for rows in (4, 4096, 65536, 1 << 20):
-        buf = torch.zeros(rows + 4, 64)
-        x = torch.randn(4, 64)
+        buf = torch.zeros(rows + 4, 64, device=a.device)
+        x = torch.randn(4, 64, device=a.device)
         op = torch.ops.mlacheck_test.copy_rows
-        plain = per_call(lambda: op(x, buf[:4]), a.repeats)
+        plain = per_call(lambda: (op(x, buf[:4]), sync()), a.repeats)
         with mlacheck.guard(save=None):
-            guarded = per_call(lambda: op(x, buf[:4]), max(5, a.repeats // (1 + rows // 4096)))
+            guarded = per_call(lambda: (op(x, buf[:4]), sync()), max(5, a.repeats // (1 + rows // 4096)))
         size = buf.numel() * 4
         label = "%d rows (%s)" % (rows + 4, "%.1f MiB" % (size / 2 ** 20) if size >= 2 ** 20 else "%d B" % size)
         print("%-44s %12.1f %12.1f %6.1fx" % (label, plain, guarded, guarded / plain))
+    if a.no_pytest:
+        return
     suite = os.path.join(ROOT, "tests", "python", "guard", "test_user_suite.py")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
     for flags in ([], ["--mlacheck-guard"]):

@@ -136,10 +136,14 @@ void StorageWatch::arm() {
     const int64_t n = window_end_ - window_begin_;
     d_snapshot_ = watch_cuda::alloc(n);
     watch_cuda::copy_on_device(d_snapshot_, base_ + window_begin_, n);
-    // The writable bits of the window, from its first byte.
+    // The writable bits of the window, from its first byte: whole words shifted into place.
     std::vector<uint64_t> bits(static_cast<size_t>((n + 63) / 64), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      if (bit(writable_, window_begin_ + i)) bits[i >> 6] |= uint64_t{1} << (i & 63);
+    const int64_t w0 = window_begin_ >> 6, shift = window_begin_ & 63;
+    for (size_t k = 0; k < bits.size(); ++k) {
+      const size_t lo = static_cast<size_t>(w0) + k;
+      uint64_t v = lo < writable_.size() ? writable_[lo] >> shift : 0;
+      if (shift != 0 && lo + 1 < writable_.size()) v |= writable_[lo + 1] << (64 - shift);
+      bits[k] = v;
     }
     d_writable_ = watch_cuda::alloc(static_cast<int64_t>(bits.size() * 8));
     watch_cuda::copy_to_device(d_writable_, bits.data(), static_cast<int64_t>(bits.size() * 8));

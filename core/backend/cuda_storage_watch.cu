@@ -3,6 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
@@ -78,13 +80,57 @@ void use_device_of(const void* p) {
   ok(cudaDeviceSynchronize(), "waiting for the device");
 }
 
+// Device memory is kept for the next watch (a guarded test calls one op after another): a
+// cudaMalloc and cudaFree per call cost more than the watch's kernels. Blocks are rounded up to a
+// power of two and at most 1 GiB is kept; a block is reused on the device it was made on.
+namespace {
+struct Cached {
+  void* p;
+  int device;
+};
+std::mutex cache_mutex;
+std::multimap<size_t, Cached> cache;  // free blocks by size
+std::map<void*, std::pair<size_t, int>> live;  // blocks handed out: size, device
+size_t cached_bytes = 0;
+constexpr size_t kCacheLimit = size_t{1} << 30;
+size_t rounded(int64_t bytes) {
+  size_t n = 256;
+  while (n < static_cast<size_t>(bytes)) n *= 2;
+  return n;
+}
+}  // namespace
+
 void* alloc(int64_t bytes) {
+  const size_t n = rounded(bytes);
+  int device = 0;
+  ok(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  for (auto it = cache.lower_bound(n); it != cache.end() && it->first == n; ++it) {
+    if (it->second.device != device) continue;
+    void* p = it->second.p;
+    cached_bytes -= n;
+    cache.erase(it);
+    live[p] = {n, device};
+    return p;
+  }
   void* p = nullptr;
-  ok(cudaMalloc(&p, static_cast<size_t>(bytes > 0 ? bytes : 1)), "cudaMalloc");
+  ok(cudaMalloc(&p, n), "cudaMalloc");
+  live[p] = {n, device};
   return p;
 }
 void release(void* p) {
-  if (p != nullptr) cudaFree(p);
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  auto it = live.find(p);
+  if (it == live.end()) return;
+  const auto [n, device] = it->second;
+  live.erase(it);
+  if (cached_bytes + n > kCacheLimit) {
+    cudaFree(p);
+    return;
+  }
+  cache.insert({n, {p, device}});
+  cached_bytes += n;
 }
 void copy_to_device(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) ok(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy to the device");

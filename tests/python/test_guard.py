@@ -148,18 +148,21 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="skipped: no GPU
 
 
 @cuda
-@pytest.mark.parametrize("mib", [0, 17])  # a small buffer (kept whole) and one past the exact limit
-def test_on_cuda_a_custom_op_past_its_view_is_caught_and_its_twin_is_clean(tmp_path, mib):
+# A small buffer (kept whole), one past the exact limit, and a view in its middle (the exact window then
+# starts at a byte that is no multiple of 64: its writable bits are shifted into place).
+@pytest.mark.parametrize("mib,start", [(0, 0), (17, 0), (17, 600001)])
+def test_on_cuda_a_custom_op_past_its_view_is_caught_and_its_twin_is_clean(tmp_path, mib, start):
     rows = max(8, (mib << 20) // 16)
     buf = torch.zeros(rows, 4, device="cuda")
     with mlacheck.guard(save=str(tmp_path)) as g:
-        torch.ops.mlacheck_test.copy_rows(torch.ones(3, 4, device="cuda"), buf[:3])
+        torch.ops.mlacheck_test.copy_rows(torch.ones(3, 4, device="cuda"), buf[start:start + 3])
     assert g.calls == 1 and not g.findings
     with pytest.raises(mlacheck.StrayWrite) as e:
         with mlacheck.guard(save=str(tmp_path)):
-            torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(3, 4, device="cuda"), buf[:3])
+            torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(3, 4, device="cuda"), buf[start:start + 3])
     text = str(e.value)
-    assert "first at storage byte 50 (0x0 -> 0xe0)" in text and "row 3, column 0 (past the view's 3 rows)" in text, text
+    assert "first at storage byte %d (0x0 -> 0xe0)" % ((start + 3) * 16 + 2) in text, text
+    assert "row 3, column 0 (past the view's 3 rows)" in text, text
     if mib == 0:
         p = subprocess.run([sys.executable, "-m", "mlacheck.guard", e.value.call_file, "--import",
                             os.path.join(HERE, "guard", "guard_ops.py")], stdout=subprocess.PIPE,
@@ -168,7 +171,7 @@ def test_on_cuda_a_custom_op_past_its_view_is_caught_and_its_twin_is_clean(tmp_p
     buf = torch.zeros(rows, 4, device="cuda")
     with pytest.raises(mlacheck.StrayWrite, match="stray write: "):
         with mlacheck.guard(save=None):
-            torch.ops.mlacheck_test.copy_rows_far(torch.ones(3, 4, device="cuda"), buf[:3])
+            torch.ops.mlacheck_test.copy_rows_far(torch.ones(3, 4, device="cuda"), buf[start:start + 3])
 
 
 @cuda

@@ -15,7 +15,7 @@ def copy_rows_buggy(x: torch.Tensor, out: torch.Tensor) -> None:
     out.copy_(x)
     rows, cols = out.shape
     # One row past the view, through its storage: what a kernel that loops to rows + 1 does.
-    past = torch.empty(0, dtype=out.dtype).set_(out.untyped_storage(), out.storage_offset() + rows * out.stride(0),
+    past = torch.empty(0, dtype=out.dtype, device=out.device).set_(out.untyped_storage(), out.storage_offset() + rows * out.stride(0),
                                                 (cols,), (out.stride(1),))
     past.fill_(7.0)
 
