@@ -22,8 +22,8 @@ include(CMakePackageConfigHelpers)
 
 get_property(mlacheck_libraries GLOBAL PROPERTY MLACHECK_INSTALLED_LIBRARIES)
 install(TARGETS mlacheck RUNTIME DESTINATION bin COMPONENT tool)
-# The guard's byte work, loaded by mlacheck.guard() from <prefix>/lib beside <prefix>/bin/mlacheck.
-install(TARGETS mlacheck_guard LIBRARY DESTINATION lib COMPONENT tool)
+# The guard's byte work, loaded by mlacheck.guard() from the package's own folder.
+install(TARGETS mlacheck_guard LIBRARY DESTINATION share/mlacheck/python/mlacheck COMPONENT tool)
 # The Python package (docs/python.md), pure Python: PYTHONPATH=<prefix>/share/mlacheck/python.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/mlacheck DESTINATION share/mlacheck/python COMPONENT tool
         PATTERN "__pycache__" EXCLUDE)

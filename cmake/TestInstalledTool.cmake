@@ -50,11 +50,18 @@ endif()
 if(NOT EXISTS ${prefix}/share/mlacheck/python/mlacheck/__init__.py OR NOT EXISTS ${prefix}/share/mlacheck/python/mlacheck/_worker.py)
   message(FATAL_ERROR "install.tool: the Python package is not under ${prefix}/share/mlacheck/python/mlacheck")
 endif()
+# With the guard's library beside it (mlacheck.guard() loads it from there).
+if(NOT EXISTS ${prefix}/share/mlacheck/python/mlacheck/libmlacheck_guard.so)
+  message(FATAL_ERROR "install.tool: no libmlacheck_guard.so beside the Python package in ${prefix}/share/mlacheck/python/mlacheck")
+endif()
 file(CREATE_LINK ${prefix}/bin/mlacheck ${WORK_DIR}/path/mlacheck SYMBOLIC)
 find_program(python3 NAMES python3)
 if(python3)
   step(0 "topk_decode.rows_admissible" ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/share/mlacheck/python
        ${python3} -c "print(__import__('mlacheck').properties('topk_decode'))")
+  # The guard finds its library beside the installed package, with no variable set.
+  step(0 "guard library loaded" ${CMAKE_COMMAND} -E env --unset=MLACHECK_GUARD_LIB PYTHONPATH=${prefix}/share/mlacheck/python
+       ${python3} -c "print('guard library loaded' if __import__('mlacheck') and __import__('sys').modules['mlacheck.guard']._library() else 'no')")
 endif()
 set(case ${prefix}/share/mlacheck/corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case)
 step(0 "host" mlacheck list)

@@ -17,8 +17,9 @@ tensor it is given may be written, and only the bytes outside its views are watc
 
 The byte work (arm, checksum, compare, the report's coordinates) is mlacheck's C++
 (core/storage_watch.h) in libmlacheck_guard.so, loaded here with ctypes: $MLACHECK_GUARD_LIB, else
-beside the mlacheck executable (its build's core/, or the install's lib/). Host (CPU) tensors only in
-this version: a call with a tensor on another device is refused with one line (docs/guard.md).
+the one installed beside this file, else the mlacheck executable's build's core/. CUDA tensors are
+watched on their device by the library's kernels where it was built with nvcc; a tensor on another
+device (or on CUDA with a library built without it) is refused with one line (docs/guard.md).
 """
 import contextlib
 import ctypes
@@ -52,11 +53,12 @@ def _library():
     if env:
         tried.append(env)
     else:
+        tried.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmlacheck_guard.so"))  # installed
         from . import binary
         try:
             exe = os.path.realpath(binary())
             build = os.path.dirname(os.path.dirname(exe))
-            tried += [os.path.join(build, "core", "libmlacheck_guard.so"), os.path.join(build, "lib", "libmlacheck_guard.so")]
+            tried.append(os.path.join(build, "core", "libmlacheck_guard.so"))  # the executable's build
         except RuntimeError:
             pass
     for path in tried:
