@@ -22,6 +22,8 @@
 #   benchmarks/                  indexer_bench.py, mla_bench.py, bench_common.py, guard_check_bench,
 #                                python_call_bench (the --python call path per call)
 #   share/mlacheck/corpus/       the seed and regression cases
+#   share/mlacheck/python/       the Python package (PYTHONPATH), with libmlacheck_guard.so for
+#                                mlacheck.guard() and pytest -p mlacheck --mlacheck-guard on CUDA
 #   README.txt                   what to run there
 # Exit 0 built, 2 bad usage or a missing tool (one line).
 set -euo pipefail
@@ -67,7 +69,7 @@ targets=(mlacheck mlacheck_example_plugin mlacheck_example_plugin_buggy mlacheck
          mlacheck_production_plugin_buggy mlacheck_metadata_plugin mlacheck_metadata_plugin_buggy
          mlacheck_mla_impl_plugin mlacheck_mla_impl_plugin_buggy mlacheck_decode_step_plugin
          mlacheck_decode_step_plugin_buggy
-         mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench python_call_bench
+         mlacheck_fixture_plugin_fault mlacheck_torch_bench guard_check_bench python_call_bench mlacheck_guard
          simt_gpu_test core_cuda_runtime_gpu_test core_cuda_guarded_buffer_gpu_test core_cuda_reserved_buffer_gpu_test core_cuda_mapped_slot_gpu_test harness_testbed_gpu_test
          core_codecs_gpu_test)
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}" >"$build_dir.build.log" 2>&1 ||
@@ -118,6 +120,12 @@ done
 install -m 644 "$repo"/benchmarks/{indexer_bench.py,mla_bench.py,bench_common.py} "$out/benchmarks/"
 install -m 644 "$repo/include/mlacheck/plugin.h" "$out/include/mlacheck/"
 cp -r "$repo/corpus" "$out/share/mlacheck/corpus"
+# The Python package, with the guard's library (built with nvcc: it watches CUDA tensors) beside it.
+mkdir -p "$out/share/mlacheck/python"
+cp -r "$repo/python/mlacheck" "$out/share/mlacheck/python/"
+rm -rf "$out/share/mlacheck/python/mlacheck/__pycache__"
+install -m 755 "$build_dir/core/libmlacheck_guard.so" "$out/share/mlacheck/python/mlacheck/"
+strip --strip-unneeded "$out/share/mlacheck/python/mlacheck/libmlacheck_guard.so"
 rm -f "$out/share/mlacheck/corpus/CMakeLists.txt"
 if [ $fuzz -eq 1 ]; then
   install -m 755 "$fuzz_dir/fuzz/all_targets_fuzzer" "$out/fuzz/"
