@@ -42,9 +42,14 @@ function(mlacheck_add_gtest name)
   # Property tests run MLACHECK_PROPERTY_CASES cases each (RapidCheck's RC_PARAMS may override).
   # NO_PRETTY_VALUES: a parameterized test's name is its own, not its parameter's printed bytes
   # (addresses that change with every build, so ctest's timings and -R patterns never matched).
+  # TEST_TMPDIR: ::testing::TempDir() is this build tree's own, so two test runs at once (the
+  # sanitizer and the Release build, or two clones) never share a test's scratch folder (a Python
+  # test's saved case was once overwritten by the other build's run of the same test).
+  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/test-tmp)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST NO_PRETTY_VALUES NO_PRETTY_TYPES
                        PROPERTIES LABELS "${A_LABELS}" COST ${A_COST}
-                                  ENVIRONMENT "RC_PARAMS=max_success=${MLACHECK_PROPERTY_CASES}")
+                                  ENVIRONMENT "RC_PARAMS=max_success=${MLACHECK_PROPERTY_CASES}"
+                                  ENVIRONMENT_MODIFICATION "TEST_TMPDIR=set:${CMAKE_BINARY_DIR}/test-tmp/")
 endfunction()
 
 # mlacheck_add_gpu_test(name SOURCES ... DEPS ...): a CUDA test binary that prints "skipped: no

@@ -101,23 +101,6 @@ class Worker {
     return name;
   }
 
-  // $MLACHECK_PYTHON; else an active virtualenv's or conda env's python3 (the user's own, with
-  // their torch); else the project's environment this mlacheck was built with (scripts/pyenv.sh)
-  // when it is still there; else python3 on PATH.
-  static std::string interpreter() {
-    const char* env = std::getenv("MLACHECK_PYTHON");
-    if (env != nullptr && *env) return env;
-    for (const char* active : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
-      const char* dir = std::getenv(active);
-      if (dir != nullptr && *dir && access((std::string(dir) + "/bin/python3").c_str(), X_OK) == 0) {
-        return std::string(dir) + "/bin/python3";
-      }
-    }
-#ifdef MLACHECK_DEFAULT_PYTHON
-    if (*MLACHECK_DEFAULT_PYTHON && access(MLACHECK_DEFAULT_PYTHON, X_OK) == 0) return MLACHECK_DEFAULT_PYTHON;
-#endif
-    return "python3";
-  }
 
   void start() {
     if (dead_) throw ContextLost("the Python worker of this process died before", "worker exit");
@@ -422,5 +405,20 @@ void* address(int64_t block, int64_t offset) { return Lender::of_this_process().
 std::string take_members(int* fd) { return Lender::of_this_process().take_members(fd); }
 int64_t new_scope() { return Lender::of_this_process().new_scope(); }
 void end_scope(int64_t scope) { Lender::of_this_process().end_scope(scope); }
+
+std::string interpreter() {
+  const char* env = std::getenv("MLACHECK_PYTHON");
+  if (env != nullptr && *env) return env;
+  for (const char* active : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
+    const char* dir = std::getenv(active);
+    if (dir != nullptr && *dir && access((std::string(dir) + "/bin/python3").c_str(), X_OK) == 0) {
+      return std::string(dir) + "/bin/python3";
+    }
+  }
+#ifdef MLACHECK_DEFAULT_PYTHON
+  if (*MLACHECK_DEFAULT_PYTHON && access(MLACHECK_DEFAULT_PYTHON, X_OK) == 0) return MLACHECK_DEFAULT_PYTHON;
+#endif
+  return "python3";
+}
 
 }  // namespace mlacheck::kernels::python_worker

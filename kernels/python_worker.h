@@ -21,6 +21,11 @@ struct Reply {
   std::map<std::string, std::string> kinds;                // name -> int, real, ints, tensor, none
 };
 
+// The interpreter a worker runs in: $MLACHECK_PYTHON; else an active virtualenv's or conda env's
+// python3 (the user's own, with their torch); else the project's environment this mlacheck was
+// built with (scripts/pyenv.sh) when it is still there; else python3 on PATH.
+std::string interpreter();
+
 // The socket of the Python process serving OP=- ($MLACHECK_DRIVER_FD), or -1.
 int driver_fd();
 // From now on every process of the run talks to that process instead of starting a worker.

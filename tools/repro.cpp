@@ -3,7 +3,13 @@
 // verdict, and the parent never touches CUDA.
 #include "tools/repro.h"
 
+#include <spawn.h>
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +23,7 @@
 #include "kernels/device.h"
 #include "kernels/plugin.h"
 #include "kernels/python_bridge.h"
+#include "kernels/python_worker.h"
 #include "harness/case_text.h"
 #include "harness/input_file.h"
 #include "fuzz/fuzz_input.h"
@@ -28,6 +35,8 @@
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_runtime.h"
 #endif
+
+extern char** environ;  // the environment a .call's Python rerun inherits
 
 namespace mlacheck {
 
@@ -259,6 +268,70 @@ void print_report(const std::string& format, const std::string& dir, const std::
 
 }  // namespace
 
+namespace {
+
+// A call the Python guard saved (python/mlacheck/guard.py, a .call file): rerun alone by the
+// package, `python -m mlacheck.rerun FILE --import MODULE...`, in the interpreter a --python check
+// would use, with the package (the install's share/mlacheck/python, else the source tree's python/)
+// first on PYTHONPATH. Each --python value names a module or file that registers the op (a
+// MODULE:CALLABLE's callable is ignored). Its exit status: 0 clean, 1 the finding again, 2 setup.
+int repro_guard_call(const std::string& file, const std::vector<std::string>& imports, const std::string& emit,
+                     std::ostream& out, std::ostream& err) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string package;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(exe.parent_path().parent_path() / "share/mlacheck/python/mlacheck/guard.py", ec)) {
+    package = (exe.parent_path().parent_path() / "share/mlacheck/python").string();
+  }
+#ifdef MLACHECK_SOURCE_DIR
+  if (package.empty()) package = std::string(MLACHECK_SOURCE_DIR) + "/python";
+#endif
+  std::vector<std::string> argv = {kernels::python_worker::interpreter(), "-m", "mlacheck.rerun", file};
+  for (std::string m : imports) {
+    const size_t colon = m.rfind(':');
+    if (colon != std::string::npos && m.find('/', colon) == std::string::npos) m = m.substr(0, colon);
+    const size_t eq = m.find('=');
+    if (eq != std::string::npos && m.find('/') > eq) m = m.substr(eq + 1);
+    argv.push_back("--import");
+    argv.push_back(m);
+  }
+  if (!emit.empty()) {
+    if (emit.rfind("pytest:", 0) != 0 || emit.size() == 7) {
+      err << flags::prefix("repro") << "--emit '" << emit << "' is not pytest:FILE\n";
+      return 2;
+    }
+    argv.push_back("--emit-pytest");
+    argv.push_back(emit.substr(7));
+  }
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string path = "PYTHONPATH=" + package + (old != nullptr && *old ? ":" + std::string(old) : "");
+  std::vector<std::string> env = {path};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env.emplace_back(*e);
+  }
+  std::vector<char*> av, ev;
+  for (std::string& a : argv) av.push_back(a.data());
+  for (std::string& e : env) ev.push_back(e.data());
+  av.push_back(nullptr);
+  ev.push_back(nullptr);
+  out.flush();
+  err.flush();
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, av[0], nullptr, nullptr, av.data(), ev.data());
+  if (rc != 0) {
+    err << flags::prefix("repro") << "cannot run the Python interpreter '" << argv[0] << "' (" << std::strerror(rc)
+        << "; MLACHECK_PYTHON picks another)\n";
+    return 2;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+}
+
+}  // namespace
+
 int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ReproOptions o;
   flags::Parsed f;
@@ -292,6 +365,10 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
     std::sort(files.begin(), files.end());
   }
   if (files.empty()) return flags::usage_error(err, "repro", "no case file given");
+  if (files.size() == 1 && std::filesystem::path(files[0]).extension() == ".call") {
+    return repro_guard_call(files[0], f.list("python"), f.text("emit"), out, err);
+  }
+  if (f.given("emit")) return flags::usage_error(err, "repro", "--emit is for a .call file (a call the guard saved)");
   try {
     for (const std::string& path : plugins) kernels::load_plugin_isolated(path);
     kernels::load_python_isolated(f.list("python"));

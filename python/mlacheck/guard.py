@@ -12,7 +12,8 @@ views an op's schema does not mark as written (no `(a!)`), must come back unchan
 raised as StrayWrite (an AssertionError, so a pytest test fails) with the call, the argument, its
 dtype, shape, strides and storage offset, the first changed element's row and column and how many
 bytes changed, and the call is saved (every storage as it was before the call, the views, the
-scalars) for `python -m mlacheck.guard FILE` to rerun alone. A Triton kernel has no schema: every
+scalars) for `mlacheck repro FILE --python MODULE` (or
+`python -m mlacheck.rerun FILE --import MODULE`) to rerun alone. A Triton kernel has no schema: every
 tensor it is given may be written, and only the bytes outside its views are watched.
 
 The byte work (arm, checksum, compare, the report's coordinates) is mlacheck's C++
@@ -213,7 +214,8 @@ class _Guard:
                     message += "; and in %d more storage(s) of the call" % (len(bad) - 1)
                 path, why = self._save(what, kind, storages, named, replay_info, message)
                 if path:
-                    message += "; the call saved as %s (rerun it alone: python -m mlacheck.guard %s)" % (path, path)
+                    message += ("; the call saved as %s (rerun it alone: mlacheck repro %s --python MODULE, MODULE what "
+                                "registers the op)" % (path, path))
                 elif why:
                     message += "; the call was not saved: " + why
                 self.findings.append(message)
@@ -380,7 +382,7 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard"):
                 cls.run = original
 
 
-# ---- replay: python -m mlacheck.guard FILE [--import MODULE]... ------------------------------------
+# ---- replay: python -m mlacheck.rerun FILE [--import MODULE]... (mlacheck repro FILE runs it) ----------
 
 
 def replay(path, imports=()):
@@ -436,21 +438,59 @@ def replay(path, imports=()):
     return None
 
 
+def _emit_pytest(call_file, imports, out):
+    """A pytest file of one test that reruns the saved call under the guard and fails with its line."""
+    import torch
+    rec = torch.load(call_file, weights_only=False)
+    name = "".join(c if c.isalnum() else "_" for c in rec.get("what", "call"))
+    text = '''"""Reruns the call mlacheck.guard() saved in %(file)s, alone, under the guard:
+%(message)s
+Written by `mlacheck repro --emit pytest:...`; needs the mlacheck package (PYTHONPATH) and its
+libmlacheck_guard.so (docs/guard.md)."""
+from mlacheck.guard import replay
+
+CALL = %(file)r
+IMPORTS = %(imports)r
+
+
+def test_%(name)s_keeps_to_its_views():
+    line = replay(CALL, IMPORTS)
+    assert line is None, line
+''' % dict(file=call_file, imports=list(imports), name=name,
+           message="\n".join("    " + l for l in _wrap(rec.get("message", "").split("; the call saved as")[0])))
+    with open(out, "w") as f:
+        f.write(text)
+
+
+def _wrap(s, width=96):
+    import textwrap
+    return textwrap.wrap(s, width) or [""]
+
+
 def _main(argv):
     import argparse
-    p = argparse.ArgumentParser(prog="python -m mlacheck.guard",
+    p = argparse.ArgumentParser(prog="python -m mlacheck.rerun",
                                 description="Reruns a call the guard saved, alone, under the guard.")
     p.add_argument("file")
     p.add_argument("--import", dest="imports", action="append", default=[],
                    help="a module (or .py file) that registers the op; repeatable")
+    p.add_argument("--emit-pytest", metavar="OUT", help="write a standalone pytest file that reruns the call, and "
+                                                             "run nothing")
     a = p.parse_args(argv)
     if not os.path.exists(a.file):
         sys.stderr.write("mlacheck guard: no file '%s'\n" % a.file)
         return 2
+    if a.emit_pytest:
+        _emit_pytest(os.path.abspath(a.file), [os.path.abspath(m) if os.path.exists(m) else m for m in a.imports],
+                     a.emit_pytest)
+        print("mlacheck guard: wrote %s (pytest %s reruns the call; it fails while the bug is there)"
+              % (a.emit_pytest, a.emit_pytest))
+        return 0
     try:
         line = replay(a.file, a.imports)
     except (RuntimeError, AttributeError, ImportError, KeyError) as e:
-        sys.stderr.write("mlacheck guard: cannot replay %s: %s\n" % (a.file, str(e).splitlines()[0] if str(e) else e))
+        sys.stderr.write("mlacheck guard: cannot replay %s: %s (give --import, or mlacheck repro's --python, the module "
+                         "that registers the op)\n" % (a.file, str(e).splitlines()[0] if str(e) else e))
         return 2
     if line:
         print(line.split("; the call saved as")[0])
@@ -459,5 +499,3 @@ def _main(argv):
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

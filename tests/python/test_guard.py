@@ -39,7 +39,7 @@ def test_a_custom_op_that_writes_the_row_after_its_view_is_caught_with_row_and_c
            "(past the view's 3 rows)" in text, text
     assert e.value.call_file and os.path.exists(e.value.call_file), text
     # Rerun alone, in a fresh process: the same finding, exit 1.
-    p = subprocess.run([sys.executable, "-m", "mlacheck.guard", e.value.call_file, "--import",
+    p = subprocess.run([sys.executable, "-m", "mlacheck.rerun", e.value.call_file, "--import",
                         os.path.join(HERE, "guard", "guard_ops.py")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
     assert p.returncode == 1, p.stdout
@@ -57,6 +57,32 @@ def test_a_large_buffer_is_watched_without_a_whole_copy_and_its_call_is_not_save
     assert "first at storage byte 50 (0x0 -> 0xe0)" in text and "row 3, column 0" in text, text
     assert "the call was not saved: a storage of 16777344 bytes, past the 16 MiB the watch keeps whole" in text, text
     assert not os.listdir(str(tmp_path))
+
+
+def test_mlacheck_repro_reruns_a_saved_call_and_emits_a_pytest_file(tmp_path):
+    buf = torch.zeros(8, 4)
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(3, 4), buf[:3])
+    assert "rerun it alone: mlacheck repro %s --python MODULE" % e.value.call_file in str(e.value)
+    env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
+    ops = os.path.join(HERE, "guard", "guard_ops.py")
+
+    def repro(*args):
+        return subprocess.run([mlacheck.binary(), "repro", e.value.call_file] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True, env=env)
+    p = repro("--python", ops)
+    assert p.returncode == 1 and "row 3, column 0 (past the view's 3 rows)" in p.stdout, p.stdout
+    p = repro()  # nothing registers the op: one line, exit 2
+    assert p.returncode == 2 and "give --import, or mlacheck repro's --python, the module" in p.stdout, p.stdout
+    out = str(tmp_path / "test_repro.py")
+    p = repro("--python", ops, "--emit", "pytest:" + out)
+    assert p.returncode == 0 and os.path.exists(out), p.stdout
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", out], cwd=str(tmp_path),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    assert run.returncode == 1 and "row 3, column 0" in run.stdout, run.stdout
+    p = repro("--emit", "junit:x")
+    assert p.returncode == 2 and "is not pytest:FILE" in p.stdout, p.stdout
 
 
 def test_a_write_to_an_input_the_schema_only_reads_is_told():
@@ -92,7 +118,7 @@ def test_a_triton_kernel_in_the_interpreter_is_caught_and_its_correct_twin_is_cl
     text = str(e.value)
     assert "copy_rows_triton._copy_rows (Triton launch): stray write: " in text, text
     assert "nearest argument 'out_ptr' (torch.float32[3, 4], strides (4, 1), storage offset 0): row 3, column 0" in text
-    p = subprocess.run([sys.executable, "-m", "mlacheck.guard", e.value.call_file], stdout=subprocess.PIPE,
+    p = subprocess.run([sys.executable, "-m", "mlacheck.rerun", e.value.call_file], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True)
     assert p.returncode == 1 and "row 3, column 0" in p.stdout, p.stdout
 
@@ -164,7 +190,7 @@ def test_on_cuda_a_custom_op_past_its_view_is_caught_and_its_twin_is_clean(tmp_p
     assert "first at storage byte %d (0x0 -> 0xe0)" % ((start + 3) * 16 + 2) in text, text
     assert "row 3, column 0 (past the view's 3 rows)" in text, text
     if mib == 0:
-        p = subprocess.run([sys.executable, "-m", "mlacheck.guard", e.value.call_file, "--import",
+        p = subprocess.run([sys.executable, "-m", "mlacheck.rerun", e.value.call_file, "--import",
                             os.path.join(HERE, "guard", "guard_ops.py")], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, universal_newlines=True)
         assert p.returncode == 1 and "row 3, column 0" in p.stdout, p.stdout
