@@ -375,9 +375,9 @@ def pytest_pycollect_makeitem(collector, name, obj):
 
 # ---- the guard: `pytest -p mlacheck --mlacheck-guard`, mlacheck.guard() (python/mlacheck/guard.py) -----
 
-from .guard import StrayWrite, guard  # noqa: E402
+from .guard import NotDeterministic, StrayWrite, guard  # noqa: E402
 
-__all__ += ["guard", "StrayWrite"]
+__all__ += ["guard", "StrayWrite", "NotDeterministic"]
 
 try:
     import pytest as _pytest
@@ -396,6 +396,12 @@ def pytest_addoption(parser):
                          "(default: every namespace but aten and prim)")
     group.addoption("--mlacheck-guard-save", default="mlacheck-guard", metavar="DIR",
                     help="where a failing call is saved (default mlacheck-guard)")
+    group.addoption("--mlacheck-guard-poison", action="store_true", default=False,
+                    help="fill what torch.empty makes with NaN (integers: bytes 0xA5), so an element a kernel "
+                         "never wrote is visible")
+    group.addoption("--mlacheck-guard-repeat", type=int, default=1, metavar="N",
+                    help="run each guarded custom-op call N times on the same inputs; its outputs must agree "
+                         "bitwise (a top-k's rows as sets)")
 
 
 def pytest_configure(config):
@@ -412,5 +418,7 @@ def pytest_runtest_call(item):
         yield
         return
     ns = config.getoption("--mlacheck-guard-ns", None)
-    with guard(namespaces=ns.split(",") if ns else None, save=config.getoption("--mlacheck-guard-save", "mlacheck-guard")):
+    with guard(namespaces=ns.split(",") if ns else None, save=config.getoption("--mlacheck-guard-save", "mlacheck-guard"),
+               poison=config.getoption("--mlacheck-guard-poison", False),
+               repeat=config.getoption("--mlacheck-guard-repeat", 1)):
         yield

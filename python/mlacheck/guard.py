@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-__all__ = ["guard", "StrayWrite", "replay"]
+__all__ = ["guard", "StrayWrite", "NotDeterministic", "replay"]
 
 
 class StrayWrite(AssertionError):
@@ -282,7 +282,56 @@ class _Guard:
         qualified = "%s.%s" % (func.namespace, func._opname) + \
             ("" if func._overloadname == "default" else "." + func._overloadname)
         info = dict(op=func.name(), overload=func._overloadname, args=args, kwargs=kwargs)
-        return self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
+        if getattr(self, "repeat", 1) <= 1:
+            return self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
+        # The inputs as they are before the call, for the repeats: every storage copied once.
+        import torch
+        copies = {}
+        for _, t, _ in named:
+            key = t.untyped_storage().data_ptr()
+            if key not in copies:
+                copies[key] = t.untyped_storage().clone()
+        result = self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
+        as_sets = "topk" in func._opname.lower() or "top_k" in func._opname.lower()
+        for run in range(2, self.repeat + 1):
+            fresh = {key: s.clone() for key, s in copies.items()}
+
+            def rebuild(v):
+                if isinstance(v, torch.Tensor):
+                    key = v.untyped_storage().data_ptr()
+                    if key in fresh:
+                        return torch.empty(0, dtype=v.dtype, device=v.device).set_(
+                            fresh[key], v.storage_offset(), v.shape, v.stride())
+                    return v
+                if isinstance(v, (list, tuple)):
+                    return type(v)(rebuild(x) for x in v)
+                return v
+            args2 = [rebuild(a) for a in args]
+            kwargs2 = {k: rebuild(v) for k, v in kwargs.items()}
+            self.busy.on = True
+            try:
+                func(*args2, **kwargs2)
+            finally:
+                self.busy.on = False
+            for name, t, may_write in named:
+                if not may_write:
+                    continue
+                again = rebuild(t)
+                first, second, sets = t, again, False
+                if as_sets and not t.is_floating_point() and t.dim() >= 1:
+                    # A top-k's rows are index sets, and indices of equal values are interchangeable:
+                    # compare the values they pick from the op's scores (its first floating input
+                    # of the rows' shape), sorted; without such an input, the indices as sets.
+                    first, second, sets = _picked(t, named), _picked(again, named), True
+                d = _first_difference(first, second, sets)
+                if d is not None:
+                    message = ("mlacheck guard: %s (torch.ops): not deterministic: %s differs between run 1 and run "
+                               "%d on the same inputs, first at index %s (%r, then %r)%s"
+                               % (qualified, _label(name, t), run, d[0], d[1], d[2],
+                                  " (rows compared as the sets of scores they pick)" if sets else ""))
+                    self.findings.append(message)
+                    raise NotDeterministic(message)
+        return result
 
     # ---- Triton -------------------------------------------------------------------------------
     def launch(self, jit, original, args, grid, kwargs):
@@ -348,11 +397,61 @@ def _install_triton(g):
     return undo
 
 
+class NotDeterministic(AssertionError):
+    """A guarded call gave different results on the same inputs (guard(repeat=N))."""
+
+
+def _poisoned(t):
+    """t (fresh from an empty) filled with NaN, or bytes 0xA5 for an integer dtype."""
+    import torch
+    if t.numel() == 0 or t.dtype == torch.bool:
+        return t
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+    else:
+        torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).fill_(0xA5)
+    return t
+
+
+def _picked(idx, named):
+    """The scores a top-k's index rows pick (idx < 0: padding, -inf), from the call's first read-only
+    floating tensor whose rows match idx's; idx itself where there is none."""
+    import torch
+    for _, t, may_write in named:
+        if not may_write and t.is_floating_point() and t.dim() == idx.dim() and t.shape[:-1] == idx.shape[:-1]:
+            picked = torch.gather(t, -1, idx.long().clamp(min=0, max=t.shape[-1] - 1))
+            return picked.masked_fill(idx < 0, float("-inf"))
+    return idx
+
+
+def _first_difference(a, b, as_sets):
+    """None when a and b (tensors of one shape) are bitwise equal (rows as sorted sets when as_sets),
+    else (index, a value, b value) of the first element that differs."""
+    import torch
+    if as_sets and a.dim() >= 1:
+        a, b = torch.sort(a, dim=-1).values, torch.sort(b, dim=-1).values
+    x = a.contiguous().view(torch.uint8).reshape(a.shape + (-1,)) if a.dim() else a.reshape(1).contiguous().view(torch.uint8)
+    y = b.contiguous().view(torch.uint8).reshape(b.shape + (-1,)) if b.dim() else b.reshape(1).contiguous().view(torch.uint8)
+    diff = (x != y).reshape(x.shape[:-1] + (-1,)).any(dim=-1) if a.dim() else (x != y).any().reshape(())
+    if not bool(diff.any()):
+        return None
+    idx = tuple(int(i) for i in torch.nonzero(diff.reshape(a.shape) if a.dim() else diff.reshape(1))[0])
+    return (list(idx), a[idx].item() if a.dim() else a.item(), b[idx].item() if b.dim() else b.item())
+
+
 @contextlib.contextmanager
-def guard(namespaces=None, triton=True, save="mlacheck-guard"):
+def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, repeat=1):
     """Guards every custom-op call (namespaces: fnmatch patterns, default every namespace but aten
     and prim) and, with triton, every Triton launch in the block; raises StrayWrite at the first call
-    that changes bytes it was not given to write. save: where a failing call is written (None: not)."""
+    that changes bytes it was not given to write. save: where a failing call is written (None: not).
+    poison: every tensor torch.empty (and empty_like, empty_strided, new_empty) makes in the block is
+    filled with NaN (floating dtypes) or bytes 0xA5 (integers), so an element a kernel never wrote is
+    visible to the test's own assertions. repeat (at least 2): each custom-op call runs that many times
+    more on copies of its storages as they were before it, and the views it may write must come out
+    bitwise the same (a top-k's integer rows, op names with "topk" or "top_k", as sets); a difference
+    is raised as NotDeterministic."""
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError("mlacheck guard: repeat=%r; give a whole number of runs, at least 1" % (repeat,))
     import torch
     try:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -360,10 +459,22 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard"):
         raise RuntimeError("mlacheck guard: torch %s has no TorchDispatchMode (torch.utils._python_dispatch): the "
                            "guard sees custom-op calls through it" % torch.__version__)
     g = _Guard(namespaces, triton, save)
+    g.repeat = repeat
+    empties = set()
+    if poison:
+        aten = torch.ops.aten
+        for packet, overloads in ((aten.empty, ("memory_format",)), (aten.empty_like, ("default",)),
+                                  (aten.empty_strided, ("default",)), (aten.new_empty, ("default",)),
+                                  (aten.new_empty_strided, ("default",))):
+            for o in overloads:
+                if hasattr(packet, o):
+                    empties.add(getattr(packet, o))
 
     class _Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if func in empties:
+                return _poisoned(func(*args, **kwargs))
             ns = getattr(func, "namespace", "aten")
             if not g.selects(ns) or getattr(g.busy, "on", False):
                 return func(*args, **kwargs)

@@ -85,6 +85,40 @@ def test_mlacheck_repro_reruns_a_saved_call_and_emits_a_pytest_file(tmp_path):
     assert p.returncode == 2 and "is not pytest:FILE" in p.stdout, p.stdout
 
 
+def test_poison_makes_an_element_a_kernel_never_wrote_visible():
+    with mlacheck.guard(poison=True):
+        out = torch.empty(2, 3)
+        torch.ops.mlacheck_test.fill_some(out)
+        idx = torch.empty(4, dtype=torch.int32)
+    assert torch.isnan(out.view(-1)[-1]) and not torch.isnan(out.view(-1)[:-1]).any()
+    assert int(idx[0]) == int.from_bytes(b"\xa5" * 4, "little", signed=True)
+    with mlacheck.guard():  # without poison the last element is whatever the allocator held
+        out = torch.empty(2, 3)
+    assert out.shape == (2, 3)
+
+
+def test_repeat_catches_an_order_dependent_sum_and_passes_a_top_k_whose_ties_move():
+    torch.manual_seed(0)
+    x = torch.randn(4, 512) * 1e4
+    with pytest.raises(mlacheck.NotDeterministic, match="not deterministic: argument 'out' .* differs between "
+                                                         "run 1 and run 2 on the same inputs, first at index"):
+        with mlacheck.guard(repeat=3, save=None):
+            torch.ops.mlacheck_test.sum_rows_racy(x, torch.empty(4))
+    # A top-k of tied scores picks other indices each call: the same scores, so no finding.
+    ties = torch.zeros(3, 64)
+    ties[:, ::3] = 1.0
+    with mlacheck.guard(repeat=3, save=None) as g:
+        torch.ops.mlacheck_test.topk_rows(ties, 8, torch.empty(3, 8, dtype=torch.int64))
+    assert g.calls == 1 and not g.findings
+    # ... but one that picks a lower score on a later call is caught.
+    with pytest.raises(mlacheck.NotDeterministic, match="rows compared as the sets of scores they pick"):
+        with mlacheck.guard(repeat=2, save=None):
+            torch.ops.mlacheck_test.topk_rows_flaky(ties, 8, torch.empty(3, 8, dtype=torch.int64))
+    with pytest.raises(ValueError, match="repeat=0"):
+        with mlacheck.guard(repeat=0):
+            pass
+
+
 def test_a_write_to_an_input_the_schema_only_reads_is_told():
     x = torch.ones(2, 4)
     with pytest.raises(mlacheck.StrayWrite, match="write to an input: 2 bytes changed .* in argument 'x' "

@@ -34,3 +34,46 @@ def copy_rows_far(x: torch.Tensor, out: torch.Tensor) -> None:
     storage = out.untyped_storage()
     last = storage.nbytes() // out.element_size() - 1
     torch.empty(0, dtype=out.dtype, device=out.device).set_(storage, last, (1,), (1,)).fill_(3.0)
+
+
+_calls = [0]
+
+
+@torch.library.custom_op("mlacheck_test::topk_rows", mutates_args=("out",))
+def topk_rows(x: torch.Tensor, k: int, out: torch.Tensor) -> None:
+    """The k largest of each row, in descending order; ties (equal values) in the order of a shuffle
+    that changes from call to call, as a parallel top-k's do: the same set every time."""
+    _calls[0] += 1
+    g = torch.Generator().manual_seed(_calls[0])
+    perm = torch.randperm(x.shape[1], generator=g)
+    idx = torch.topk(x[:, perm], k, dim=1, sorted=True).indices
+    out.copy_(perm[idx].to(out.dtype))
+
+
+@torch.library.custom_op("mlacheck_test::sum_rows_racy", mutates_args=("out",))
+def sum_rows_racy(x: torch.Tensor, out: torch.Tensor) -> None:
+    """Row sums whose order of addition changes from call to call (a shared float atomic's arrival
+    order): results that differ in the last bits."""
+    _calls[0] += 1
+    g = torch.Generator().manual_seed(_calls[0])
+    perm = torch.randperm(x.shape[1], generator=g)
+    acc = torch.zeros(x.shape[0], dtype=torch.float32)
+    for j in perm.tolist():
+        acc += x[:, j]
+    out.copy_(acc)
+
+
+@torch.library.custom_op("mlacheck_test::fill_some", mutates_args=("out",))
+def fill_some(out: torch.Tensor) -> None:
+    """Writes every element of out but the last: the last keeps whatever out held."""
+    out.view(-1)[:-1] = 1.0
+
+
+@torch.library.custom_op("mlacheck_test::topk_rows_flaky", mutates_args=("out",))
+def topk_rows_flaky(x: torch.Tensor, k: int, out: torch.Tensor) -> None:
+    """topk_rows, but every other call its last pick is the row's smallest score instead."""
+    _calls[0] += 1
+    idx = torch.topk(x, k, dim=1).indices
+    if _calls[0] % 2 == 0:
+        idx[:, -1] = torch.argmin(x, dim=1)
+    out.copy_(idx.to(out.dtype))
