@@ -420,5 +420,33 @@ def pytest_runtest_call(item):
     ns = config.getoption("--mlacheck-guard-ns", None)
     with guard(namespaces=ns.split(",") if ns else None, save=config.getoption("--mlacheck-guard-save", "mlacheck-guard"),
                poison=config.getoption("--mlacheck-guard-poison", False),
-               repeat=config.getoption("--mlacheck-guard-repeat", 1)):
-        yield
+               repeat=config.getoption("--mlacheck-guard-repeat", 1)) as g:
+        try:
+            yield
+        finally:
+            _guard_totals["tests"] += 1
+            _guard_totals["calls"] += g.calls
+            _guard_totals["findings"] += len(g.findings)
+
+
+_guard_totals = {"tests": 0, "calls": 0, "findings": 0}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not config.getoption("--mlacheck-guard", False) and _guard_totals["tests"] == 0:
+        return
+    t = _guard_totals
+    ns = config.getoption("--mlacheck-guard-ns", None) or "every namespace but aten and prim"
+    terminalreporter.write_line("mlacheck guard: %d call(s) guarded in %d test(s) (custom ops of %s, and Triton "
+                                "launches), %d finding(s)" % (t["calls"], t["tests"], ns, t["findings"]))
+    if t["tests"] > 0 and t["calls"] == 0:
+        terminalreporter.write_line("mlacheck guard: NO RUN: no guarded test called a custom op of those namespaces or "
+                                    "launched a Triton kernel, so nothing was checked (--mlacheck-guard-ns picks "
+                                    "others)", red=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # A guarded session that guarded no call checked nothing: never a clean exit.
+    if session.config.getoption("--mlacheck-guard", False) and _guard_totals["tests"] > 0 \
+            and _guard_totals["calls"] == 0 and exitstatus == 0:
+        session.exitstatus = 1

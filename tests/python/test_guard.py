@@ -191,6 +191,11 @@ def test_a_users_unchanged_test_file_fails_exactly_the_tests_that_reach_the_bug(
     assert "row 1, column 0 (past the view's 1 rows)" in guarded.stdout or "row 1, column 0" in guarded.stdout, guarded.stdout
     saved = os.listdir(os.path.join(str(tmp_path), "mlacheck-guard"))
     assert len(saved) == 2, saved
+    assert "mlacheck guard: 4 call(s) guarded in 4 test(s)" in guarded.stdout, guarded.stdout
+    # Namespaces that match no op: nothing was checked, and the run says so and fails.
+    none = run_user_suite(tmp_path, "--mlacheck-guard", "--mlacheck-guard-ns", "vlm*", "-k", "not buggy")
+    assert none.returncode == 1 and "2 passed" in none.stdout, none.stdout
+    assert "mlacheck guard: NO RUN: no guarded test called a custom op of those namespaces" in none.stdout, none.stdout
 
 
 def test_a_far_write_into_a_large_buffer_is_found_by_its_block():
