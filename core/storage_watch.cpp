@@ -19,8 +19,6 @@ StorageWatch::StorageWatch(const uint8_t* base, int64_t bytes, int64_t exact_lim
 #endif
   MLA_REQUIRE(bytes >= 0, "storage watch: negative size ", bytes);
   MLA_REQUIRE(base != nullptr || bytes == 0, "storage watch: no memory for ", bytes, " bytes");
-  writable_.assign(static_cast<size_t>((bytes + 63) / 64), 0);
-  read_only_.assign(writable_.size(), 0);
 }
 
 StorageWatch::~StorageWatch() { release_device(); }
@@ -46,11 +44,12 @@ int64_t StorageWatch::copy_snapshot(uint8_t* dst, int64_t len) const {
   return len;
 }
 
-void StorageWatch::mark(std::vector<uint64_t>& bits, const View& v) {
+void StorageWatch::mark(std::vector<uint64_t>& bits, const View& v, int64_t origin) {
   if (v.numel() == 0) return;
   const int64_t es = v.element_size();
   const int rank = v.rank();
   auto set_run = [&](int64_t b, int64_t n) {
+    b -= origin;
     int64_t i = b;
     const int64_t e = b + n;
     for (; i < e && (i & 63); ++i) bits[i >> 6] |= uint64_t{1} << (i & 63);
@@ -81,7 +80,6 @@ void StorageWatch::add_view(std::string label, const View& v, bool may_write) {
   const ByteSpan s = v.byte_span();
   MLA_REQUIRE(s.empty() || (s.begin >= 0 && s.end <= bytes_), "storage watch: ", label, " reaches bytes [", s.begin,
               ", ", s.end, ") of a storage of ", bytes_);
-  mark(may_write ? writable_ : read_only_, v);
   views_.push_back({std::move(label), v, may_write});
   armed_ = false;
 }
@@ -129,6 +127,11 @@ void StorageWatch::arm() {
     window_end_ = std::min(bytes_, hi + kMargin);
   }
   const int64_t blocks = (bytes_ + kBlock - 1) / kBlock;
+  // The views' bits, over the window only (every view lies inside it).
+  const size_t words = static_cast<size_t>((window_end_ - window_begin_ + 63) / 64);
+  writable_.assign(words, 0);
+  read_only_.assign(words, 0);
+  for (const Watched& w : views_) mark(w.may_write ? writable_ : read_only_, w.view, window_begin_);
 #ifdef MLACHECK_GUARD_CUDA
   if (device_) {
     release_device();
@@ -136,17 +139,9 @@ void StorageWatch::arm() {
     const int64_t n = window_end_ - window_begin_;
     d_snapshot_ = watch_cuda::alloc(n);
     watch_cuda::copy_on_device(d_snapshot_, base_ + window_begin_, n);
-    // The writable bits of the window, from its first byte: whole words shifted into place.
-    std::vector<uint64_t> bits(static_cast<size_t>((n + 63) / 64), 0);
-    const int64_t w0 = window_begin_ >> 6, shift = window_begin_ & 63;
-    for (size_t k = 0; k < bits.size(); ++k) {
-      const size_t lo = static_cast<size_t>(w0) + k;
-      uint64_t v = lo < writable_.size() ? writable_[lo] >> shift : 0;
-      if (shift != 0 && lo + 1 < writable_.size()) v |= writable_[lo + 1] << (64 - shift);
-      bits[k] = v;
-    }
-    d_writable_ = watch_cuda::alloc(static_cast<int64_t>(bits.size() * 8));
-    watch_cuda::copy_to_device(d_writable_, bits.data(), static_cast<int64_t>(bits.size() * 8));
+    // The writable bits of the window, from its first byte.
+    d_writable_ = watch_cuda::alloc(static_cast<int64_t>(writable_.size() * 8));
+    watch_cuda::copy_to_device(d_writable_, writable_.data(), static_cast<int64_t>(writable_.size() * 8));
     blocks_ = window_begin_ > 0 || window_end_ < bytes_ ? blocks : 0;
     if (blocks_ > 0) {
       d_was_ = watch_cuda::alloc(blocks_ * 8);
@@ -200,7 +195,7 @@ WatchReport StorageWatch::check() const {
       r.first = static_cast<int64_t>(t.first);
       watch_cuda::copy_to_host(&r.expected, static_cast<const uint8_t*>(d_snapshot_) + (r.first - window_begin_), 1);
       watch_cuda::copy_to_host(&r.actual, base_ + r.first, 1);
-      r.into_read_only = bit(read_only_, r.first);
+      r.into_read_only = in_window(read_only_, r.first);
     }
     if (t.blocks > 0) first_block = static_cast<int64_t>(t.first_block);
   }
@@ -212,12 +207,12 @@ WatchReport StorageWatch::check() const {
     if (std::memcmp(was, base_ + c, static_cast<size_t>(n)) == 0) continue;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t off = c + i;
-      if (was[i] == base_[off] || bit(writable_, off)) continue;
+      if (was[i] == base_[off] || in_window(writable_, off)) continue;
       if (r.changed_bytes++ == 0) {
         r.first = off;
         r.expected = was[i];
         r.actual = base_[off];
-        r.into_read_only = bit(read_only_, off);
+        r.into_read_only = in_window(read_only_, off);
       }
     }
   }

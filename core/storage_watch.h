@@ -69,15 +69,20 @@ class StorageWatch {
     View view;
     bool may_write;
   };
-  static void mark(std::vector<uint64_t>& bits, const View& v);
+  // Sets the bits of v's bytes in bits, whose bit 0 is storage byte origin.
+  static void mark(std::vector<uint64_t>& bits, const View& v, int64_t origin);
   static bool bit(const std::vector<uint64_t>& bits, int64_t i) { return (bits[i >> 6] >> (i & 63)) & 1u; }
+  // The bit of storage byte off in bits over the exact window (false outside it).
+  bool in_window(const std::vector<uint64_t>& bits, int64_t off) const {
+    return off >= window_begin_ && off < window_end_ && bit(bits, off - window_begin_);
+  }
   uint64_t block_sum(int64_t block) const;
   void locate(WatchReport& r, int64_t offset) const;
 
   const uint8_t* base_;
   int64_t bytes_, exact_limit_;
   std::vector<Watched> views_;
-  std::vector<uint64_t> writable_, read_only_;  // a bit per storage byte
+  std::vector<uint64_t> writable_, read_only_;  // a bit per byte of the exact window, made by arm()
   int64_t window_begin_ = 0, window_end_ = 0;   // the exact window
   std::vector<uint8_t> snapshot_;               // its bytes at arm()
   std::vector<uint64_t> sums_;                  // per block, for the blocks beyond the window
