@@ -11,7 +11,8 @@
 // 256 KiB), and a 64-bit checksum of each
 // 4 KiB block beyond that. So a small view of a large preallocated buffer is not copied whole: a
 // change near the views is reported byte for byte, and one far from them by its block (its old
-// bytes are not kept). Host memory only: a device storage is refused by the Python side, in one line.
+// bytes are not kept). A CUDA storage is watched by kernels (core/backend/cuda_storage_watch.h) where
+// this was built with MLACHECK_GUARD_CUDA, and refused with one line where it was not.
 #pragma once
 
 #include <cstdint>

@@ -28,29 +28,14 @@
 #include "mlacheck/plugin.h"
 #include "kernels/interpreter_cost.h"
 #include "kernels/python_worker.h"
+#include "core/json_text.h"
 
 
 namespace mlacheck::kernels {
 namespace {
 
 using python_worker::Reply;
-// s as a JSON string (the worker's messages: paths and names, printable text).
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (const unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+using text::json_quote;
 
 // ---- what was registered ----------------------------------------------------------------------------
 

@@ -13,18 +13,18 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"
+
 namespace mlacheck::report {
 
-// s as valid UTF-8: each byte of an invalid or overlong sequence becomes "\xHH".
-std::string valid_utf8(const std::string& s);
+// valid_utf8 and json_quote (core/json_text.h), for the reports.
+using text::json_quote;
+using text::valid_utf8;
 
 // s escaped for XML 1.0 text (attribute: also quotes, and tabs and line ends as character
 // references, so they survive attribute normalisation). Valid UTF-8; control characters XML 1.0
 // forbids become "\xHH".
 std::string xml_escape(const std::string& s, bool attribute = false);
-
-// s as a JSON string literal, quotes included, valid UTF-8 (RFC 8259).
-std::string json_quote(const std::string& s);
 
 // One JUnit test case: a property of one implementation, a seeded-bug variant, a case file.
 struct TestCase {

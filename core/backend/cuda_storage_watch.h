@@ -2,7 +2,8 @@
 // snapshot of the exact window, the masks of the views, the per-block checksums and the comparison
 // all stay on the device; only a tally (how many bytes and blocks changed, and where the first
 // lies) comes back. Built into libmlacheck_guard.so when nvcc is there (MLACHECK_GUARD_CUDA);
-// every function waits for the whole device first, so it sees every launch on every stream.
+// use_device_of waits for the whole device (StorageWatch calls it first in arm() and check()), so
+// the watch sees every launch on every stream.
 #pragma once
 
 #include <cstdint>

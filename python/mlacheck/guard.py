@@ -176,7 +176,6 @@ class _Guard:
         """Runs call() with every storage of named [(name, tensor, may_write)] armed before and checked after."""
         if getattr(self.busy, "on", False):  # a guarded call inside a guarded call: the outer one watches
             return call()
-        import torch
         lib = _library()
         for name, t, _ in named:
             if t.device.type == "cpu" or (t.device.type == "cuda" and lib.mlacheck_watch_has_cuda()):
@@ -300,8 +299,7 @@ class _Guard:
                 if isinstance(v, torch.Tensor):
                     key = v.untyped_storage().data_ptr()
                     if key in fresh:
-                        return torch.empty(0, dtype=v.dtype, device=v.device).set_(
-                            fresh[key], v.storage_offset(), v.shape, v.stride())
+                        return _view_on(fresh[key], v.dtype, v.storage_offset(), v.shape, v.stride())
                     return v
                 if isinstance(v, (list, tuple)):
                     return type(v)(rebuild(x) for x in v)
@@ -401,6 +399,12 @@ class NotDeterministic(AssertionError):
     """A guarded call gave different results on the same inputs (guard(repeat=N))."""
 
 
+def _view_on(storage, dtype, offset, shape, stride):
+    """A tensor of dtype, shape, stride and storage offset (in elements) on an untyped storage."""
+    import torch
+    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
+
+
 def _poisoned(t):
     """t (fresh from an empty) filled with NaN, or bytes 0xA5 for an integer dtype."""
     import torch
@@ -409,7 +413,7 @@ def _poisoned(t):
     if t.is_floating_point() or t.is_complex():
         t.fill_(float("nan"))
     else:
-        torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).fill_(0xA5)
+        _view_on(t.untyped_storage(), torch.uint8, 0, (t.untyped_storage().nbytes(),), (1,)).fill_(0xA5)
     return t
 
 
@@ -430,13 +434,15 @@ def _first_difference(a, b, as_sets):
     import torch
     if as_sets and a.dim() >= 1:
         a, b = torch.sort(a, dim=-1).values, torch.sort(b, dim=-1).values
-    x = a.contiguous().view(torch.uint8).reshape(a.shape + (-1,)) if a.dim() else a.reshape(1).contiguous().view(torch.uint8)
-    y = b.contiguous().view(torch.uint8).reshape(b.shape + (-1,)) if b.dim() else b.reshape(1).contiguous().view(torch.uint8)
-    diff = (x != y).reshape(x.shape[:-1] + (-1,)).any(dim=-1) if a.dim() else (x != y).any().reshape(())
-    if not bool(diff.any()):
+    # Element by element, as bytes: NaNs with the same bits are equal, -0.0 and 0.0 are not.
+    x = a.reshape(-1).contiguous().view(torch.uint8).reshape(a.numel(), -1)
+    y = b.reshape(-1).contiguous().view(torch.uint8).reshape(b.numel(), -1)
+    differs = torch.nonzero((x != y).any(dim=1))
+    if differs.numel() == 0:
         return None
-    idx = tuple(int(i) for i in torch.nonzero(diff.reshape(a.shape) if a.dim() else diff.reshape(1))[0])
-    return (list(idx), a[idx].item() if a.dim() else a.item(), b[idx].item() if b.dim() else b.item())
+    flat = int(differs[0, 0])
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)] if a.dim() else []
+    return index, a.reshape(-1)[flat].item(), b.reshape(-1)[flat].item()
 
 
 @contextlib.contextmanager
@@ -517,9 +523,8 @@ def replay(path, imports=()):
         if isinstance(v, dict) and "__tensor__" in v:
             if v["__tensor__"] is None:
                 return v["value"]
-            base = storages[v["__tensor__"]]
-            flat = base.view(v["dtype"]) if base.numel() % torch.empty(0, dtype=v["dtype"]).element_size() == 0 else base
-            return flat.as_strided(v["shape"], v["stride"], v["offset"])
+            return _view_on(storages[v["__tensor__"]].untyped_storage(), v["dtype"], v["offset"], v["shape"],
+                            v["stride"])
         if isinstance(v, (list, tuple)):
             return type(v)(decode(x) for x in v)
         if isinstance(v, dict):

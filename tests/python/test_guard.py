@@ -92,9 +92,6 @@ def test_poison_makes_an_element_a_kernel_never_wrote_visible():
         idx = torch.empty(4, dtype=torch.int32)
     assert torch.isnan(out.view(-1)[-1]) and not torch.isnan(out.view(-1)[:-1]).any()
     assert int(idx[0]) == int.from_bytes(b"\xa5" * 4, "little", signed=True)
-    with mlacheck.guard():  # without poison the last element is whatever the allocator held
-        out = torch.empty(2, 3)
-    assert out.shape == (2, 3)
 
 
 def test_repeat_catches_an_order_dependent_sum_and_passes_a_top_k_whose_ties_move():
