@@ -89,13 +89,13 @@ class StorageWatch {
   std::vector<uint64_t> sums_;                  // per block, for the blocks beyond the window
   bool armed_ = false;
   // Device memory (device_): the window's snapshot, its writable bits, the arm's and the check's
-  // block sums.
+  // block sums. Unused where this is built without MLACHECK_GUARD_CUDA (mlacheck_core).
   bool device_ = false;
-  void* d_snapshot_ = nullptr;
-  void* d_writable_ = nullptr;
-  void* d_was_ = nullptr;
-  void* d_sums_ = nullptr;
-  int64_t blocks_ = 0;
+  [[maybe_unused]] void* d_snapshot_ = nullptr;
+  [[maybe_unused]] void* d_writable_ = nullptr;
+  [[maybe_unused]] void* d_was_ = nullptr;
+  [[maybe_unused]] void* d_sums_ = nullptr;
+  [[maybe_unused]] int64_t blocks_ = 0;
   void release_device();
 };
 
