@@ -191,4 +191,21 @@ bool move_by_slack(std::vector<double>& got, const std::vector<double>& want, co
   return moved;
 }
 
+CompareReport compare_runs(const std::vector<double>& after, const std::vector<double>& before,
+                           const std::vector<double>& exact, const std::vector<double>& slack,
+                           const std::vector<int64_t>& shape, const Tolerance& tol) {
+  MLA_REQUIRE(after.size() == before.size() && after.size() == exact.size() && after.size() == slack.size(),
+              "compare_runs: ", after.size(), " values against ", before.size(), ", ", exact.size(), " exact, ",
+              slack.size(), " slacks");
+  std::vector<double> moved = after, by(after.size());
+  for (size_t i = 0; i < by.size(); ++i) {
+    const double s = std::isfinite(slack[i]) ? std::max(0.0, slack[i]) : 0.0;
+    by[i] = std::isfinite(exact[i]) ? 2 * s + tol.atol + tol.rtol * std::abs(exact[i]) : 0.0;
+  }
+  move_by_slack(moved, before, by);
+  std::vector<double> ref = before;
+  return compare_close(HostTensor(moved.data(), View::contiguous(DType::kF64, shape)),
+                       HostTensor(ref.data(), View::contiguous(DType::kF64, shape)), tol);
+}
+
 }  // namespace mlacheck

@@ -52,4 +52,14 @@ CompareReport compare_close(const HostTensor& actual, const HostTensor& expected
 // the same length.
 bool move_by_slack(std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& slack);
 
+// Run against run: two results of one exact problem (the same rows permuted, another split count),
+// each of which the oracle comparison allows to be off the exact value by slack[i] plus the
+// table's atol + rtol * |exact[i]|. So they may be twice that apart, and no more (docs/ops.md 7,
+// "Run against run"): after is moved toward before by 2 slack + atol + rtol |exact| (one run's
+// whole allowance and the other's slack), then compare_close applies the table's rule (the other
+// run's). Special values must sit in the same places. All four have shape's element count.
+CompareReport compare_runs(const std::vector<double>& after, const std::vector<double>& before,
+                           const std::vector<double>& exact, const std::vector<double>& slack,
+                           const std::vector<int64_t>& shape, const Tolerance& tol);
+
 }  // namespace mlacheck

@@ -194,7 +194,8 @@ CompareReport compare_out(const HostTensor& got, const oracle::OracleTensor& wan
 
 }  // namespace
 
-SparseMlaOutcome run_sparse_mla(Device& device, SparseMlaFn* fn, const SparseMlaCase& c, bool compare) {
+SparseMlaOutcome run_sparse_mla(Device& device, SparseMlaFn* fn, const SparseMlaCase& c, bool compare,
+                                oracle::SparseMlaResult* exact) {
   Staged st(c);
   SparseMlaOutcome o;
   o.failure = st.run(device, c, [&] { fn(device, st.args(c)); });
@@ -203,14 +204,15 @@ SparseMlaOutcome run_sparse_mla(Device& device, SparseMlaFn* fn, const SparseMla
   std::memcpy(o.out.data(), st.out.host.data() + st.out.view.byte_offset(), 2 * o.out.size());
   o.lse.resize(static_cast<size_t>(st.lse.view.numel()));
   std::memcpy(o.lse.data(), st.lse.host.data() + st.lse.view.byte_offset(), 4 * o.lse.size());
-  if (!compare) return o;
+  if (!compare && exact == nullptr) return o;
 
   oracle::SparseMlaInputs in{st.q.host_tensor(), st.kv.host_tensor(), st.indices.host_tensor(),
                              std::nullopt,       c.softmax_scale,     std::nullopt};
   if (c.has_length) in.topk_length = st.lengths.host_tensor();
   if (c.has_sink) in.attn_sink = st.sink.host_tensor();
-  const oracle::SparseMlaResult want = oracle::sparse_mla_decode(in);
-  o.failure = compare_sparse_mla(st.out.host_tensor(), st.lse.host_tensor(), want, c.magnitude_log2);
+  oracle::SparseMlaResult want = oracle::sparse_mla_decode(in);
+  if (compare) o.failure = compare_sparse_mla(st.out.host_tensor(), st.lse.host_tensor(), want, c.magnitude_log2);
+  if (exact != nullptr) *exact = std::move(want);
   return o;
 }
 
@@ -253,8 +255,9 @@ SparseMlaCase permute_sparse_mla_rows(const SparseMlaCase& c, uint64_t permutati
 Verdict sparse_mla_permutation_invariant(Device& device, SparseMlaFn* fn, const SparseMlaCase& c,
                                          uint64_t permutation_seed) {
   // Both runs stage the same slots (the set of counted valid entries is the same), so the cache
-  // bytes are identical.
-  const SparseMlaOutcome a = run_sparse_mla(device, fn, c, false);
+  // bytes are identical, and the oracle's result (a sum over a multiset) is the same for both.
+  oracle::SparseMlaResult exact;
+  const SparseMlaOutcome a = run_sparse_mla(device, fn, c, false, &exact);
   if (a.failure) return "original rows: " + *a.failure;
   const SparseMlaOutcome b = run_sparse_mla(device, fn, permute_sparse_mla_rows(c, permutation_seed), false);
   if (b.failure) return "permuted rows: " + *b.failure;
@@ -275,12 +278,17 @@ Verdict sparse_mla_permutation_invariant(Device& device, SparseMlaFn* fn, const 
            std::to_string(row % c.H) + ") column " + std::to_string(i % kLatent) + ": " + std::to_string(y) +
            " with the rows permuted, " + std::to_string(x) + " before, more than one bf16 ulp apart";
   }
+  // lse: each run may be off the exact lse by its slack plus the table's rule (what equals_oracle
+  // allows), so the two by twice that. A campaign on the H200 found the one-sided rule too tight:
+  // 1.008x the table's tolerance between two orders of one row, each within it of the oracle.
   const int64_t rows = c.B * c.H * c.S;
-  std::vector<float> la = a.lse, lb = b.lse;
-  const CompareReport r = compare_close(HostTensor(lb.data(), View::contiguous(DType::kF32, {c.B, c.H, c.S})),
-                                        HostTensor(la.data(), View::contiguous(DType::kF32, {c.B, c.H, c.S})),
-                                        tolerance_for("sparse_mla_decode", "lse"));
-  if (!r.ok) return "lse with the rows permuted against before (" + std::to_string(rows) + " rows): " + r.describe();
+  const std::vector<double> la(a.lse.begin(), a.lse.end()), lb(b.lse.begin(), b.lse.end());
+  const CompareReport r = compare_runs(lb, la, exact.lse.values, exact.lse_slack.values, {c.B, c.H, c.S},
+                                       tolerance_for("sparse_mla_decode", "lse"));
+  if (!r.ok) {
+    return "lse with the rows permuted against before (" + std::to_string(rows) + " rows): " + r.describe() +
+           " (after each element moved toward before by twice its slack and the table's rule at the exact lse)";
+  }
   return std::nullopt;
 }
 

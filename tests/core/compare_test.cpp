@@ -188,5 +188,38 @@ TEST(MoveBySlack, MovesTowardTheWantedValueByAtMostTheSlackAndNeverPastIt) {
   EXPECT_THROW(move_by_slack(same, {1.0, 2.0}, {0.5}), Error);
 }
 
+// Two runs of one exact value, each as far from it as the oracle comparison allows (its slack plus
+// atol + rtol |exact|), on opposite sides: twice that apart passes, and a little more fails, with
+// the worst element named. What the H200 campaign found: two orders of one sparse row 1.008x the
+// table's tolerance apart, each within it of the oracle, reported by the one-sided rule.
+TEST(CompareRuns, TwoRunsMayBeTwiceTheOracleAllowanceApartAndNoMore) {
+  const Tolerance tol{1e-5, 1e-6, 1e-9, "test"};
+  const std::vector<double> exact = {-0.0180750, 3.8352415, INFINITY};
+  const std::vector<double> slack = {0.0, 2e-6, 0.0};
+  auto allowance = [&](size_t i) { return slack[i] + tol.atol + tol.rtol * std::abs(exact[i]); };
+  auto runs = [&](double fraction) {
+    std::vector<double> before = exact, after = exact;
+    for (size_t i = 0; i < 2; ++i) {
+      before[i] = exact[i] - fraction * allowance(i);
+      after[i] = exact[i] + fraction * allowance(i);
+    }
+    return compare_runs(after, before, exact, slack, {3}, tol);
+  };
+  EXPECT_TRUE(runs(0.99).ok) << runs(0.99).what;
+  EXPECT_FALSE(compare_close(HostTensor(std::vector<double>{exact[0] + 0.6 * allowance(0)}.data(),
+                                        View::contiguous(DType::kF64, {1})),
+                             HostTensor(std::vector<double>{exact[0] - 0.6 * allowance(0)}.data(),
+                                        View::contiguous(DType::kF64, {1})),
+                             tol)
+                   .ok)
+      << "the one-sided rule this replaces fails runs 1.2x the table's tolerance apart";
+  const CompareReport r = runs(1.02);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.mismatches, 2) << r.what;
+  // Special values must match in place, whatever the slack.
+  EXPECT_FALSE(compare_runs({1.0, 2.0, 5.0}, {1.0, 2.0, INFINITY}, exact, slack, {3}, tol).ok);
+  EXPECT_THROW(compare_runs({1.0}, {1.0, 2.0}, exact, slack, {3}, tol), Error);
+}
+
 }  // namespace
 }  // namespace mlacheck
