@@ -57,6 +57,23 @@ std::string saved_name(const std::string& impl) {
   return name + ".case";
 }
 
+// The file of a row's failure: the first's is <op>-<name>.case, a further property's
+// <op>-<name>.<property without the op>.case.
+std::string saved_name(const SuiteResult& r, const SuiteFinding& f) {
+  if (&f == &r.first) return saved_name(r.impl);
+  const std::string base = saved_name(r.impl);
+  std::string what = f.property.empty() ? f.check : f.property;
+  if (what.rfind(r.op + ".", 0) == 0) what = what.substr(r.op.size() + 1);
+  for (char& c : what) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '_';
+  }
+  return base.substr(0, base.size() - 5) + "." + what + ".case";
+}
+
+const char* result_word(const SuiteResult& r) {
+  return r.failed ? "FAIL" : r.ran_nothing() ? "NO RUN" : r.partial() ? "PARTIAL" : "PASS";
+}
+
 // A case that failed on <op>@ref too: saved so the suite's own fault can be looked at.
 std::string false_positive_name(const std::string& impl) {
   const std::string name = saved_name(impl);
@@ -73,31 +90,51 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   size_t w = 14;
   for (const SuiteResult& r : rows) w = std::max(w, r.impl.size());
   char line[640];
-  std::snprintf(line, sizeof line, "%-*s  %-6s  %6s  %s\n", static_cast<int>(w), "implementation", "result", "cases",
-                "first failure (stage: check): verdict");
-  out << line;
-  for (const SuiteResult& r : rows) {
-    std::string what = r.failed ? r.first.stage + ": " + r.first.check + ": " + r.first.verdict
-                       : r.ran_nothing() ? r.ran_nothing_reason() : "-";
-    if (what.size() > 400) {  // cut in the verdict, keeping --report html's "; picture: PATH" at its end
+  const auto cut = [](std::string what) {  // keeps --report html's "; picture: PATH" at its end
+    if (what.size() > 400) {
       const size_t at = what.rfind("; picture: ");
       const std::string note = at == std::string::npos ? "" : what.substr(at);
       what = what.substr(0, 397 - std::min<size_t>(note.size(), 200)) + "..." + note;
     }
-    std::snprintf(line, sizeof line, "%-*s  %-6s  %6d  %s\n", static_cast<int>(w), r.impl.c_str(),
-                  r.failed ? "FAIL" : r.ran_nothing() ? "NO RUN" : "PASS", r.cases_run, what.c_str());
+    return what;
+  };
+  std::snprintf(line, sizeof line, "%-*s  %-7s  %6s  %s\n", static_cast<int>(w), "implementation", "result", "cases",
+                "failures, one row per failing property (stage: check: verdict)");
+  out << line;
+  for (const SuiteResult& r : rows) {
+    const std::string what = r.failed ? r.first.stage + ": " + r.first.check + ": " + r.first.verdict
+                             : r.ran_nothing() ? r.ran_nothing_reason()
+                             : r.partial()     ? "not judged: " + r.unjudged_reason()
+                                               : "-";
+    std::snprintf(line, sizeof line, "%-*s  %-7s  %6d  %s\n", static_cast<int>(w), r.impl.c_str(), result_word(r),
+                  r.cases_run, cut(what).c_str());
     out << line;
+    for (const SuiteFinding& f : r.more) {
+      std::snprintf(line, sizeof line, "%-*s  %-7s  %6s  %s\n", static_cast<int>(w), "", "FAIL", "",
+                    cut(f.stage + ": " + f.check + ": " + f.verdict).c_str());
+      out << line;
+    }
+    if (r.failed && !r.unjudged().empty()) {
+      std::snprintf(line, sizeof line, "%-*s  %-7s  %6s  %s\n", static_cast<int>(w), "", "-", "",
+                    cut("not judged: " + r.unjudged_reason()).c_str());
+      out << line;
+    }
   }
   const auto failed = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.failed; });
   const auto empty = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.ran_nothing(); });
-  out << "\n" << rows.size() - static_cast<size_t>(failed + empty) << " of " << rows.size() << " passed";
+  const auto partial = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.partial(); });
+  out << "\n" << rows.size() - static_cast<size_t>(failed + empty + partial) << " of " << rows.size() << " passed";
   if (empty > 0) out << ", " << empty << " ran no case (not a pass: give a longer --budget)";
+  if (partial > 0) out << ", " << partial << " left a property unjudged (not a pass)";
   out << '\n';
   for (const SuiteResult& r : rows) {
-    if (!r.failed || r.first.case_text.empty()) continue;
-    out << "\n" << r.impl << " failed on this case (saved as " << (fs::path(o.save_dir) / saved_name(r.impl)).string()
-        << "); rerun it with `mlacheck repro FILE" << rerun_flags(o)
-        << "`:\n" << r.first.case_text;
+    for (const SuiteFinding* f : r.findings()) {
+      if (f->case_text.empty()) continue;
+      out << "\n" << r.impl << " failed " << (f->property.empty() ? f->check : f->property) << " on this case (saved as "
+          << (fs::path(o.save_dir) / saved_name(r, *f)).string() << "); rerun it with `mlacheck repro FILE"
+          << rerun_flags(o) << "`:\n"
+          << f->case_text;
+    }
   }
   for (const SuiteResult& r : rows) {
     const auto contract = kernels::registry().contract(r.impl);
@@ -121,6 +158,20 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   for (const SuiteResult& r : rows) {
     if (!r.probe_note.empty()) out << r.impl << ": " << r.probe_note << '\n';
     if (!r.budget_note.empty() && !r.ran_nothing()) out << r.impl << ": " << r.budget_note << '\n';
+    if (r.slow_cases > 0) out << r.impl << ": " << r.slow_cases << " slow case(s), not hangs; first: " << r.slow_case << '\n';
+    if (r.failed || r.partial()) {  // what each property got
+      out << r.impl << ": ";
+      for (size_t i = 0; i < r.properties.size(); ++i) {
+        const std::string& p = r.properties[i];
+        const auto t = r.tally.find(p);
+        const int n = t == r.tally.end() ? 0 : t->second.cases;
+        const auto fs = r.findings();
+        const bool failed_p = std::any_of(fs.begin(), fs.end(), [&](const SuiteFinding* f) { return f->property == p; });
+        out << (i ? ", " : "") << p << " " << (failed_p ? "FAIL" : n > 0 ? "pass" : "not judged") << " (" << n
+            << (n == 1 ? " case)" : " cases)");
+      }
+      out << '\n';
+    }
     if (r.beyond_reach > 0) {
       out << r.impl << ": " << r.beyond_reach << " case(s) not run, neither passed nor failed; first: " << r.beyond_reach_why
           << '\n';
@@ -134,18 +185,6 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
       out << '\n';
     }
   }
-}
-
-// The properties the suite runs on op (its fuzz target's, less the reference-only ones), in order.
-std::vector<std::string> properties_of(const std::string& op) {
-  std::vector<std::string> out;
-  for (const FuzzTarget& t : fuzz_targets()) {
-    if (t.op != op) continue;
-    for (const PropertyEntry* p : fuzz_target_properties(t)) {
-      if (!p->ref_only) out.push_back(p->name);
-    }
-  }
-  return out;
 }
 
 // JUnit: a test suite per implementation, a test case per property of its op (tools/report_formats.h).
@@ -168,39 +207,45 @@ void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::os
     if (r.false_positives > 0) {
       s.properties.push_back({"suite_false_positives", std::to_string(r.false_positives) + "; first: " + r.false_positive});
     }
-    const std::string rerun = "saved as " + (fs::path(o.save_dir) / saved_name(r.impl)).string() +
-                              "; rerun it with `mlacheck repro FILE" +
-                              rerun_flags(o) + "`:\n";
-    const auto failure = [&](const std::string& name) {
+    const auto failure = [&](const SuiteFinding& f, const std::string& name) {
       TestCase t;
-      t.name = name, t.classname = r.impl, t.outcome = TestCase::Outcome::kFailed, t.seconds = r.first.seconds;
-      t.message = r.first.stage + ": " + r.first.verdict;
-      t.type = r.first.check == name && name.find('.') != std::string::npos ? "property violation" : r.first.check;
-      t.details = t.message + "\n" + (r.first.case_text.empty() ? "" : rerun + r.first.case_text);
+      t.name = name, t.classname = r.impl, t.outcome = TestCase::Outcome::kFailed, t.seconds = f.seconds;
+      t.message = f.stage + ": " + f.verdict;
+      t.type = f.check == name && name.find('.') != std::string::npos ? "property violation" : f.check;
+      const std::string rerun = "saved as " + (fs::path(o.save_dir) / saved_name(r, f)).string() +
+                                "; rerun it with `mlacheck repro FILE" + rerun_flags(o) + "`:\n";
+      t.details = t.message + "\n" + (f.case_text.empty() ? "" : rerun + f.case_text);
       return t;
     };
-    bool placed = false;
-    for (const std::string& p : properties_of(r.op.empty() ? r.impl.substr(0, r.impl.find('@')) : r.op)) {
-      if (r.failed && r.first.check == p) {
-        s.cases.push_back(failure(p));
-        placed = true;
+    const std::vector<const SuiteFinding*> found = r.findings();
+    std::vector<const SuiteFinding*> placed;
+    for (const std::string& p : r.properties) {
+      const auto f = std::find_if(found.begin(), found.end(), [&](const SuiteFinding* x) { return x->property == p; });
+      if (f != found.end()) {
+        // A crash or a hang is named after itself, its property beside it.
+        s.cases.push_back(failure(**f, (*f)->check == p ? p : p + " (" + (*f)->check + ")"));
+        placed.push_back(*f);
         continue;
       }
       TestCase t;
       t.name = p, t.classname = r.impl;
-      if (r.failed) {
-        t.outcome = TestCase::Outcome::kSkipped;
-        t.message = "not judged to the end: the suite stops at its first failure (" + r.first.check + ")";
+      const auto tl = r.tally.find(p);
+      if (tl == r.tally.end() || tl->second.cases == 0) {  // never a pass: failed, with why
+        t.outcome = TestCase::Outcome::kFailed;
+        t.type = "not judged";
+        t.message = p + ": no case ran" +
+                    (tl != r.tally.end() && tl->second.not_taken > 0
+                         ? " (" + std::to_string(tl->second.not_taken) + " not taken: " + tl->second.not_taken_why + ")"
+                         : " (the budget ended first)");
+        t.details = t.message;
+      } else {
+        t.output = std::to_string(tl->second.cases) + " case(s) run";
       }
       s.cases.push_back(t);
     }
-    // A crash, a hang or a lost device context: a test case named after it.
-    if (r.failed && !placed) s.cases.push_back(failure(r.first.check));
-    if (r.ran_nothing()) {  // never a pass: a failed test case of its own
-      TestCase t;
-      t.name = "cases run", t.classname = r.impl, t.outcome = TestCase::Outcome::kFailed;
-      t.message = r.ran_nothing_reason(), t.type = "no case ran", t.details = t.message;
-      s.cases.push_back(t);
+    // A failure without a property of the row (a crash before any case): a test case named after it.
+    for (const SuiteFinding* f : found) {
+      if (std::find(placed.begin(), placed.end(), f) == placed.end()) s.cases.push_back(failure(*f, f->check));
     }
     if (o.suite.contract_probe && r.probe_note.empty()) {
       TestCase t;
@@ -221,20 +266,45 @@ void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ost
       << ", \"implementations\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const SuiteResult& r = rows[i];
+    const std::string verdict = r.ran_nothing() ? r.ran_nothing_reason()
+                                : r.partial()   ? "not judged: " + r.unjudged_reason()
+                                                : r.first.verdict;
     out << "  {\"implementation\": " << report::json_quote(r.impl) << ", \"summary\": " << report::json_quote(r.summary)
-        << ", \"passed\": " << (r.failed || r.ran_nothing() ? "false" : "true")
-        << ", \"result\": " << report::json_quote(r.failed ? "FAIL" : r.ran_nothing() ? "NO RUN" : "PASS")
+        << ", \"passed\": " << (r.passed() ? "true" : "false")
+        << ", \"result\": " << report::json_quote(result_word(r))
         << ", \"cases_run\": " << r.cases_run
         << ", \"stage\": " << report::json_quote(r.first.stage) << ", \"check\": " << report::json_quote(r.first.check)
-        << ", \"verdict\": " << report::json_quote(r.ran_nothing() ? r.ran_nothing_reason() : r.first.verdict) << ", \"seconds\": " << fixed(r.first.seconds, 3)
+        << ", \"verdict\": " << report::json_quote(verdict) << ", \"seconds\": " << fixed(r.first.seconds, 3)
         << ", \"case\": " << report::json_quote(r.first.case_text) << ", \"false_positives\": " << r.false_positives
         << ", \"contract\": " << report::json_quote(kernels::registry().contract(r.impl)->describe())
         << ", \"outside_contract_skipped\": " << r.outside_contract << ", \"probe_cases\": " << r.probe_cases
         << ", \"probe_failures\": " << r.probe_failures << ", \"probe_first\": " << report::json_quote(r.probe_first.verdict)
         << ", \"probe_case\": " << report::json_quote(r.probe_first.case_text)
         << ", \"budget_note\": " << report::json_quote(r.budget_note) << ", \"beyond_reach\": " << r.beyond_reach
-        << ", \"beyond_reach_first\": " << report::json_quote(r.beyond_reach_why) << "}"
-        << (i + 1 < rows.size() ? "," : "") << '\n';
+        << ", \"beyond_reach_first\": " << report::json_quote(r.beyond_reach_why)
+        << ", \"slow_cases\": " << r.slow_cases << ", \"slow_first\": " << report::json_quote(r.slow_case)
+        << ", \"unjudged\": " << report::json_quote(r.unjudged_reason()) << ", \"failures\": [";
+    const std::vector<const SuiteFinding*> found = r.findings();
+    for (size_t j = 0; j < found.size(); ++j) {
+      const SuiteFinding& f = *found[j];
+      out << (j ? ", " : "") << "{\"property\": " << report::json_quote(f.property)
+          << ", \"stage\": " << report::json_quote(f.stage) << ", \"check\": " << report::json_quote(f.check)
+          << ", \"verdict\": " << report::json_quote(f.verdict) << ", \"seconds\": " << fixed(f.seconds, 3)
+          << ", \"case\": " << report::json_quote(f.case_text) << ", \"saved_as\": "
+          << report::json_quote(f.case_text.empty() ? "" : (fs::path(o.save_dir) / saved_name(r, f)).string()) << "}";
+    }
+    out << "], \"properties\": [";
+    for (size_t j = 0; j < r.properties.size(); ++j) {
+      const std::string& p = r.properties[j];
+      const auto t = r.tally.find(p);
+      const bool failed_p = std::any_of(found.begin(), found.end(), [&](const SuiteFinding* f) { return f->property == p; });
+      const int n = t == r.tally.end() ? 0 : t->second.cases;
+      out << (j ? ", " : "") << "{\"name\": " << report::json_quote(p) << ", \"result\": "
+          << report::json_quote(failed_p ? "FAIL" : n > 0 ? "PASS" : "NOT JUDGED") << ", \"cases\": " << n
+          << ", \"not_taken\": " << (t == r.tally.end() ? 0 : t->second.not_taken) << ", \"not_taken_first\": "
+          << report::json_quote(t == r.tally.end() ? "" : t->second.not_taken_why) << "}";
+    }
+    out << "]}" << (i + 1 < rows.size() ? "," : "") << '\n';
   }
   out << "]}\n";
 }
@@ -254,6 +324,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     o.suite.contract_probe = f.on("contract-probe");
     o.suite.property = f.text("property");
     o.suite.shrink = true;
+    o.suite.every_property = !f.on("fail-fast");
     o.save_dir = f.text("save");
     o.format = f.text("format");
     o.report = f.text("report");
@@ -320,20 +391,36 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
         MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
         std::ofstream(fs::path(o.save_dir) / false_positive_name(impl)) << r.false_positive_case;
       }
-      if (r.failed && !r.first.case_text.empty()) {
+      // A property's case from an earlier run that failed no longer: not left beside this run's.
+      {
+        const std::string base = saved_name(impl);
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(o.save_dir, ec)) {
+          const std::string n = e.path().filename().string();
+          if (n.size() > base.size() && n.rfind(base.substr(0, base.size() - 4), 0) == 0 &&
+              n.compare(n.size() - 5, 5, ".case") == 0 && n.find("-false-positive-on-ref") == std::string::npos &&
+              n.find('.', base.size() - 4) == n.size() - 5) {
+            fs::remove(e.path(), ec);
+          }
+        }
+      }
+      for (const SuiteFinding* found : r.findings()) {
+        if (found->case_text.empty()) continue;
         std::error_code ec;
         fs::create_directories(o.save_dir, ec);
         MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
-        std::ofstream(fs::path(o.save_dir) / saved_name(impl)) << r.first.case_text;
+        const std::string name = saved_name(r, *found);
+        std::ofstream(fs::path(o.save_dir) / name) << found->case_text;
         // --report html: the failing case rerun in a child with the guard picture on; a stray
         // write's page is named like the saved case, and its path ends the verdict.
         if (o.report == "html") {
-          const std::string name = saved_name(impl);
           const std::string page = picture_of_case(
-              r.first.case_text, o.suite.backend, impl, o.report_dir, name.substr(0, name.size() - 5),
-              "check " + impl + " (" + o.suite.backend + "): " + r.first.stage + ": " + r.first.check,
+              found->case_text, o.suite.backend, impl, o.report_dir, name.substr(0, name.size() - 5),
+              "check " + impl + " (" + o.suite.backend + "): " + found->stage + ": " + found->check,
               o.suite.case_timeout > 0 ? o.suite.case_timeout : 60);
-          rows.back().first.verdict += picture_note(page);
+          SuiteResult& row = rows.back();
+          SuiteFinding& target = found == &row.first ? row.first : row.more[static_cast<size_t>(found - row.more.data())];
+          target.verdict += picture_note(page);
         }
       }
     }
@@ -344,7 +431,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     } else {
       print_table(o, rows, out);
     }
-    return std::any_of(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.failed || r.ran_nothing(); }) ? 1 : 0;
+    return std::all_of(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.passed(); }) ? 0 : 1;
   } catch (const Error& e) {
     err << flags::prefix("check") << e.what() << '\n';
     return 2;

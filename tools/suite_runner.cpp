@@ -47,7 +47,107 @@ using Clock = std::chrono::steady_clock;
 
 std::string read_file(const fs::path& p);
 
+// The wire formats between a row's children and the parent: a result is one line of fields
+// separated by 0x1f (newlines sent as 0x1e); a finding inside it is fields separated by 0x1c, and
+// a list (findings, a tally's properties) items separated by 0x1d.
+constexpr char kSep = '\x1f', kNewline = '\x1e', kItem = '\x1d', kField = '\x1c';
+
+std::vector<std::string> split_on(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char c : s) {
+    if (c == sep) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+std::string pack_finding(const SuiteFinding& f) {
+  std::string s;
+  for (const std::string& x : {f.stage, f.check, f.verdict, std::to_string(f.seconds), f.case_text, f.random_property,
+                               std::to_string(f.random_index), f.property}) {
+    s += (s.empty() ? "" : std::string(1, kField)) + x;
+  }
+  return s;
+}
+bool unpack_finding(const std::string& s, SuiteFinding& f) {
+  const std::vector<std::string> x = split_on(s, kField);
+  if (x.size() != 8) return false;
+  f = SuiteFinding{x[0], x[1], x[2], std::atof(x[3].c_str()), x[4], x[5], std::atoi(x[6].c_str()), x[7]};
+  return true;
+}
+std::string pack_findings(const std::vector<SuiteFinding>& list) {
+  std::string s;
+  for (size_t i = 0; i < list.size(); ++i) s += (i ? std::string(1, kItem) : "") + pack_finding(list[i]);
+  return s;
+}
+std::vector<SuiteFinding> unpack_findings(const std::string& s) {
+  std::vector<SuiteFinding> out;
+  if (s.empty()) return out;
+  for (const std::string& item : split_on(s, kItem)) {
+    SuiteFinding f;
+    if (unpack_finding(item, f)) out.push_back(std::move(f));
+  }
+  return out;
+}
+std::string pack_tally(const std::map<std::string, PropertyTally>& tally) {
+  std::string s;
+  for (const auto& [name, t] : tally) {
+    std::string why = t.not_taken_why;
+    std::replace(why.begin(), why.end(), '\n', ' ');
+    s += (s.empty() ? "" : std::string(1, kItem)) + name + kField + std::to_string(t.cases) + kField +
+         std::to_string(t.not_taken) + kField + why;
+  }
+  return s;
+}
+std::map<std::string, PropertyTally> unpack_tally(const std::string& s) {
+  std::map<std::string, PropertyTally> out;
+  if (s.empty()) return out;
+  for (const std::string& item : split_on(s, kItem)) {
+    const std::vector<std::string> x = split_on(item, kField);
+    if (x.size() == 4) out[x[0]] = PropertyTally{std::atoi(x[1].c_str()), std::atoi(x[2].c_str()), x[3]};
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> SuiteResult::unjudged() const {
+  std::vector<std::string> out;
+  std::set<std::string> failed_ones;
+  for (const SuiteFinding* f : findings()) failed_ones.insert(f->property);
+  for (const std::string& p : properties) {
+    const auto t = tally.find(p);
+    if (!failed_ones.count(p) && (t == tally.end() || t->second.cases == 0)) out.push_back(p);
+  }
+  return out;
+}
+
+std::string SuiteResult::unjudged_reason() const {
+  std::string out;
+  for (const std::string& p : unjudged()) {
+    const auto t = tally.find(p);
+    std::string why = p + ": no case ran";
+    if (t != tally.end() && t->second.not_taken > 0) {
+      why += " (" + std::to_string(t->second.not_taken) + " not taken: " + t->second.not_taken_why + ")";
+    } else if (false_positive_case.find("property " + p + "\n") != std::string::npos) {
+      why += " (its case failed on " + op + "@ref too, below)";
+    } else {
+      why += " (the budget ended first: give a longer --budget)";
+    }
+    out += (out.empty() ? "" : "; ") + why;
+  }
+  return out;
+}
+
+std::vector<const SuiteFinding*> SuiteResult::findings() const {
+  std::vector<const SuiteFinding*> out;
+  if (failed) out.push_back(&first);
+  for (const SuiteFinding& f : more) out.push_back(&f);
+  return out;
+}
 
 SuiteOptions suite_options(const flags::Parsed& f) {
   SuiteOptions o;
@@ -143,35 +243,46 @@ double case_timeout(const SuiteOptions& o);
 
 class SuiteRun {
  public:
-  SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file, const RowClock& clock)
-      : o_(o), impl_(impl), op_(impl.substr(0, impl.find('@'))), progress_(progress_file),
-        target_(find_target(op_)), clock_(clock), start_(clock.start) {
+  // found_file: where each failure is appended as it is found (a line of pack_finding), so the
+  // parent keeps them when a later case crashes this child. skip: properties not to run (those
+  // that failed in an earlier child of the row).
+  SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file, const RowClock& clock,
+           const std::string& found_file = "", const std::set<std::string>& skip = {})
+      : o_(o), impl_(impl), op_(impl.substr(0, impl.find('@'))), progress_(progress_file), found_(found_file),
+        target_(find_target(op_)), clock_(clock), start_(clock.start), dead_(skip) {
     case_clock::state().progress_file = progress_file;  // for an implementation's own allowance
     case_clock::state().case_timeout = case_timeout(o);
   }
 
-  // Stages 1-3 until the first failure or the end of the suite's share of the budget; the property
-  // suite may take up to a third of it.
-  void first_failure(SuiteResult& row) {
+  // Stages 1-3 until the end of the suite's share of the budget, or the first failure (without
+  // every_property), or every property failed; the property suite may take up to a third of it.
+  void judge(SuiteResult& row) {
     const Clock::time_point deadline = clock_.main_end;
     const Clock::time_point suite_deadline = start_ + (clock_.main_end - start_) / 3;
-    std::optional<SuiteFinding> k;
-    for (const PropertyEntry* p : properties()) {
-      if ((k = run_files(seeds_of(*p), "properties", suite_deadline, row))) break;
+    const std::vector<const PropertyEntry*> props = properties();
+    bool stop = false;
+    for (const PropertyEntry* p : props) {
+      if (stop) break;
+      if (!dead_.count(p->name)) stop = run_files(seeds_of(*p), "properties", suite_deadline, row);
     }
-    for (int r = 0; !k && r < o_.cases; ++r) {
-      for (const PropertyEntry* p : properties()) {
-        if ((k = run_random(p, r, "properties", suite_deadline, row))) break;
+    for (int r = 0; !stop && r < o_.cases; ++r) {
+      for (const PropertyEntry* p : props) {
+        if (stop) break;
+        if (dead_.count(p->name)) continue;
+        if (auto k = run_random(p, r, "properties", suite_deadline, row)) stop = record(row, *k);
       }
     }
-    if (!k) k = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
-                                     [&](const PropertyEntry& p) {
-                                       return p.op == op_ && (o_.property.empty() || p.name == o_.property);
-                                     }),
-                          "regressions", deadline, row);
-    const PropertyEntry* only = o_.property.empty() ? nullptr : properties().front();
-    for (int r = 0; !k && Clock::now() < deadline; ++r) k = run_random(only, r, "fuzz", deadline, row);
-    if (k) row.failed = true, row.first = *k;
+    if (!stop) {
+      stop = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
+                                  [&](const PropertyEntry& p) {
+                                    return p.op == op_ && (o_.property.empty() || p.name == o_.property);
+                                  }),
+                       "regressions", deadline, row);
+    }
+    const PropertyEntry* only = o_.property.empty() ? nullptr : props.front();
+    for (int r = 0; !stop && Clock::now() < deadline; ++r) {
+      if (auto k = run_random(only, r, "fuzz", deadline, row)) stop = record(row, *k);
+    }
   }
 
   // Shrinks found, a random case's failure, in this child (run_suite_proper starts one for it, so a
@@ -194,10 +305,16 @@ class SuiteRun {
       row.named_result = "not run (budget spent)";
       return;
     }
-    std::optional<SuiteFinding> k = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
-                                                 [&](const PropertyEntry& e) { return &e == &p; }),
-                                      "regressions", deadline, row);
-    if (!k) k = run_files(seeds_of(p), "properties", deadline, row);
+    std::optional<SuiteFinding> k;
+    const auto files = [&](const std::vector<std::pair<fs::path, CaseText>>& list, const std::string& stage) {
+      for (const auto& [path, text] : list) {
+        if (k || Clock::now() >= deadline) return;
+        if ((k = run_one(text, stage, path.filename().string(), row))) k->verdict += " (" + path.filename().string() + ")";
+      }
+    };
+    files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions", [&](const PropertyEntry& e) { return &e == &p; }),
+          "regressions");
+    files(seeds_of(p), "properties");
     for (int r = 0; !k && Clock::now() < deadline; ++r) k = run_random(&p, r, "properties", deadline, row);
     row.named_result = k ? "killed" : "survived";
     if (k) row.named_verdict = k->stage + ": " + k->verdict;
@@ -227,7 +344,8 @@ class SuiteRun {
       if (!res.verdict || run_case_text(c, o_.backend, op_ + "@ref", true).verdict) continue;
       if (row.probe_failures++ == 0) {
         row.probe_first = SuiteFinding{"probe", res.property, *res.verdict + " (outside the contract: " + why + ")",
-                                       std::chrono::duration<double>(Clock::now() - start_).count(), c.format(), "", -1};
+                                       std::chrono::duration<double>(Clock::now() - start_).count(), c.format(), "", -1,
+                                       res.property};
       }
     }
   }
@@ -252,6 +370,29 @@ class SuiteRun {
     MLA_REQUIRE(!out.empty(), "--property ", o_.property, " is not a property ", impl_, " runs");
     return out;
   }
+
+  // Keeps a failure (the row's first, or one more) and leaves its property out from now on; true
+  // when the run should stop: at the first failure without every_property, or nothing left to run.
+  bool record(SuiteResult& row, SuiteFinding k) {
+    if (k.property.empty()) k.property = k.check;
+    if (!found_.empty()) {
+      std::string line = pack_finding(k);
+      std::replace(line.begin(), line.end(), '\n', kNewline);
+      std::ofstream(found_, std::ios::app) << line << '\n';
+    }
+    dead_.insert(k.property);
+    if (!row.failed) {
+      row.failed = true;
+      row.first = std::move(k);
+    } else {
+      row.more.push_back(std::move(k));
+    }
+    if (!o_.every_property) return true;
+    for (const PropertyEntry* p : properties()) {
+      if (!dead_.count(p->name)) return false;
+    }
+    return true;
+  }
   std::vector<std::pair<fs::path, CaseText>> seeds_of(const PropertyEntry& p) const {
     return case_files(fs::path(corpus_root(o_.corpus)) / target_.name, [&](const PropertyEntry& e) { return &e == &p; });
   }
@@ -262,7 +403,8 @@ class SuiteRun {
   // Where the child is, for a crash report or a case timeout: the cases run so far and a tab, where
   // (one line), then the case text. The file's age is the case's (the parent's watchdog).
   void note(const std::string& what, const CaseText& c, const SuiteResult& row) const {
-    std::ofstream(progress_, std::ios::trunc) << row.cases_run << '\t' << what << '\n' << c.format();
+    std::ofstream(progress_, std::ios::trunc) << row.cases_run << '\t' << what << '\t' << pack_tally(row.tally) << '\n'
+                                              << c.format();
   }
 
   std::optional<SuiteFinding> run_one(const CaseText& c, const std::string& stage, const std::string& what, SuiteResult& row) {
@@ -271,6 +413,8 @@ class SuiteRun {
     // this process), never a finding and never to be skipped: it ends the command with its line.
     const ReproResult r = run_case_text(c, o_.backend, impl_);
     if (!r.outside.empty()) {
+      PropertyTally& t = row.tally[r.property];
+      if (t.not_taken++ == 0) t.not_taken_why = r.outside;
       if (r.outside.rfind("beyond the Triton interpreter's reach", 0) == 0) {
         if (row.beyond_reach++ == 0) row.beyond_reach_why = stage + ": " + what + ": " + r.outside;
         return std::nullopt;
@@ -279,6 +423,7 @@ class SuiteRun {
       return std::nullopt;
     }
     ++row.cases_run;
+    ++row.tally[r.property].cases;
     // A lost device context ends this child: the parent reads the case from the progress file,
     // checks it on <op>@ref in a child of its own and reports the crash (run_suite).
     if (!r.fault.empty()) throw ContextLost(*r.verdict, r.fault);
@@ -299,19 +444,22 @@ class SuiteRun {
     CaseText shown = c;
     shown.set("impl", impl_).set("backend", o_.backend);
     return SuiteFinding{stage, r.property, *r.verdict, std::chrono::duration<double>(Clock::now() - start_).count(),
-                shown.format(), "", -1};
+                        shown.format(), "", -1, r.property};
   }
 
-  std::optional<SuiteFinding> run_files(const std::vector<std::pair<fs::path, CaseText>>& files, const std::string& stage,
-                                Clock::time_point deadline, SuiteResult& row) {
+  // Runs the files (those of properties still running) until deadline; each failure is recorded.
+  // True when the run should stop (record's answer).
+  bool run_files(const std::vector<std::pair<fs::path, CaseText>>& files, const std::string& stage,
+                 Clock::time_point deadline, SuiteResult& row) {
     for (const auto& [path, text] : files) {
-      if (Clock::now() >= deadline) return std::nullopt;
+      if (Clock::now() >= deadline) return false;
+      if (dead_.count(text.word("property"))) continue;
       if (auto k = run_one(text, stage, path.filename().string(), row)) {
         k->verdict += " (" + path.filename().string() + ")";
-        return k;
+        if (record(row, *k)) return true;
       }
     }
-    return std::nullopt;
+    return false;
   }
 
   // Random case r of property p (nullptr: any property of the target, as the fuzzer's first byte
@@ -326,7 +474,7 @@ class SuiteRun {
     } catch (const Error&) {
       return std::nullopt;  // refused by the case rules
     }
-    if (fc.property->ref_only) return std::nullopt;
+    if (fc.property->ref_only || dead_.count(fc.property->name)) return std::nullopt;
     std::optional<SuiteFinding> k = run_one(fc.text, stage, fc.property->name + " random case " + std::to_string(r), row);
     if (k) k->random_property = p ? p->name : "", k->random_index = r;
     return k;
@@ -413,14 +561,14 @@ class SuiteRun {
   }
 
   const SuiteOptions& o_;
-  std::string impl_, op_, progress_;
+  std::string impl_, op_, progress_, found_;
   const FuzzTarget& target_;
   RowClock clock_;
   Clock::time_point start_;
+  std::set<std::string> dead_;  // properties that failed (here or in an earlier child): not run again
 };
 
 // A result <-> one line through the isolation pipe (fields separated by 0x1f).
-constexpr char kSep = '\x1f', kNewline = '\x1e';
 std::string serialize(const SuiteResult& r) {
   std::string s = "suite-result";
   for (const std::string& f : {std::string(r.failed ? "1" : "0"), r.first.stage, r.first.check, r.first.verdict,
@@ -430,7 +578,7 @@ std::string serialize(const SuiteResult& r) {
                                std::to_string(r.probe_cases), std::to_string(r.probe_failures), r.probe_first.check,
                                r.probe_first.verdict, r.probe_first.case_text, r.first.random_property,
                                std::to_string(r.first.random_index), std::to_string(r.beyond_reach),
-                               r.beyond_reach_why}) {
+                               r.beyond_reach_why, r.first.property, pack_findings(r.more), pack_tally(r.tally)}) {
     std::string field = f;
     std::replace(field.begin(), field.end(), '\n', kNewline);  // the pipe carries one line
     s += kSep + field;
@@ -448,8 +596,11 @@ bool deserialize(const std::string& s, SuiteResult& r) {
     }
   }
   f.push_back(cur);
-  if (f.size() != 23 || f[0] != "suite-result") return false;
+  if (f.size() != 26 || f[0] != "suite-result") return false;
   r.beyond_reach = std::atoi(f[21].c_str()), r.beyond_reach_why = f[22];
+  r.first.property = f[23];
+  r.more = unpack_findings(f[24]);
+  r.tally = unpack_tally(f[25]);
   r.first.random_property = f[19];
   r.first.random_index = std::atoi(f[20].c_str());
   r.failed = f[1] == "1";
@@ -496,6 +647,7 @@ std::string without_prefix(const std::string& message, const std::string& prefix
 struct Progress {
   int cases_run = 0;
   std::string where, case_text;
+  std::map<std::string, PropertyTally> tally;  // what each property got so far
   double age = 0;  // seconds since the file was written: how long its case had run
 };
 double age_of(const std::string& path) {
@@ -509,13 +661,32 @@ Progress read_progress(const std::string& path) {
   Progress p;
   p.age = age_of(path);
   const std::string text = read_file(path);
-  const size_t tab = text.find('\t'), nl = text.find('\n');
-  if (tab == std::string::npos || nl == std::string::npos || tab > nl) return p;
-  p.cases_run = std::atoi(text.substr(0, tab).c_str());
-  p.where = text.substr(tab + 1, nl - tab - 1);
+  const size_t nl = text.find('\n');
+  if (nl == std::string::npos) return p;
+  const std::vector<std::string> head = split_on(text.substr(0, nl), '\t');
+  if (head.size() < 2) return p;
+  p.cases_run = std::atoi(head[0].c_str());
+  p.where = head[1];
+  if (head.size() > 2) p.tally = unpack_tally(head[2]);
   p.case_text = text.substr(nl + 1);
   return p;
 }
+
+// The failures a child wrote to its found file (SuiteRun::record) before it ended.
+std::vector<SuiteFinding> read_found(const std::string& path) {
+  std::vector<SuiteFinding> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::replace(line.begin(), line.end(), kNewline, '\n');
+    SuiteFinding f;
+    if (unpack_finding(line, f)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// A case past the case timeout runs again alone for this many times the case timeout before it is
+// called a hang (run_one_child).
+constexpr int kHangConfirmFactor = 4;
 
 double case_timeout(const SuiteOptions& o) {
   return o.case_timeout > 0 ? o.case_timeout : std::clamp(o.budget / 3, 10.0, 60.0);
@@ -538,20 +709,30 @@ struct ProgressFile {
 
 // The options of a child that works until deadline: killed at the row's hard end of it, or when one
 // case has run past the case timeout (its progress file that old; *case_timed_out is set).
+// The options of a child that works until deadline: killed when one case has run past the case
+// timeout (its progress file that old; *case_timed_out is set), or at the row's hard end of
+// deadline if it is still starting (no case yet). A case still running at the hard end is given
+// up to the case timeout, so it is judged: it ends, or it is a hang.
+// judge_last = false (shrinking, the probe: nothing there is a failure of the row) cuts the child
+// at the hard end whatever it is doing.
 IsolationOptions child_options(const SuiteOptions& o, const RowClock& clock, Clock::time_point deadline,
-                               const std::string& progress, bool* case_timed_out) {
+                               const std::string& progress, bool* case_timed_out, bool judge_last = true) {
   IsolationOptions opts;
-  opts.timeout_seconds = RowClock::left(clock.hard(deadline));
+  const double limit = case_timeout(o);
+  const Clock::time_point hard = clock.hard(deadline);
+  opts.timeout_seconds = RowClock::left(hard) + (judge_last ? limit + 1 : 0);  // with judge_last the watchdog ends it
 #ifdef MLACHECK_HAVE_CUDA
   opts.is_sticky = cuda::is_sticky_fault;
 #endif
-  const double limit = case_timeout(o);
-  opts.watchdog = [progress, limit, case_timed_out]() -> std::string {
-    if (age_of(progress) <= limit) return "";
-    *case_timed_out = true;
-    char line[120];
-    std::snprintf(line, sizeof line, "one case ran past the case timeout of %.0f s and was killed", limit);
-    return line;
+  opts.watchdog = [progress, limit, hard, case_timed_out, judge_last]() -> std::string {
+    if (age_of(progress) > limit) {
+      *case_timed_out = true;
+      char line[120];
+      std::snprintf(line, sizeof line, "one case ran past the case timeout of %.0f s and was killed", limit);
+      return line;
+    }
+    if (Clock::now() < hard || (judge_last && !read_progress(progress).where.empty())) return "";
+    return "the budget ended before the first case";
   };
   return opts;
 }
@@ -588,7 +769,7 @@ void run_probe(const SuiteOptions& o, SuiteResult& row, const RowClock& clock) {
         SuiteRun(o, row.impl, progress.path, clock).probe(r, clock.end);
         return serialize(r);
       },
-      child_options(o, clock, clock.end, progress.path, &case_timed_out));
+      child_options(o, clock, clock.end, progress.path, &case_timed_out, /*judge_last=*/false));
   SuiteResult parsed = row;
   if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) {
     row.probe_cases = parsed.probe_cases, row.probe_failures = parsed.probe_failures;
@@ -605,7 +786,7 @@ void run_probe(const SuiteOptions& o, SuiteResult& row, const RowClock& clock) {
   ++row.probe_failures;
   row.probe_first = SuiteFinding{"probe", crash_name(out),
                                  without_prefix(out.message, crash_name(out) + ": ") + " (during " + p.where + ")", 0,
-                                 p.case_text, "", -1};
+                                 p.case_text, "", -1, ""};
 }
 
 }  // namespace
@@ -657,77 +838,113 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
 
 namespace {
 
-// Shrinks row's random failure in a child of its own, for what is left of the row's budget (the
-// search stops sooner: 200 tries, or nothing smaller fails); a child that crashes, hangs or finds
-// nothing smaller leaves the finding as it was. Not a tenth of the budget, as it was: a child that
-// must start a Python worker (seconds under load) spent all of that on its start and shrank nothing.
-void shrink_in_child(const SuiteOptions& o, const std::string& impl, const RowClock& clock, SuiteResult& row) {
+// Shrinks a random failure of row (found: row.first or one of row.more) in a child of its own,
+// for what is left of the row's budget (the search stops sooner: 200 tries, or nothing smaller
+// fails); a child that crashes, hangs or finds nothing smaller leaves the finding as it was. Not a
+// tenth of the budget, as it was: a child that must start a Python worker (seconds under load)
+// spent all of that on its start and shrank nothing.
+void shrink_in_child(const SuiteOptions& o, const std::string& impl, const RowClock& clock, SuiteFinding& found) {
   const Clock::time_point until = clock.end;
   if (Clock::now() + seconds(0.5) >= until) return;
   const ProgressFile progress;
   bool case_timed_out = false;
-  const SuiteResult before = row;
+  const SuiteFinding before = found;
   const IsolatedOutcome out = run_isolated(
       [&]() -> std::string {
-        SuiteResult r = before;
+        SuiteResult r;
+        r.failed = true;
+        r.first = before;
         SuiteRun run(o, impl, progress.path, clock);
         run.shrink_random(r.first, until, r);
         return serialize(r);
       },
-      child_options(o, clock, until, progress.path, &case_timed_out));
-  SuiteResult shrunk = before;
+      child_options(o, clock, until, progress.path, &case_timed_out, /*judge_last=*/false));
+  SuiteResult shrunk;
   if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, shrunk) && shrunk.failed &&
-      shrunk.first.check == before.first.check) {
-    row.first = shrunk.first;
+      shrunk.first.check == before.check) {
+    found = shrunk.first;
   }
 }
 
-SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named,
-                             const RowClock& clock) {
-  SuiteResult row;
-  row.impl = impl;
-  row.op = impl.substr(0, impl.find('@'));
-  row.named = named.empty() ? "(none)" : named;
-  for (const kernels::ImplementationInfo& i : kernels::registry().list()) {
-    if (i.qualified() == impl) row.summary = i.summary;
-  }
-  const ProgressFile progress;
+// How a child of the row ended: at the end of its time (or with every property failed), or early,
+// on a case that crashed, hung or lost the context (a failure), or on a slow case (not one).
+enum class ChildEnd { kDone, kFailure, kSlowCase };
+
+// What one child of the row gave (SuiteRun::judge until clock.main_end without the properties in
+// skip), merged into row, and how it ended (a fresh child may go on after an early end).
+ChildEnd run_one_child(const SuiteOptions& o, const std::string& impl, const RowClock& clock,
+                   const std::set<std::string>& skip, SuiteResult& row) {
+  const ProgressFile progress, found;
   bool case_timed_out = false;
+  const SuiteResult start = row;
   const IsolatedOutcome out = run_isolated(
       [&]() -> std::string {
-        SuiteResult r = row;
-        SuiteRun run(o, impl, progress.path, clock);
-        run.first_failure(r);
-        run.named_check(r);
+        SuiteResult r;
+        r.impl = start.impl, r.op = start.op, r.named = start.named;
+        SuiteRun(o, impl, progress.path, clock, found.path, skip).judge(r);
         return serialize(r);
       },
       child_options(o, clock, clock.main_end, progress.path, &case_timed_out));
-  SuiteResult parsed = row;
+  // The part's counts and failures join the row's.
+  const auto merge = [&row](const SuiteResult& part) {
+    row.cases_run += part.cases_run;
+    for (const auto& [name, t] : part.tally) {
+      PropertyTally& mine = row.tally[name];
+      mine.cases += t.cases;
+      if (mine.not_taken == 0) mine.not_taken_why = t.not_taken_why;
+      mine.not_taken += t.not_taken;
+    }
+    for (const SuiteFinding* f : part.findings()) {
+      if (!row.failed) {
+        row.failed = true, row.first = *f;
+      } else {
+        row.more.push_back(*f);
+      }
+    }
+    if (row.false_positives == 0) row.false_positive = part.false_positive, row.false_positive_case = part.false_positive_case;
+    row.false_positives += part.false_positives;
+    row.outside_contract += part.outside_contract;
+    if (row.beyond_reach == 0) row.beyond_reach_why = part.beyond_reach_why;
+    row.beyond_reach += part.beyond_reach;
+  };
+  SuiteResult parsed;
   if (out.kind == IsolatedOutcome::kViolation && deserialize(out.message, parsed)) {
-    if (o.shrink && parsed.failed && parsed.first.random_index >= 0) shrink_in_child(o, impl, clock, parsed);
-    return parsed;
+    merge(parsed);
+    return ChildEnd::kDone;
   }
   if (out.kind == IsolatedOutcome::kViolation && out.message.rfind("error: ", 0) == 0) {
     throw Error(impl + ": " + out.message.substr(7));  // the run's own setup failed: no finding
   }
   const Progress p = read_progress(progress.path);
-  row.cases_run = p.cases_run;
+  SuiteResult part;
+  part.cases_run = p.cases_run;
+  part.tally = p.tally;
+  for (const SuiteFinding& f : read_found(found.path)) {
+    if (!part.failed) {
+      part.failed = true, part.first = f;
+    } else {
+      part.more.push_back(f);
+    }
+  }
   if (out.kind == IsolatedOutcome::kTimedOut && !case_timed_out) {
-    // Killed at the end of the budget inside a case younger than the case timeout: nothing found.
+    // Killed at the end of the budget before its first case (a case under way is given the case
+    // timeout): nothing judged there.
     row.budget_note = budget_note(p, o);
-    row.named_result = row.named == "(none)" ? "not named" : "survived";
-    return row;
+    merge(part);
+    return ChildEnd::kDone;
   }
   // The child crashed, lost the device context, hung on one case or threw: a failure by that, where it was.
-  row.failed = out.kind != IsolatedOutcome::kPassed;
-  row.first.stage = p.where.substr(0, p.where.find(':'));
-  row.first.check = crash_name(out);
-  row.first.verdict = without_prefix(out.message, row.first.check + ": ") + (p.where.empty() ? "" : " (during " + p.where + ")");
-  row.first.seconds = std::chrono::duration<double>(Clock::now() - clock.start).count();
-  if (row.failed && !p.case_text.empty()) {
+  SuiteFinding crash;
+  crash.stage = p.where.substr(0, p.where.find(':'));
+  crash.check = crash_name(out);
+  crash.verdict = without_prefix(out.message, crash.check + ": ") + (p.where.empty() ? "" : " (during " + p.where + ")");
+  crash.seconds = std::chrono::duration<double>(Clock::now() - clock.start).count();
+  bool counts = out.kind != IsolatedOutcome::kPassed;
+  if (counts && !p.case_text.empty()) {
     CaseText shown = CaseText::parse(p.case_text);
+    crash.property = shown.word("property");
     shown.set("impl", impl).set("backend", o.backend);
-    row.first.case_text = shown.format();
+    crash.case_text = shown.format();
     // As for any failure: it counts only if <op>@ref passes the case (in a fresh child: this one's
     // context may be gone), within one case timeout.
     IsolationOptions ref_opts;
@@ -739,19 +956,103 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
         [&]() -> std::string { return run_case_text(shown, o.backend, row.op + "@ref").verdict.value_or(""); },
         ref_opts);
     if (!ref.passed()) {
-      row.failed = false;
-      row.false_positives = 1;
-      row.false_positive = row.first.check + " on " + impl + " and " + crash_name(ref) + " on " + row.op + "@ref: " +
-                           ref.message + " (the run stopped there)";
+      counts = false;
+      part.false_positives = 1;
+      part.false_positive = crash.check + " on " + impl + " and " + crash_name(ref) + " on " + row.op + "@ref: " +
+                            ref.message + " (its property was not run further)";
       if (case_timed_out && ref.kind == IsolatedOutcome::kTimedOut) {
-        row.false_positive = "a case ran past the case timeout of " + std::to_string(static_cast<int>(case_timeout(o))) +
-                             " s on " + impl + " and on " + row.op + "@ref too: a slow case, not a hang (--case-timeout "
-                             "raises it; the run stopped there)";
+        part.false_positive = "a case ran past the case timeout of " +
+                              std::to_string(static_cast<int>(case_timeout(o))) + " s on " + impl + " and on " +
+                              row.op + "@ref too: a slow case, not a hang (--case-timeout raises it; its property was "
+                              "not run further)";
       }
       CaseText ref_case = shown;
       ref_case.set("impl", row.op + "@ref");
-      row.false_positive_case = ref_case.format();
-      row.first = SuiteFinding{};
+      part.false_positive_case = ref_case.format();  // not a failure of impl; its property is not run again
+    } else if (case_timed_out) {
+      // A hang, or a slow case (a large one, or a machine under load)? The case again, alone, with
+      // four times the case timeout (and the implementation's start): ended then, it was slow, and
+      // the row goes on; not ended, a hang. What it answers when it ends is judged as ever.
+      IsolationOptions again_opts = ref_opts;
+      again_opts.timeout_seconds = kHangConfirmFactor * case_timeout(o) + o.start_seconds;
+      const auto t0 = Clock::now();
+      const IsolatedOutcome again = run_isolated(
+          [&]() -> std::string { return run_case_text(shown, o.backend, impl).verdict.value_or(""); }, again_opts);
+      const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+      char line[320];
+      if (again.kind == IsolatedOutcome::kTimedOut) {
+        std::snprintf(line, sizeof line, "; run again alone for %.0f s (%d times the case timeout), it did not end either",
+                      again_opts.timeout_seconds, kHangConfirmFactor);
+        crash.verdict += line;
+      } else if (again.passed()) {
+        counts = false;
+        std::snprintf(line, sizeof line,
+                      "a case ran past the case timeout of %.0f s, then alone ended in %.1f s and held: a slow case, "
+                      "not a hang (--case-timeout raises it)",
+                      case_timeout(o), took);
+        if (row.slow_cases++ == 0) row.slow_case = std::string(line) + " (during " + p.where + ")";
+      } else {
+        crash.check = crash_name(again);
+        if (again.kind == IsolatedOutcome::kViolation) crash.check = crash.property;  // it ended, and failed
+        std::snprintf(line, sizeof line, " (after running past the case timeout of %.0f s; alone, it ended in %.1f s)",
+                      case_timeout(o), took);
+        crash.verdict = without_prefix(again.message, crash.check + ": ") + line;
+      }
+    }
+  }
+  if (counts) {
+    if (crash.property.empty()) crash.property = crash.check;
+    if (!part.failed) {
+      part.failed = true, part.first = crash;
+    } else {
+      part.more.push_back(crash);
+    }
+  }
+  merge(part);
+  if (p.case_text.empty()) return ChildEnd::kDone;  // no case was under way: nothing to go on from
+  return counts || !part.findings().empty() || part.false_positives > 0 ? ChildEnd::kFailure : ChildEnd::kSlowCase;
+}
+
+SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, const std::string& named,
+                             const RowClock& clock) {
+  SuiteResult row;
+  row.impl = impl;
+  row.op = impl.substr(0, impl.find('@'));
+  row.named = named.empty() ? "(none)" : named;
+  for (const kernels::ImplementationInfo& i : kernels::registry().list()) {
+    if (i.qualified() == impl) row.summary = i.summary;
+  }
+  for (const FuzzTarget& t : fuzz_targets()) {
+    if (t.op != row.op) continue;
+    for (const PropertyEntry* p : fuzz_target_properties(t)) {
+      if (!p->ref_only && (o.property.empty() || p->name == o.property)) row.properties.push_back(p->name);
+    }
+  }
+  // A child until the suite's share of the budget ends; after a slow case, and (judging every
+  // property) after a crash, a hang or a lost context, a fresh child without the properties that
+  // failed (or whose case failed on <op>@ref too) for what is left of it.
+  std::set<std::string> skip;
+  size_t false_positives_seen = 0;
+  for (;;) {
+    const ChildEnd end = run_one_child(o, impl, clock, skip, row);
+    if (end == ChildEnd::kDone || (end == ChildEnd::kFailure && !o.every_property) || Clock::now() >= clock.main_end) {
+      break;
+    }
+    for (const SuiteFinding* f : row.findings()) skip.insert(f->property);
+    if (static_cast<size_t>(row.false_positives) > false_positives_seen) {
+      // The false positive's case names its property: not run further (its line says so).
+      const std::string prop = CaseText::parse(row.false_positive_case).word("property");
+      if (!prop.empty()) skip.insert(prop);
+      false_positives_seen = static_cast<size_t>(row.false_positives);
+    }
+    const bool left = std::any_of(row.properties.begin(), row.properties.end(),
+                                  [&](const std::string& p) { return !skip.count(p); });
+    if (!left) break;
+  }
+  if (o.shrink) {
+    if (row.failed && row.first.random_index >= 0) shrink_in_child(o, impl, clock, row.first);
+    for (SuiteFinding& f : row.more) {
+      if (f.random_index >= 0) shrink_in_child(o, impl, clock, f);
     }
   }
   // The named check on its own, in a child of its own, for what is left of the suite's share of the
@@ -761,6 +1062,7 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
     row.named_result = "not run (budget spent)";
     return row;
   }
+  const ProgressFile progress;
   bool named_timed_out = false;
   const IsolatedOutcome named_run = run_isolated(
       [&]() -> std::string {

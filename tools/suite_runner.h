@@ -1,24 +1,32 @@
 // The suite runner behind `mlacheck mutants` and `mlacheck check`: one implementation ("op@name")
-// against its op's property suite, in a child process (core/backend/isolate.h), until the first
-// failure or the budget, which holds: the row ends within 5% of it (a child still running then is
-// killed, and the case it was in is not judged unless it had run past the case timeout, a hang):
+// against its op's property suite, in a child process (core/backend/isolate.h), until the budget:
 //   1. the property suite (up to a third of the budget): each of the op's properties on its seed
 //      cases (corpus/<target>/), then on `cases` random cases each (decoded from seeded random
 //      bytes through the property's own case readers, fuzz/fuzz_input.h);
 //   2. the corpus regressions of the op (corpus/regressions/);
 //   3. random fuzzing of the op's target for the rest of the budget.
+// check judges every property (SuiteOptions::every_property): a property that fails is reported
+// with its first case and left out from then on, and the others run on; a child that crashes,
+// hangs or loses the device context ends, and a fresh one goes on without that property. mutants
+// (and check --fail-fast) stop at the first failure.
 // A failure counts only if <op>@ref passes the same case; otherwise it is the suite's own false
 // positive, counted apart with its case. A crash, a hang or a lost device context (a CUDA sticky
 // fault) of the child is a failure by that, its check "crashed", "hang" or "crashed
 // (cudaErrorIllegalAddress)", with the case it ran, once <op>@ref has passed that case in a fresh
-// child. When a named property is given and the first failure was
-// another, the named property is then run alone (regressions, seeds, random cases) for what is
-// left of the budget. With a contract probe, the suite takes three quarters of the budget and the
-// probe the rest.
+// child. A case past the case timeout is a hang only if, run again alone with four times as long,
+// it still does not end; if it ends and holds it was a slow case (counted, never a failure).
+// The budget holds (a row ends within 5% of it) except for a case still running at its end: that
+// case is given up to the case timeout, so a kernel that never returns is FAIL hang under every
+// budget, never a pass. Only a child still starting (a Python worker) is cut at the budget's end.
+// When a named property is given and the first failure was another, the named property is then
+// run alone (regressions, seeds, random cases) for what is left of the budget. With a contract
+// probe, the suite takes three quarters of the budget and the probe the rest.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tools/flags.h"
 
@@ -46,6 +54,9 @@ struct SuiteOptions {
   // the interpreter, torch, the module; measured when the callables were loaded): the row's clock
   // starts that much later, so a budget counts cases, not starts. 0 for C++ implementations.
   double start_seconds = 0;
+  // Judge every property: after a property's first failure, leave it out and run the others on
+  // (check); false: stop at the first failure (mutants, which counts kills; check --fail-fast).
+  bool every_property = false;
 };
 
 // Throws mlacheck::Error with one line when impl's contract bounds a name that is neither a term of
@@ -67,6 +78,16 @@ struct SuiteFinding {
   // its own can shrink it; index -1 for a seed case, a regression or a crash.
   std::string random_property;
   int random_index = -1;
+  // The property whose case failed (the check itself, or for a crash the property of its case).
+  std::string property;
+};
+
+// What one property got in a row: the cases it ran, and those it did not take (outside the
+// implementation's contract, or beyond the Triton interpreter's reach), with the first reason.
+struct PropertyTally {
+  int cases = 0;
+  int not_taken = 0;
+  std::string not_taken_why;
 };
 
 struct SuiteResult {
@@ -74,6 +95,11 @@ struct SuiteResult {
   std::string named = "(none)";  // the property run alone after another first failure
   bool failed = false;
   SuiteFinding first;
+  // The first failure of each further property, in the order found (check judges every property).
+  std::vector<SuiteFinding> more;
+  // The properties the row judges (its op's, or the one --property names), and what each got.
+  std::vector<std::string> properties;
+  std::map<std::string, PropertyTally> tally;
   int cases_run = 0;
   std::string named_result = "not run";  // "first kill", "killed", "survived", "not named", ...
   std::string named_verdict;
@@ -91,8 +117,12 @@ struct SuiteResult {
   int probe_cases = 0, probe_failures = 0;
   SuiteFinding probe_first;
   std::string probe_note;  // why no probe ran ("the implementation declares no contract"), or ""
-  // The budget ended while a case ran (younger than the case timeout, so not judged), or "".
+  // The budget ended while the child was still starting (no case judged there), or "".
   std::string budget_note;
+  // Cases that ran past the case timeout but, run again alone with four times as long, ended and
+  // held: slow, not hangs (never a failure); the first one's line.
+  int slow_cases = 0;
+  std::string slow_case;
   // No failure, but no case ran either (the budget ended first, or the contract left none): never a
   // PASS. check says NO RUN and exits 1.
   bool ran_nothing() const { return !failed && cases_run == 0; }
@@ -100,6 +130,17 @@ struct SuiteResult {
   std::string ran_nothing_reason() const {
     return "no case ran within the budget" + (budget_note.empty() ? std::string() : " (" + budget_note + ")");
   }
+  // The properties of the row that neither failed nor ran a case: not judged.
+  std::vector<std::string> unjudged() const;
+  // Some cases ran and nothing failed, but a property ran none: never a PASS. check says PARTIAL
+  // and exits 1.
+  bool partial() const { return !failed && cases_run > 0 && !unjudged().empty(); }
+  bool passed() const { return !failed && cases_run > 0 && unjudged().empty(); }
+  // One line: each property not judged and why ("topk_decode.far_rows: no case ran (12 not taken:
+  // <reason>)"), "; " between them; "" when every property was judged.
+  std::string unjudged_reason() const;
+  // Every failure: first, then more.
+  std::vector<const SuiteFinding*> findings() const;
 };
 
 // Runs impl through the suite (see the top of this file). Throws mlacheck::Error with one line when

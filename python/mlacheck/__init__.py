@@ -54,20 +54,24 @@ def implements(op, contract=None):
 
 
 class Verdict:
-    """One implementation's result: passed, cases_run, the first failing check and its verdict,
-    the failing case's text and the file it was saved in."""
+    """One implementation's result: passed, result (PASS, FAIL, NO RUN or PARTIAL), cases_run, the
+    first failing check and its verdict, the failing case's text and the file it was saved in, and
+    failures: every failing property's (property, stage, check, verdict, case, saved_as), first
+    first. unjudged says which properties ran no case, and why ("" when every one was judged)."""
 
     def __init__(self, row, save_dir):
         self.implementation = row["implementation"]
         self.passed = bool(row["passed"])
-        self.result = row.get("result", "PASS" if self.passed else "FAIL")  # PASS, FAIL or NO RUN
+        self.result = row.get("result", "PASS" if self.passed else "FAIL")  # PASS, FAIL, NO RUN or PARTIAL
         self.cases_run = int(row["cases_run"])
         self.stage = row.get("stage", "")
         self.check = row.get("check", "")
         self.verdict = row.get("verdict", "")
         self.case = row.get("case", "")
+        self.unjudged = row.get("unjudged", "")
+        self.failures = row.get("failures", [])
         name = self.implementation.replace("@", "-") + ".case"
-        self.case_file = os.path.join(save_dir, name) if not self.passed and self.case else None
+        self.case_file = os.path.join(save_dir, name) if self.result == "FAIL" and self.case else None
 
     def __bool__(self):
         return self.passed
@@ -75,11 +79,17 @@ class Verdict:
     def __str__(self):
         if self.passed:
             return "%s  PASS  %d  -" % (self.implementation, self.cases_run)
-        if self.result == "NO RUN":  # no failure, but no case ran: never a pass
-            return "%s  NO RUN  0  %s" % (self.implementation, self.verdict)
+        if self.result in ("NO RUN", "PARTIAL"):  # no failure, but not every property ran: never a pass
+            return "%s  %s  %d  %s" % (self.implementation, self.result, self.cases_run, self.verdict)
         line = "%s  FAIL  %d  %s: %s: %s" % (self.implementation, self.cases_run, self.stage, self.check, self.verdict)
         if self.case_file:
             line += "\n(case saved as %s; rerun it with `mlacheck repro %s --python ...`)" % (self.case_file, self.case_file)
+        for f in self.failures[1:]:
+            line += "\n%s  FAIL  %s: %s: %s" % (self.implementation, f["stage"], f["check"], f["verdict"])
+            if f.get("saved_as"):
+                line += "\n(case saved as %s)" % f["saved_as"]
+        if self.unjudged:
+            line += "\nnot judged: %s" % self.unjudged
         return line
 
     __repr__ = __str__

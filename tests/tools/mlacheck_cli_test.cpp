@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -378,6 +380,37 @@ TEST(MlacheckCli, SanitizeTakesMemcheckAndNeedsComputeSanitizer) {
     EXPECT_EQ(r.status, 2) << r.out;
     EXPECT_NE(r.out.find("mlacheck mutants: --sanitize memcheck needs compute-sanitizer"), std::string::npos) << r.out;
   }
+}
+
+// check judges every property: the seeded R4 variant (top-k's fast path taken for k >= 2048) fails
+// several properties, each a FAIL row with its own saved case; --fail-fast stops at the first. A
+// case of an earlier run whose property no longer fails is not left beside this run's.
+TEST(MlacheckCli, CheckJudgesEveryPropertyAndFailFastStopsAtTheFirst) {
+  const std::string dir = ::testing::TempDir() + "check_every_property";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/topk_decode-R4.stale_property.case") << "property topk_decode.rows_admissible\n";
+  // R4 fails rows_admissible, far_rows and deterministic within seconds (docs/bugs.md); a FAIL
+  // expected, so the budget is only an upper bound (a loaded machine needs more of it).
+  CliResult r = run_mlacheck("check --impl topk_decode@R4 --budget 30 --save " + dir);
+  ASSERT_EQ(r.status, 1) << r.out;
+  size_t fail_rows = 0;
+  for (size_t at = r.out.find("  FAIL  "); at != std::string::npos; at = r.out.find("  FAIL  ", at + 1)) ++fail_rows;
+  EXPECT_GE(fail_rows, 2u) << r.out;
+  int saved = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    EXPECT_NE(n, "topk_decode-R4.stale_property.case");
+    saved += n.rfind("topk_decode-R4", 0) == 0;
+  }
+  EXPECT_EQ(static_cast<size_t>(saved), fail_rows) << r.out;
+  EXPECT_NE(r.out.find("topk_decode@R4: topk_decode.rows_admissible FAIL ("), std::string::npos) << r.out;
+  const CliResult first = run_mlacheck("check --impl topk_decode@R4 --budget 60 --fail-fast --format json --save " + dir);
+  EXPECT_EQ(first.status, 1);
+  EXPECT_NE(first.out.find("\"result\": \"FAIL\""), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("\"failures\": [{\"property\": \"topk_decode."), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("\"saved_as\": \"" + dir + "/topk_decode-R4.case\"}]"), std::string::npos)
+      << "--fail-fast: one failure, one file\n" << first.out;
 }
 
 }  // namespace

@@ -169,6 +169,21 @@ TEST(PluginCli, AnImplementationThatCrashesIsAFailNotACrash) {
   EXPECT_NE(refused.out.find("this implementation refuses every call"), std::string::npos) << refused.out;
 }
 
+// A plugin kernel that never returns is FAIL hang under every budget, never PASS or NO RUN: the
+// case under way when the budget ends runs to the case timeout, and alone for four times that.
+TEST(PluginCli, AKernelThatNeverReturnsIsAHangUnderEveryBudget) {
+  const std::string dir = ::testing::TempDir() + "plugin_cli_hang";
+  for (const char* budget : {"1", "5", "10"}) {
+    const CliResult r = run_mlacheck(std::string("check --plugin " FIXTURE_IMPL_HANG " --case-timeout 1 --budget ") +
+                                     budget + " --save " + dir);
+    EXPECT_EQ(r.status, 1) << budget << ": " << r.out;
+    EXPECT_NE(r.out.find("topk_decode@fixture_hang  FAIL"), std::string::npos) << budget << ": " << r.out;
+    EXPECT_NE(r.out.find("hang: one case ran past the case timeout of 1 s"), std::string::npos) << budget << ": " << r.out;
+    EXPECT_NE(r.out.find("(4 times the case timeout), it did not end either"), std::string::npos) << budget << ": " << r.out;
+    EXPECT_EQ(r.out.find("PASS"), std::string::npos) << budget << ": " << r.out;
+  }
+}
+
 #ifdef FIXTURE_FAULT
 // A kernel that writes to an illegal address kills the CUDA context of its process: check, repro
 // and mutants must each report it as a failure with its case, never exit 2.

@@ -50,17 +50,38 @@ TEST(PythonCli, TheTorchExamplePassesTheWholeSuite) {
   EXPECT_TRUE(has(r.out, "topk_decode@py  PASS")) << r.out;
 }
 
-// A run of no case is NO RUN and exit 1, never PASS: a top-k of 3 s a call in a budget of 1 s.
-TEST(PythonCli, ABudgetThatRunsNoCaseIsNoRunNotPass) {
+// A run that judges only part of the suite is PARTIAL and exit 1, never PASS: a top-k of 3 s a
+// call in a budget of 1 s. The case under way when the budget ends is given the case timeout, so
+// one case of the first property runs; the others are named as not judged, with why.
+TEST(PythonCli, ABudgetThatJudgesOnlyPartIsPartialNotPass) {
   SKIP_WITHOUT_TORCH();
   const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_slow.py:topk_decode --budget 1");
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_TRUE(has(r.out, "topk_decode@py  NO RUN       0  no case ran within the budget")) << r.out;
-  EXPECT_TRUE(has(r.out, "0 of 1 passed, 1 ran no case")) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode@py  PARTIAL       1  not judged: topk_decode.far_rows: no case ran (the budget "
+                         "ended first")) << r.out;
+  EXPECT_TRUE(has(r.out, "0 of 1 passed, 1 left a property unjudged (not a pass)")) << r.out;
+  EXPECT_TRUE(has(r.out, "topk_decode.rows_admissible pass (1 case), topk_decode.far_rows not judged (0 cases)")) << r.out;
   EXPECT_FALSE(has(r.out, "PASS")) << r.out;
   const CliResult j = run_mlacheck("check --python " + kFixtures + "topk_slow.py:topk_decode --budget 1 --format json");
   EXPECT_EQ(j.status, 1) << j.out;
-  EXPECT_TRUE(has(j.out, "\"passed\": false, \"result\": \"NO RUN\", \"cases_run\": 0")) << j.out;
+  EXPECT_TRUE(has(j.out, "\"passed\": false, \"result\": \"PARTIAL\", \"cases_run\": 1")) << j.out;
+  EXPECT_TRUE(has(j.out, "{\"name\": \"topk_decode.far_rows\", \"result\": \"NOT JUDGED\", \"cases\": 0")) << j.out;
+}
+
+// A Python callable that never returns is FAIL hang under every budget, never PASS or NO RUN: the
+// case under way when the budget ends runs to the case timeout.
+TEST(PythonCli, ACallableThatNeverReturnsIsAHangUnderEveryBudget) {
+  SKIP_WITHOUT_TORCH();
+  for (const char* budget : {"1", "5", "10"}) {
+    const CliResult r =
+        run_mlacheck(std::string("check --python ") + kFixtures + "topk_never.py:topk_decode --budget " + budget +
+                     " --case-timeout 1 --save " + ::testing::TempDir() + "python_never");
+    EXPECT_EQ(r.status, 1) << budget << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "FAIL")) << budget << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "hang: one case ran past the case timeout of 1 s")) << budget << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "(4 times the case timeout), it did not end either")) << budget << ": " << r.out;
+    EXPECT_FALSE(has(r.out, "PASS")) << budget << ": " << r.out;
+  }
 }
 
 TEST(PythonCli, TheBuggyTwinFailsWithTheViewRowAndColumnAndReproFailsAgain) {

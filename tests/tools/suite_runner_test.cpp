@@ -1,8 +1,9 @@
 // Tests of tools/suite_runner.h: a kernel that loses the device context (mlacheck::ContextLost, as a
 // CUDA sticky fault throws) is a failure "crashed (<fault>)" with the case it ran, never a setup
 // error; the case reruns; a kernel that never returns is a "hang" with its case once it runs
-// past the case timeout, and otherwise the budget holds (the row ends, the case not judged); a
-// correct implementation passes.
+// past the case timeout, under every budget (a case under way when the budget ends is given the
+// case timeout), and a slow case that ends is judged and the row ends with it; every property is
+// judged (a crash in one does not end the others); a correct implementation passes.
 #include "tools/suite_runner.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -44,8 +46,18 @@ kernels::TopkPath hang_on_batches(kernels::Device& device, const kernels::Device
   return kernels::topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
 }
 
+// The correct top-k, 0.7 s a call (a slow, correct kernel: one of its calls is under way at any
+// moment, the end of a 1 s budget included).
+kernels::TopkPath slow_on_batches(kernels::Device& device, const kernels::DeviceTensor& logits, int64_t next_n,
+                                  const kernels::DeviceTensor& seq_lens, int64_t k, const kernels::DeviceTensor& out,
+                                  const kernels::DeviceTensor& workspace, const kernels::DeviceTensor& counts) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  return kernels::topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
+}
+
 void register_once() {
   static const bool done = [] {
+    kernels::registry().add({"topk_decode", "test_slow", "test only: 0.7 s a call"}, &slow_on_batches);
     kernels::registry().add({"topk_decode", "test_context_lost", "test only: loses the context on batches"},
                             &lose_context_on_batches);
     kernels::registry().add({"topk_decode", "test_hang", "test only: never returns on batches"}, &hang_on_batches);
@@ -96,25 +108,93 @@ TEST(SuiteRunner, ACaseThatNeverEndsIsTimedOutWithItsCase) {
   EXPECT_EQ(r.false_positives, 0) << r.false_positive;
   ASSERT_FALSE(r.first.case_text.empty());
   EXPECT_EQ(CaseText::parse(r.first.case_text).word("impl"), "topk_decode@test_hang");
-  // Found by the case timeout, long before the budget.
-  EXPECT_LT(seconds_since(t0), 20.0);
+  // Found by the case timeout (and 8 s alone to confirm it), long before the budget.
+  EXPECT_LT(seconds_since(t0), 25.0);
 }
 
-TEST(SuiteRunner, TheBudgetHoldsWhenACaseRunsPastIt) {
+// A budget shorter than the case timeout still tells a hang: the case under way when the budget
+// ends runs on to the case timeout, and is FAIL hang, never a pass and never "not judged".
+TEST(SuiteRunner, AHangIsAFailureUnderABudgetShorterThanTheCaseTimeout) {
   register_once();
   SuiteOptions o;
-  o.budget = 3;
+  o.budget = 1;
   o.cases = 3;
-  o.case_timeout = 600;  // the case is not judged: the budget ends first
+  o.case_timeout = 2;
   const auto t0 = std::chrono::steady_clock::now();
   const SuiteResult r = run_suite(o, "topk_decode@test_hang");
   const double took = seconds_since(t0);
+  ASSERT_TRUE(r.failed) << r.budget_note;
+  EXPECT_EQ(r.first.check, "hang");
+  EXPECT_NE(r.first.verdict.find("case timeout of 2 s"), std::string::npos) << r.first.verdict;
+  EXPECT_NE(r.first.verdict.find("run again alone for 8 s (4 times the case timeout), it did not end either"),
+            std::string::npos) << r.first.verdict;
+  EXPECT_FALSE(r.passed());
+  // The case timeout for the case under way, then four times it alone, with room for a loaded
+  // machine; without the judged last case the row would end at 1 s "not judged".
+  EXPECT_GE(took, 9.9);
+  EXPECT_LT(took, 18.0);
+}
+
+// A slow case under way when the budget ends is judged when it ends, and the row ends with it: the
+// budget holds up to that case.
+TEST(SuiteRunner, ASlowCaseUnderWayWhenTheBudgetEndsIsJudgedAndTheRowEndsWithIt) {
+  register_once();
+  SuiteOptions o;
+  o.budget = 1;
+  o.cases = 3;
+  o.case_timeout = 30;
+  const auto t0 = std::chrono::steady_clock::now();
+  const SuiteResult r = run_suite(o, "topk_decode@test_slow");
+  const double took = seconds_since(t0);
   EXPECT_FALSE(r.failed) << r.first.check << ": " << r.first.verdict;
-  EXPECT_NE(r.budget_note.find("the budget ended during "), std::string::npos) << r.budget_note;
-  EXPECT_NE(r.budget_note.find("not judged"), std::string::npos) << r.budget_note;
-  // 3 s and 5% (the child is killed then), with room for a loaded machine; without the kill the
-  // row would wait on the case for its 600 s.
+  EXPECT_TRUE(r.budget_note.empty()) << r.budget_note;
+  EXPECT_GT(r.cases_run, 0);
+  // The case under way at 1 s ended (no "budget ended during" note) and the row with it: 1 s and
+  // one case of 0.7 s at most, with room for a loaded machine; far below the 30 s case timeout.
+  EXPECT_GE(took, 1.05);
   EXPECT_LT(took, 8.0);
+}
+
+// A case past the case timeout that ends when run again alone with four times as long is a slow
+// case, never a hang: counted, the row goes on and passes.
+TEST(SuiteRunner, ACasePastTheCaseTimeoutThatEndsAloneIsSlowNotAHang) {
+  register_once();
+  SuiteOptions o;
+  o.budget = 10;
+  o.cases = 1;
+  o.case_timeout = 1;  // below the 1.4 s and 2.8 s of cases of two and four calls of 0.7 s
+  const SuiteResult r = run_suite(o, "topk_decode@test_slow");
+  EXPECT_FALSE(r.failed) << r.first.check << ": " << r.first.verdict;
+  EXPECT_GE(r.slow_cases, 1);
+  EXPECT_NE(r.slow_case.find("a slow case, not a hang"), std::string::npos) << r.slow_case;
+  EXPECT_GE(r.slow_cases, 2) << "a slow case does not end the row: a fresh child goes on";
+}
+
+// Every property is judged: a kernel that loses the context on every batch crashes in one
+// property's case, and a fresh child goes on with the others, each reported with its own case.
+TEST(SuiteRunner, ACrashInOnePropertyDoesNotEndTheOthers) {
+  register_once();
+  SuiteOptions o;
+  o.budget = 20;
+  o.cases = 3;
+  o.every_property = true;
+  const SuiteResult r = run_suite(o, "topk_decode@test_context_lost");
+  ASSERT_TRUE(r.failed);
+  ASSERT_GE(r.more.size(), 1u) << r.first.check << ": " << r.first.verdict;
+  std::set<std::string> properties;
+  for (const SuiteFinding* f : r.findings()) {
+    EXPECT_EQ(f->check, "crashed (cudaErrorIllegalAddress)") << f->verdict;
+    EXPECT_FALSE(f->case_text.empty());
+    EXPECT_EQ(CaseText::parse(f->case_text).word("property"), f->property);
+    EXPECT_TRUE(properties.insert(f->property).second) << f->property << " reported twice";
+  }
+  EXPECT_EQ(r.properties.size(), 4u);
+  // Without every_property (mutants, check --fail-fast) the row ends at the first.
+  o.every_property = false;
+  o.budget = 5;
+  const SuiteResult first_only = run_suite(o, "topk_decode@test_context_lost");
+  ASSERT_TRUE(first_only.failed);
+  EXPECT_TRUE(first_only.more.empty());
 }
 
 TEST(SuiteRunner, TheCorpusIsFoundBesideAnInstalledCommand) {

@@ -10,6 +10,8 @@
 #define FIXTURE_NAME "fixture_error"
 #elif defined(FIXTURE_IMPL_CRASH)
 #define FIXTURE_NAME "fixture_crash"
+#elif defined(FIXTURE_IMPL_HANG)
+#define FIXTURE_NAME "fixture_hang"
 #elif defined(FIXTURE_CONTRACT)
 #define FIXTURE_NAME "fixture_contract"
 #elif defined(FIXTURE_BAD_CONTRACT)
@@ -106,6 +108,11 @@ static int fill_minus_one(const mlacheck_device* device, const mlacheck_topk_dec
   (void)a;
   volatile int* wild = (volatile int*)16;
   *wild = 1; /* a crash, as a wild pointer in a kernel would */
+  return 0;
+#elif defined(FIXTURE_IMPL_HANG)
+  (void)a;
+  for (volatile int spin = 1; spin;) {
+  } /* never returns, as a kernel spinning on a flag no block sets */
   return 0;
 #else
   for (int64_t r = 0; r < a->out.shape[0]; ++r) {

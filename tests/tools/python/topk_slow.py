@@ -1,5 +1,6 @@
-"""A correct top-k that takes 3 s a call: a budget of 1 s ends inside its first case, so check ran
-no case and must say NO RUN, never PASS (tests/tools/python_cli_test.cpp, tests/python/test_package.py)."""
+"""A correct top-k that takes 3 s a call: a budget of 1 s ends inside its first case, which is
+given the case timeout to end, so check judges one case of one property and must say PARTIAL,
+never PASS (tests/tools/python_cli_test.cpp, tests/python/test_package.py)."""
 import os
 import sys
 import time
