@@ -142,7 +142,7 @@ def properties(op):
 
 
 def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
-          isolate=True):
+          isolate=True, fail_fast=False):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
 
     fn runs in a worker under this very Python (sys.executable), so it sees the torch, Triton and
@@ -151,8 +151,9 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
     ValueError for an unknown op or a malformed contract, TypeError for fn that is not a
     module-level function, RuntimeError with mlacheck's one line for other bad input (a module that
     does not import, no torch, a backend not usable here). property ("topk_decode.rows_admissible")
-    runs that property alone. isolate=False runs fn in this process through cases() (a lambda or a
-    closure will do; a CUDA fault then ends this process's CUDA context)."""
+    runs that property alone. Every property is judged (v.failures lists each failing one);
+    fail_fast=True stops at the first failure. isolate=False runs fn in this process through
+    cases() (a lambda or a closure will do; a CUDA fault then ends this process's CUDA context)."""
     _require_op(op)
     if not isolate:
         run = Cases(op, budget=budget, backend=backend, seed=seed, save=save, contract=contract, property=property)
@@ -165,6 +166,8 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
         cmd += ["--seed", str(seed)]
     if property is not None:
         cmd += ["--property", property]
+    if fail_fast:
+        cmd += ["--fail-fast"]
     env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
     if contract is not None:
         env["MLACHECK_PYTHON_CONTRACT"] = contract if isinstance(contract, str) else "\n".join(contract)

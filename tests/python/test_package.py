@@ -30,6 +30,10 @@ def test_the_buggy_twin_fails_with_the_view_row_and_column(tmp_path):
     assert "past the view's" in v.verdict
     assert v.case_file and os.path.exists(v.case_file)
     assert "FAIL" in str(v)
+    # Every property is judged: each failing one with its own saved case, none twice.
+    props = [f["property"] for f in v.failures]
+    assert props and len(props) == len(set(props)) and all(p.startswith("topk_decode.") for p in props), v.failures
+    assert all(os.path.exists(f["saved_as"]) for f in v.failures), v.failures
 
 
 def test_an_unknown_op_is_a_value_error():
@@ -53,8 +57,8 @@ def test_a_contract_narrows_the_cases():
     import topk_small_k
     # The budgets hold a Python worker's start (seconds under a loaded CI machine) and then cases:
     # at budget=2 the start alone could spend it, and a run of no case is NO RUN, never a PASS.
-    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=120)  # ends at its first failure
-    assert not v and "no kernel for k=" in v.verdict, str(v)
+    v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=120, fail_fast=True)  # ends at its first failure
+    assert not v and "no kernel for k=" in v.verdict and len(v.failures) == 1, str(v)
     v = mlacheck.check("topk_decode", topk_small_k.topk_decode, budget=8, contract=["k <= 8"])
     assert v and v.cases_run > 0, str(v)
 

@@ -246,7 +246,7 @@ TEST(PythonCli, ARandomFailureIsShrunkBeforeItIsSaved) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(corpus + "/regressions");
   const CliResult r = run_mlacheck("check --python topk_decode=" + kFixtures + "topk_wrong_wide.py:topk_decode" +
-                                   " --budget 120 --corpus " + corpus + " --save " + dir);
+                                   " --budget 120 --fail-fast --corpus " + corpus + " --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "(shrunk in ")) << r.out;
   const size_t at = r.out.find("(shrunk in ");
