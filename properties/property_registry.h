@@ -16,6 +16,11 @@ namespace mlacheck {
 const PropertyRegistry& property_registry();
 
 // The outcome of rerunning one case.
+// The key of a saved case that records the memory it took when it failed, in MiB (the suite runner
+// writes it when that is over the memory budget, harness/memory_budget.h; repro raises its budget
+// to it unless --max-mb is given).
+constexpr const char* kMaxMbKey = "max_mb";
+
 struct ReproResult {
   std::string property, impl, backend;
   Verdict verdict;  // std::nullopt: the property holds

@@ -58,6 +58,16 @@ struct ReproOptions {
   bool ignore_contract = false;  // run a case outside the implementation's contract anyway
   std::string format = "table";  // --format table|json|junit: the report of --all
   std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
+  bool max_mb_given = false;  // --max-mb: it holds, whatever a case records
+};
+
+// The memory budget raised for one case (a saved case's max_mb), restored after it.
+struct RaisedCaseMemory {
+  explicit RaisedCaseMemory(int64_t bytes) : before(case_memory_budget_bytes()) { set_case_memory_budget_bytes(bytes); }
+  ~RaisedCaseMemory() { set_case_memory_budget_bytes(before); }
+  RaisedCaseMemory(const RaisedCaseMemory&) = delete;
+  RaisedCaseMemory& operator=(const RaisedCaseMemory&) = delete;
+  int64_t before;
 };
 
 // What the child answers for a case outside the contract (not a verdict).
@@ -121,6 +131,17 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
           << " bytes); it decodes to this case:\n" << c.format();
     }
     const std::string property = c.word("property");
+    // A case that check or mutants saved records the memory it took (max_mb): the budget is
+    // raised to it for this case, unless --max-mb was given, or the machine has less memory (then
+    // the refusal names the flag and the figure).
+    std::optional<RaisedCaseMemory> raised;
+    if (c.has(kMaxMbKey)) {
+      const int64_t need = c.integer(kMaxMbKey, 1, int64_t{1} << 30) << 20;
+      if (!o.max_mb_given && need > case_memory_budget_bytes() &&
+          (physical_memory_bytes() == 0 || need <= physical_memory_bytes())) {
+        raised.emplace(need);
+      }
+    }
     const std::string use_backend = o.backend.empty() ? c.word("backend") : o.backend;
     const std::string use_impl = o.impl.empty() ? c.word("impl") : o.impl;
     property_registry().find(property);  // an unknown property is bad input, before any run
@@ -344,6 +365,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
   o.report = f.text("report");
   o.report_dir = f.text("report-dir");
   flags::apply_max_mb(f);
+  o.max_mb_given = f.given("max-mb");
   const std::vector<std::string> plugins = f.list("plugin");
   std::vector<std::string> files = f.positional;
   const std::string all_dir = f.text("all");

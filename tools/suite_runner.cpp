@@ -22,6 +22,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -30,6 +32,7 @@
 #include "core/contract.h"
 #include "core/error.h"
 #include "harness/input_file.h"
+#include "harness/memory_budget.h"
 #include "kernels/registry.h"
 #include "harness/case_bytes.h"
 #include "fuzz/fuzz_input.h"
@@ -66,9 +69,11 @@ std::vector<std::string> split_on(const std::string& s, char sep) {
 
 std::string pack_finding(const SuiteFinding& f) {
   std::string s;
+  bool first = true;  // not s.empty(): a field may be empty
   for (const std::string& x : {f.stage, f.check, f.verdict, std::to_string(f.seconds), f.case_text, f.random_property,
                                std::to_string(f.random_index), f.property}) {
-    s += (s.empty() ? "" : std::string(1, kField)) + x;
+    s += (first ? "" : std::string(1, kField)) + x;
+    first = false;
   }
   return s;
 }
@@ -97,6 +102,7 @@ std::string pack_tally(const std::map<std::string, PropertyTally>& tally) {
   for (const auto& [name, t] : tally) {
     std::string why = t.not_taken_why;
     std::replace(why.begin(), why.end(), '\n', ' ');
+    std::replace(why.begin(), why.end(), '\t', ' ');  // the progress file's head is split on tabs
     s += (s.empty() ? "" : std::string(1, kItem)) + name + kField + std::to_string(t.cases) + kField +
          std::to_string(t.not_taken) + kField + why;
   }
@@ -400,8 +406,9 @@ class SuiteRun {
   // Tells the parent's watchdog this child is between cases, not stuck in one (the file's age).
   void alive() const { ::utimensat(AT_FDCWD, progress_.c_str(), nullptr, 0); }
 
-  // Where the child is, for a crash report or a case timeout: the cases run so far and a tab, where
-  // (one line), then the case text. The file's age is the case's (the parent's watchdog).
+  // Where the child is, for a crash report or a case timeout: a head line of the cases run so far,
+  // where, and what each property got (pack_tally), separated by tabs, then the case text. The
+  // file's age is the case's (the parent's watchdog).
   void note(const std::string& what, const CaseText& c, const SuiteResult& row) const {
     std::ofstream(progress_, std::ios::trunc) << row.cases_run << '\t' << what << '\t' << pack_tally(row.tally) << '\n'
                                               << c.format();
@@ -411,7 +418,12 @@ class SuiteRun {
     note(stage + ": " + what, c, row);
     // An Error here is the matrix's own trouble (a malformed corpus case, a backend not usable in
     // this process), never a finding and never to be skipped: it ends the command with its line.
+    // The case's memory is counted, never refused (the suite draws within its own limits), so a
+    // failing case can record what it took for repro (kMaxMbKey).
+    std::optional<ScopedCaseMemory> memory(std::in_place, std::numeric_limits<int64_t>::max());
     const ReproResult r = run_case_text(c, o_.backend, impl_);
+    const int64_t took = memory->used();
+    memory.reset();
     if (!r.outside.empty()) {
       PropertyTally& t = row.tally[r.property];
       if (t.not_taken++ == 0) t.not_taken_why = r.outside;
@@ -443,6 +455,8 @@ class SuiteRun {
     }
     CaseText shown = c;
     shown.set("impl", impl_).set("backend", o_.backend);
+    // Past the memory budget repro would run it under (--max-mb, else the default): recorded.
+    if (took > case_memory_budget_bytes()) shown.set(kMaxMbKey, (took + (int64_t{1} << 20) - 1) >> 20);
     return SuiteFinding{stage, r.property, *r.verdict, std::chrono::duration<double>(Clock::now() - start_).count(),
                         shown.format(), "", -1, r.property};
   }
@@ -955,17 +969,20 @@ ChildEnd run_one_child(const SuiteOptions& o, const std::string& impl, const Row
     const IsolatedOutcome ref = run_isolated(
         [&]() -> std::string { return run_case_text(shown, o.backend, row.op + "@ref").verdict.value_or(""); },
         ref_opts);
-    if (!ref.passed()) {
+    if (!ref.passed() && case_timed_out && ref.kind == IsolatedOutcome::kTimedOut) {
+      // Past the case timeout on <op>@ref too: a slow case (a large one, or a slow build), not a
+      // hang and not the suite's fault; counted apart, and the row goes on.
+      counts = false;
+      if (row.slow_cases++ == 0) {
+        row.slow_case = "a case ran past the case timeout of " + std::to_string(static_cast<int>(case_timeout(o))) +
+                        " s on " + impl + " and on " + row.op + "@ref too: a slow case, not a hang (--case-timeout " +
+                        "raises it) (during " + p.where + ")";
+      }
+    } else if (!ref.passed()) {
       counts = false;
       part.false_positives = 1;
       part.false_positive = crash.check + " on " + impl + " and " + crash_name(ref) + " on " + row.op + "@ref: " +
                             ref.message + " (its property was not run further)";
-      if (case_timed_out && ref.kind == IsolatedOutcome::kTimedOut) {
-        part.false_positive = "a case ran past the case timeout of " +
-                              std::to_string(static_cast<int>(case_timeout(o))) + " s on " + impl + " and on " +
-                              row.op + "@ref too: a slow case, not a hang (--case-timeout raises it; its property was "
-                              "not run further)";
-      }
       CaseText ref_case = shown;
       ref_case.set("impl", row.op + "@ref");
       part.false_positive_case = ref_case.format();  // not a failure of impl; its property is not run again

@@ -119,8 +119,8 @@ struct SuiteResult {
   std::string probe_note;  // why no probe ran ("the implementation declares no contract"), or ""
   // The budget ended while the child was still starting (no case judged there), or "".
   std::string budget_note;
-  // Cases that ran past the case timeout but, run again alone with four times as long, ended and
-  // held: slow, not hangs (never a failure); the first one's line.
+  // Cases that ran past the case timeout on <op>@ref too, or that ran again alone with four times
+  // as long and ended and held: slow, not hangs (never a failure); the first one's line.
   int slow_cases = 0;
   std::string slow_case;
   // No failure, but no case ran either (the budget ended first, or the contract left none): never a

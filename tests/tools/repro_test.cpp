@@ -256,6 +256,16 @@ TEST(Repro, ACasePastTheMemoryBudgetIsRefusedWithTheFigureBeforeAllocating) {
   set_case_memory_budget_bytes(int64_t{8} << 20);
   const Outcome ran = repro({small});
   EXPECT_EQ(ran.status, 0) << ran.out << ran.err;
+  // A case that records the memory it took (max_mb, written by check and mutants when it is past
+  // the budget) runs with that budget; --max-mb given holds instead, and the refusal names it.
+  const std::string recorded = write_text("recorded_topk.case", topk_case(16, 4096) + "max_mb 8\n");
+  set_case_memory_budget_bytes(int64_t{256} << 10);
+  const Outcome raised = repro({recorded});
+  EXPECT_EQ(raised.status, 0) << raised.out << raised.err;
+  EXPECT_EQ(case_memory_budget_bytes(), int64_t{256} << 10) << "restored after the case";
+  const Outcome held = repro({recorded, "--max-mb", "1"});
+  EXPECT_EQ(held.status, 2) << held.out << held.err;
+  EXPECT_NE(held.err.find("over the memory budget of 1.0 MiB (--max-mb raises it)"), std::string::npos) << held.err;
   set_case_memory_budget_bytes(0);
 }
 

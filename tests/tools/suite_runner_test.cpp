@@ -19,6 +19,7 @@
 #include "kernels/registry.h"
 #include "kernels/topk_glue.h"
 #include "harness/case_text.h"
+#include "harness/memory_budget.h"
 #include "properties/property_registry.h"
 
 namespace mlacheck {
@@ -55,8 +56,18 @@ kernels::TopkPath slow_on_batches(kernels::Device& device, const kernels::Device
   return kernels::topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
 }
 
+// The correct top-k, then its first index made -7 (a wrong answer, not a crash).
+kernels::TopkPath wrong_first_index(kernels::Device& device, const kernels::DeviceTensor& logits, int64_t next_n,
+                                    const kernels::DeviceTensor& seq_lens, int64_t k, const kernels::DeviceTensor& out,
+                                    const kernels::DeviceTensor& workspace, const kernels::DeviceTensor& counts) {
+  const kernels::TopkPath path = kernels::topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
+  if (out.view.numel() > 0) *out.data<int32_t>() = -7;
+  return path;
+}
+
 void register_once() {
   static const bool done = [] {
+    kernels::registry().add({"topk_decode", "test_wrong", "test only: its first index -7"}, &wrong_first_index);
     kernels::registry().add({"topk_decode", "test_slow", "test only: 0.7 s a call"}, &slow_on_batches);
     kernels::registry().add({"topk_decode", "test_context_lost", "test only: loses the context on batches"},
                             &lose_context_on_batches);
@@ -168,6 +179,25 @@ TEST(SuiteRunner, ACasePastTheCaseTimeoutThatEndsAloneIsSlowNotAHang) {
   EXPECT_GE(r.slow_cases, 1);
   EXPECT_NE(r.slow_case.find("a slow case, not a hang"), std::string::npos) << r.slow_case;
   EXPECT_GE(r.slow_cases, 2) << "a slow case does not end the row: a fresh child goes on";
+}
+
+// A failing case that took more memory than the budget repro runs under records what it took
+// (max_mb), and repro runs it with that budget, where without the record it is refused.
+TEST(SuiteRunner, AFailingCaseRecordsTheMemoryItTookForRepro) {
+  register_once();
+  SuiteOptions o;
+  o.budget = 10;
+  o.cases = 3;
+  set_case_memory_budget_bytes(1);  // below any case's
+  const SuiteResult r = run_suite(o, "topk_decode@test_wrong");
+  set_case_memory_budget_bytes(0);
+  ASSERT_TRUE(r.failed);
+  const CaseText c = CaseText::parse(r.first.case_text);
+  ASSERT_TRUE(c.has(kMaxMbKey)) << r.first.case_text;
+  EXPECT_GE(c.integer(kMaxMbKey, 1, 1 << 20), 1);
+  // The same case with the record runs on @ref within any budget's refusal (run_case_text reads the
+  // key; the case is not malformed by it).
+  EXPECT_FALSE(run_case_text(c, "", "topk_decode@ref").verdict.has_value());
 }
 
 // Every property is judged: a kernel that loses the context on every batch crashes in one
