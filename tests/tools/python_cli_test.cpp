@@ -70,10 +70,11 @@ TEST(PythonCli, ABudgetThatJudgesOnlyPartIsPartialNotPass) {
 }
 
 // A Python callable that never returns is FAIL hang under every budget, never PASS or NO RUN: the
-// case under way when the budget ends runs to the case timeout.
+// case under way when the budget ends runs to the case timeout. (Budgets 1 and 5 here; 10 runs the
+// same path for longer, and the plugin test below runs all three.)
 TEST(PythonCli, ACallableThatNeverReturnsIsAHangUnderEveryBudget) {
   SKIP_WITHOUT_TORCH();
-  for (const char* budget : {"1", "5", "10"}) {
+  for (const char* budget : {"1", "5"}) {
     const CliResult r =
         run_mlacheck(std::string("check --python ") + kFixtures + "topk_never.py:topk_decode --budget " + budget +
                      " --case-timeout 1 --save " + ::testing::TempDir() + "python_never");

@@ -79,7 +79,14 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
 def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, tmp_path):
     env = {"MLACHECK_PYTHON_CONTRACT": contract} if contract else None
     rc, row, out = check(fn, tmp_path, 20, prop, env)
-    assert rc == 0 and row["result"] == "PASS" and row["cases_run"] > 0, (row["result"], row["verdict"], row["case"])
+    # No failure, and cases ran. PASS needs every property judged: in 20 s the interpreted Triton
+    # MLA decode leaves some without a case (far_pages' seed cases have one head, outside the
+    # contract; deterministic's cases are slow in the interpreter), which the verdict says as
+    # PARTIAL, exit 1, with the reason per property: never PASS, and not a failure either.
+    assert row["cases_run"] > 0 and not row["failures"], (row["result"], row["verdict"], row["case"])
+    assert (rc, row["result"]) in ((0, "PASS"), (1, "PARTIAL")), (row["result"], row["verdict"])
+    if row["result"] == "PARTIAL":
+        assert "no case ran" in row["unjudged"], row["unjudged"]
 
 
 # upstream_cache.sh's copies, one injected bug each:
