@@ -7,6 +7,7 @@
 // of budget, the rerun on @ref that tells a finding from a false positive) share the row's clock,
 // the result's wire format and the progress file's, and are read together when either changes.
 #include "tools/suite_runner.h"
+#include "tools/suite_wire.h"
 
 #include "kernels/case_clock.h"
 
@@ -47,76 +48,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using suite_wire::deserialize;
+using suite_wire::found_line;
+using suite_wire::pack_tally;
+using suite_wire::read_found;
+using suite_wire::serialize;
+using suite_wire::split_on;
+using suite_wire::unpack_tally;
 
 std::string read_file(const fs::path& p);
-
-// The wire formats between a row's children and the parent: a result is one line of fields
-// separated by 0x1f (newlines sent as 0x1e); a finding inside it is fields separated by 0x1c, and
-// a list (findings, a tally's properties) items separated by 0x1d.
-constexpr char kSep = '\x1f', kNewline = '\x1e', kItem = '\x1d', kField = '\x1c';
-
-std::vector<std::string> split_on(const std::string& s, char sep) {
-  std::vector<std::string> out(1);
-  for (char c : s) {
-    if (c == sep) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
-std::string pack_finding(const SuiteFinding& f) {
-  std::string s;
-  bool first = true;  // not s.empty(): a field may be empty
-  for (const std::string& x : {f.stage, f.check, f.verdict, std::to_string(f.seconds), f.case_text, f.random_property,
-                               std::to_string(f.random_index), f.property}) {
-    s += (first ? "" : std::string(1, kField)) + x;
-    first = false;
-  }
-  return s;
-}
-bool unpack_finding(const std::string& s, SuiteFinding& f) {
-  const std::vector<std::string> x = split_on(s, kField);
-  if (x.size() != 8) return false;
-  f = SuiteFinding{x[0], x[1], x[2], std::atof(x[3].c_str()), x[4], x[5], std::atoi(x[6].c_str()), x[7]};
-  return true;
-}
-std::string pack_findings(const std::vector<SuiteFinding>& list) {
-  std::string s;
-  for (size_t i = 0; i < list.size(); ++i) s += (i ? std::string(1, kItem) : "") + pack_finding(list[i]);
-  return s;
-}
-std::vector<SuiteFinding> unpack_findings(const std::string& s) {
-  std::vector<SuiteFinding> out;
-  if (s.empty()) return out;
-  for (const std::string& item : split_on(s, kItem)) {
-    SuiteFinding f;
-    if (unpack_finding(item, f)) out.push_back(std::move(f));
-  }
-  return out;
-}
-std::string pack_tally(const std::map<std::string, PropertyTally>& tally) {
-  std::string s;
-  for (const auto& [name, t] : tally) {
-    std::string why = t.not_taken_why;
-    std::replace(why.begin(), why.end(), '\n', ' ');
-    std::replace(why.begin(), why.end(), '\t', ' ');  // the progress file's head is split on tabs
-    s += (s.empty() ? "" : std::string(1, kItem)) + name + kField + std::to_string(t.cases) + kField +
-         std::to_string(t.not_taken) + kField + why;
-  }
-  return s;
-}
-std::map<std::string, PropertyTally> unpack_tally(const std::string& s) {
-  std::map<std::string, PropertyTally> out;
-  if (s.empty()) return out;
-  for (const std::string& item : split_on(s, kItem)) {
-    const std::vector<std::string> x = split_on(item, kField);
-    if (x.size() == 4) out[x[0]] = PropertyTally{std::atoi(x[1].c_str()), std::atoi(x[2].c_str()), x[3]};
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -249,7 +189,7 @@ double case_timeout(const SuiteOptions& o);
 
 class SuiteRun {
  public:
-  // found_file: where each failure is appended as it is found (a line of pack_finding), so the
+  // found_file: where each failure is appended as it is found (a line of suite_wire::found_line), so the
   // parent keeps them when a later case crashes this child. skip: properties not to run (those
   // that failed in an earlier child of the row).
   SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file, const RowClock& clock,
@@ -281,13 +221,15 @@ class SuiteRun {
     if (!stop) {
       stop = run_files(case_files(fs::path(corpus_root(o_.corpus)) / "regressions",
                                   [&](const PropertyEntry& p) {
-                                    return p.op == op_ && (o_.property.empty() || p.name == o_.property);
+                                    return p.op == op_ && o_.selected(p.name);
                                   }),
                        "regressions", deadline, row);
     }
-    const PropertyEntry* only = o_.property.empty() ? nullptr : props.front();
+    // Random cases of any property of the op, or of the selected ones in turn.
     for (int r = 0; !stop && Clock::now() < deadline; ++r) {
-      if (auto k = run_random(only, r, "fuzz", deadline, row)) stop = record(row, *k);
+      const PropertyEntry* p = o_.only.empty() ? nullptr : props[static_cast<size_t>(r) % props.size()];
+      if (p != nullptr && dead_.count(p->name)) continue;
+      if (auto k = run_random(p, r, "fuzz", deadline, row)) stop = record(row, *k);
     }
   }
 
@@ -371,9 +313,9 @@ class SuiteRun {
   std::vector<const PropertyEntry*> properties() const {
     std::vector<const PropertyEntry*> out;
     for (const PropertyEntry* p : fuzz_target_properties(target_)) {
-      if (!p->ref_only && (o_.property.empty() || p->name == o_.property)) out.push_back(p);
+      if (!p->ref_only && o_.selected(p->name)) out.push_back(p);
     }
-    MLA_REQUIRE(!out.empty(), "--property ", o_.property, " is not a property ", impl_, " runs");
+    MLA_REQUIRE(!out.empty(), "--property: none of the properties named is one ", impl_, " runs");
     return out;
   }
 
@@ -382,9 +324,7 @@ class SuiteRun {
   bool record(SuiteResult& row, SuiteFinding k) {
     if (k.property.empty()) k.property = k.check;
     if (!found_.empty()) {
-      std::string line = pack_finding(k);
-      std::replace(line.begin(), line.end(), '\n', kNewline);
-      std::ofstream(found_, std::ios::app) << line << '\n';
+      std::ofstream(found_, std::ios::app) << found_line(k) << '\n';
     }
     dead_.insert(k.property);
     if (!row.failed) {
@@ -582,55 +522,6 @@ class SuiteRun {
   std::set<std::string> dead_;  // properties that failed (here or in an earlier child): not run again
 };
 
-// A result <-> one line through the isolation pipe (fields separated by 0x1f).
-std::string serialize(const SuiteResult& r) {
-  std::string s = "suite-result";
-  for (const std::string& f : {std::string(r.failed ? "1" : "0"), r.first.stage, r.first.check, r.first.verdict,
-                               std::to_string(r.first.seconds), std::to_string(r.cases_run), r.named_result,
-                               r.named_verdict, r.first.case_text, std::to_string(r.false_positives),
-                               r.false_positive, r.false_positive_case, std::to_string(r.outside_contract),
-                               std::to_string(r.probe_cases), std::to_string(r.probe_failures), r.probe_first.check,
-                               r.probe_first.verdict, r.probe_first.case_text, r.first.random_property,
-                               std::to_string(r.first.random_index), std::to_string(r.beyond_reach),
-                               r.beyond_reach_why, r.first.property, pack_findings(r.more), pack_tally(r.tally)}) {
-    std::string field = f;
-    std::replace(field.begin(), field.end(), '\n', kNewline);  // the pipe carries one line
-    s += kSep + field;
-  }
-  return s;
-}
-bool deserialize(const std::string& s, SuiteResult& r) {
-  std::vector<std::string> f;
-  std::string cur;
-  for (char c : s) {
-    if (c == kSep) {
-      f.push_back(cur), cur.clear();
-    } else {
-      cur += c == kNewline ? '\n' : c;
-    }
-  }
-  f.push_back(cur);
-  if (f.size() != 26 || f[0] != "suite-result") return false;
-  r.beyond_reach = std::atoi(f[21].c_str()), r.beyond_reach_why = f[22];
-  r.first.property = f[23];
-  r.more = unpack_findings(f[24]);
-  r.tally = unpack_tally(f[25]);
-  r.first.random_property = f[19];
-  r.first.random_index = std::atoi(f[20].c_str());
-  r.failed = f[1] == "1";
-  r.first.stage = f[2], r.first.check = f[3], r.first.verdict = f[4];
-  r.first.seconds = std::atof(f[5].c_str());
-  r.cases_run = std::atoi(f[6].c_str());
-  r.named_result = f[7], r.named_verdict = f[8], r.first.case_text = f[9];
-  r.false_positives = std::atoi(f[10].c_str());
-  r.false_positive = f[11], r.false_positive_case = f[12];
-  r.outside_contract = std::atoi(f[13].c_str());
-  r.probe_cases = std::atoi(f[14].c_str()), r.probe_failures = std::atoi(f[15].c_str());
-  r.probe_first.check = f[16], r.probe_first.verdict = f[17], r.probe_first.case_text = f[18];
-  if (!r.probe_first.check.empty()) r.probe_first.stage = "probe";
-  return true;
-}
-
 // How a child that gave no verdict ended, as the check column prints it: "crashed", "hang",
 // or "crashed (cudaErrorIllegalAddress)" for a lost device context (run_one's "crashed (<fault>)"
 // verdict, or else the first cudaError... word of the message).
@@ -684,18 +575,6 @@ Progress read_progress(const std::string& path) {
   if (head.size() > 2) p.tally = unpack_tally(head[2]);
   p.case_text = text.substr(nl + 1);
   return p;
-}
-
-// The failures a child wrote to its found file (SuiteRun::record) before it ended.
-std::vector<SuiteFinding> read_found(const std::string& path) {
-  std::vector<SuiteFinding> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    std::replace(line.begin(), line.end(), kNewline, '\n');
-    SuiteFinding f;
-    if (unpack_finding(line, f)) out.push_back(std::move(f));
-  }
-  return out;
 }
 
 // A case past the case timeout runs again alone for this many times the case timeout before it is
@@ -840,13 +719,15 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
   const ProgressFile costs;
   case_clock::state().cost_file = costs.path;
   RowClock clock;
-  clock.start = Clock::now() + seconds(o.start_seconds);
+  const Clock::time_point began = Clock::now();
+  clock.start = began + seconds(o.start_seconds);
   clock.main_end = clock.start + seconds(SuiteRun::main_budget(o, impl));
   clock.end = clock.start + seconds(o.budget);
   clock.slack = 0.05 * o.budget;
   SuiteResult row = run_suite_proper(o, impl, named, clock);
   run_probe(o, row, clock);
   std::remove((costs.path + "." + row.op).c_str());  // the cost file of an interpreted op, if any
+  row.seconds = std::chrono::duration<double>(Clock::now() - began).count();
   return row;
 }
 
@@ -1042,7 +923,7 @@ SuiteResult run_suite_proper(const SuiteOptions& o, const std::string& impl, con
   for (const FuzzTarget& t : fuzz_targets()) {
     if (t.op != row.op) continue;
     for (const PropertyEntry* p : fuzz_target_properties(t)) {
-      if (!p->ref_only && (o.property.empty() || p->name == o.property)) row.properties.push_back(p->name);
+      if (!p->ref_only && o.selected(p->name)) row.properties.push_back(p->name);
     }
   }
   // A child until the suite's share of the budget ends; after a slow case, and (judging every

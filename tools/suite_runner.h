@@ -23,6 +23,7 @@
 // probe, the suite takes three quarters of the budget and the probe the rest.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -44,9 +45,12 @@ struct SuiteOptions {
   // One case running longer than this is a hang: "hang", a failure with its case (when <op>@ref
   // runs it within this time). 0: a third of the budget, within 10 to 60 s.
   double case_timeout = 0;
-  // Run only this property (its seed cases, its regressions, random cases of it for the rest of
-  // the budget); "": every property of the op.
-  std::string property;
+  // Run only these properties (their seed cases, their regressions, random cases of them in turn
+  // for the rest of the budget); empty: every property of the op.
+  std::vector<std::string> only;
+  bool selected(const std::string& property) const {
+    return only.empty() || std::find(only.begin(), only.end(), property) != only.end();
+  }
   // Make a failing random case smaller before reporting it (check does; mutants, which counts
   // kills, does not).
   bool shrink = false;
@@ -101,6 +105,7 @@ struct SuiteResult {
   std::vector<std::string> properties;
   std::map<std::string, PropertyTally> tally;
   int cases_run = 0;
+  double seconds = 0;  // the row's time, from its start to its end (shrinking and the probe included)
   std::string named_result = "not run";  // "first kill", "killed", "survived", "not named", ...
   std::string named_verdict;
   // Cases that failed on the implementation and on <op>@ref too: the suite's own false positives.

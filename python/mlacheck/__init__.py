@@ -141,6 +141,16 @@ def properties(op):
     return out
 
 
+def _property_flags(property):  # noqa: A002 - the keyword users pass
+    """--property once per name: property is None, one name, or a list of names."""
+    if property is None:
+        return []
+    names = [property] if isinstance(property, str) else list(property)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError("property: a property's name (mlacheck.properties(op) lists them) or a list of them")
+    return [a for n in names for a in ("--property", n)]
+
+
 def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
           isolate=True, fail_fast=False):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
@@ -150,8 +160,8 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
     cases to what fn accepts, as @implements(op, contract=...) does. Returns a Verdict. Raises
     ValueError for an unknown op or a malformed contract, TypeError for fn that is not a
     module-level function, RuntimeError with mlacheck's one line for other bad input (a module that
-    does not import, no torch, a backend not usable here). property ("topk_decode.rows_admissible")
-    runs that property alone. Every property is judged (v.failures lists each failing one);
+    does not import, no torch, a backend not usable here). property ("topk_decode.rows_admissible",
+    or a list of them) runs those properties alone. Every property is judged (v.failures lists each failing one);
     fail_fast=True stops at the first failure. isolate=False runs fn in this process through
     cases() (a lambda or a closure will do; a CUDA fault then ends this process's CUDA context)."""
     _require_op(op)
@@ -164,8 +174,7 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
            "--backend", backend, "--format", "json", "--save", save]
     if seed is not None:
         cmd += ["--seed", str(seed)]
-    if property is not None:
-        cmd += ["--property", property]
+    cmd += _property_flags(property)
     if fail_fast:
         cmd += ["--fail-fast"]
     env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
@@ -243,8 +252,7 @@ class Cases:
                     "--backend", backend, "--format", "json", "--save", save]
         if seed is not None:
             self.cmd += ["--seed", str(seed)]
-        if property is not None:
-            self.cmd += ["--property", property]
+        self.cmd += _property_flags(property)
         if cases is not None:
             self.cmd += ["--cases", str(cases)]
         self.contract = contract

@@ -174,7 +174,7 @@ TEST(PluginCli, AnImplementationThatCrashesIsAFailNotACrash) {
 // case under way when the budget ends runs to the case timeout, and alone for four times that.
 TEST(PluginCli, AKernelThatNeverReturnsIsAHangUnderEveryBudget) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_hang";
-  for (const char* budget : {"1", "5", "10"}) {
+  for (const char* budget : {"1", "5"}) {
     const CliResult r = run_mlacheck(std::string("check --plugin " FIXTURE_IMPL_HANG " --case-timeout 1 --budget ") +
                                      budget + " --save " + dir);
     EXPECT_EQ(r.status, 1) << budget << ": " << r.out;

@@ -48,8 +48,8 @@ def mlacheck(args, env=None, timeout=600):
 def check(fn, tmp_path, budget, prop=None, env=None):
     args = ["check", "--python", "%s:%s" % (ADAPTER, fn), "--budget", str(budget), "--seed", "1",
             "--format", "json", "--save", str(tmp_path)]
-    if prop:
-        args += ["--property", prop]
+    for p in ([prop] if isinstance(prop, str) else prop or []):
+        args += ["--property", p]
     rc, out = mlacheck(args, env)
     start = out.find("{\"backend\"")
     assert start >= 0, out[-3000:]
@@ -71,9 +71,8 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
 @pytest.mark.parametrize("fn, prop, contract", [
     ("unpack_decode", None, None),
     ("topk_to_global", None, None),
-    ("decode_metadata", "decode_metadata.equals_oracle", FLAT_PAST_V2),
-    ("decode_metadata", "decode_metadata.views_as_declared", FLAT_PAST_V2),
-    ("decode_metadata", "decode_metadata.fast_path_equals_general_path", FLAT_PAST_V2),
+    ("decode_metadata", ["decode_metadata.equals_oracle", "decode_metadata.views_as_declared",
+                         "decode_metadata.fast_path_equals_general_path"], FLAT_PAST_V2),
     ("mla_decode", None, MLA_PAST_V1),
 ])
 def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, tmp_path):
