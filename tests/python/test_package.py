@@ -36,6 +36,15 @@ def test_the_buggy_twin_fails_with_the_view_row_and_column(tmp_path):
     assert all(os.path.exists(f["saved_as"]) for f in v.failures), v.failures
 
 
+def test_a_list_of_properties_runs_those_alone(tmp_path):
+    # The twin fails every property; named two, it runs and fails those two and ends there.
+    named = ["topk_decode.rows_admissible", "topk_decode.far_rows"]
+    v = mlacheck.check("topk_decode", topk_torch_buggy.topk_decode, budget=120, save=str(tmp_path), property=named)
+    assert v.result == "FAIL" and sorted(f["property"] for f in v.failures) == sorted(named), str(v)
+    with pytest.raises(ValueError, match="property"):
+        mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, property=[])
+
+
 def test_an_unknown_op_is_a_value_error():
     with pytest.raises(ValueError, match="'topk_decoder' is not an op"):
         mlacheck.check("topk_decoder", topk_torch.topk_decode)
