@@ -20,13 +20,13 @@ namespace {
 // key's words), `key:finite` (its floats are finite). Alternatives (a layout's levels, a rank's
 // values) are separated by '|', each "name: items".
 
-enum class TermKind { kQuantity, kLayout, kRank, kDtype, kFlag, kPrecision };
+enum class TermKind { kQuantity, kLayout, kRank, kDtype, kFlag, kPrecision, kDeclaration };
 
 struct Term {
   const char* op;
   const char* name;
   TermKind kind;
-  const char* spec;  // kQuantity: the key; kDtype: "key: word word"; kPrecision: the formats; others:
+  const char* spec;  // kQuantity: the key; kDtype: "key: word word"; kPrecision, kDeclaration: the words; others:
                      // alternatives or items
 };
 
@@ -88,6 +88,8 @@ const Term kTerms[] = {
     {"pack_decode", "tokens", TermKind::kLayout, "contiguous: token_row_pad=0 | padded-rows:"},
     {"pack_decode", "packed", TermKind::kLayout, "contiguous: packed_row_pad=0 | padded-rows:"},
     {"pack_decode", "dtype", TermKind::kDtype, "dtype: fp32 bf16 fp8_e4m3 int32"},
+    // "padding any": the padding slots' values are the caller's to mask (docs/ops.md, pack_decode)
+    {"pack_decode", "padding", TermKind::kDeclaration, "zero any"},
     {"unpack_decode", "next_n", TermKind::kQuantity, "next_n"},
     {"unpack_decode", "decode_lens", TermKind::kQuantity, "decode_lens"},
     {"unpack_decode", "tokens", TermKind::kLayout, "contiguous: token_row_pad=0 | padded-rows:"},
@@ -136,6 +138,7 @@ const char* kind_name(TermKind k) {
     case TermKind::kDtype: return "dtype";
     case TermKind::kFlag: return "flag";
     case TermKind::kPrecision: return "precision";
+    case TermKind::kDeclaration: return "declaration";
   }
   return "?";
 }
@@ -265,6 +268,7 @@ class ClauseParser {
     where_ = "contract of " + op_ + ", clause " + std::to_string(n) + " '" + text + "': ";
     const std::vector<std::string> w = words_of(text);
     if (w.size() == 1 && find(w[0], TermKind::kFlag)) return flag(*find(w[0], TermKind::kFlag), text);
+    if (!w.empty() && find(w[0], TermKind::kDeclaration)) return declaration(*find(w[0], TermKind::kDeclaration), w, text);
     if (!w.empty() && w[0] == "precision") return precision(w, text);
     if (w.size() < 2) fail("not a clause (NAME <= N, NAME in [A, B], TENSOR LAYOUT, TENSOR rank N, TENSOR dtype D, finite, precision OPERAND FORMAT)");
     const std::string& name = w[0];
@@ -405,6 +409,18 @@ class ClauseParser {
     c_.clauses.push_back(text);
   }
 
+  // NAME WORD: what the implementation leaves to its caller (a check relaxed), not a limit on cases.
+  void declaration(const Term& t, const std::vector<std::string>& w, const std::string& text) {
+    const std::string name = t.name;
+    const std::vector<std::string> words = words_of(t.spec);
+    if (w.size() != 2 || std::find(words.begin(), words.end(), w[1]) == words.end()) {
+      fail("a " + name + " clause is '" + name + " " + joined(words, "|") + "'");
+    }
+    if (c_.declared.count(name)) fail(name + " is declared twice");
+    c_.declared[name] = w[1];
+    c_.clauses.push_back(text);
+  }
+
   void add(const std::string& text, std::vector<KeyLimit> limits) {
     c_.clauses.push_back(text);
     for (KeyLimit& l : limits) c_.limits.push_back(std::move(l));
@@ -474,6 +490,7 @@ std::vector<std::string> contract_terms(const std::string& op) {
       }
       case TermKind::kFlag: break;
       case TermKind::kPrecision: line = "precision " + line + " " + joined(words_of(t->spec), "|"); break;
+      case TermKind::kDeclaration: line += " " + joined(words_of(t->spec), "|"); break;
     }
     out.push_back(line);
   }
@@ -486,7 +503,7 @@ std::vector<std::string> contract_term_keys(const std::string& op) {
     if (!k.empty() && std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   };
   for (const Term* t : terms_of(op)) {
-    if (t->kind == TermKind::kPrecision) continue;  // a declaration: no case key
+    if (t->kind == TermKind::kPrecision || t->kind == TermKind::kDeclaration) continue;  // no case key
     if (t->kind == TermKind::kQuantity) {
       add(t->spec);
     } else if (t->kind == TermKind::kDtype) {

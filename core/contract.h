@@ -16,6 +16,9 @@
 //                             it: an operand of its products (contract_terms) rounded to tf32 or
 //                             bf16 (fp32: the default); not a limit on cases, the oracle's slack
 //                             follows it (docs/ops.md section 7)
+//   padding any               what the implementation leaves to its caller, where the op's check
+//                             depends on it (pack_decode: the padding slots' values, which the
+//                             caller masks); not a limit on cases, the check skips that part
 //
 // The names are the op's terms (contract_terms(op) lists them) or the keys of its case files. A
 // contract compiles to limits on case keys, which the case readers (harness/case_text.h) apply
@@ -65,6 +68,7 @@ struct Contract {
   std::vector<std::string> clauses;  // as declared, one per clause, normalized ("k in [1, 2048]")
   std::vector<KeyLimit> limits;
   std::map<std::string, std::string> precision;  // operand -> fp32, tf32 or bf16, as declared
+  std::map<std::string, std::string> declared;   // a declaration term -> its word ("padding" -> "any")
   bool empty() const { return limits.empty(); }
   // The limits on case_key, in declaration order (several clauses may bound one key).
   std::vector<const KeyLimit*> limits_on(std::string_view case_key) const;

@@ -522,6 +522,7 @@ int py_indexer_decode_step(const mlacheck_device* d, const mlacheck_indexer_deco
 // What the probe found: the op of each spec and the callable's contract.
 struct Found {
   std::map<std::string, std::string> op_of_spec, contract_of_op;
+  std::map<std::string, std::string> mirrors_of_op;  // the docs/bugs.md row a seeded twin mirrors
 };
 Found& found() {
   static auto* f = new Found;
@@ -596,6 +597,7 @@ void probe_workers(const std::vector<std::string>& texts) {
         for (const auto& [name, v] : r.values) {
           if (r.kinds.at(name) == "op") found_ops += "\x1fop\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
           if (r.kinds.at(name) == "contract") found_ops += "\x1f" "contract\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
+          if (r.kinds.at(name) == "mirrors") found_ops += "\x1f" "mirrors\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
         }
         return found_ops;
       },
@@ -617,6 +619,7 @@ void probe_workers(const std::vector<std::string>& texts) {
     const std::string kind = item.substr(0, a), name = item.substr(a + 1, b - a - 1), value = item.substr(b + 1);
     if (kind == "op") found().op_of_spec[name] = value;
     if (kind == "contract") found().contract_of_op[name] = json_unquote(value);
+    if (kind == "mirrors") found().mirrors_of_op[name.substr(0, name.find('@'))] = value;  // "OP@mirrors"
     at = end;
   }
 }
@@ -624,6 +627,11 @@ void probe_workers(const std::vector<std::string>& texts) {
 }  // namespace
 
 double python_start_seconds() { return start_seconds(); }
+
+std::string python_mirrors(const std::string& op) {
+  const auto m = found().mirrors_of_op.find(op);
+  return m == found().mirrors_of_op.end() ? "" : m->second;
+}
 
 std::string python_flags() {
   std::string s;

@@ -43,4 +43,8 @@ std::string python_flags();
 // started: no --python, or OP=-): what each child of a run spends again before its first case.
 double python_start_seconds();
 
+// The docs/bugs.md row (a bug id, "T1") the loaded Python callable of op declares it mirrors
+// (mlacheck_mirrors, @mlacheck.implements(..., mirrors=)), or "": mutants takes that row's named check.
+std::string python_mirrors(const std::string& op);
+
 }  // namespace mlacheck::kernels

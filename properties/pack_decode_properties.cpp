@@ -89,7 +89,7 @@ Verdict run_pack(Device& device, PackDecodeFn* pack, const PackDecodeCase& c, Pa
 
 }  // namespace
 
-Verdict pack_decode_slots_left_aligned(Device& device, PackDecodeFn* pack, const PackDecodeCase& c) {
+Verdict pack_decode_slots_left_aligned(Device& device, PackDecodeFn* pack, const PackDecodeCase& c, bool padding_any) {
   PackBuffers s = make_pack_buffers(c);
   const std::vector<uint8_t> tokens = s.tokens.host;
   if (Verdict v = run_pack(device, pack, c, s)) return v;
@@ -99,6 +99,7 @@ Verdict pack_decode_slots_left_aligned(Device& device, PackDecodeFn* pack, const
     for (int64_t j = 0; j < c.next_n; ++j) {
       const uint8_t* got = s.packed.host.data() + row_offset(s.packed.view, {b, j});
       const bool token = j < c.decode_lens[static_cast<size_t>(b)];
+      if (!token && padding_any) continue;  // the contract's "padding any": the caller masks them
       const uint8_t* want = token ? tokens.data() + row_offset(s.tokens.view, {qsl[static_cast<size_t>(b)] + j}) : zeros.data();
       if (std::memcmp(got, want, static_cast<size_t>(s.row_bytes)) != 0) {
         return slot_name(b, j) + (token ? " does not hold token " + std::to_string(qsl[static_cast<size_t>(b)] + j)
@@ -207,9 +208,12 @@ Verdict copy_rows_copies_first_rows(Device& device, CopyRowsFn* copy, const Copy
 void register_pack_decode_properties(PropertyRegistry& r) {
   r.add(make_property<PackDecodeCase>(
       "pack_decode.slots_left_aligned", "pack_decode",
-      "slot (b, j) holds token qsl[b] + j for j < d_b and zeros after; only the [B, next_n] slots are written",
+      "slot (b, j) holds token qsl[b] + j for j < d_b and zeros after (any value with the contract's "
+      "'padding any'); only the [B, next_n] slots are written",
       pack_decode_from_text, [](Device& device, const std::string& impl, const PackDecodeCase& c) {
-        return pack_decode_slots_left_aligned(device, registry().find<PackDecodeFn>(impl), c);
+        const std::shared_ptr<const Contract> contract = registry().contract(impl);
+        const bool padding_any = contract && contract->declared.count("padding") && contract->declared.at("padding") == "any";
+        return pack_decode_slots_left_aligned(device, registry().find<PackDecodeFn>(impl), c, padding_any);
       }));
   r.add(make_property<PackDecodeCase>(
       "unpack_decode.inverts_pack", "unpack_decode",

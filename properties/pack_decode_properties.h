@@ -24,7 +24,10 @@ using TopkToGlobalFn = decltype(kernels::topk_to_global);
 // pack writes slot j of request b as token row query_start_loc[b] + j for j < d_b and zeros for the
 // padding slots j >= d_b; it writes only the [B, next_n] slots of its view, reads nothing past the
 // token rows, and changes no input.
-Verdict pack_decode_slots_left_aligned(kernels::Device& device, PackDecodeFn* pack, const PackDecodeCase& c);
+// padding_any (the implementation's contract declares "padding any"): the padding slots' values
+// are not compared (only their tokens' slots are, and nothing is written past the slots).
+Verdict pack_decode_slots_left_aligned(kernels::Device& device, PackDecodeFn* pack, const PackDecodeCase& c,
+                                       bool padding_any = false);
 
 // unpack(pack(x)) == x on the T token rows: pack runs first, then every padding slot is overwritten
 // with a poison pattern (unpack must not read one), then unpack writes the first T rows of a shared

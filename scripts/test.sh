@@ -19,7 +19,15 @@ ctest --preset asan -j "$jobs"
 
 cmake --preset default -DMLACHECK_PROPERTY_CASES=1000 >/dev/null
 cmake --build --preset default -j "$jobs"
-# The Python tests the sanitizer suite has just run are not run again: they drive the same Python
-# code through the same bridge, and cost minutes of interpreter time. This build runs the Python
-# tests only it has (the stateful examples' corpus-wide same-verdict runs, the upstream label).
-ctest --preset default -j "$jobs" -E '^(python[.](package|env)|PythonCli[.]|Interpreted/PythonTritonExamples|Stateful/PythonExamples)'
+# What the sanitizer suite has just run on the host is not run again here:
+# - the Python tests: they drive the same Python code through the same bridge, and cost minutes of
+#   interpreter time (this build runs the Python tests only it has: the stateful examples'
+#   corpus-wide same-verdict runs, the guard, the upstream label, the kill matrix's Triton variants);
+# - the command-line suites of check, repro and the suite runner (MlacheckCli, SuiteRunner) and the
+#   plugin commands (PluginCli) but their first test, which loads Release plugins into the Release
+#   tool (the pair a user installs): the same host code, already run under ASan and UBSan.
+# Every other test (kernels, oracles, properties at 1000 cases, corpus, mutants.matrix, install)
+# runs in both builds.
+again='python[.](package|env)|PythonCli[.]|Interpreted/PythonTritonExamples|Stateful/PythonExamples'
+again="$again|MlacheckCli[.]|SuiteRunner[.]|PluginCli[.][A-SU-Z]|PluginCli[.]TheBuggyTwin"
+ctest --preset default -j "$jobs" -E "^($again)"

@@ -16,6 +16,7 @@
 #include "core/read_fence.h"
 #include "kernels/device.h"
 #include "kernels/plugin.h"
+#include "kernels/python_bridge.h"
 #include "kernels/registry.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
@@ -101,7 +102,15 @@ struct Options {
   std::vector<std::string> only;
   std::string save_dir;  // --save: each kill's case as <op>-<id>.case
   std::vector<std::string> plugins;
+  std::vector<std::string> python;                // --python: each callable a variant, <op>@py
+  std::map<std::string, std::string> mirrors;     // a Python variant -> the docs/bugs.md row it mirrors
 };
+
+// A variant as the matrix shows it: a Python one with the row it mirrors ("mla_decode_impl@py (T1)").
+std::string shown(const Options& o, const std::string& impl) {
+  const auto m = o.mirrors.find(impl);
+  return m == o.mirrors.end() ? impl : impl + " (" + m->second + ")";
+}
 
 using Row = SuiteResult;
 
@@ -124,7 +133,7 @@ void print_table(const Options& o, const std::vector<Row>& rows, const NotRun& n
   out << "mlacheck mutants: " << rows.size() << " seeded-bug variant(s) on the " << o.suite.backend << " backend, "
       << fixed(o.suite.budget, 0) << " s budget each, " << today() << "\n\n";
   size_t w = 8;
-  for (const Row& r : rows) w = std::max(w, r.impl.size());
+  for (const Row& r : rows) w = std::max(w, shown(o, r.impl).size());
   char line[512];
   std::snprintf(line, sizeof line, "%-*s  %-8s  %-45s  %8s  %-11s  %s\n", static_cast<int>(w), "variant", "result",
                 "first kill (stage: check)", "time", "named check", "verdict");
@@ -135,7 +144,7 @@ void print_table(const Options& o, const std::vector<Row>& rows, const NotRun& n
     const std::string by = r.failed ? r.first.stage + ": " + r.first.check : "-";
     std::string verdict = r.failed ? r.first.verdict : std::to_string(r.cases_run) + " cases run, none failed";
     if (verdict.size() > 160) verdict = verdict.substr(0, 157) + "...";
-    std::snprintf(line, sizeof line, "%-*s  %-8s  %-45s  %7ss  %-11s  %s\n", static_cast<int>(w), r.impl.c_str(),
+    std::snprintf(line, sizeof line, "%-*s  %-8s  %-45s  %7ss  %-11s  %s\n", static_cast<int>(w), shown(o, r.impl).c_str(),
                   r.failed ? "killed" : "SURVIVED", by.c_str(), r.failed ? fixed(r.first.seconds, 2).c_str() : "-",
                   r.named_result.c_str(), verdict.c_str());
     out << line;
@@ -151,7 +160,7 @@ void print_table(const Options& o, const std::vector<Row>& rows, const NotRun& n
   out << "\nnamed check: the property docs/bugs.md's row names; \"first kill\" when it killed first, else whether it "
          "kills the variant when run alone\n";
   for (const Row& r : rows) {
-    if (r.named_result == "killed") out << "  " << r.impl << " named check " << r.named << ": " << r.named_verdict << '\n';
+    if (r.named_result == "killed") out << "  " << shown(o, r.impl) << " named check " << r.named << ": " << r.named_verdict << '\n';
   }
   for (const Row& r : rows) {
     if (!r.budget_note.empty()) out << "  " << r.impl << ": " << r.budget_note << '\n';
@@ -178,7 +187,7 @@ void print_junit(const Options& o, const std::vector<Row>& rows, const NotRun& n
                   {"date", today()}};
   for (const Row& r : rows) {
     TestCase t;
-    t.name = r.impl;
+    t.name = shown(o, r.impl);
     t.classname = r.op.empty() ? r.impl.substr(0, r.impl.find('@')) : r.op;
     std::string said = r.failed ? "killed by " + r.first.stage + ": " + r.first.check + " after " +
                                       fixed(r.first.seconds, 2) + " s: " + r.first.verdict + "\n"
@@ -217,7 +226,9 @@ void print_json(const Options& o, const std::vector<Row>& rows, const NotRun& no
       << ", \"budget_seconds\": " << fixed(o.suite.budget, 1) << ", \"variants\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    out << "  {\"variant\": " << report::json_quote(r.impl) << ", \"summary\": " << report::json_quote(r.summary)
+    const auto m = o.mirrors.find(r.impl);
+    out << "  {\"variant\": " << report::json_quote(r.impl) << ", \"mirrors\": "
+        << report::json_quote(m == o.mirrors.end() ? "" : m->second) << ", \"summary\": " << report::json_quote(r.summary)
         << ", \"killed\": " << (r.failed ? "true" : "false") << ", \"stage\": " << report::json_quote(r.first.stage)
         << ", \"check\": " << report::json_quote(r.first.check) << ", \"verdict\": " << report::json_quote(r.first.verdict)
         << ", \"seconds\": " << fixed(r.first.seconds, 3) << ", \"cases_run\": " << r.cases_run
@@ -262,6 +273,7 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
     o.only = f.list("only");
     o.save_dir = f.text("save");
     o.plugins = f.list("plugin");
+    o.python = f.list("python");
     flags::apply_max_mb(f);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
@@ -277,8 +289,18 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
                 "' (a folder with regressions/ and one folder per fuzz target; --corpus DIR)");
     // A plugin's implementations named like bug ids join the matrix; any other can be named by --only.
     for (const std::string& path : o.plugins) kernels::load_plugin_isolated(path);
+    // Each Python callable is a variant of its own (a seeded twin, say a Triton kernel with one
+    // wrong decision, run on the host in Triton's interpreter), named after the row it mirrors.
+    const std::vector<std::string> from_python = kernels::load_python_isolated(o.python);
+    for (const std::string& impl : from_python) {
+      const std::string id = kernels::python_mirrors(impl.substr(0, impl.find('@')));
+      if (id.empty()) continue;
+      MLA_REQUIRE(named_checks().count(impl.substr(0, impl.find('@')) + "@" + id), "--python: ", impl,
+                  " mirrors '", id, "', which is no row of docs/bugs.md for its op (mlacheck list shows the variants)");
+      o.mirrors[impl] = id;
+    }
     std::vector<std::string> variants;
-    if (o.only.empty()) variants = seeded_variants();
+    if (o.only.empty()) variants = o.python.empty() ? seeded_variants() : from_python;
     for (const std::string& want : o.only) {
       std::string found;
       for (const std::string& v : seeded_variants()) {
@@ -306,9 +328,13 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
         not_run.emplace_back(v, std::move(why));
         continue;
       }
-      if (o.format == "table") err << "mutants: " << v << " ...\n";
-      const auto named = named_checks().find(v);
-      rows.push_back(run_suite(o.suite, v, named == named_checks().end() ? "(none)" : named->second));
+      if (o.format == "table") err << "mutants: " << shown(o, v) << " ...\n";
+      const auto mirrored = o.mirrors.find(v);
+      const auto named = named_checks().find(mirrored == o.mirrors.end() ? v : v.substr(0, v.find('@') + 1) + mirrored->second);
+      SuiteOptions suite = o.suite;
+      // A Python variant's children each start a worker first: its time is not the budget's.
+      if (v.size() > 3 && v.compare(v.size() - 3, 3, "@py") == 0) suite.start_seconds = kernels::python_start_seconds();
+      rows.push_back(run_suite(suite, v, named == named_checks().end() ? "(none)" : named->second));
       const Row& r = rows.back();
       std::string name = v;
       std::replace(name.begin(), name.end(), '@', '-');

@@ -11,7 +11,10 @@ and lse differ from the oracle (the corpus regression T1-graph-replay-after-leng
 catches it after the seed cases, in about 15 s under the interpreter):
     FAIL  regressions: mla_decode_impl.replay_equals_eager: step 1: replay: mla_decode o: 489 of 512
           elements exceed |a-b| <= atol + rtol*|b|; worst at [0, 0, 0, 25] ... (88x the allowed difference)
-and the case is saved. Only a replay is wrong: every eager call passes.
+and the case is saved. Only a replay is wrong: every eager call passes. It is T1 of docs/bugs.md in
+Triton, which the kill matrix runs on the host in the interpreter:
+
+    mlacheck mutants --python examples/python/mla_decode_impl_triton_buggy.py:mla_decode_impl   # killed
 """
 from mla_decode_impl_triton import TritonImpl, launch
 
@@ -41,3 +44,6 @@ class BuggyImpl(TritonImpl):
 
 def mla_decode_impl(config, workspace):
     return BuggyImpl(config, workspace)
+
+
+mla_decode_impl.mlacheck_mirrors = "T1"  # the docs/bugs.md row (what @mlacheck.implements(mirrors=) sets)

@@ -14,6 +14,7 @@ to it as torch tensors (docs/python.md). The executable is $MLACHECK_BIN, else `
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ def _require_op(op):
         raise ValueError("mlacheck: '%s' is not an op (the ops: %s)" % (op, ", ".join(OPS)))
 
 
-def implements(op, contract=None):
+def implements(op, contract=None, mirrors=None):
     """Marks a function as op's implementation, with its contract (what it accepts, narrower than
     the spec: "k <= 2048", "out contiguous", one clause per line or a list; docs/plugins.md has the
     terms). `mlacheck check --python FILE:NAME` then needs no OP=, and never reports a case outside
@@ -39,15 +40,22 @@ def implements(op, contract=None):
 
         @mlacheck.implements("topk_decode", contract=["k <= 2048", "out contiguous"])
         def my_topk(logits, next_n, seq_lens, k, out): ...
+
+    mirrors ("T1") names the docs/bugs.md row a deliberately wrong function reproduces: `mlacheck
+    mutants --python FILE:NAME` runs it as a variant of the kill matrix, with that row's named check.
     """
     _require_op(op)
     if contract is not None and not isinstance(contract, str):
         contract = "\n".join(contract)
+    if mirrors is not None and not re.fullmatch(r"[A-Z][0-9]+", str(mirrors)):
+        raise ValueError("mlacheck: mirrors=%r is not a bug id of docs/bugs.md (a capital and digits: 'T1')" % (mirrors,))
 
     def mark(fn):
         fn.mlacheck_op = op
         if contract:
             fn.mlacheck_contract = contract
+        if mirrors:
+            fn.mlacheck_mirrors = mirrors
         return fn
 
     return mark

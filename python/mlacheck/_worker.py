@@ -320,6 +320,12 @@ class Worker:
                 contract = "\n".join(contract)
             lines.append("op %s %s" % (spec["spec"], op))
             lines.append("contract %s %s" % (op, json.dumps(contract)))
+            mirrors = getattr(fn, "mlacheck_mirrors", None)  # the docs/bugs.md row a seeded twin mirrors
+            if mirrors:
+                if not isinstance(mirrors, str) or not mirrors[:1].isupper() or not mirrors[1:].isdigit():
+                    return ["fail '%s' has mlacheck_mirrors = %r, not a bug id of docs/bugs.md (a capital and digits: "
+                            "'T1')" % (name, mirrors)]
+                lines.append("mirrors %s@mirrors %s" % (op, mirrors))  # a name of its own: replies key on it
         # Triton kernels of these modules run in the interpreter: mlacheck measures their calls and
         # keeps a slow case from being called a hang (kernels/python_bridge.cpp).
         interpreted = self.backend == "host" and os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules
@@ -328,6 +334,7 @@ class Worker:
             if refusal:
                 return ["fail " + refusal]
             install_bf16_model()
+            install_fp8_model()
         if "triton" in sys.modules:
             COMPILING.install()
         lines.append("int interpreted %d" % int(interpreted))
@@ -540,6 +547,95 @@ def install_bf16_model():
 
 
 BF16_MODEL = None
+
+
+# ---- fp8 in Triton's interpreter, as a GPU computes it --------------------------------------------
+#
+# Installed with the bf16 model. Triton 3.6's interpreter narrows to fp8 (float8e4nv, float8e5) with
+# its own bit arithmetic, which drops the carry of a rounding into the exponent (31.4 becomes 16,
+# not 32) and overflows past the largest finite value into other encodings (500 becomes 256). On an
+# NVIDIA GPU the narrowing is cvt.rn.satfinite: rounded to nearest even, saturated to the largest
+# finite value (448 for e4m3, 57344 for e5m2; an infinity too), NaN kept. Its widening reads the
+# NaN encodings (and e5m2's infinities) as large finite numbers (e4m3 0x7f becomes 480). Here an fp8
+# narrowing of fp32, fp16 or bf16 values with round-to-nearest (a cast, a store through an fp8
+# pointer, `.to()`) is computed that way through torch, and every widening of fp8 (a cast, and the
+# operands of tl.dot, which the interpreter widens to fp16) is torch's exact one; an explicit
+# rounding="rtz" is left to the interpreter (tests/python/test_env.py checks all 256 encodings of
+# each format and the narrowing of chosen values against torch, with and without the model).
+
+def install_fp8_model():
+    """Patches triton.runtime.interpreter.InterpreterBuilder once; False when this Triton's
+    interpreter has not the methods it models (another version: left as it is)."""
+    global FP8_MODEL
+    if FP8_MODEL is not None:
+        return FP8_MODEL
+    FP8_MODEL = False
+    try:
+        import numpy as np
+        import torch
+        import triton.language as tl
+        from triton.runtime import interpreter as interp
+        Builder, Handle = interp.InterpreterBuilder, interp.TensorHandle
+        cast_impl, fp_to_fp, dot = Builder.cast_impl, Builder.create_fp_to_fp, Builder.create_dot
+        rtz = interp._ir.ROUNDING_MODE.RTZ
+    except (ImportError, AttributeError):
+        return False
+    formats = {tl.float8e4nv: (torch.float8_e4m3fn, 448.0), tl.float8e5: (torch.float8_e5m2, 57344.0)}
+    wide = {tl.float32: np.float32, tl.float16: np.float16}
+
+    def widened(h, dst):
+        """A handle of dst (fp32, fp16 or bf16) with the exact values of fp8 handle h, or None when h is
+        no fp8 of these formats or dst no such type."""
+        s = h.dtype.scalar
+        if s not in formats or (dst not in wide and dst != tl.bfloat16):
+            return None
+        t = torch.from_numpy(np.ascontiguousarray(np.asarray(h.data), dtype=np.uint8)).view(formats[s][0])
+        if dst == tl.bfloat16:
+            return Handle(t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16), dst)
+        return Handle(t.to(torch.float32).numpy().astype(wide[dst]), dst)
+
+    def values(h):
+        """fp32 values of a fp32, fp16 or bf16 handle, or None for another type."""
+        s = h.dtype.scalar
+        if s == tl.bfloat16:
+            return (np.asarray(h.data).astype(np.uint32) << 16).view(np.float32)
+        if s in wide:
+            return np.asarray(h.data).astype(np.float32)
+        return None
+
+    def narrow(x, dst):
+        """fp8 bits (uint8) of fp32 values: nearest even, saturated to the largest finite, NaN kept."""
+        torch_dtype, largest = formats[dst]
+        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        t = torch.where(torch.isnan(t), t, t.clamp(-largest, largest))
+        return t.to(torch_dtype).view(torch.uint8).numpy()
+
+    def model_cast(self, src, dst_type):
+        d = dst_type.scalar
+        x = values(src) if d in formats else None
+        if x is not None:
+            return Handle(narrow(x, d), d)
+        w = widened(src, d)
+        return w if w is not None else cast_impl(self, src, dst_type)
+
+    def model_fp_to_fp(self, src, dst_type, rounding_mode):
+        d = dst_type.scalar
+        x = values(src) if d in formats and rounding_mode != rtz else None
+        if x is not None:
+            return Handle(narrow(x, d), d)
+        w = widened(src, d)
+        return w if w is not None else fp_to_fp(self, src, dst_type, rounding_mode)
+
+    def model_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        wa, wb = widened(a, tl.float16), widened(b, tl.float16)
+        return dot(self, a if wa is None else wa, b if wb is None else wb, d, input_precision, max_num_imprecise_acc)
+
+    Builder.cast_impl, Builder.create_fp_to_fp, Builder.create_dot = model_cast, model_fp_to_fp, model_dot
+    FP8_MODEL = True
+    return True
+
+
+FP8_MODEL = None
 
 
 # ---- Triton's compiler is progress, not a hang ----------------------------------------------------

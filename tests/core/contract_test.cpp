@@ -87,6 +87,20 @@ TEST(Contract, PrecisionClausesAreDeclarationsNotLimits) {
   EXPECT_NE(error_of("topk_decode", "precision p bf16").find("topk_decode has no precision terms"), std::string::npos);
 }
 
+TEST(Contract, DeclarationsRelaxACheckAndLimitNoCase) {
+  const Contract c = parse_contract("pack_decode", "padding any; next_n <= 4");
+  EXPECT_EQ(c.declared.at("padding"), "any");
+  EXPECT_EQ(c.limits.size(), 1u);  // next_n only
+  EXPECT_EQ(c.describe(), "padding any; next_n <= 4");
+  const std::vector<std::string> terms = contract_terms("pack_decode");
+  EXPECT_NE(std::find(terms.begin(), terms.end(), "padding zero|any"), terms.end());
+  EXPECT_NE(error_of("pack_decode", "padding maybe").find("a padding clause is 'padding zero|any'"), std::string::npos);
+  EXPECT_NE(error_of("pack_decode", "padding any; padding zero").find("declared twice"), std::string::npos);
+  EXPECT_EQ(error_of("unpack_decode", "padding any").find("a padding clause"), std::string::npos)
+      << "unpack_decode has no padding term";
+  EXPECT_FALSE(error_of("unpack_decode", "padding any").empty());
+}
+
 TEST(Contract, EveryOpWithTermsListsThem) {
   EXPECT_FALSE(contract_terms("topk_decode").empty());
   EXPECT_FALSE(contract_terms("paged_mqa_logits").empty());

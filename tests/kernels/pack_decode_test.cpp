@@ -3,6 +3,8 @@
 // every buffer guarded; the properties reporting wrong implementations; case text; bad views.
 #include "kernels/pack_decode_glue.h"
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -85,6 +87,23 @@ void copy_rows_off_by_one(Device& d, const DeviceTensor& src, const DeviceTensor
             dst);
 }
 
+// Pack, then every padding slot filled with 0xff bytes (NaN in fp8, as an upstream packer's -inf
+// pad can be): wrong under the spec, right under a contract's "padding any". Host memory only.
+void pack_pads_with_ones(Device& d, const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed) {
+  pack_decode(d, qsl, tokens, packed);
+  const View& v = packed.view;
+  const int64_t es = v.element_size();
+  int64_t row_elements = 1;
+  for (int dim = 2; dim < v.rank(); ++dim) row_elements *= v.size(dim);
+  const int32_t* q = qsl.data<int32_t>();
+  for (int64_t b = 0; b < v.size(0); ++b) {
+    for (int64_t j = q[b + 1] - q[b]; j < v.size(1); ++j) {
+      std::memset(packed.data<uint8_t>() + (b * v.stride(0) + j * v.stride(1)) * es, 0xff,
+                  static_cast<size_t>(row_elements * es));
+    }
+  }
+}
+
 // Pack, then the first element of slot row 0 written again just past the last slot row's data (a
 // row length off by one): one element, so it stays inside the allocation's red zone.
 void pack_writes_past_the_slots(Device& d, const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed) {
@@ -97,6 +116,28 @@ void pack_writes_past_the_slots(Device& d, const DeviceTensor& qsl, const Device
   const View first(v.dtype(), {1, 1}, {1, 1}, v.byte_offset());
   const View past(v.dtype(), {1, 1}, {1, 1}, v.byte_offset() + ((rows - 1) * v.stride(1) + row_elements) * es);
   copy_rows(d, {packed.base, first}, {packed.base, past});
+}
+
+// A contract's "padding any" (an upstream packer whose caller masks the padding slots): the padding
+// slots' values are not compared; the tokens' slots and the writes past the slots still are.
+TEST(PackDecodeProperties, PaddingAnyLeavesThePaddingSlotsToTheCaller) {
+  const auto host = make_device(Backend::kHost);
+  EXPECT_FALSE(rc::check("a padding slot not zero, under the spec", [&] {
+    const PackDecodeCase c = *gen::pack_decode_case();
+    if (const Verdict v = pack_decode_slots_left_aligned(*host, &pack_pads_with_ones, c)) RC_FAIL(*v);
+  }));
+  EXPECT_TRUE(rc::check("a padding slot not zero, under padding any", [&] {
+    const PackDecodeCase c = *gen::pack_decode_case();
+    if (const Verdict v = pack_decode_slots_left_aligned(*host, &pack_pads_with_ones, c, true)) RC_FAIL(*v);
+  }));
+  EXPECT_FALSE(rc::check("token rows off by one, under padding any", [&] {
+    const PackDecodeCase c = *gen::pack_decode_case();
+    if (const Verdict v = pack_decode_slots_left_aligned(*host, &pack_tokens_off_by_one, c, true)) RC_FAIL(*v);
+  }));
+  EXPECT_FALSE(rc::check("a write past the slots, under padding any", [&] {
+    const PackDecodeCase c = *gen::pack_decode_case();
+    if (const Verdict v = pack_decode_slots_left_aligned(*host, &pack_writes_past_the_slots, c, true)) RC_FAIL(*v);
+  }));
 }
 
 TEST(PackDecodeProperties, ReportEachWrongImplementation) {

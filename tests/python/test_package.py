@@ -45,6 +45,14 @@ def test_a_list_of_properties_runs_those_alone(tmp_path):
         mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, property=[])
 
 
+def test_implements_marks_the_row_a_twin_mirrors():
+    fn = mlacheck.implements("mla_decode_impl", mirrors="T1")(lambda config, workspace: None)
+    assert fn.mlacheck_op == "mla_decode_impl" and fn.mlacheck_mirrors == "T1"
+    assert not hasattr(mlacheck.implements("topk_decode")(lambda: None), "mlacheck_mirrors")
+    with pytest.raises(ValueError, match="not a bug id"):
+        mlacheck.implements("topk_decode", mirrors="t1")
+
+
 def test_an_unknown_op_is_a_value_error():
     with pytest.raises(ValueError, match="'topk_decoder' is not an op"):
         mlacheck.check("topk_decoder", topk_torch.topk_decode)
@@ -144,16 +152,15 @@ def test_the_plugin_makes_one_test_per_property(tmp_path):
     assert "past the view's" in p.stdout and "case saved as mlacheck-cases/topk_decode.rows_admissible" in p.stdout
 
 
-def test_the_plugin_s_tests_select_with_k_and_stop_with_x(tmp_path):
-    p = run_pytest(tmp_path, "-k", "rows_admissible")
-    assert "1 failed, 1 passed, 6 deselected" in p.stdout, p.stdout
+def test_the_plugin_s_tests_stop_with_x(tmp_path):
     p = run_pytest(tmp_path, "-x", "-k", "buggy")
     assert "1 failed" in p.stdout and "passed" not in p.stdout, p.stdout
 
 
-def test_the_plugin_s_tests_run_under_xdist(tmp_path):
+def test_the_plugin_s_tests_select_with_k_and_run_under_xdist(tmp_path):
     pytest.importorskip("xdist", reason="skipped: no pytest-xdist")
-    # One property (two tests, one a worker) is enough to show the workers share them out.
+    # One property selected (two of the eight tests, one a worker): -k picks them, and the workers
+    # share them out.
     p = run_pytest(tmp_path, "-n", "2", "-k", "rows_admissible")
     assert "1 failed, 1 passed" in p.stdout and "[gw" in p.stdout, p.stdout  # a worker ran the failure
 

@@ -118,10 +118,10 @@ TEST(PythonCli, TheBuggyTwinFailsWithTheViewRowAndColumnAndReproFailsAgain) {
 // seed folder took 77 s beside other tests): the build without sanitizers runs it, as it runs the
 // stateful examples' (SameVerdict below); the sanitizer build runs the bridge in every other test.
 TEST(PythonCorpus, SeedAndRegressionCasesOfTopkDecodeHaveTheSameVerdictOnTheTorchExampleAsOnTheReference) {
-  SKIP_WITHOUT_TORCH();
 #ifdef MLACHECK_SANITIZER_BUILD
   GTEST_SKIP() << "skipped: a sanitizer build (the build without sanitizers runs it)";
 #endif
+  SKIP_WITHOUT_TORCH();
   int compared = 0;
   for (const std::string& dir : {kSource + "/corpus/topk_decode", kSource + "/corpus/regressions"}) {
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -209,10 +209,10 @@ TEST(PythonCli, OnePropertyAloneReportsTheBuggyTwinsStrayWriteNotACrash) {
 class SameVerdict : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(SameVerdict, SeedAndRegressionCasesOfTheOpEndAsOnTheReference) {
-  SKIP_WITHOUT_TORCH();
 #ifdef MLACHECK_SANITIZER_BUILD
   GTEST_SKIP() << "skipped: a sanitizer build (the build without sanitizers runs it)";
 #endif
+  SKIP_WITHOUT_TORCH();
   const std::string op = GetParam().first, spec = kSource + "/examples/python/" + GetParam().second;
   int compared = 0;
   for (const std::string& dir : {kSource + "/corpus/" + op, kSource + "/corpus/regressions"}) {
@@ -316,8 +316,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The Triton examples on the host: their kernels run in Triton's interpreter on CPU tensors that
 // alias the guarded buffers (docs/python.md, "Triton on the host"). Each correct one passes its op's
-// suite and each buggy twin fails as its docstring says; executed in every CI run, never skipped
-// where the project's environment (scripts/pyenv.sh) is.
+// suite; executed in every CI run, never skipped where the project's environment (scripts/pyenv.sh)
+// is. Their buggy twins are the kill matrix's Triton variants: ctest's mutants.triton (the build
+// without sanitizers) runs them, each killed with the verdict its docstring says.
 std::string missing_triton() {
   if (const std::string why = missing(); !why.empty()) return why;
   static const bool triton =
@@ -341,11 +342,8 @@ INSTANTIATE_TEST_SUITE_P(
     Interpreted, PythonTritonExamples,
     ::testing::Values(
         Example{"topk_triton.py", "topk_decode", true, ""},
-        Example{"topk_triton_buggy.py", "topk_decode", false, "outside the row's"},
         Example{"decode_metadata_triton.py", "decode_metadata", true, ""},
-        Example{"decode_metadata_triton_buggy.py", "decode_metadata", false, "took the uniform path, want general"},
-        Example{"mla_decode_impl_triton.py", "mla_decode_impl", true, ""},
-        Example{"mla_decode_impl_triton_buggy.py", "mla_decode_impl", false, "replay_equals_eager: step 1: replay"}),
+        Example{"mla_decode_impl_triton.py", "mla_decode_impl", true, ""}),
     [](const ::testing::TestParamInfo<Example>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.size() - 3);
@@ -371,6 +369,31 @@ TEST(PythonCli, AnInterpretedTritonKernelThatNeverEndsIsAHangAndAWildStoreACrash
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "crashed (signal 11)")) << r.out;
   EXPECT_TRUE(std::filesystem::exists(dir + "/topk_decode-py.case")) << r.out;
+}
+
+// mutants --python: each callable a variant of the kill matrix, shown with the docs/bugs.md row it
+// declares it mirrors and judged by that row's named check; a row of another op, or a malformed id,
+// is one line and exit 2 before anything runs.
+TEST(PythonCli, MutantsRunsACallableAsTheVariantOfTheRowItMirrors) {
+  SKIP_WITHOUT_TORCH();
+  const std::string dir = ::testing::TempDir() + "python_mutants";
+  std::filesystem::remove_all(dir);
+  CliResult r = run_mlacheck("mutants --python topk_decode=" + kFixtures + "topk_mirrors.py:as_r4 --budget 60 --save " + dir);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "\ntopk_decode@py (R4)  killed ")) << r.out;
+  EXPECT_TRUE(has(r.out, "1 of 1 killed")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/topk_decode-py.case")) << r.out;
+  const CliResult j = run_mlacheck("mutants --python topk_decode=" + kFixtures + "topk_mirrors.py:as_r4 --budget 60 --format json");
+  EXPECT_TRUE(has(j.out, "\"variant\": \"topk_decode@py\", \"mirrors\": \"R4\"")) << j.out;
+  EXPECT_TRUE(has(j.out, "\"named_check\": \"topk_decode.rows_admissible\"")) << j.out;
+  r = run_mlacheck("mutants --python topk_decode=" + kFixtures + "topk_mirrors.py:as_t1 --budget 5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "mirrors 'T1', which is no row of docs/bugs.md for its op")) << r.out;
+  r = run_mlacheck("mutants --python topk_decode=" + kFixtures + "topk_mirrors.py:as_lowercase --budget 5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "not a bug id of docs/bugs.md")) << r.out;
 }
 
 // A callable named after no op, without OP= or @mlacheck.implements, is one line naming the ways.

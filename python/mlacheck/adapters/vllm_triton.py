@@ -17,6 +17,7 @@ spec allows, the adapter's contract says so and cites the upstream line.
 | decode_metadata | decode_metadata, flattened | v1/attention/backends/mla/indexer.py: DeepseekV32IndexerMetadataBuilder._prepare_decode_tensors (its uniform path is the Triton kernel _prepare_uniform_decode_kernel, its general path torch) |
 | decode_metadata_native | decode_metadata, native 2-D | the same method's native branch (torch) |
 | mla_decode, mla_decode_bf16 | mla_decode (fp8 / bf16 cache) | v1/attention/ops/triton_decode_attention.py: decode_attention_fwd (kernels _fwd_grouped_kernel_stage1 / _fwd_kernel_stage1, _fwd_kernel_stage2), as v1/attention/backends/mla/triton_mla.py TritonMLAImpl.forward_mqa calls it |
+| pack_decode | pack_decode (fp8 q) | v1/attention/ops/common.py: pack_seq_triton (kernel _pack_seq_kernel), as model_executor/layers/sparse_attn_indexer.py calls it for fp8 q |
 | unpack_decode | unpack_decode | v1/attention/ops/common.py: unpack_seq_triton (kernel _unpack_seq_triton_kernel), as model_executor/layers/sparse_attn_indexer.py calls it |
 | topk_to_global | topk_to_global | v1/attention/backends/mla/sparse_utils.py: triton_convert_req_index_to_global_index (kernel _convert_req_index_to_global_index_kernel), as FlashMLASparseImpl calls it |
 
@@ -290,6 +291,26 @@ def common_ops():
 
 def sparse_utils():
     return vllm_release.load_module(SPARSE_UTILS, triton_shims())
+
+
+# sparse_attn_indexer (model_executor/layers/sparse_attn_indexer.py 542-563) packs the decode tokens'
+# fp8 q only when some decode lengths differ (requires_padding): pack_seq_triton(q_quant[:T],
+# decode_lens) with its default pad, -inf, which fp8 holds as -448 (NaN in torch's conversion). Its
+# comment (546-548) is the caller's guarantee: "downstream context_lens masks stale slots", so the
+# padding slots may hold anything ("padding any"). q_quant is the contiguous [T, H, D] output of the
+# q quantization (the wrapper reshapes it to [T, H * D] and the kernel indexes rows of H * D).
+@implements("pack_decode", contract=["dtype dtype fp8_e4m3", "padding any", "tokens contiguous"])
+def pack_decode(query_start_loc, tokens, packed):
+    """common.py pack_seq_triton (kernel _pack_seq_kernel) on the token rows and the decode lengths
+    (torch.diff of query_start_loc, as the indexer's metadata builds decode_lens); its fresh
+    [B, max d_b, ...] result is copied into the first max d_b slots of each request, the slots the
+    logits kernel then reads (next_n' = max d_b)."""
+    lens = torch.diff(query_start_loc)
+    if lens.numel() == 0 or int(lens.max()) == 0:
+        return None
+    res = common_ops().pack_seq_triton(tokens, lens)
+    packed[:, : res.shape[1]].copy_(res.view(packed[:, : res.shape[1]].shape))
+    return None
 
 
 # sparse_attn_indexer (model_executor/layers/sparse_attn_indexer.py 678-687) unpacks only the padded
