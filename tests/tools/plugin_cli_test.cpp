@@ -14,6 +14,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include "tests/support/cli.h"
@@ -42,7 +45,7 @@ TEST(PluginCli, TheExamplePassesTheWholeSuite) {
 TEST(PluginCli, TheBuggyTwinFailsWithAVerdictAndACaseThatReproFails) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_check";
   const CliResult r =
-      run_mlacheck("check --plugin " + kBuggy + " --impl topk_decode@example_buggy --budget 120 --save " + dir);
+      run_mlacheck("check --plugin " + kBuggy + " --impl topk_decode@example_buggy --budget 120 --fail-fast --save " + dir);
   ASSERT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("topk_decode@example_buggy  FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("guard of topk_indices_buffer"), std::string::npos) << r.out;
@@ -165,9 +168,26 @@ TEST(PluginCli, AnImplementationThatCrashesIsAFailNotACrash) {
   const CliResult again = run_mlacheck("repro " + dir + "/topk_decode-fixture_crash.case --plugin " FIXTURE_IMPL_CRASH);
   EXPECT_EQ(again.status, 1) << again.out;
   EXPECT_NE(again.out.find("FAIL  crashed"), std::string::npos) << again.out;
-  const CliResult refused = run_mlacheck("check --plugin " FIXTURE_IMPL_ERROR " --budget 5 --save " + dir);
+  // Refusing every call fails every property, one after another. As JUnit: a failing test case per
+  // property, and the suite's time the row's (at least each failure's time into it; not the first
+  // failure's, which the others come after).
+  const CliResult refused = run_mlacheck("check --plugin " FIXTURE_IMPL_ERROR " --budget 5 --format junit --save " + dir);
   EXPECT_EQ(refused.status, 1) << refused.out;
   EXPECT_NE(refused.out.find("this implementation refuses every call"), std::string::npos) << refused.out;
+  const size_t suite_at = refused.out.find("<testsuite name=\"mlacheck check topk_decode@fixture_error\"");
+  ASSERT_NE(suite_at, std::string::npos) << refused.out;
+  double suite_time = -1, latest = -1;
+  ASSERT_EQ(std::sscanf(refused.out.c_str() + refused.out.find(" time=\"", suite_at), " time=\"%lf", &suite_time), 1);
+  int failures = 0;
+  for (size_t at = refused.out.find("<testcase ", suite_at); at != std::string::npos;
+       at = refused.out.find("<testcase ", at + 1)) {
+    double t = -1;
+    ASSERT_EQ(std::sscanf(refused.out.c_str() + refused.out.find(" time=\"", at), " time=\"%lf", &t), 1);
+    latest = std::max(latest, t);
+    failures += refused.out.substr(at, refused.out.find("</testcase>", at) - at).find("<failure message=") != std::string::npos;
+  }
+  EXPECT_EQ(failures, 4) << refused.out;
+  EXPECT_GE(suite_time, latest) << refused.out;
 }
 
 // A plugin kernel that never returns is FAIL hang under every budget, never PASS or NO RUN: the

@@ -72,6 +72,7 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
 # interpreter; the metadata and the MLA decode get 20.
 @pytest.mark.parametrize("fn, prop, contract, budget", [
     ("pack_decode", None, None, 10),
+    ("indexer_k_cache_insert_rocm", None, None, 10),
     ("unpack_decode", None, None, 10),
     ("topk_to_global", None, None, 10),
     ("decode_metadata", ["decode_metadata.equals_oracle", "decode_metadata.views_as_declared",

@@ -17,6 +17,7 @@ spec allows, the adapter's contract says so and cites the upstream line.
 | decode_metadata | decode_metadata, flattened | v1/attention/backends/mla/indexer.py: DeepseekV32IndexerMetadataBuilder._prepare_decode_tensors (its uniform path is the Triton kernel _prepare_uniform_decode_kernel, its general path torch) |
 | decode_metadata_native | decode_metadata, native 2-D | the same method's native branch (torch) |
 | mla_decode, mla_decode_bf16 | mla_decode (fp8 / bf16 cache) | v1/attention/ops/triton_decode_attention.py: decode_attention_fwd (kernels _fwd_grouped_kernel_stage1 / _fwd_kernel_stage1, _fwd_kernel_stage2), as v1/attention/backends/mla/triton_mla.py TritonMLAImpl.forward_mqa calls it |
+| indexer_k_cache_insert_rocm | indexer_k_cache_insert | v1/attention/ops/rocm_aiter_mla_sparse.py: indexer_k_quant_and_cache_triton (kernel _indexer_k_quant_and_cache_kernel), as rocm_aiter_sparse_attn_indexer calls it, at block size 1 |
 | pack_decode | pack_decode (fp8 q) | v1/attention/ops/common.py: pack_seq_triton (kernel _pack_seq_kernel), as model_executor/layers/sparse_attn_indexer.py calls it for fp8 q |
 | unpack_decode | unpack_decode | v1/attention/ops/common.py: unpack_seq_triton (kernel _unpack_seq_triton_kernel), as model_executor/layers/sparse_attn_indexer.py calls it |
 | topk_to_global | topk_to_global | v1/attention/backends/mla/sparse_utils.py: triton_convert_req_index_to_global_index (kernel _convert_req_index_to_global_index_kernel), as FlashMLASparseImpl calls it |
@@ -310,6 +311,47 @@ def pack_decode(query_start_loc, tokens, packed):
         return None
     res = common_ops().pack_seq_triton(tokens, lens)
     packed[:, : res.shape[1]].copy_(res.view(packed[:, : res.shape[1]].shape))
+    return None
+
+
+# ---- indexer_k_cache_insert, ROCm's Triton writer (docs/ops.md 2.3) ----------------------------------
+
+ROCM_SPARSE = "vllm/v1/attention/ops/rocm_aiter_mla_sparse.py"
+
+
+def rocm_k_cache_writer():
+    """rocm_aiter_mla_sparse.py's indexer_k_quant_and_cache_triton and its kernel, loaded alone (the
+    module imports aiter); current_platform.fp8_dtype() is torch.float8_e4m3fn (IS_FNUZ false: the
+    OCP e4m3 of the spec, what MI350 and NVIDIA GPUs store; MI300's fnuz halves the 448)."""
+    platform = types.SimpleNamespace(fp8_dtype=lambda: torch.float8_e4m3fn, is_rocm=lambda: True)
+    fns, _ = vllm_release.load_functions(
+        ROCM_SPARSE, ["_indexer_k_quant_and_cache_kernel", "indexer_k_quant_and_cache_triton"],
+        {"torch": torch, "triton": triton, "tl": tl, "current_platform": platform})
+    return fns["indexer_k_quant_and_cache_triton"]
+
+
+# rocm_aiter_sparse_attn_indexer (rocm_aiter_mla_sparse.py 921-928) writes each step's keys with
+# indexer_k_quant_and_cache_triton(k, kv_cache, slot_mapping, quant_block_size, scale_fmt), kv_cache
+# [num_blocks, block_size, head_dim + 4] u8 (the block-flat layout with no block padding: the
+# wrapper views it [num_blocks, -1], values then scales, 230-235), k the indexer's contiguous
+# [T, head_dim] keys (the kernel reads row t at t * head_dim, 180). Its layout is the spec's at
+# block size 1 ("NORMAL", 236); from 16 up (ROCm's indexer takes [1, MultipleOf(16)],
+# backends/mla/indexer.py 172) it writes a tiled layout ("SHUFFLE") its own gather kernel reads,
+# another layout than 2.1's, not a defect. head_dim a power of two (tl.arange(0, head_dim)) and at
+# least 4: the wrapper views the scales as float32 rows of [num_blocks, block_size * (head_dim + 4)]
+# bytes (the indexer's head_dim is 128).
+ROCM_K_CACHE = ["block_size = 1", "block_pad = 0", "k_row_pad = 0", "head_dim one-of 4 8 16 32 64 128"]
+
+
+@implements("indexer_k_cache_insert", contract=ROCM_K_CACHE)
+def indexer_k_cache_insert_rocm(k, slot_mapping, kv_cache, block_size, ue8m0):
+    """rocm_aiter_mla_sparse.py indexer_k_quant_and_cache_triton (kernel
+    _indexer_k_quant_and_cache_kernel) on mlacheck's cache viewed [num_blocks, block_size,
+    head_dim + 4], as the ROCm indexer hands it its cache."""
+    if slot_mapping.numel() == 0:
+        return None
+    cache = kv_cache.view(kv_cache.shape[0], int(block_size), k.shape[-1] + 4)
+    rocm_k_cache_writer()(k, cache, slot_mapping, 128, "ue8m0" if ue8m0 else "fp32")
     return None
 
 
