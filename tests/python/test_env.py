@@ -74,13 +74,19 @@ print("dot", "right" if torch.allclose(c, want_dot, rtol=1e-5, atol=1e-5) else "
 '''
 
 
-def run_bf16(mode):
+def run_interpreted(program, mode):
+    """program's output, run in the interpreter by a fresh Python; mode "model" installs the worker's
+    model first, "plain" leaves the interpreter as it is."""
     python_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
     env = dict(os.environ, TRITON_INTERPRET="1")
-    p = subprocess.run([sys.executable, "-c", BF16, python_dir, mode], env=env, stdout=subprocess.PIPE,
+    p = subprocess.run([sys.executable, "-c", program, python_dir, mode], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:]
     return p.stdout
+
+
+def run_bf16(mode):
+    return run_interpreted(BF16, mode)
 
 
 def test_the_interpreter_alone_gets_bf16_wrong():
@@ -136,12 +142,7 @@ for name, dt, largest, e4 in (("e4m3", torch.float8_e4m3fn, 448.0, True), ("e5m2
 
 
 def run_fp8(mode):
-    python_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    p = subprocess.run([sys.executable, "-c", FP8, python_dir, mode], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
-    assert p.returncode == 0, p.stdout[-2000:]
-    return p.stdout
+    return run_interpreted(FP8, mode)
 
 
 def test_the_interpreter_alone_narrows_fp8_wrong():
