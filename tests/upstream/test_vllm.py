@@ -68,15 +68,15 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
     assert rc == 1 and "FAIL" in out and verdict in out, out[-3000:]
 
 
-# The small kernels (a copy per token, a table lookup) run hundreds of cases in 10 s in the
-# interpreter; the metadata and the MLA decode get 20.
+# The small kernels (a copy per token, a table lookup) and the metadata (about 500 cases in 10 s)
+# run hundreds of cases in 10 s in the interpreter; the MLA decode (seconds a case) gets 20.
 @pytest.mark.parametrize("fn, prop, contract, budget", [
     ("pack_decode", None, None, 10),
     ("indexer_k_cache_insert_rocm", None, None, 10),
     ("unpack_decode", None, None, 10),
     ("topk_to_global", None, None, 10),
     ("decode_metadata", ["decode_metadata.equals_oracle", "decode_metadata.views_as_declared",
-                         "decode_metadata.fast_path_equals_general_path"], FLAT_PAST_V2, 20),
+                         "decode_metadata.fast_path_equals_general_path"], FLAT_PAST_V2, 10),
     ("mla_decode", None, MLA_PAST_V1, 20),
 ])
 def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, budget, tmp_path):
