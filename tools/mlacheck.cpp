@@ -69,7 +69,7 @@ int cmd_list() {
     const std::string q = i.qualified();
     std::cout << "  " << q << std::string(q.size() < 30 ? 30 - q.size() : 1, ' ') << i.summary << '\n';
     const auto contract = mlacheck::kernels::registry().contract(q);
-    if (!contract->empty()) std::cout << std::string(32, ' ') << "contract: " << contract->describe() << '\n';
+    if (!contract->clauses.empty()) std::cout << std::string(32, ' ') << "contract: " << contract->describe() << '\n';
   }
   if (impls.empty()) std::cout << "  none registered in this build\n";
   std::cout << "\ncontract terms (clauses a plugin's contract may use; N: a number or another quantity):\n";
