@@ -149,7 +149,8 @@ std::vector<int32_t> topk_to_global_locals(const TopkToGlobalCase& c) {
     for (int32_t j = 0; j < c.decode_lens[static_cast<size_t>(b)]; ++j) {
       for (int64_t i = 0; i < c.k; ++i) {
         int64_t x = -1;
-        switch (pick(10)) {
+        const int64_t kind = pick(10);
+        switch (c.locals == TopkToGlobalCase::Locals::kInRange && kind < 3 ? 4 : kind) {
           case 0: x = -1; break;
           case 1: x = -1 - pick(3); break;
           case 2: x = past + pick(c.page + 2); break;  // becomes -1

@@ -81,6 +81,10 @@ struct TopkToGlobalCase : CaseSchedule {
   int64_t table_lead = 0, table_row_pad = 0;
   int64_t local_row_pad = 0, global_lead_rows = 0, global_row_pad = 0, qsl_lead = 0;
   bool in_place = false;  // global is local itself
+  // Which local indices the rows hold: mixed (-1, other negatives, indices whose column is past the
+  // table, and indices in [0, L)) or in-range (only indices in [0, L): what a caller that converts
+  // only the valid prefix of each row hands over; a request of length 0 still has only -1).
+  enum class Locals { kMixed, kInRange } locals = Locals::kMixed;
 
   int64_t B() const { return static_cast<int64_t>(decode_lens.size()); }
   int64_t T() const;
@@ -123,6 +127,10 @@ void fields(V& v, TopkToGlobalCase& c) {
   v.integer("global_lead_rows", c.global_lead_rows, 0, 64, UpTo{2});
   v.integer("qsl_lead", c.qsl_lead, 0, 64, UpTo{2});
   v.flag("in_place", c.in_place);
+  v.choice("locals", c.locals, {"mixed", "in-range"}, [] {
+    return *rc::gen::weightedElement<TopkToGlobalCase::Locals>(
+        {{3, TopkToGlobalCase::Locals::kMixed}, {1, TopkToGlobalCase::Locals::kInRange}});
+  });
   v.schedule(c);
 }
 

@@ -72,6 +72,8 @@ struct RaisedCaseMemory {
 
 // What the child answers for a case outside the contract (not a verdict).
 constexpr const char* kOutsidePrefix = "outside-contract: ";
+// repro_one's status for a case it did not run (OUTSIDE): exit 1 alone, counted apart by --all.
+constexpr int kNotRun = 3;
 
 // The fuzz target a raw input belongs to: --target, or a folder or file name of its path that
 // names one (mlacheck fuzz keeps a target's inputs under .../<target>/). bytes: for the message
@@ -152,7 +154,7 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     const auto outside = [&](const std::string& why) {
       out << header << "OUTSIDE  the case lies outside " << use_impl << "'s contract: " << why
           << " (not run; --ignore-contract runs it)\n";
-      return 0;
+      return kNotRun;
     };
     // --report html: a stray write's page (tools/report_html.h), named after the case file; its
     // path ends the FAIL line.
@@ -408,7 +410,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
       return 2;
     }
   }
-  int failed = 0, malformed = 0;
+  int failed = 0, malformed = 0, not_run = 0;
   std::vector<ReproRecord> records;  // --format json or junit: each file's, for the report
   for (const std::string& f : files) {
     int rc = 0;
@@ -422,15 +424,17 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
       records.push_back({f, rc, file_out.str(), file_err.str(),
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
     }
-    failed += rc == 1, malformed += rc == 2;
+    failed += rc == 1, malformed += rc == 2, not_run += rc == kNotRun;
   }
+  const int held = static_cast<int>(files.size()) - failed - malformed - not_run;
   if (o.format != "table") {
     print_report(o.format, all_dir, records, out);
-  } else if (files.size() > 1) {
-    out << "repro --all " << all_dir << ": " << files.size() - failed - malformed << " of " << files.size()
-        << " hold, " << failed << " fail, " << malformed << " malformed\n";
+  } else if (files.size() > 1 || !all_dir.empty()) {
+    out << (all_dir.empty() ? std::string("repro") : "repro --all " + all_dir) << ": " << held << " of " << files.size() << " hold, " << failed << " fail, "
+        << not_run << " outside the contract (not run), " << malformed << " malformed\n";
   }
-  return malformed ? 2 : failed ? 1 : 0;
+  // A case that did not run is never a pass: alone it exits 1, and so does a folder of which none ran.
+  return malformed ? 2 : failed ? 1 : held == 0 && not_run > 0 ? 1 : 0;
 }
 
 }  // namespace mlacheck

@@ -3,6 +3,7 @@
 // every buffer guarded; the properties reporting wrong implementations; case text; bad views.
 #include "kernels/pack_decode_glue.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -167,6 +168,38 @@ TEST(PackDecodeProperties, ReportEachWrongImplementation) {
   }));
 }
 
+// "locals in-range" (a contract's `locals one-of in-range`) leaves only indices in [0, L): no -1, no
+// other negative, no column past the table, except in a request of length 0, which has none to give.
+RC_GTEST_PROP(TopkToGlobalLocals, InRangeHoldsOnlyIndicesInsideTheRequest, ()) {
+  TopkToGlobalCase c = *gen::topk_to_global_case();
+  c.locals = TopkToGlobalCase::Locals::kInRange;
+  const std::vector<int32_t> local = topk_to_global_locals(c);
+  size_t at = 0;
+  for (size_t b = 0; b < c.decode_lens.size(); ++b) {
+    for (int64_t i = 0; i < int64_t{c.decode_lens[b]} * c.k; ++i, ++at) {
+      const int32_t L = c.seq_lens[b], x = local[at];
+      if (L == 0) {
+        RC_ASSERT(x == -1);
+      } else {
+        RC_ASSERT(x >= 0 && x < L);
+      }
+    }
+  }
+  RC_ASSERT(at == local.size());
+}
+
+// The mixed rows (the default) hold all four kinds: -1, other negatives, past the table, inside.
+TEST(TopkToGlobalLocals, MixedHoldsEveryKindOfIndex) {
+  TopkToGlobalCase c;
+  c.decode_lens = {4}, c.seq_lens = {10}, c.k = 64, c.page = 4, c.W = 3, c.block_table = {0, 1, 2};
+  const std::vector<int32_t> local = topk_to_global_locals(c);
+  const auto count = [&](auto pred) { return std::count_if(local.begin(), local.end(), pred); };
+  EXPECT_GT(count([](int32_t x) { return x == -1; }), 0);
+  EXPECT_GT(count([](int32_t x) { return x < -1; }), 0);
+  EXPECT_GT(count([&](int32_t x) { return x >= c.W * c.page; }), 0);
+  EXPECT_GT(count([&](int32_t x) { return x >= 0 && x < 10; }), 0);
+}
+
 // ---- case text ---------------------------------------------------------------------------------
 
 RC_GTEST_PROP(PackDecodeCaseText, RoundTripsAndRunsThroughTheRegistry, ()) {
@@ -224,7 +257,7 @@ TEST(PackDecodeCaseText, MalformedCasesAreRefusedWithOneLine) {
                  {{"seq_lens 5 2", "seq_lens 5"}, {"seq_lens 5 2", "seq_lens 9 2"}, {"block_table 7 3 1 -1", "block_table 7 3 1"},
                   {"block_table 7 3 1 -1", "block_table 7 -3 1 -1"},
                   {"block_table 7 3 1 -1", "block_table 7 3 1000000000 -1"}, {"page 4", "page 0"},
-                  {"k 2", "k 0"}, {"in_place 0", "in_place 2"}},
+                  {"k 2", "k 0"}, {"in_place 0", "in_place 2"}, {"locals mixed", "locals some"}},
                  [](const CaseText& t) { topk_to_global_from_text(t); });
 }
 

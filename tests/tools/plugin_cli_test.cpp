@@ -127,9 +127,17 @@ TEST(PluginCli, AProductionStyleKernelPassesInsideItsContract) {
   const std::string seed = MLACHECK_SOURCE_DIR "/corpus/topk_decode/rows_admissible-0.case";
   const CliResult outside =
       run_mlacheck("repro " + seed + " --plugin " PRODUCTION_PLUGIN " --impl topk_decode@production");
-  EXPECT_EQ(outside.status, 0) << outside.out;
+  EXPECT_EQ(outside.status, 1) << outside.out;  // not run is never a pass
   EXPECT_NE(outside.out.find("OUTSIDE  the case lies outside topk_decode@production's contract"), std::string::npos)
       << outside.out;
+  // A folder of which no case ran is not a pass either; the summary counts the outside cases apart.
+  const std::string folder = dir + "/outside-only";
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(seed, folder + "/rows_admissible-0.case", std::filesystem::copy_options::overwrite_existing);
+  const CliResult none = run_mlacheck("repro --all " + folder + " --plugin " PRODUCTION_PLUGIN " --impl topk_decode@production");
+  EXPECT_EQ(none.status, 1) << none.out;
+  EXPECT_NE(none.out.find(": 0 of 1 hold, 0 fail, 1 outside the contract (not run), 0 malformed"), std::string::npos)
+      << none.out;
   const CliResult forced = run_mlacheck("repro " + seed + " --plugin " PRODUCTION_PLUGIN
                                         " --impl topk_decode@production --ignore-contract");
   EXPECT_EQ(forced.out.find("OUTSIDE"), std::string::npos) << forced.out;

@@ -5,7 +5,7 @@ it is in this repository.
 
 Each test runs `mlacheck` on an adapter of python/mlacheck/adapters/vllm_triton.py with a fixed seed
 and budget and wants the verdict docs/findings.md records: the two real defects reproduce from
-their corpus cases, the kernels pass every property the findings leave open, and a copy of the
+their corpus cases (a latent one outside its caller's contract with --ignore-contract), the kernels pass every property the findings leave open, and a copy of the
 release with one injected bug is caught within 20 cases."""
 import json
 import os
@@ -61,11 +61,19 @@ def check(fn, tmp_path, budget, prop=None, env=None):
     ("V1-vllm-mla-decode-seq-len-0-nan.case", "mla_decode", "mla_decode@py", "got NaN"),
     ("V2-vllm-metadata-general-path-context-not-clamped.case", "decode_metadata", "decode_metadata@py",
      "context length -1 outside [0, L = 0]"),
+    # Latent (outside what its caller converts, so outside the adapter's contract): run anyway.
+    ("V4-vllm-rocm-global-index-no-slot-is-0.case", "topk_to_global_rocm", "topk_to_global@py",
+     "local 4 -> 0, the oracle says -1"),
 ])
 def test_the_findings_reproduce(case, fn, impl, verdict):
+    extra = ["--ignore-contract"] if case.startswith("V4-") else []
     rc, out = mlacheck(["repro", os.path.join(REGRESSIONS, case), "--python", "%s:%s" % (ADAPTER, fn),
-                        "--impl", impl])
+                        "--impl", impl] + extra)
     assert rc == 1 and "FAIL" in out and verdict in out, out[-3000:]
+    if extra:  # inside the contract the case is not run, and not run is not a pass
+        rc, out = mlacheck(["repro", os.path.join(REGRESSIONS, case), "--python", "%s:%s" % (ADAPTER, fn),
+                            "--impl", impl])
+        assert rc == 1 and "OUTSIDE" in out and "'locals' is 'mixed'" in out, out[-3000:]
 
 
 # The small kernels (a copy per token, a table lookup) and the metadata (about 500 cases in 10 s)
@@ -75,6 +83,7 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
     ("indexer_k_cache_insert_rocm", None, None, 10),
     ("unpack_decode", None, None, 10),
     ("topk_to_global", None, None, 10),
+    ("topk_to_global_rocm", None, None, 10),
     ("decode_metadata", ["decode_metadata.equals_oracle", "decode_metadata.views_as_declared",
                          "decode_metadata.fast_path_equals_general_path"], FLAT_PAST_V2, 10),
     ("mla_decode", None, MLA_PAST_V1, 20),

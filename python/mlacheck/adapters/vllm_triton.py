@@ -21,6 +21,7 @@ spec allows, the adapter's contract says so and cites the upstream line.
 | pack_decode | pack_decode (fp8 q) | v1/attention/ops/common.py: pack_seq_triton (kernel _pack_seq_kernel), as model_executor/layers/sparse_attn_indexer.py calls it for fp8 q |
 | unpack_decode | unpack_decode | v1/attention/ops/common.py: unpack_seq_triton (kernel _unpack_seq_triton_kernel), as model_executor/layers/sparse_attn_indexer.py calls it |
 | topk_to_global | topk_to_global | v1/attention/backends/mla/sparse_utils.py: triton_convert_req_index_to_global_index (kernel _convert_req_index_to_global_index_kernel), as FlashMLASparseImpl calls it |
+| topk_to_global_rocm | topk_to_global | v1/attention/backends/mla/rocm_aiter_mla_sparse.py: triton_convert_req_index_to_global_index (ROCm's own kernel _convert_req_index_to_global_index_kernel), as ROCMAiterMLASparseImpl.forward_mqa calls it, each token's range of the ragged output one row of K |
 
 Kernels holding bf16 values need mlacheck's model of bf16 in Triton's interpreter (the worker
 installs it on the host backend: docs/python.md, "Triton on the host"). A seeded-bug copy of the release runs through
@@ -397,4 +398,50 @@ def topk_to_global(query_start_loc, local, block_table, page, **kw):
     res, _ = sparse_utils().triton_convert_req_index_to_global_index(
         req_id, block_table, local, BLOCK_SIZE=int(page), NUM_TOPK_TOKENS=local.shape[1], return_valid_counts=True)
     out.copy_(res)
+    return None
+
+
+# ---- topk_to_global, ROCm's own ragged writer (docs/ops.md 3) --------------------------------------
+
+ROCM_SPARSE_BACKEND = "vllm/v1/attention/backends/mla/rocm_aiter_mla_sparse.py"
+
+
+def rocm_global_index():
+    """The ROCm backend's own triton_convert_req_index_to_global_index and its kernel, loaded alone
+    (the module imports aiter)."""
+    fns, _ = vllm_release.load_functions(
+        ROCM_SPARSE_BACKEND, ["_convert_req_index_to_global_index_kernel", "triton_convert_req_index_to_global_index"],
+        {"torch": torch, "triton": triton, "tl": tl})
+    return fns["triton_convert_req_index_to_global_index"]
+
+
+# ROCMAiterMLASparseImpl.forward_mqa (backends/mla/rocm_aiter_mla_sparse.py 777-785) converts
+# topk_indices [T, topk_tokens] into the builder's flat paged_kv_indices through paged_kv_indptr, the
+# running sum (535) of generate_sparse_seqlen_triton's per-token counts (526): min(ctx, topk_tokens)
+# for a token that sees ctx keys, 0 for a request of length 0 (generate_sparse_seqlen_kernel returns
+# before storing, 186-187). The kernel stores only inside each token's range [indptr[t], indptr[t+1])
+# (98-102). What the caller converts is therefore only each row's first min(ctx, topk) entries, which
+# the top-k per row it runs before (ops/rocm_aiter_mla_sparse.py 957-982) fills with indices in
+# [0, ctx) (docs/ops.md 3: a short row's entries past its length are -1): never -1, never a column
+# past the request's table, never a request of length 0. Here every token's range is one row of K
+# (indptr = K * t, the output mlacheck's contiguous `global` seen flat), which changes which entries
+# are converted, not how: "locals one-of in-range" and "seq_lens >= 1" are that caller's guarantee.
+# Outside it the kernel stores 0 where its docstring promises -1 (docs/findings.md, vLLM 0.29.0 5).
+# NUM_TOPK_TOKENS % BLOCK_N (128) == 0 is asserted (129-131): k = 128.
+ROCM_TOPK_TO_GLOBAL = ["k = 128", "global contiguous", "seq_lens >= 1", "locals one-of in-range"]
+
+
+@implements("topk_to_global", contract=ROCM_TOPK_TO_GLOBAL)
+def topk_to_global_rocm(query_start_loc, local, block_table, page, **kw):
+    """backends/mla/rocm_aiter_mla_sparse.py triton_convert_req_index_to_global_index (ROCm's kernel
+    _convert_req_index_to_global_index_kernel), writing into mlacheck's `global` itself: req_id per
+    token as the ROCm builder makes it (np.repeat of the query lengths, 498-500), indptr K * t."""
+    out = kw["global"]
+    T, K = local.shape
+    if T == 0:
+        return None
+    lens = torch.diff(query_start_loc.long())
+    req_id = torch.repeat_interleave(torch.arange(lens.numel(), dtype=torch.int32, device=lens.device), lens)
+    indptr = torch.arange(T + 1, dtype=torch.int32, device=local.device) * K
+    rocm_global_index()(req_id, block_table, local, indptr, out.view(-1), BLOCK_SIZE=int(page), NUM_TOPK_TOKENS=K)
     return None
