@@ -28,12 +28,21 @@ struct Term {
   TermKind kind;
   const char* spec;  // kQuantity: the key; kDtype: "key: word word"; kPrecision, kDeclaration: the words; others:
                      // alternatives or items
+  const char* note = nullptr;  // what a declaration or flag means, in words (`mlacheck list --contract-terms`)
 };
 
 // The formats a precision clause may name, roughest last: the values an implementation's products
 // take ("precision p bf16": P is rounded to bf16 before P.V). The oracles' slack follows them
 // (docs/ops.md section 7, "Declared precision").
 #define MLA_PRECISIONS "fp32 tf32 bf16"
+
+#define MLA_FINITE_TOPK_NOTE "no NaN, -inf or extreme values in the rows: the finite row patterns only"
+#define MLA_SHORT_ROWS_NOTE                                                                              \
+  "any-order: a row of n <= k holds each of [0, n) once and -1 elsewhere, in any order (the spec: [0, n) in " \
+  "order, then -1), for a caller that reads rows as sets"
+#define MLA_TIES_NOTE                                                                                       \
+  "any: among values equal to the k-th, a launch may choose differently from the last; a repeated launch is " \
+  "judged alone (an admissible top-k), not against the first one's set"
 
 // The words a top-k row pattern may take when inputs are finite (no nan, neg-inf, extremes).
 #define MLA_FINITE_TOPK "patterns=distinct,few-values,shared-high-bits,all-equal,signed-zeros,negative,huge,tiny,zeros values_*:finite"
@@ -49,7 +58,11 @@ const Term kTerms[] = {
     {"topk_decode", "logits", TermKind::kLayout,
      "contiguous: logits_row_pad=0 logits_col_stride=1 logits_row_stride=0 | padded-rows: logits_col_stride=1"},
     {"topk_decode", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},
-    {"topk_decode", "finite", TermKind::kFlag, MLA_FINITE_TOPK},
+    {"topk_decode", "finite", TermKind::kFlag, MLA_FINITE_TOPK, MLA_FINITE_TOPK_NOTE},
+    // "short_rows any-order": a row of n <= k may hold [0, n) in any order (a caller reading rows as
+    // sets); "ties any": the choice among equal values may change from launch to launch (docs/ops.md 3)
+    {"topk_decode", "short_rows", TermKind::kDeclaration, "ordered any-order", MLA_SHORT_ROWS_NOTE},
+    {"topk_decode", "ties", TermKind::kDeclaration, "fixed any", MLA_TIES_NOTE},
     {"topk_prefill", "k", TermKind::kQuantity, "k"},
     {"topk_prefill", "rows", TermKind::kQuantity, "rows"},
     {"topk_prefill", "cols", TermKind::kQuantity, "cols"},
@@ -58,7 +71,9 @@ const Term kTerms[] = {
     {"topk_prefill", "logits", TermKind::kLayout,
      "contiguous: logits_row_pad=0 logits_col_stride=1 logits_row_stride=0 | padded-rows: logits_col_stride=1"},
     {"topk_prefill", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},
-    {"topk_prefill", "finite", TermKind::kFlag, MLA_FINITE_TOPK},
+    {"topk_prefill", "finite", TermKind::kFlag, MLA_FINITE_TOPK, MLA_FINITE_TOPK_NOTE},
+    {"topk_prefill", "short_rows", TermKind::kDeclaration, "ordered any-order", MLA_SHORT_ROWS_NOTE},
+    {"topk_prefill", "ties", TermKind::kDeclaration, "fixed any", MLA_TIES_NOTE},
     // paged indexer logits
     {"paged_mqa_logits", "batch", TermKind::kQuantity, "batch"},
     {"paged_mqa_logits", "next_n", TermKind::kQuantity, "next_n"},
@@ -89,7 +104,9 @@ const Term kTerms[] = {
     {"pack_decode", "packed", TermKind::kLayout, "contiguous: packed_row_pad=0 | padded-rows:"},
     {"pack_decode", "dtype", TermKind::kDtype, "dtype: fp32 bf16 fp8_e4m3 int32"},
     // "padding any": the padding slots' values are the caller's to mask (docs/ops.md, pack_decode)
-    {"pack_decode", "padding", TermKind::kDeclaration, "zero any"},
+    {"pack_decode", "padding", TermKind::kDeclaration, "zero any",
+     "any: the padding slots may hold anything (the spec says 0), the caller masks them; token slots and writes "
+     "past the slots are still checked"},
     {"unpack_decode", "next_n", TermKind::kQuantity, "next_n"},
     {"unpack_decode", "decode_lens", TermKind::kQuantity, "decode_lens"},
     {"unpack_decode", "tokens", TermKind::kLayout, "contiguous: token_row_pad=0 | padded-rows:"},
@@ -111,7 +128,7 @@ const Term kTerms[] = {
     {"sparse_mla_decode", "page", TermKind::kQuantity, "page"},
     {"sparse_mla_decode", "kv_cache", TermKind::kLayout, "contiguous: token_stride=656 | padded-rows:"},
     {"sparse_mla_decode", "scales", TermKind::kDtype, "scale_format: fp32 ue8m0"},
-    {"sparse_mla_decode", "finite", TermKind::kFlag, "attn_sink:finite"},
+    {"sparse_mla_decode", "finite", TermKind::kFlag, "attn_sink:finite", "no NaN or infinite attention sink"},
     // dense MLA decode
     {"mla_decode", "batch", TermKind::kQuantity, "batch"},
     {"mla_decode", "q_len", TermKind::kQuantity, "q_len"},
@@ -128,6 +145,9 @@ const Term kTerms[] = {
     {"mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
 };
 #undef MLA_FINITE_TOPK
+#undef MLA_FINITE_TOPK_NOTE
+#undef MLA_SHORT_ROWS_NOTE
+#undef MLA_TIES_NOTE
 #undef MLA_PRECISIONS
 
 const char* kind_name(TermKind k) {
@@ -493,6 +513,74 @@ std::vector<std::string> contract_terms(const std::string& op) {
       case TermKind::kDeclaration: line += " " + joined(words_of(t->spec), "|"); break;
     }
     out.push_back(line);
+  }
+  return out;
+}
+
+namespace {
+
+// "a=1 b<=c" as "a = 1, b <= c"; "" as "no limit".
+std::string items_in_words(const std::string& items) {
+  std::vector<std::string> out;
+  for (std::string w : words_of(items)) {
+    for (const char* op : {"<=", ">=", "="}) {
+      const size_t at = w.find(op);
+      if (at != std::string::npos) {
+        w = w.substr(0, at) + " " + op + " " + w.substr(at + std::string(op).size());
+        break;
+      }
+    }
+    const size_t comma = w.find(',');
+    if (comma != std::string::npos && w.find(" = ") != std::string::npos) w = w.substr(0, w.find(" = ")) + " one of " + w.substr(w.find(" = ") + 3);
+    out.push_back(w);
+  }
+  return out.empty() ? "no limit" : joined(out, ", ");
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> contract_term_lines(const std::string& op) {
+  const std::vector<std::string> shapes = contract_terms(op);
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t i = 0;
+  for (const Term* t : terms_of(op)) {
+    std::string meaning;
+    switch (t->kind) {
+      case TermKind::kQuantity:
+        meaning = std::string("limits the case key ") + t->spec + " (also >= N, = N, in [A, B], one-of N...)";
+        break;
+      case TermKind::kLayout: {
+        std::vector<std::string> levels;
+        for (const char* level : {"contiguous", "padded-rows"}) {
+          const auto alts = alternatives(t->spec);
+          const auto at = alts.find(level);
+          if (at != alts.end()) levels.push_back(std::string(level) + ": " + items_in_words(at->second));
+        }
+        levels.push_back("strided: no limit");
+        meaning = "the view's layout, at most: " + joined(levels, "; ");
+        break;
+      }
+      case TermKind::kRank: {
+        std::vector<std::string> ranks;
+        for (const auto& [r, items] : alternatives(t->spec)) ranks.push_back("rank " + r + ": " + items_in_words(items));
+        meaning = joined(ranks, "; ");
+        break;
+      }
+      case TermKind::kDtype: {
+        const std::string spec = t->spec;
+        meaning = "the case key " + spec.substr(0, spec.find(':')) + " takes only the dtypes named";
+        break;
+      }
+      case TermKind::kFlag: meaning = t->note ? t->note : items_in_words(t->spec); break;
+      case TermKind::kPrecision:
+        meaning = std::string("a declaration, no limit: ") + t->name +
+                  " is rounded to that format where the kernel computes; the oracle's slack follows (docs/ops.md 7)";
+        break;
+      case TermKind::kDeclaration:
+        meaning = std::string("a declaration, no limit: ") + (t->note ? t->note : "");
+        break;
+    }
+    out.emplace_back(shapes[i++], meaning);
   }
   return out;
 }

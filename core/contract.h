@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -83,6 +84,9 @@ Contract parse_contract(const std::string& op, std::string_view text);
 // The op's contract terms, each as a clause shape ("k <= N", "out contiguous|padded-rows|strided",
 // "seq_lens rank 1|2", "finite"), for `mlacheck list`.
 std::vector<std::string> contract_terms(const std::string& op);
+// The same terms, each with what it means in case keys or in words (a declaration's relaxation):
+// one line each in `mlacheck list --contract-terms`.
+std::vector<std::pair<std::string, std::string>> contract_term_lines(const std::string& op);
 
 // The case keys the op's terms stand for (for the catalogue test: each must be a key the op's case
 // readers read).

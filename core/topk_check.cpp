@@ -20,8 +20,35 @@ std::string TopkReport::describe() const {
   return os.str();
 }
 
-std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const double* values, int64_t n) {
+std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const double* values, int64_t n,
+                                          const TopkRules& rules) {
   std::ostringstream os;
+  if (n <= k && rules.short_rows_any_order) {
+    // Each of [0, n) once, -1 in the other positions, in any order.
+    const int64_t m = n < 0 ? 0 : n;
+    std::vector<uint8_t> seen(static_cast<size_t>(m), 0);
+    for (int64_t p = 0; p < k; ++p) {
+      const int32_t i = idx[p];
+      if (i == -1) continue;
+      if (i < 0 || i >= m) {
+        os << "position " << p << " holds " << i << ", outside the row's [0, " << m << ") and not -1 (a row of length "
+           << m << " <= k = " << k << " holds each of [0, n) once, in any order under 'short_rows any-order')";
+        return os.str();
+      }
+      if (seen[static_cast<size_t>(i)]++) {
+        os << "index " << i << " appears twice in a row of length " << m << " <= k = " << k;
+        return os.str();
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (!seen[static_cast<size_t>(i)]) {
+        os << "index " << i << " is missing: a row of length " << m << " <= k = " << k
+           << " holds each of [0, n) once (in any order under 'short_rows any-order')";
+        return os.str();
+      }
+    }
+    return std::nullopt;
+  }
   if (n <= k) {
     // Short rows have one answer: every position in order, then -1.
     for (int64_t p = 0; p < k; ++p) {
@@ -78,7 +105,8 @@ std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const d
 }
 
 TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
-                      const std::vector<int64_t>& row_starts, const std::vector<int64_t>& row_lengths) {
+                      const std::vector<int64_t>& row_starts, const std::vector<int64_t>& row_lengths,
+                      const TopkRules& rules) {
   const View& iv = indices.view;
   const View& lv = logits.view;
   MLA_REQUIRE(iv.rank() == 2 && iv.dtype() == DType::kI32, "check_topk: indices must be int32 [rows, k], got ",
@@ -111,7 +139,7 @@ TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
       const uint8_t* at = logits.bytes() + lv.byte_offset_of({r, row_starts[r]});
       for (int64_t t = 0; t < n; ++t, at += val_step) row_vals[t] = load_element(lv.dtype(), at);
     }
-    if (auto bad = check_topk_row(row_idx.data(), k, row_vals.data(), n)) {
+    if (auto bad = check_topk_row(row_idx.data(), k, row_vals.data(), n, rules)) {
       if (report.bad_rows++ == 0) {
         report.ok = false;
         report.first_bad_row = r;

@@ -2,7 +2,8 @@
 // and tie-breaking, and rejects everything else with the row, position and values that break it.
 //
 // For a row of length n (its values are the logits the kernel was given, from the row's start):
-// - n <= k (n <= 0 included): the result must be exactly [0, 1, ..., n-1, -1, ..., -1];
+// - n <= k (n <= 0 included): the result must be exactly [0, 1, ..., n-1, -1, ..., -1] (with
+//   TopkRules::short_rows_any_order: those k entries in any order);
 // - n > k: k distinct indices in [0, n), no -1, and no value left out may exceed a value taken
 //   (equivalently: the multiset of selected values equals the k largest values of the row);
 // - a row with NaN in [0, n) only needs k distinct indices in [0, n).
@@ -18,6 +19,13 @@
 
 namespace mlacheck {
 
+// What an implementation's contract leaves free beyond docs/ops.md 3 (its declarations).
+struct TopkRules {
+  // "short_rows any-order": a row of n <= k holds each of [0, n) once and -1 in its other k - n
+  // positions, in any order (a caller that reads the row as a set).
+  bool short_rows_any_order = false;
+};
+
 struct TopkReport {
   bool ok = true;
   int64_t rows = 0;
@@ -29,13 +37,15 @@ struct TopkReport {
 
 // Checks one row. indices has k entries; values holds the row's values from its start (at least n
 // of them when n > 0). Returns the failure, or nothing when the row is a valid answer.
-std::optional<std::string> check_topk_row(const int32_t* indices, int64_t k, const double* values, int64_t n);
+std::optional<std::string> check_topk_row(const int32_t* indices, int64_t k, const double* values, int64_t n,
+                                          const TopkRules& rules = {});
 
 // Checks int32 indices [rows, k] against logits [rows, cols] (any float dtype). Row r's values
 // start at column row_starts[r] (ks of the prefill variant; 0 for decode) and it has
 // row_lengths[r] of them; indices are relative to the row start.
 TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
-                      const std::vector<int64_t>& row_starts, const std::vector<int64_t>& row_lengths);
+                      const std::vector<int64_t>& row_starts, const std::vector<int64_t>& row_lengths,
+                      const TopkRules& rules = {});
 // Decode form: every row starts at column 0.
 TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
                       const std::vector<int64_t>& row_lengths);

@@ -35,6 +35,15 @@ Testbed& Testbed::same_across_launches(const std::string& view_name, Sameness sa
   throw Error("testbed: no output view '" + view_name + "' to say what repeated launches keep of");
 }
 
+Testbed& Testbed::same_across_launches(const std::string& view_name, std::function<Verdict()> rule) {
+  MLA_REQUIRE(rule != nullptr, "testbed: an empty rule for the repeated launches of '", view_name, "'");
+  same_across_launches(view_name, Sameness::kOwnRule);
+  for (Staged& s : staged_) {
+    if (s.output && s.view_name == view_name) s.rule = std::move(rule);
+  }
+  return *this;
+}
+
 Testbed& Testbed::guard(GuardedMemory& memory) {
   guarded_.push_back(&memory);
   return *this;
@@ -217,6 +226,12 @@ Verdict Testbed::differs_from_first(const std::vector<std::vector<uint8_t>>& fir
   for (size_t k = 0; k < staged_.size(); ++k) {
     const Staged& s = staged_[k];
     if (!s.output || s.sameness == Sameness::kNotAsked) continue;
+    if (s.sameness == Sameness::kOwnRule) {
+      // Not a comparison with the first launch: the launch is judged on its own.
+      const std::string launch = which.rfind("nondeterministic: ", 0) == 0 ? which.substr(18) : which;
+      if (Verdict v = s.rule()) return launch + ": '" + s.view_name + "': " + *v;
+      continue;
+    }
     const Verdict diff = s.sameness == Sameness::kRowSets ? row_sets_differ(s, first[k], which) : bits_differ(s, first[k], which);
     if (diff) return diff;
   }

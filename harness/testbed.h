@@ -64,6 +64,8 @@ enum class Sameness {
   kRowSets,   // each row (every index but the last) as a set of elements: the op's contract leaves the
               // order within a row free (top-k's selected columns), not which elements it holds
   kNotAsked,  // nothing: scratch whose contents the contract leaves free (top-k's split workspace)
+  kOwnRule,   // what the caller's rule says of each later launch's bytes (same_across_launches with a
+              // rule: top-k under "ties any" asks only that each launch be an admissible top-k)
 };
 
 class Testbed {
@@ -81,6 +83,9 @@ class Testbed {
   Testbed& output(Buffer& b, const std::string& view_name, const View& view, Content content = Content::kAny);
   // What a repeated launch must reproduce of the output view named (default Sameness::kBits).
   Testbed& same_across_launches(const std::string& view_name, Sameness sameness);
+  // The later launches' output is judged by rule instead of compared with the first launch's: it
+  // runs with the view's buffer holding that launch's bytes, and its verdict is the launch's.
+  Testbed& same_across_launches(const std::string& view_name, std::function<Verdict()> rule);
   // Memory the implementation owns (a builder's persistent buffers, an allocator's blocks): armed
   // and checked with the buffers; all of it may be read, its red zones not. Its output views are the
   // caller's to declare beforehand.
@@ -115,6 +120,7 @@ class Testbed {
     std::string view_name;  // outputs
     View view;              // outputs: the declared view; inputs: the buffer's view
     Sameness sameness = Sameness::kBits;  // outputs
+    std::function<Verdict()> rule;        // kOwnRule
   };
   std::vector<Buffer*> buffers() const;  // each once, in declaration order
   void stage(Buffer& b);

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/contract.h"
 #include "core/error.h"
 #include "core/topk_check.h"
 #include "kernels/registry.h"
@@ -34,7 +35,7 @@ struct TopkTensors {
 
 using Launcher = std::function<TopkPath(Device&, const TopkTensors&)>;
 
-TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
+TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch, const TopkDeclared& declared = {}) {
   TopkRun run;
   uint64_t garbage_state = c.seed;
   const int64_t B = c.prefill() ? c.rows : c.rows / c.next_n;
@@ -122,7 +123,16 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   if (ws_bytes > 0) bed.output(s.workspace, "workspace", s.workspace.view);
   // docs/ops.md 3 leaves the order within a row free, and the split candidates' order with it: a
   // repeated launch (topk_*.deterministic) must select the same set per row.
-  bed.same_across_launches("out", Sameness::kRowSets);
+  if (declared.ties_any) {
+    // "ties any": each later launch is judged alone, as the first is below.
+    bed.same_across_launches("out", [&]() -> Verdict {
+      const TopkReport r = check_topk(s.out.host_tensor(), s.logits.host_tensor(), starts, run.lengths, declared.rules);
+      if (r.ok) return std::nullopt;
+      return r.describe() + " (each launch judged alone: the contract declares 'ties any')";
+    });
+  } else {
+    bed.same_across_launches("out", Sameness::kRowSets);
+  }
   if (ws_bytes > 0) bed.same_across_launches("workspace", Sameness::kNotAsked);
   for (Buffer* b : {&s.seq_lens, &s.ks, &s.ke}) {
     if (!b->host.empty()) bed.input(*b);
@@ -136,7 +146,7 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch) {
   std::ostringstream problems;
   const HostTensor out_tensor = s.out.host_tensor();
   const HostTensor logits_tensor = s.logits.host_tensor();
-  const TopkReport report = check_topk(out_tensor, logits_tensor, starts, run.lengths);
+  const TopkReport report = check_topk(out_tensor, logits_tensor, starts, run.lengths, declared.rules);
   if (!report.ok) {
     if (run.path != TopkPath::kUnstated) problems << topk_path_name(run.path) << " path: ";
     problems << report.describe();
@@ -177,18 +187,31 @@ Verdict as_verdict(const std::string& what, const TopkRun& run) {
 
 }  // namespace
 
-TopkRun run_topk(Device& device, TopkDecodeFn* impl, const TopkCase& c) {
+TopkDeclared topk_declared(const std::string& impl) {
+  TopkDeclared d;
+  const std::shared_ptr<const Contract> contract = registry().contract(impl);
+  if (!contract) return d;
+  const auto said = [&](const char* term, const char* word) {
+    const auto at = contract->declared.find(term);
+    return at != contract->declared.end() && at->second == word;
+  };
+  d.rules.short_rows_any_order = said("short_rows", "any-order");
+  d.ties_any = said("ties", "any");
+  return d;
+}
+
+TopkRun run_topk(Device& device, TopkDecodeFn* impl, const TopkCase& c, const TopkDeclared& declared) {
   MLA_REQUIRE(!c.prefill(), "topk_decode: the case has prefill lengths");
   return run_staged(device, c, [&](Device& d, const TopkTensors& t) {
     return impl(d, t.logits, c.next_n, t.seq_lens, c.k, t.out, t.workspace, t.counts);
-  });
+  }, declared);
 }
 
-TopkRun run_topk(Device& device, TopkPrefillFn* impl, const TopkCase& c) {
+TopkRun run_topk(Device& device, TopkPrefillFn* impl, const TopkCase& c, const TopkDeclared& declared) {
   MLA_REQUIRE(c.prefill(), "topk_prefill: the case has decode lengths");
   return run_staged(device, c, [&](Device& d, const TopkTensors& t) {
     return impl(d, t.logits, t.ks, t.ke, c.k, t.out, t.workspace, t.counts);
-  });
+  }, declared);
 }
 
 TopkRun run_topk_path(Device& device, TopkLaunchFn* launch, TopkPath path, const TopkCase& c) {
@@ -218,12 +241,13 @@ std::string topk_same_selected_values(const TopkRun& a, const TopkRun& b) {
   return "";
 }
 
-Verdict topk_decode_rows_admissible(Device& device, TopkDecodeFn* impl, const TopkCase& c) {
-  return as_verdict("", run_topk(device, impl, c));
+Verdict topk_decode_rows_admissible(Device& device, TopkDecodeFn* impl, const TopkCase& c, const TopkDeclared& declared) {
+  return as_verdict("", run_topk(device, impl, c, declared));
 }
 
-Verdict topk_prefill_rows_admissible(Device& device, TopkPrefillFn* impl, const TopkCase& c) {
-  return as_verdict("", run_topk(device, impl, c));
+Verdict topk_prefill_rows_admissible(Device& device, TopkPrefillFn* impl, const TopkCase& c,
+                                     const TopkDeclared& declared) {
+  return as_verdict("", run_topk(device, impl, c, declared));
 }
 
 Verdict topk_fast_path_equals_general(Device& device, TopkLaunchFn* launch, const TopkCase& c) {
@@ -320,11 +344,11 @@ TopkCase topk_permuted_case(const TopkCase& c, const std::vector<int>& perm) {
 }
 
 Verdict topk_decode_permutation_commutes(Device& device, TopkDecodeFn* impl, const TopkCase& c,
-                                         const std::vector<int>& perm) {
+                                         const std::vector<int>& perm, const TopkDeclared& declared) {
   const TopkCase p = topk_permuted_case(c, perm);
-  const TopkRun once = run_topk(device, impl, c);
+  const TopkRun once = run_topk(device, impl, c, declared);
   if (Verdict v = as_verdict("original order: ", once)) return v;  // a stray write, say: its values are not read
-  const TopkRun moved = run_topk(device, impl, p);
+  const TopkRun moved = run_topk(device, impl, p, declared);
   if (Verdict v = as_verdict("permuted: ", moved)) return v;
   std::vector<double> x, y;
   for (size_t i = 0; i < perm.size(); ++i) {
@@ -347,27 +371,27 @@ void register_topk_properties(PropertyRegistry& r) {
       "topk_decode.rows_admissible", "topk_decode",
       "every decode row is an admissible top-k of its [0, n); only the output view is written", topk_decode_from_text,
       [](Device& device, const std::string& impl, const TopkCase& c) {
-        return topk_decode_rows_admissible(device, registry().find<TopkDecodeFn>(impl), c);
+        return topk_decode_rows_admissible(device, registry().find<TopkDecodeFn>(impl), c, topk_declared(impl));
       }));
   r.add(make_property<TopkCase>(
       "topk_prefill.rows_admissible", "topk_prefill",
       "every prefill row is an admissible top-k of [ks, ke), relative to ks; only the output view is written",
       topk_prefill_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
-        return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c);
+        return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c, topk_declared(impl));
       }));
   r.add(make_property<TopkCase>(
       "topk_decode.far_rows", "topk_decode",
       "decode rows spread across byte 2^31, 2^32 or 2^33 of reserved logits (a row stride of up to 1.5 G "
       "elements) are each an admissible top-k; nothing outside a row's span is read",
       topk_decode_far_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
-        return topk_decode_rows_admissible(device, registry().find<TopkDecodeFn>(impl), c);
+        return topk_decode_rows_admissible(device, registry().find<TopkDecodeFn>(impl), c, topk_declared(impl));
       }));
   r.add(make_property<TopkCase>(
       "topk_prefill.far_rows", "topk_prefill",
       "prefill rows spread across byte 2^31, 2^32 or 2^33 of reserved logits are each an admissible top-k of "
       "[ks, ke); nothing outside a row's span is read",
       topk_prefill_far_from_text, [](Device& device, const std::string& impl, const TopkCase& c) {
-        return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c);
+        return topk_prefill_rows_admissible(device, registry().find<TopkPrefillFn>(impl), c, topk_declared(impl));
       }));
   using Permuted = std::pair<TopkCase, std::vector<int>>;
   r.add(make_property<Permuted>(
@@ -379,7 +403,8 @@ void register_topk_properties(PropertyRegistry& r) {
         return Permuted{std::move(c), std::move(perm)};
       },
       [](Device& device, const std::string& impl, const Permuted& p) {
-        return topk_decode_permutation_commutes(device, registry().find<TopkDecodeFn>(impl), p.first, p.second);
+        return topk_decode_permutation_commutes(device, registry().find<TopkDecodeFn>(impl), p.first, p.second,
+                                                topk_declared(impl));
       }));
   r.add(make_ref_property<TopkCase>(
       "topk_decode.fast_path_equals_general", "topk_decode",

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/topk_check.h"
 #include "kernels/device.h"
 #include "kernels/topk_glue.h"
 #include "harness/property.h"
@@ -31,12 +32,23 @@ struct TopkRun {
   kernels::TopkPath path = kernels::TopkPath::kGeneral;  // what the implementation returned / was told
 };
 
+// What an implementation's contract declares beyond docs/ops.md 3 (docs/plugins.md, "Contracts"):
+// rules.short_rows_any_order ("short_rows any-order"), and ties_any ("ties any": among values equal
+// to the k-th, a launch may choose differently from the last, so a repeated launch is held only to
+// being an admissible top-k itself, not to the first launch's set).
+struct TopkDeclared {
+  TopkRules rules;
+  bool ties_any = false;
+};
+// The declarations of impl's contract (none for an implementation without one).
+TopkDeclared topk_declared(const std::string& impl);
+
 // Runs a decode case through an implementation of topk_decode, a prefill case through one of
 // topk_prefill, or any case through the ref kernel's launcher on a given path (validated by the
 // glue's *_params); then checks every guard (nothing outside the output rows changed, no input
 // written) and every row with core/topk_check.h. Host runs use the case's warp size and schedule.
-TopkRun run_topk(kernels::Device& device, TopkDecodeFn* impl, const TopkCase& c);
-TopkRun run_topk(kernels::Device& device, TopkPrefillFn* impl, const TopkCase& c);
+TopkRun run_topk(kernels::Device& device, TopkDecodeFn* impl, const TopkCase& c, const TopkDeclared& declared = {});
+TopkRun run_topk(kernels::Device& device, TopkPrefillFn* impl, const TopkCase& c, const TopkDeclared& declared = {});
 TopkRun run_topk_path(kernels::Device& device, TopkLaunchFn* launch, kernels::TopkPath path, const TopkCase& c);
 
 // "" when two runs of one case selected the same multiset of values in every row without NaN.
@@ -44,8 +56,10 @@ std::string topk_same_selected_values(const TopkRun& a, const TopkRun& b);
 
 // Every row is an admissible top-k of its [0, n) (docs/ops.md 3), nothing outside the output view is
 // written, no input changes. c must be a decode case / a prefill case.
-Verdict topk_decode_rows_admissible(kernels::Device& device, TopkDecodeFn* impl, const TopkCase& c);
-Verdict topk_prefill_rows_admissible(kernels::Device& device, TopkPrefillFn* impl, const TopkCase& c);
+Verdict topk_decode_rows_admissible(kernels::Device& device, TopkDecodeFn* impl, const TopkCase& c,
+                                    const TopkDeclared& declared = {});
+Verdict topk_prefill_rows_admissible(kernels::Device& device, TopkPrefillFn* impl, const TopkCase& c,
+                                     const TopkDeclared& declared = {});
 
 // Ref-only path equivalence at k = 2048: the fast path and the general path, each launched by
 // `launch` (kernels::launch_topk) on the same case, are both admissible and select the same values.
@@ -63,7 +77,7 @@ Verdict topk_split_rows_equal_chunked_general(kernels::Device& device, TopkDecod
 // seq_lens entries and its next_n logits rows together) moves its rows' selections with it: every
 // row selects the same multiset of values as before (rows with NaN excepted).
 Verdict topk_decode_permutation_commutes(kernels::Device& device, TopkDecodeFn* impl, const TopkCase& c,
-                                         const std::vector<int>& perm);
+                                         const std::vector<int>& perm, const TopkDeclared& declared = {});
 
 // The case with its requests reordered by perm, as topk_decode_permutation_commutes runs it: seq_lens
 // and patterns permuted, every row's values (topk_row_values) carried along as explicit rows.

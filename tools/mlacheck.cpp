@@ -40,6 +40,21 @@ int usage_error(const std::string& what) {
   return 2;
 }
 
+// `list --contract-terms`: one line per term of every op, then what any op takes.
+int cmd_list_contract_terms() {
+  using namespace mlacheck;
+  std::cout << "contract terms (a clause each; N: a number or another quantity; docs/plugins.md, \"Contracts\"):\n";
+  for (const OpInfo& op : spec_ops()) {
+    for (const auto& [clause, meaning] : contract_term_lines(std::string(op.name))) {
+      std::cout << "  " << op.name << std::string(op.name.size() < 18 ? 18 - op.name.size() : 1, ' ') << clause
+                << std::string(clause.size() < 44 ? 44 - clause.size() : 1, ' ') << meaning << '\n';
+    }
+  }
+  std::cout << "  (any op)          KEY <= N, KEY >= N, KEY = N, KEY in [A, B], KEY one-of WORD...\n"
+               "                    limits a key of the op's case files (a case file names its keys)\n";
+  return 0;
+}
+
 int cmd_list() {
   using namespace mlacheck;
   // Backends first: whether the cuda tests will run here, and if not why, is the first question.
@@ -132,7 +147,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "list") {
     for (const std::string& path : f.list("plugin")) mlacheck::kernels::load_plugin_isolated(path);
     mlacheck::kernels::load_python_isolated(f.list("python"));
-    return cmd_list();
+    return f.given("contract-terms") ? cmd_list_contract_terms() : cmd_list();
   }
   if (cmd == "selfcheck") return cmd_selfcheck(f);
   if (cmd == "targets") return cmd_targets();

@@ -101,6 +101,18 @@ TEST(Contract, DeclarationsRelaxACheckAndLimitNoCase) {
   EXPECT_FALSE(error_of("unpack_decode", "padding any").empty());
 }
 
+TEST(Contract, TopkDeclaresShortRowOrderAndTies) {
+  for (const char* op : {"topk_decode", "topk_prefill"}) {
+    const Contract c = parse_contract(op, "short_rows any-order; ties any; k <= 2048");
+    EXPECT_EQ(c.declared.at("short_rows"), "any-order");
+    EXPECT_EQ(c.declared.at("ties"), "any");
+    EXPECT_EQ(c.limits.size(), 1u);  // k only: declarations limit no case
+    EXPECT_NE(error_of(op, "ties sometimes").find("a ties clause is 'ties fixed|any'"), std::string::npos);
+    EXPECT_NE(error_of(op, "short_rows sorted").find("'short_rows ordered|any-order'"), std::string::npos);
+  }
+  EXPECT_FALSE(error_of("topk_to_global", "ties any").empty()) << "only the top-k ops choose among ties";
+}
+
 TEST(Contract, EveryOpWithTermsListsThem) {
   EXPECT_FALSE(contract_terms("topk_decode").empty());
   EXPECT_FALSE(contract_terms("paged_mqa_logits").empty());

@@ -55,6 +55,31 @@ TEST(TopkRow, MinusOneInsideALongRowIsRejected) {
   EXPECT_NE(bad->find("position 1 holds -1"), std::string::npos) << *bad;
 }
 
+// "short_rows any-order" (a contract's declaration): each of [0, n) once and -1 elsewhere, any order.
+TEST(TopkRow, ShortRowsInAnyOrderPassOnlyWhenDeclared) {
+  TopkRules any;
+  any.short_rows_any_order = true;
+  const auto with = [&](std::vector<int32_t> idx, int64_t n) {
+    return check_topk_row(idx.data(), static_cast<int64_t>(idx.size()), nullptr, n, any);
+  };
+  EXPECT_EQ(with({1, -1, 0, -1}, 2), std::nullopt);
+  EXPECT_EQ(with({2, 0, 1}, 3), std::nullopt);
+  EXPECT_EQ(with({-1, -1}, 0), std::nullopt);
+  EXPECT_TRUE(row({1, 0, -1, -1}, {9, 9}, 2)) << "undeclared, a short row has one order";
+  auto bad = with({1, 1, -1, -1}, 2);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("index 1 appears twice"), std::string::npos) << *bad;
+  bad = with({1, -1, -1, -1}, 2);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("index 0 is missing"), std::string::npos) << *bad;
+  bad = with({2, 0, 1, -1}, 2);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("position 0 holds 2, outside the row's [0, 2)"), std::string::npos) << *bad;
+  bad = with({0, -3, 1, -1}, 2);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("position 1 holds -3"), std::string::npos) << *bad;
+}
+
 TEST(TopkRow, ShortRowsHaveExactlyOneAnswer) {
   EXPECT_EQ(row({0, 1, -1, -1}, {9, 9}, 2), std::nullopt);
   EXPECT_EQ(row({0, 1, 2}, {1, 2, 3}, 3), std::nullopt);  // n == k

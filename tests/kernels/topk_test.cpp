@@ -626,6 +626,58 @@ TEST(Topk, EachAlgorithmRunsWhereItShould) {
 
 // Values tied across the threshold go to the lowest indices, on every row class and both paths, so
 // the selected set is the same on every launch and under any schedule (topk_*.deterministic).
+// "ties any": D3 (ties by thread arrival: admissible every launch, another set each) fails
+// topk_decode.deterministic as built and passes it under a contract that declares "ties any"; a
+// kernel whose later launch is not an admissible top-k still fails it, each launch judged alone.
+int g_launches = 0;
+TopkPath topk_wrong_after_first_launch(Device& device, const DeviceTensor& logits, int64_t next_n,
+                                       const DeviceTensor& seq_lens, int64_t k, const DeviceTensor& out,
+                                       const DeviceTensor& workspace, const DeviceTensor& counts) {
+  const TopkPath p = topk_per_row_decode(device, logits, next_n, seq_lens, k, out, workspace, counts);
+  if (++g_launches > 1 && out.view.numel() > 1) {  // a second index where the first is: a duplicate
+    device.synchronize();
+    int32_t first = 0;
+    std::memcpy(&first, static_cast<const uint8_t*>(out.base) + out.view.byte_offset_of({0, 0}), 4);
+    std::memcpy(static_cast<uint8_t*>(out.base) + out.view.byte_offset_of({0, 1}), &first, 4);
+  }
+  return p;
+}
+
+TEST(TopkDeclarations, TiesAnyJudgesEachLaunchAloneInsteadOfComparingThem) {
+  Registry& reg = registry();
+  if (!reg.contains("topk_decode@wrong_after_first")) {
+    reg.add({"topk_decode", "wrong_after_first", "test: row 0's second entry repeats its first after launch 1"},
+            &topk_wrong_after_first_launch);
+  }
+  // corpus/regressions/D3-topk-ties-same-set-launch-after-launch.case: rows of equal values.
+  const CaseText c = CaseText::parse(
+      "property topk_decode.deterministic\nimpl topk_decode@ref\nbackend host\nlengths decode-1d\nk 100\nnext_n 1\n"
+      "rows 4\ncols 5000\nseq_lens 300 1000 4500 5000\nlogits_lead 0\nlogits_row_pad 0\nlogits_col_stride 1\n"
+      "out_row_pad 0\nout_rows_before 0\nout_rows_after 0\nindex_lead 0\n"
+      "patterns all-equal all-equal all-equal all-equal\nseed 0x3\nwarp 32\nshuffled 0\n");
+  const auto run = [&](const std::string& impl) {
+    g_launches = 0;
+    const ReproResult r = run_case_text(c, "host", impl);
+    return r.verdict;
+  };
+  reg.set_contract("topk_decode@D3", Contract{});
+  const Verdict d3 = run("topk_decode@D3");
+  ASSERT_TRUE(d3) << "D3 must differ from launch to launch on its regression";
+  EXPECT_NE(d3->find("nondeterministic"), std::string::npos) << *d3;
+  reg.set_contract("topk_decode@D3", parse_contract("topk_decode", "ties any"));
+  EXPECT_EQ(run("topk_decode@D3"), std::nullopt) << "under 'ties any' another admissible choice is no failure";
+  reg.set_contract("topk_decode@D3", Contract{});
+  for (const char* contract : {"", "ties any"}) {
+    reg.set_contract("topk_decode@wrong_after_first", parse_contract("topk_decode", contract));
+    const Verdict v = run("topk_decode@wrong_after_first");
+    ASSERT_TRUE(v) << contract;
+    if (std::string(contract).empty()) continue;
+    EXPECT_NE(v->find("index"), std::string::npos) << *v;
+    EXPECT_NE(v->find("appears twice"), std::string::npos) << *v;
+    EXPECT_NE(v->find("each launch judged alone"), std::string::npos) << *v;
+  }
+}
+
 TEST(Topk, TiesGoToTheLowestIndicesOnEveryPath) {
   for (const int64_t k : {int64_t(10), int64_t(kTopkFastK)}) {
     // Short (in the pool), long (streamed, then gathered) and very long (split, merged) rows.

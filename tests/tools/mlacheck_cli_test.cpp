@@ -12,9 +12,15 @@
 
 #include <gtest/gtest.h>
 
+#include "core/contract.h"
+#include "core/ops.h"
 #include "tests/support/cli.h"
 
 namespace {
+
+using mlacheck::contract_terms;
+using mlacheck::OpInfo;
+using mlacheck::spec_ops;
 
 using mlacheck::test::CliResult;
 using mlacheck::test::run_mlacheck;
@@ -39,6 +45,32 @@ TEST(MlacheckCli, ListShowsEverySpecOpAndTheTolerances) {
     EXPECT_NE(r.out.find(op), std::string::npos) << op;
   }
   EXPECT_NE(r.out.find("paged_mqa_logits.logits"), std::string::npos);
+}
+
+// One line per contract term of every op: the clause, then what it limits in case keys or declares.
+TEST(MlacheckCli, ListContractTermsGivesEachTermOneLineWithItsMeaning) {
+  const CliResult r = run_mlacheck("list --contract-terms");
+  ASSERT_EQ(r.status, 0) << r.out;
+  size_t terms = 0;
+  for (const OpInfo& op : spec_ops()) {
+    for (const std::string& clause : contract_terms(std::string(op.name))) {
+      ++terms;
+      const std::string start = "\n  " + std::string(op.name);
+      size_t at = r.out.find(start);
+      bool found = false;
+      for (; at != std::string::npos && !found; at = r.out.find(start, at + 1)) {
+        const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+        found = line.find(" " + clause + " ") != std::string::npos;
+      }
+      EXPECT_TRUE(found) << op.name << ": " << clause << "\n" << r.out;
+    }
+  }
+  EXPECT_EQ(lines(r.out), static_cast<int>(terms) + 3) << r.out;  // a heading, the terms, two lines for any op
+  EXPECT_NE(r.out.find("ties fixed|any"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("judged alone"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("limits the case key keys_count"), std::string::npos) << r.out;  // mqa_logits' keys
+  EXPECT_NE(r.out.find("contiguous: out_row_pad = 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("properties (a case file"), std::string::npos) << "only the terms";
 }
 
 TEST(MlacheckCli, ListShowsTheRegisteredImplementations) {
