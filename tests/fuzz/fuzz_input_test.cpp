@@ -16,6 +16,8 @@
 
 #include "core/contract.h"
 #include "core/error.h"
+#include "kernels/registry.h"
+#include "properties/property_registry.h"
 
 namespace mlacheck {
 namespace {
@@ -86,6 +88,59 @@ std::vector<std::string> words_by_key(const CaseText& c) {
 
 // Every case file in corpus/ (seeds and regressions) encodes to bytes that decode to the same case:
 // what `mlacheck fuzz` feeds the harnesses is what the files say.
+// Random drawing, fuzz decoding and shrinking stay inside an implementation's contract. The
+// shrinker (tools/suite_runner.cpp) makes its candidates from a failing input's bytes, a chunk
+// removed or zeroed, and decodes each through decode_fuzz_input as the fuzzer does: every such
+// candidate, and every random input, must decode to a case the contract's own reader accepts.
+TEST(FuzzInput, DecodedAndShrunkInputsStayInsideTheContract) {
+  struct Leg {
+    const char* target;
+    const char* impl;
+    const char* contract;
+  };
+  const Leg legs[] = {
+      {"topk_decode", "topk_decode@ref", "k <= 64\ncols <= 300\nfinite\nseq_lens rank 1\nout contiguous\nties any"},
+      {"topk_to_global", "topk_to_global@ref", "k = 128\nseq_lens >= 1\nlocals one-of in-range\nglobal contiguous"},
+      {"mla_decode", "mla_decode@ref", "q_len = 1\nseq_lens >= 1\nheads >= 2\nq dtype bf16\nprecision p bf16"},
+      {"pack_decode", "pack_decode@ref", "dtype dtype fp8_e4m3\npadding any\ntokens contiguous"},
+  };
+  for (const Leg& leg : legs) {
+    SCOPED_TRACE(leg.impl);
+    const FuzzTarget& target = find_fuzz_target(leg.target);
+    kernels::registry().set_contract(leg.impl, parse_contract(leg.target, leg.contract));
+    std::mt19937_64 rng(20261129);
+    int decoded = 0, shrunk = 0;
+    const auto inside = [&](const std::string& input, int& count) {
+      FuzzCase fc;
+      try {
+        fc = decode_fuzz_input(target, input, leg.impl, "host");
+      } catch (const Error&) {
+        return;  // refused by the case rules: nothing runs
+      }
+      ++count;
+      const std::string why = outside_contract(fc.text, leg.impl);
+      EXPECT_EQ(why, "") << fc.text.format();
+    };
+    for (int i = 0; i < 60; ++i) {
+      const std::string input = random_input(rng);
+      inside(input, decoded);
+      // The shrinker's candidates: a chunk removed, or zeroed, at every size from half down.
+      for (size_t chunk = std::max<size_t>(1, input.size() / 2); chunk >= 1 && !input.empty(); chunk /= 2) {
+        const size_t at = rng() % input.size();
+        std::string removed = input, zeroed = input;
+        removed.erase(at, chunk);
+        for (size_t j = at; j < std::min(input.size(), at + chunk); ++j) zeroed[j] = 0;
+        inside(removed, shrunk);
+        inside(zeroed, shrunk);
+        if (chunk == 1) break;
+      }
+    }
+    kernels::registry().set_contract(leg.impl, Contract{});
+    EXPECT_GT(decoded, 20) << "too few inputs decode to a case";
+    EXPECT_GT(shrunk, 120) << "too few shrunk inputs decode to a case";
+  }
+}
+
 // The catalogue of contract terms against the case readers: every key a term of an op stands for
 // (core/contract.h) is a key that the op's readers write into its cases (sub-case keys "c0.heads"
 // count as "heads"), so no contract clause names a key nothing reads and silently limits nothing.
