@@ -50,6 +50,33 @@ void read_header(const CaseText& c) {
   c.word("backend");
 }
 
+// What check saved beside a case for repro (the memory it took, a hang's case timeout): read and
+// left out of the input, which decodes the case alone.
+void read_repro_keys(const CaseText& c) {
+  for (const char* key : {kMaxMbKey, kCaseTimeoutKey}) {
+    if (c.has(key)) c.word(key);
+  }
+}
+
+// A case file's text without those keys' lines (the encoder reads every key it is given).
+std::string without_repro_keys(std::string_view case_file) {
+  std::string out;
+  size_t at = 0;
+  while (at < case_file.size()) {
+    size_t end = case_file.find('\n', at);
+    if (end == std::string_view::npos) end = case_file.size();
+    const std::string_view line = case_file.substr(at, end - at);
+    bool drop = false;
+    for (const char* key : {kMaxMbKey, kCaseTimeoutKey}) {
+      const std::string k = std::string(key) + " ";
+      drop = drop || line.substr(0, k.size()) == k;
+    }
+    if (!drop) out.append(line).append("\n");
+    at = end + 1;
+  }
+  return out;
+}
+
 // A case file of one of target's properties, or null.
 const PropertyEntry* text_case_property(const FuzzTarget& target, std::string_view input, CaseText& out) {
   // Cheap first: a case file has a line "property P", wherever it is (harness/case_text.h).
@@ -80,6 +107,7 @@ FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, con
     if (!impl.empty()) fc.text.set("impl", impl);
     if (!backend.empty()) fc.text.set("backend", backend);
     read_header(fc.text);
+    read_repro_keys(fc.text);
     fc.text.within(contract_of(fc.text.word("impl")));
     // A refusal names the line of the key it is about ("case line 12: 'k' is 0, outside [1, 8]").
     try {
@@ -105,7 +133,7 @@ FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, con
 }
 
 std::string encode_fuzz_input(std::string_view case_file) {
-  const CaseText c = CaseText::encoding(case_file);
+  const CaseText c = CaseText::encoding(without_repro_keys(case_file));
   const PropertyEntry& p = property_registry().find(c.word("property"));
   const std::vector<const PropertyEntry*> props = fuzz_target_properties(fuzz_target_of(p));
   int64_t index = 0;

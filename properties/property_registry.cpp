@@ -13,6 +13,7 @@ std::string outside_contract(const CaseText& c, const std::string& impl) {
   check_property_impl(p, impl);
   CaseText t = c;
   if (t.has(kMaxMbKey)) t.integer(kMaxMbKey, 1, int64_t{1} << 30);  // the memory it took (repro's), not the case's
+  if (t.has(kCaseTimeoutKey)) t.integer(kCaseTimeoutKey, 1, 3600);  // repro's, not the case's
   t.within(kernels::registry().contract(impl));
   try {
     p.parse(t);
@@ -30,6 +31,7 @@ ReproResult run_case_text(const CaseText& text, const std::string& backend, cons
   r.impl = c.word("impl");  // read even when overridden: the key is the case's, not unknown
   r.backend = c.word("backend");
   if (c.has(kMaxMbKey)) c.integer(kMaxMbKey, 1, int64_t{1} << 30);  // the memory it took (repro's), not the case's
+  if (c.has(kCaseTimeoutKey)) c.integer(kCaseTimeoutKey, 1, 3600);  // the time it was given (repro's)
   if (!impl.empty()) r.impl = impl;
   if (!backend.empty()) r.backend = backend;
   const PropertyEntry& p = property_registry().find(r.property);

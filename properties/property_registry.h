@@ -20,6 +20,10 @@ const PropertyRegistry& property_registry();
 // writes it when that is over the memory budget, harness/memory_budget.h; repro raises its budget
 // to it unless --max-mb is given).
 constexpr const char* kMaxMbKey = "max_mb";
+// The key of a saved case that records the case timeout, in seconds, under which check or mutants
+// found it hanging (written for a hang only): repro gives it that long, four times over as check's
+// confirmation did, unless --case-timeout is given.
+constexpr const char* kCaseTimeoutKey = "case_timeout";
 
 struct ReproResult {
   std::string property, impl, backend;

@@ -59,7 +59,14 @@ struct ReproOptions {
   std::string format = "table";  // --format table|json|junit: the report of --all
   std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
   bool max_mb_given = false;  // --max-mb: it holds, whatever a case records
+  double case_timeout = 0;    // --case-timeout, else a hang's recorded case_timeout, else none (600 s)
 };
+
+// How long a case in a child may run: as check confirmed a hang (four times the case timeout, and
+// a worker's start), from --case-timeout or the case timeout a hang was saved with.
+constexpr int kReproHangFactor = 4;
+constexpr double kReproStartSeconds = 10;
+constexpr double kReproDefaultTimeout = 600;
 
 // The memory budget raised for one case (a saved case's max_mb), restored after it.
 struct RaisedCaseMemory {
@@ -181,7 +188,9 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     // Any other backend, implementation or plugin: in a child, so a sticky fault or a crash cannot
     // take the command down.
     IsolationOptions opts;
-    opts.timeout_seconds = 600;
+    const double case_timeout =
+        o.case_timeout > 0 ? o.case_timeout : c.has(kCaseTimeoutKey) ? static_cast<double>(c.integer(kCaseTimeoutKey, 1, 3600)) : 0;
+    opts.timeout_seconds = case_timeout > 0 ? kReproHangFactor * case_timeout + kReproStartSeconds : kReproDefaultTimeout;
 #ifdef MLACHECK_HAVE_CUDA
     opts.is_sticky = cuda::is_sticky_fault;
 #endif
@@ -214,6 +223,17 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     if (r.kind == IsolatedOutcome::kPassed) {
       out << "PASS  the property holds\n";
       return 0;
+    }
+    if (r.kind == IsolatedOutcome::kTimedOut) {
+      char line[300];
+      std::snprintf(line, sizeof line, "FAIL  hang: it ran past %.0f s (%s) and was killed\n", opts.timeout_seconds,
+                    case_timeout <= 0 ? "repro's limit; --case-timeout sets a shorter one"
+                    : o.case_timeout > 0
+                        ? "4 times --case-timeout, and a worker's start"
+                        : ("4 times the case timeout of " + std::to_string(static_cast<int>(case_timeout)) +
+                           " s it was saved with, and a worker's start; --case-timeout sets another").c_str());
+      out << line;
+      return 1;
     }
     out << "FAIL  " << (r.kind == IsolatedOutcome::kViolation ? "" : std::string(isolated_outcome_name(r.kind)) + ": ")
         << r.message << '\n';
@@ -368,6 +388,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
   o.report_dir = f.text("report-dir");
   flags::apply_max_mb(f);
   o.max_mb_given = f.given("max-mb");
+  if (f.given("case-timeout")) o.case_timeout = f.real("case-timeout");
   const std::vector<std::string> plugins = f.list("plugin");
   std::vector<std::string> files = f.positional;
   const std::string all_dir = f.text("all");

@@ -213,6 +213,16 @@ TEST(PluginCli, AKernelThatNeverReturnsIsAHangUnderEveryBudget) {
     EXPECT_NE(r.out.find("(4 times the case timeout), it did not end either"), std::string::npos) << budget << ": " << r.out;
     EXPECT_EQ(r.out.find("PASS"), std::string::npos) << budget << ": " << r.out;
   }
+  // The saved case records the case timeout; repro tells the hang in four times it (and a start
+  // allowance), as check confirmed it, not after its own limit of 600 s.
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult again = run_mlacheck("repro " + dir + "/topk_decode-fixture_hang.case --plugin " FIXTURE_IMPL_HANG);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_NE(again.out.find("FAIL  hang: it ran past 14 s (4 times the case timeout of 1 s it was saved with"),
+            std::string::npos)
+      << again.out;
+  EXPECT_LT(took, 60) << again.out;
 }
 
 #ifdef FIXTURE_FAULT

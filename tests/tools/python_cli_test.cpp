@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -365,6 +367,10 @@ TEST(PythonCli, AnInterpretedTritonKernelThatNeverEndsIsAHangAndAWildStoreACrash
   EXPECT_TRUE(has(r.out, "hang: one case ran past the case timeout")) << r.out;
   EXPECT_TRUE(has(r.out, "it did not end either")) << r.out;
   EXPECT_TRUE(std::filesystem::exists(dir + "/topk_decode-py.case")) << r.out;
+  // The saved hang records the case timeout it ran under, for repro (PluginCli's hang test reruns one).
+  std::ifstream saved(dir + "/topk_decode-py.case");
+  const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(text, "\ncase_timeout 3\n")) << text;
   r = run_mlacheck("check --python " + kFixtures + "topk_fault_triton.py:topk_decode --budget 10 --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "crashed (signal 11)")) << r.out;
