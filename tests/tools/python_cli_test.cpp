@@ -345,7 +345,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Example{"topk_triton.py", "topk_decode", true, ""},
         Example{"decode_metadata_triton.py", "decode_metadata", true, ""},
-        Example{"mla_decode_impl_triton.py", "mla_decode_impl", true, ""}),
+        Example{"mla_decode_impl_triton.py", "mla_decode_impl", true, ""},
+        Example{"mla_decode_triton.py", "mla_decode", true, ""}),
     [](const ::testing::TestParamInfo<Example>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.size() - 3);
