@@ -129,6 +129,9 @@ const Term kTerms[] = {
     {"sparse_mla_decode", "kv_cache", TermKind::kLayout, "contiguous: token_stride=656 | padded-rows:"},
     {"sparse_mla_decode", "scales", TermKind::kDtype, "scale_format: fp32 ue8m0"},
     {"sparse_mla_decode", "finite", TermKind::kFlag, "attn_sink:finite", "no NaN or infinite attention sink"},
+    {"sparse_mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q in Q.K
+    {"sparse_mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (decoded with their tile scales)
+    {"sparse_mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
     // dense MLA decode
     {"mla_decode", "batch", TermKind::kQuantity, "batch"},
     {"mla_decode", "q_len", TermKind::kQuantity, "q_len"},
@@ -143,6 +146,10 @@ const Term kTerms[] = {
     {"mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q (times q_scale) in Q.K
     {"mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (times k_scale) in Q.K and P.V
     {"mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
+    // the MLA decode impl: its calls' and replays' precision, as mla_decode's
+    {"mla_decode_impl", "q", TermKind::kPrecision, MLA_PRECISIONS},
+    {"mla_decode_impl", "kv", TermKind::kPrecision, MLA_PRECISIONS},
+    {"mla_decode_impl", "p", TermKind::kPrecision, MLA_PRECISIONS},
 };
 #undef MLA_FINITE_TOPK
 #undef MLA_FINITE_TOPK_NOTE

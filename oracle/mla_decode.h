@@ -6,18 +6,10 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "oracle/mla_precision.h"
 #include "oracle/oracle_tensor.h"
 
 namespace mlacheck::oracle {
-
-// The roundings an implementation declares beyond fp32 (its contract's precision clauses,
-// core/contract.h): the unit roundoff of the values its products take (tf32 2^-11, bf16 2^-8), 0
-// for fp32, whose rounding the slacks below always allow.
-struct MlaPrecision {
-  double q = 0;   // q times q_scale, as Q.K takes it
-  double kv = 0;  // K and V times k_scale, as Q.K and P.V take them
-  double p = 0;   // the probabilities, as P.V takes them
-};
 
 struct MlaDecodeInputs {
   HostTensor q;            // bf16 or fp8 e4m3 [B, q_len, H, 576]

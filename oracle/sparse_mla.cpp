@@ -53,7 +53,9 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
                 lengths.values[b], " is outside [0, topk = ", topk, "] of indices ", in.indices.view.to_string());
   }
 
-  SparseMlaResult r{OracleTensor({B, S, H, kDsMlaLatent}), OracleTensor({B, H, S}, HUGE_VAL), OracleTensor({B, H, S})};
+  SparseMlaResult r{OracleTensor({B, S, H, kDsMlaLatent}), OracleTensor({B, H, S}, HUGE_VAL), OracleTensor({B, H, S}),
+                    OracleTensor({B, S, H, kDsMlaLatent})};
+  const MlaPrecision& u = in.precision;
   constexpr double kU = 0x1p-24, kGamma = (kHeadDim + 2) * kU / (1 - (kHeadDim + 2) * kU);
   Matrix k(topk, kHeadDim);  // the row's valid keys, decoded; V is the first 512 columns
   for (int64_t b = 0; b < B; ++b) {
@@ -78,12 +80,22 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
       const Vector sum = p.rowwise().sum();
       Eigen::Map<Matrix> out(r.out.values.data() + (b * S + s) * H * kDsMlaLatent, H, kDsMlaLatent);
       out.noalias() = p * k.topLeftCorner(n, kDsMlaLatent);
+      const double terms = static_cast<double>(n + 72) * kU;
+      const double gamma_sum = terms / (1 - terms);
+      const double rounded = (1 + u.p) / (1 - u.p) * (1 + u.kv);  // r of sparse_mla.h
       for (int64_t h = 0; h < H; ++h) {
         const double lse = m(h) + std::log(sum(h));
         const double sink_factor = 1.0 / (1.0 + std::exp(sink.values[h] - lse));  // 1 without a sink
         out.row(h) *= sink_factor / sum(h);
         r.lse.at({b, h, s}) = lse;  // without the sink
-        r.lse_slack.at({b, h, s}) = std::abs(in.softmax_scale) * kGamma * magnitude(h) + 4 * kU * largest(h);
+        const double lse_slack =
+            std::abs(in.softmax_scale) * (kGamma + u.q + u.kv + u.q * u.kv) * magnitude(h) + 4 * kU * largest(h);
+        r.lse_slack.at({b, h, s}) = lse_slack;
+        if (!u.declared()) continue;
+        const double grow = rounded * std::exp(2 * (lse_slack + 4 * kU));
+        const double factor = (grow - 1 + gamma_sum * grow) * (1 + 0x1p-8) * sink_factor / sum(h);
+        Eigen::Map<Matrix> slack(r.out_slack.values.data() + ((b * S + s) * H + h) * kDsMlaLatent, 1, kDsMlaLatent);
+        slack.noalias() = factor * (p.row(h) * k.topLeftCorner(n, kDsMlaLatent).cwiseAbs());
       }
     }
   }

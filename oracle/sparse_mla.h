@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/tensor.h"
+#include "oracle/mla_precision.h"
 #include "oracle/oracle_tensor.h"
 
 namespace mlacheck::oracle {
@@ -19,6 +20,7 @@ struct SparseMlaInputs {
   std::optional<HostTensor> topk_length;  // int32 [b]: only the first topk_length[b] entries count
   double softmax_scale = 1.0;
   std::optional<HostTensor> attn_sink;  // fp32 [h]
+  MlaPrecision precision;  // the implementation's declared roundings (its slacks follow them)
 };
 
 struct SparseMlaResult {
@@ -28,9 +30,16 @@ struct SparseMlaResult {
   // dense MLA decode (oracle/mla_decode.h, MlaDecodeResult::lse_slack): lse is 1-Lipschitz in the
   // largest score error, and a score's fp32 dot product over 576 terms (each an fp32 product of q
   // and a key value decoded with its tile scale) errs by at most gamma_578 * sum_d |q_d K_d| times
-  // |softmax_scale|, plus 4 u |score| for the scale's rounding and its product. 0 for rows without
-  // valid entries.
+  // |softmax_scale|, plus 4 u |score| for the scale's rounding and its product, plus
+  // (u_q + u_kv + u_q u_kv) sum_d |q_d K_d| times |softmax_scale| for declared roundings of q and K.
+  // 0 for rows without valid entries.
   OracleTensor lse_slack;
+  // [b, s_q, h, 512]: with a declared precision only (MlaPrecision::declared; else 0, and out is
+  // compared with the tolerance table alone, as before), how far out may move from the declared
+  // roundings and fp32's: dense MLA decode's o_slack (oracle/mla_decode.h) over the row's n valid
+  // entries, d the row's lse_slack + 4u, r = (1 + u_p) / (1 - u_p) (1 + u_kv):
+  //   out_slack = (r e^2d - 1 + gamma_(n + 72) r e^2d) (1 + 2^-8) sink_factor sum_i p_i |V_i|.
+  OracleTensor out_slack;
 };
 
 // For each (batch, s, head), over the valid entries i of the row (0 <= index < num_blocks * page,

@@ -23,7 +23,19 @@ MlaDecodeCase MlaDecodeImplReplayCase::step_case(size_t i) const {
   c.q_fp8 = config.q_dtype == DType::kFP8E4M3, c.kv_fp8 = kv_fp8;
   c.base_scale = base_scale, c.q_scale = q_scale, c.k_scale = k_scale;
   c.poison = poison, c.zero_rows = s.zero_rows, c.seed = s.seed, c.warp_size = warp_size, c.shuffled = shuffled;
+  c.precision = precision;
   return c;
+}
+
+void declare_precision(MlaDecodeImplCallsCase& c, const oracle::MlaPrecision& u) {
+  for (MlaDecodeCase& call : c.calls) call.precision = u;
+}
+
+void declare_precision(MlaDecodeImplReplayCase& c, const oracle::MlaPrecision& u) { c.precision = u; }
+
+void declare_precision(MlaDecodeImplSequenceCase& c, const oracle::MlaPrecision& u) {
+  c.shape.precision = u;  // graph() copies it into every replay's case
+  for (MlaDecodeImplCommand& m : c.commands) m.eager.precision = u;
 }
 
 MlaDecodeImplReplayCase MlaDecodeImplSequenceCase::graph(const MlaDecodeImplCommand& replay) const {

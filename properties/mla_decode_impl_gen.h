@@ -62,12 +62,20 @@ struct MlaDecodeImplReplayCase {
   int warp_size = 32;
   bool shuffled = false;
   std::vector<MlaDecodeImplReplayStep> steps;
+  // Not a case key: the roundings the impl under test declares (its contract's precision clauses),
+  // handed on to every step's dense case.
+  oracle::MlaPrecision precision;
 
   // Step i as a dense MLA decode case: contiguous views over the graph buffers' shapes, the graph's
   // cache and scales.
   MlaDecodeCase step_case(size_t i) const;
   friend void showValue(const MlaDecodeImplReplayCase& c, std::ostream& os);
 };
+
+// The cases with the roundings an impl declares set in every dense call and step they hold (its
+// contract's precision clauses: docs/ops.md 7, "Declared precision").
+void declare_precision(MlaDecodeImplCallsCase& c, const oracle::MlaPrecision& u);
+void declare_precision(MlaDecodeImplReplayCase& c, const oracle::MlaPrecision& u);
 
 // An engine's life on one impl: eager calls, captures and replays in an order (what the rc::state
 // test ran, as a case). shape holds the configuration and the graphs' cache (its padded_batch,
@@ -89,6 +97,7 @@ struct MlaDecodeImplSequenceCase {
   MlaDecodeImplReplayCase graph(const MlaDecodeImplCommand& replay) const;
   friend void showValue(const MlaDecodeImplSequenceCase& c, std::ostream& os);
 };
+void declare_precision(MlaDecodeImplSequenceCase& c, const oracle::MlaPrecision& u);
 
 // ---- the schemas ---------------------------------------------------------------------------------
 

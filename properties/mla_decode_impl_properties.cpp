@@ -305,18 +305,24 @@ Verdict mla_decode_impl_nonuniform_refused(Device& device, MlaDecodeImplFactory*
 
 void register_mla_decode_impl_properties(PropertyRegistry& r) {
   const auto find = [](const std::string& impl) { return kernels::registry().find<MlaDecodeImplFactory>(impl); };
+  // Each case with the roundings impl declares, for the oracle's slack (as mla_decode's properties).
+  const auto declared = [](auto c, const std::string& impl) {
+    declare_precision(c, mla_decode_precision(impl));
+    return c;
+  };
   r.add(make_property<MlaDecodeImplCallsCase>(
       "mla_decode_impl.calls_equal_oracle", "mla_decode_impl",
       "eager calls on one impl each equal the oracle with their own scales; the workspace never moves",
-      mla_decode_impl_calls_from_text, [find](Device& device, const std::string& impl, const MlaDecodeImplCallsCase& c) {
-        return mla_decode_impl_calls_equal_oracle(device, find(impl), c);
+      mla_decode_impl_calls_from_text,
+      [find, declared](Device& device, const std::string& impl, const MlaDecodeImplCallsCase& c) {
+        return mla_decode_impl_calls_equal_oracle(device, find(impl), declared(c, impl));
       }));
   r.add(make_property<MlaDecodeImplReplayCase>(
       "mla_decode_impl.replay_equals_eager", "mla_decode_impl",
       "a graph replayed after the lengths grow equals the oracle and an eager launch on its buffers",
       mla_decode_impl_replay_from_text,
-      [find](Device& device, const std::string& impl, const MlaDecodeImplReplayCase& c) {
-        return mla_decode_impl_replay_equals_eager(device, find(impl), c);
+      [find, declared](Device& device, const std::string& impl, const MlaDecodeImplReplayCase& c) {
+        return mla_decode_impl_replay_equals_eager(device, find(impl), declared(c, impl));
       }));
   r.add(make_property<MlaDecodeImplNonUniformCase>(
       "mla_decode_impl.nonuniform_query_lengths_refused", "mla_decode_impl",
@@ -329,8 +335,8 @@ void register_mla_decode_impl_properties(PropertyRegistry& r) {
       "mla_decode_impl.engine_sequence", "mla_decode_impl",
       "eager calls, captures and replays interleaved on one impl each equal the oracle; no buffer moves",
       mla_decode_impl_sequence_from_text,
-      [find](Device& device, const std::string& impl, const MlaDecodeImplSequenceCase& c) {
-        return mla_decode_impl_engine_sequence(device, find(impl), c);
+      [find, declared](Device& device, const std::string& impl, const MlaDecodeImplSequenceCase& c) {
+        return mla_decode_impl_engine_sequence(device, find(impl), declared(c, impl));
       }));
 }
 

@@ -356,17 +356,9 @@ Verdict mla_decode_batch_permutation_commutes(Device& device, MlaDecodeFn* fn, c
 }
 
 oracle::MlaPrecision mla_decode_precision(const std::string& impl) {
-  oracle::MlaPrecision u;
-  if (!kernels::registry().contains(impl)) return u;
+  if (!kernels::registry().contains(impl)) return {};
   const std::shared_ptr<const Contract> contract = kernels::registry().contract(impl);
-  if (!contract) return u;
-  const auto unit = [](const std::string& format) { return format == "bf16" ? 0x1p-8 : format == "tf32" ? 0x1p-11 : 0.0; };
-  for (const auto& [operand, format] : contract->precision) {
-    if (operand == "q") u.q = unit(format);
-    if (operand == "kv") u.kv = unit(format);
-    if (operand == "p") u.p = unit(format);
-  }
-  return u;
+  return contract ? oracle::mla_precision_of(contract->precision) : oracle::MlaPrecision{};
 }
 
 void register_mla_decode_properties(PropertyRegistry& r) {

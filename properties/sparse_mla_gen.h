@@ -18,6 +18,7 @@
 #include "kernels/sparse_mla.h"
 #include "harness/case_schema.h"
 #include "harness/case_text.h"
+#include "oracle/mla_precision.h"
 #include "harness/schedule.h"
 
 namespace mlacheck {
@@ -50,6 +51,9 @@ struct SparseMlaCase : CaseSchedule {
   // Latent of every cache token x 2^magnitude_log2 (through its tile scales) and latent of q x
   // 2^-magnitude_log2: the scores stay put while out moves to huge or tiny magnitudes.
   int magnitude_log2 = 0;
+  // Not a case key: the roundings the implementation under test declares (its contract's precision
+  // clauses), which the oracle's slacks follow (oracle/sparse_mla.h).
+  oracle::MlaPrecision precision;
   bool zero_rows = false;  // some q rows (a head of a token) and some cache tokens all zero
 
   int64_t num_slots() const { return num_blocks * page; }

@@ -100,6 +100,9 @@ int cmd_list() {
   for (const auto& p : mlacheck::property_registry().list()) {
     std::cout << "  " << p.name << std::string(p.name.size() < 52 ? 52 - p.name.size() : 1, ' ') << p.summary << '\n';
   }
+  std::cout << "  (the far_* properties on cuda do not run a Python callable: their buffers are reserved device\n"
+               "   memory, a virtual range mapped in granules, which has no CUDA IPC handle to lend the worker's\n"
+               "   process; check says so per property, PARTIAL, never PASS. On the host backend they run.)\n";
   return 0;
 }
 

@@ -85,6 +85,12 @@ TEST(Contract, PrecisionClausesAreDeclarationsNotLimits) {
   EXPECT_NE(error_of("mla_decode", "precision p").find("a precision clause is 'precision OPERAND FORMAT'"), std::string::npos);
   EXPECT_NE(error_of("mla_decode", "precision p bf16; precision p tf32").find("declared twice"), std::string::npos);
   EXPECT_NE(error_of("topk_decode", "precision p bf16").find("topk_decode has no precision terms"), std::string::npos);
+  // Sparse MLA decode takes the same three operands (FlashMLA-style kernels take P.V in bf16).
+  const Contract sparse = parse_contract("sparse_mla_decode", "precision p bf16; precision kv bf16");
+  EXPECT_EQ(sparse.precision.at("p"), "bf16");
+  EXPECT_TRUE(sparse.limits.empty());
+  EXPECT_NE(error_of("sparse_mla_decode", "precision v bf16").find("(q, kv, p)"), std::string::npos);
+  EXPECT_EQ(parse_contract("mla_decode_impl", "precision p bf16").precision.at("p"), "bf16");
 }
 
 TEST(Contract, DeclarationsRelaxACheckAndLimitNoCase) {

@@ -395,6 +395,20 @@ RC_GTEST_PROP(MlaDecodeImpl, AnEnginesSequenceOfCallsCapturesAndReplaysEqualsThe
   rc_require(mla_decode_impl_engine_sequence(*device, ref_impl(), c), sequence_text(c));
 }
 
+// An impl's declared precision reaches every dense call and replay its properties compare.
+RC_GTEST_PROP(MlaDecodeImpl, ADeclaredPrecisionReachesEveryCallAndReplay, ()) {
+  MlaDecodeImplSequenceCase c = *gen::mla_decode_impl_sequence_case();
+  const oracle::MlaPrecision u{0, 0x1p-8, 0x1p-8};
+  declare_precision(c, u);
+  for (const MlaDecodeImplCommand& m : c.commands) {
+    if (m.kind == MlaDecodeImplCommand::kEager) RC_ASSERT(m.eager.precision.p == u.p && m.eager.precision.kv == u.kv);
+    if (m.kind == MlaDecodeImplCommand::kReplay) RC_ASSERT(c.graph(m).step_case(0).precision.p == u.p);
+  }
+  MlaDecodeImplCallsCase calls = *gen::mla_decode_impl_calls_case();
+  declare_precision(calls, u);
+  for (const MlaDecodeCase& call : calls.calls) RC_ASSERT(call.precision.kv == u.kv);
+}
+
 TEST(MlaDecodeImplWrong, CachedScalesAndFrozenLengthsFailTheEngineSequence) {
   EXPECT_FALSE(rc::check("an engine's sequence on an impl that caches the first call's scales", [] {
     const auto device = make_device(Backend::kHost);

@@ -164,6 +164,46 @@ TEST(SparseMlaDecode, OneTokenGivesItsValueAndItsScoreWithPerTileScalesAndRope) 
   }
 }
 
+// A declared rounding of P to bf16 (as a kernel taking P.V in bf16 computes) where V cancels: the
+// rounding's cost exceeds the table's tolerance, which is all an undeclared kernel gets (out_slack
+// 0: today's behaviour); the declared slack covers it and stays a few 2^-8 of sum p |V|, far below a
+// wrong answer's error.
+TEST(SparseMlaDecode, ADeclaredBf16RoundingOfPAllowsWhatItCostsWhereVCancels) {
+  Problem p;
+  p.topk = 3, p.num_blocks = 1, p.page = 3, p.softmax_scale = 1.0 / 64;
+  p.allocate();
+  const double v[3] = {851968, -851968, 1};          // latent of the three keys: the first two cancel
+  const float score[3] = {0.3125f, 0.3203125f, 0.0f};  // rope values (exact in bf16): score = rope
+  put_token(p, 0, 1.0f, {851968, 851968, 851968, 851968}, score[0]);
+  put_token(p, 1, -1.0f, {851968, 851968, 851968, 851968}, score[1]);
+  put_token(p, 2, 1.0f, {1, 1, 1, 1}, score[2]);
+  p.set_q(0, 0, 0, 0.0f, 1.0f);  // latent 0, rope 1: score_i = 64 * rope_i / 64
+  set_row(p, 0, 0, {0, 1, 2});
+  SparseMlaInputs in = p.inputs();
+  const SparseMlaResult plain = sparse_mla_decode(in);
+  in.precision.p = 0x1p-8;
+  const SparseMlaResult declared = sparse_mla_decode(in);
+  double l = 0, w[3];
+  for (int i = 0; i < 3; ++i) l += w[i] = std::exp(double(score[i]) - double(score[1]));
+  double kernel = 0;
+  for (int i = 0; i < 3; ++i) kernel += double(bf16_to_float(float_to_bf16(float(w[i] / l)))) * v[i];
+  const double want = plain.out.at({0, 0, 0, 0}), err = std::fabs(kernel - want);
+  const double table = 0x1p-10 + 0x1p-8 * std::fabs(want);  // sparse_mla_decode out (core/tolerances.cpp)
+  EXPECT_EQ(declared.out.at({0, 0, 0, 0}), want);  // the answer does not change, only its slack
+  EXPECT_EQ(plain.out_slack.at({0, 0, 0, 0}), 0.0) << "nothing declared: the table alone, as before";
+  EXPECT_GT(err, table) << "the case no longer shows the rounding's cost";
+  EXPECT_LE(err, declared.out_slack.at({0, 0, 0, 0}) + table);
+  EXPECT_LT(declared.out_slack.at({0, 0, 0, 0}), 2 * 0x1p-7 * 851968);
+  EXPECT_EQ(declared.lse_slack.at({0, 0, 0}), plain.lse_slack.at({0, 0, 0}));  // P's rounding leaves lse alone
+  // q and K declared rounded: lse's slack grows by (u_q + u_kv + u_q u_kv) sum |q K| times the scale.
+  in.precision = MlaPrecision{0x1p-8, 0x1p-8, 0};
+  EXPECT_NEAR(sparse_mla_decode(in).lse_slack.at({0, 0, 0}) - plain.lse_slack.at({0, 0, 0}),
+              (0x1p-7 + 0x1p-16) * 0.3203125, 1e-12);
+  // A wrong answer (one key dropped: V[1] left out) is still far outside the declared slack.
+  const double dropped = (w[0] * v[0] + w[2] * v[2]) / (w[0] + w[2]);
+  EXPECT_GT(std::fabs(dropped - want), 100 * (declared.out_slack.at({0, 0, 0, 0}) + table));
+}
+
 TEST(SparseMlaDecode, TwoTokensWorkedByHandSkippingEveryInvalidIndex) {
   Problem p = two_token_problem(1, 1, 1, 7);
   // -1, slot 4 == num_slots, other negatives and a far slot are skipped: only A (slot 0) and B (slot 3) count.
