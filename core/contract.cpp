@@ -48,6 +48,13 @@ struct Term {
 #define MLA_FINITE_TOPK "patterns=distinct,few-values,shared-high-bits,all-equal,signed-zeros,negative,huge,tiny,zeros values_*:finite"
 
 const Term kTerms[] = {
+    // the decode metadata builder
+    {"decode_metadata", "next_n", TermKind::kQuantity, "next_n"},
+    {"decode_metadata", "decode_lens", TermKind::kQuantity, "decode_lens"},
+    {"decode_metadata", "seq_lens", TermKind::kQuantity, "seq_lens"},
+    {"decode_metadata", "table_width", TermKind::kQuantity, "table_width"},  // the builder's block table columns
+    {"decode_metadata", "table_cols", TermKind::kQuantity, "table_cols"},    // the source table's columns
+    {"decode_metadata", "block_table", TermKind::kLayout, "contiguous: table_row_pad=0 table_offset=0 | padded-rows:"},
     // top-k per row, decode and prefill
     {"topk_decode", "k", TermKind::kQuantity, "k"},
     {"topk_decode", "rows", TermKind::kQuantity, "rows"},
@@ -55,6 +62,8 @@ const Term kTerms[] = {
     {"topk_decode", "next_n", TermKind::kQuantity, "next_n"},
     {"topk_decode", "seq_lens", TermKind::kQuantity, "seq_lens"},
     {"topk_decode", "seq_lens", TermKind::kRank, "1: lengths=decode-1d | 2: lengths=decode-2d"},
+    // the row stride of far rows (a kernel that takes stride(0) as a 32-bit int bounds it)
+    {"topk_decode", "row_stride", TermKind::kQuantity, "logits_row_stride"},
     {"topk_decode", "logits", TermKind::kLayout,
      "contiguous: logits_row_pad=0 logits_col_stride=1 logits_row_stride=0 | padded-rows: logits_col_stride=1"},
     {"topk_decode", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},
@@ -68,6 +77,7 @@ const Term kTerms[] = {
     {"topk_prefill", "cols", TermKind::kQuantity, "cols"},
     {"topk_prefill", "ks", TermKind::kQuantity, "ks"},
     {"topk_prefill", "ke", TermKind::kQuantity, "ke"},
+    {"topk_prefill", "row_stride", TermKind::kQuantity, "logits_row_stride"},
     {"topk_prefill", "logits", TermKind::kLayout,
      "contiguous: logits_row_pad=0 logits_col_stride=1 logits_row_stride=0 | padded-rows: logits_col_stride=1"},
     {"topk_prefill", "out", TermKind::kLayout, "contiguous: out_row_pad=0 | padded-rows:"},

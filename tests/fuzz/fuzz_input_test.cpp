@@ -103,6 +103,8 @@ TEST(FuzzInput, DecodedAndShrunkInputsStayInsideTheContract) {
       {"topk_to_global", "topk_to_global@ref", "k = 128\nseq_lens >= 1\nlocals one-of in-range\nglobal contiguous"},
       {"mla_decode", "mla_decode@ref", "q_len = 1\nseq_lens >= 1\nheads >= 2\nq dtype bf16\nprecision p bf16"},
       {"pack_decode", "pack_decode@ref", "dtype dtype fp8_e4m3\npadding any\ntokens contiguous"},
+      {"decode_metadata", "decode_metadata@ref", "table_cols >= table_width\nnext_n >= 2\nblock_table contiguous"},
+      {"topk_prefill", "topk_prefill@ref", "row_stride <= 1000000000\nk <= 512\nshort_rows any-order"},
   };
   for (const Leg& leg : legs) {
     SCOPED_TRACE(leg.impl);
