@@ -44,6 +44,10 @@ struct Term {
   "any: among values equal to the k-th, a launch may choose differently from the last; a repeated launch is " \
   "judged alone (an admissible top-k), not against the first one's set"
 
+#define MLA_NEG_INF_NOTE                                                                                     \
+  "masked: the logits carry -inf past each row's length (the caller's logits kernel writes it), and -inf means " \
+  "no candidate: a row with fewer than k values above -inf fills the rest with -1 or -inf indices"
+
 // The words a top-k row pattern may take when inputs are finite (no nan, neg-inf, extremes).
 #define MLA_FINITE_TOPK "patterns=distinct,few-values,shared-high-bits,all-equal,signed-zeros,negative,huge,tiny,zeros values_*:finite"
 
@@ -72,6 +76,7 @@ const Term kTerms[] = {
     // sets); "ties any": the choice among equal values may change from launch to launch (docs/ops.md 3)
     {"topk_decode", "short_rows", TermKind::kDeclaration, "ordered any-order", MLA_SHORT_ROWS_NOTE},
     {"topk_decode", "ties", TermKind::kDeclaration, "fixed any", MLA_TIES_NOTE},
+    {"topk_decode", "neg_inf", TermKind::kDeclaration, "candidate masked", MLA_NEG_INF_NOTE},
     {"topk_prefill", "k", TermKind::kQuantity, "k"},
     {"topk_prefill", "rows", TermKind::kQuantity, "rows"},
     {"topk_prefill", "cols", TermKind::kQuantity, "cols"},
@@ -84,6 +89,7 @@ const Term kTerms[] = {
     {"topk_prefill", "finite", TermKind::kFlag, MLA_FINITE_TOPK, MLA_FINITE_TOPK_NOTE},
     {"topk_prefill", "short_rows", TermKind::kDeclaration, "ordered any-order", MLA_SHORT_ROWS_NOTE},
     {"topk_prefill", "ties", TermKind::kDeclaration, "fixed any", MLA_TIES_NOTE},
+    {"topk_prefill", "neg_inf", TermKind::kDeclaration, "candidate masked", MLA_NEG_INF_NOTE},
     // paged indexer logits
     {"paged_mqa_logits", "batch", TermKind::kQuantity, "batch"},
     {"paged_mqa_logits", "next_n", TermKind::kQuantity, "next_n"},
@@ -165,6 +171,7 @@ const Term kTerms[] = {
 #undef MLA_FINITE_TOPK_NOTE
 #undef MLA_SHORT_ROWS_NOTE
 #undef MLA_TIES_NOTE
+#undef MLA_NEG_INF_NOTE
 #undef MLA_PRECISIONS
 
 const char* kind_name(TermKind k) {

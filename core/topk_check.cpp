@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -20,9 +21,66 @@ std::string TopkReport::describe() const {
   return os.str();
 }
 
+namespace {
+
+// The rows the masked rule decides (TopkRules::neg_inf_masked): a short row, or a row with fewer than
+// k values above -inf. Nothing for a row it leaves to the ordinary rules (k or more live values).
+std::optional<std::optional<std::string>> check_masked_row(const int32_t* idx, int64_t k, const double* values,
+                                                           int64_t n, const TopkRules& rules) {
+  const int64_t m = n < 0 ? 0 : n;
+  int64_t live = 0;
+  bool nan = false;
+  for (int64_t i = 0; i < m; ++i) {
+    live += values[i] != -HUGE_VAL;
+    nan = nan || std::isnan(values[i]);
+  }
+  if (m > k && live >= k) return std::nullopt;  // k live values to take: the ordinary rule
+  std::ostringstream os;
+  if (m <= k && !rules.short_rows_any_order) {
+    // In order, as the spec's short row, but a -inf value's position may hold -1.
+    for (int64_t p = 0; p < k; ++p) {
+      const int64_t want = p < m ? p : -1;
+      if (idx[p] == want || (p < m && values[p] == -HUGE_VAL && idx[p] == -1)) continue;
+      os << "position " << p << " holds " << idx[p] << ", expected " << want
+         << (p < m && values[p] == -HUGE_VAL ? " or -1 (its value is -inf, masked under 'neg_inf masked')" : "")
+         << " (a row of length " << m << " <= k = " << k << " is [0, 1, ..., n-1, -1, ...])";
+      return std::optional<std::string>(os.str());
+    }
+    return std::optional<std::string>();
+  }
+  // Distinct indices in [0, n) or -1; every live value taken (any, when the row holds NaN).
+  std::vector<uint8_t> taken(static_cast<size_t>(m), 0);
+  for (int64_t p = 0; p < k; ++p) {
+    const int32_t i = idx[p];
+    if (i == -1) continue;
+    if (i < 0 || i >= m) {
+      os << "position " << p << " holds index " << i << ", outside the row's [0, " << m << ")";
+      return std::optional<std::string>(os.str());
+    }
+    if (taken[static_cast<size_t>(i)]++) {
+      os << "index " << i << " appears twice";
+      return std::optional<std::string>(os.str());
+    }
+  }
+  for (int64_t i = 0; i < m && !nan; ++i) {
+    if (values[i] != -HUGE_VAL && !taken[static_cast<size_t>(i)]) {
+      os.precision(9);
+      os << "index " << i << " (value " << values[i] << ") was left out, though the row has only " << live
+         << " values above -inf for k = " << k << " (-inf is masked under 'neg_inf masked'; the rest may be -1)";
+      return std::optional<std::string>(os.str());
+    }
+  }
+  return std::optional<std::string>();
+}
+
+}  // namespace
+
 std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const double* values, int64_t n,
                                           const TopkRules& rules) {
   std::ostringstream os;
+  if (rules.neg_inf_masked) {
+    if (auto masked = check_masked_row(idx, k, values, n, rules)) return *masked;
+  }
   if (n <= k && rules.short_rows_any_order) {
     // Each of [0, n) once, -1 in the other positions, in any order.
     const int64_t m = n < 0 ? 0 : n;
@@ -133,7 +191,7 @@ TopkReport check_topk(const HostTensor& indices, const HostTensor& logits,
     }
     const int64_t n = row_lengths[r];
     row_vals.assign(static_cast<size_t>(n > 0 ? n : 0), 0.0);
-    if (n > k) {
+    if (n > k || (rules.neg_inf_masked && n > 0)) {  // the masked rule reads short rows' values too
       MLA_REQUIRE(row_starts[r] >= 0 && row_starts[r] + n <= lv.size(1), "check_topk: row ", r, " spans columns [",
                   row_starts[r], ", ", row_starts[r] + n, ") of a ", lv.to_string(), " view");
       const uint8_t* at = logits.bytes() + lv.byte_offset_of({r, row_starts[r]});

@@ -24,6 +24,11 @@ struct TopkRules {
   // "short_rows any-order": a row of n <= k holds each of [0, n) once and -1 in its other k - n
   // positions, in any order (a caller that reads the row as a set).
   bool short_rows_any_order = false;
+  // "neg_inf masked": -inf in a row means "no candidate" (the caller's logits carry -inf past each
+  // row's length and at masked positions): where a row has fewer than k values above -inf, the
+  // positions those values leave hold -1 or distinct indices of -inf values, in [0, n) either way;
+  // in a short row a -inf value's position may hold -1. Every value above -inf is still taken.
+  bool neg_inf_masked = false;
 };
 
 struct TopkReport {

@@ -93,6 +93,14 @@ TopkRun run_staged(Device& device, const TopkCase& c, const Launcher& launch, co
                 values[i].size(), " values for length ", run.lengths[i]);
     float* row = lg + c.logits_lead + r * row_stride + starts[i] * c.logits_col_stride;
     for (int64_t x = 0; x < run.lengths[i]; ++x) row[x * c.logits_col_stride] = values[i][static_cast<size_t>(x)];
+    if (declared.rules.neg_inf_masked) {
+      // "neg_inf masked": what the caller's logits kernel leaves outside the row: -inf, not garbage.
+      float* whole = lg + c.logits_lead + r * row_stride;
+      const int64_t n = std::max<int64_t>(run.lengths[i], 0);
+      for (int64_t x = 0; x < c.cols; ++x) {
+        if (x < starts[i] || x >= starts[i] + n) whole[x * c.logits_col_stride] = -HUGE_VALF;
+      }
+    }
   }
 
   // The output: rows [before, before + rows) of a shared buffer, every other byte a pattern.
@@ -196,6 +204,7 @@ TopkDeclared topk_declared(const std::string& impl) {
     return at != contract->declared.end() && at->second == word;
   };
   d.rules.short_rows_any_order = said("short_rows", "any-order");
+  d.rules.neg_inf_masked = said("neg_inf", "masked");
   d.ties_any = said("ties", "any");
   return d;
 }

@@ -33,9 +33,11 @@ struct TopkRun {
 };
 
 // What an implementation's contract declares beyond docs/ops.md 3 (docs/plugins.md, "Contracts"):
-// rules.short_rows_any_order ("short_rows any-order"), and ties_any ("ties any": among values equal
-// to the k-th, a launch may choose differently from the last, so a repeated launch is held only to
-// being an admissible top-k itself, not to the first launch's set).
+// rules.short_rows_any_order ("short_rows any-order"), rules.neg_inf_masked ("neg_inf masked": the
+// case's logits carry -inf past each row's length instead of garbage, and -inf means no candidate),
+// and ties_any ("ties any": among values equal to the k-th, a launch may choose differently from the
+// last, so a repeated launch is held only to being an admissible top-k itself, not to the first
+// launch's set).
 struct TopkDeclared {
   TopkRules rules;
   bool ties_any = false;

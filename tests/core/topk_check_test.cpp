@@ -80,6 +80,39 @@ TEST(TopkRow, ShortRowsInAnyOrderPassOnlyWhenDeclared) {
   EXPECT_NE(bad->find("position 1 holds -3"), std::string::npos) << *bad;
 }
 
+// "neg_inf masked": -inf is no candidate. A row with fewer than k values above -inf fills the rest
+// with -1 (or -inf indices); every live value is still taken; k or more live values: the usual rule.
+TEST(TopkRow, UnderNegInfMaskedMinusInfMayBeMinusOneAndEveryLiveValueIsTaken) {
+  TopkRules masked;
+  masked.neg_inf_masked = true;
+  const double ninf = -HUGE_VAL;
+  const auto with = [&](std::vector<int32_t> idx, std::vector<double> values, TopkRules rules) {
+    return check_topk_row(idx.data(), static_cast<int64_t>(idx.size()), values.data(),
+                          static_cast<int64_t>(values.size()), rules);
+  };
+  const std::vector<double> two_live = {ninf, 3.0, ninf, 1.0, ninf};  // n 5 > k 3, 2 live
+  EXPECT_EQ(with({1, 3, -1}, two_live, masked), std::nullopt);
+  EXPECT_EQ(with({3, 0, 1}, two_live, masked), std::nullopt);  // a -inf index is fine too
+  EXPECT_TRUE(with({1, 3, -1}, two_live, TopkRules{})) << "undeclared: a long row holds no -1";
+  auto bad = with({1, -1, -1}, two_live, masked);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("index 3 (value 1) was left out"), std::string::npos) << *bad;
+  bad = with({1, 3, 5}, two_live, masked);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("outside the row's [0, 5)"), std::string::npos) << *bad;
+  // Three live values for k = 3: the ordinary rule, no -1.
+  bad = with({1, 3, -1}, {ninf, 3.0, 2.0, 1.0}, masked);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("holds -1"), std::string::npos) << *bad;
+  // A short row in order, a -inf position -1; with any-order, any order.
+  EXPECT_EQ(with({0, -1, 2, -1}, {1.0, ninf, 2.0}, masked), std::nullopt);
+  EXPECT_TRUE(with({0, 1, -1, -1}, {1.0, ninf, 2.0}, masked)) << "position 2 must hold 2";
+  TopkRules both = masked;
+  both.short_rows_any_order = true;
+  EXPECT_EQ(with({2, 0, -1, -1}, {1.0, ninf, 2.0}, both), std::nullopt);
+  EXPECT_TRUE(with({2, -1, -1, -1}, {1.0, ninf, 2.0}, both)) << "index 0 (value 1) is live";
+}
+
 TEST(TopkRow, ShortRowsHaveExactlyOneAnswer) {
   EXPECT_EQ(row({0, 1, -1, -1}, {9, 9}, 2), std::nullopt);
   EXPECT_EQ(row({0, 1, 2}, {1, 2, 3}, 3), std::nullopt);  // n == k

@@ -678,6 +678,70 @@ TEST(TopkDeclarations, TiesAnyJudgesEachLaunchAloneInsteadOfComparingThem) {
   }
 }
 
+// "neg_inf masked": a top-k that ignores the row lengths and reads whole rows, taking -inf as "no
+// candidate" (a kernel whose caller's logits are -inf past each length may): the k largest values
+// above -inf, lowest index first among equal ones, then -1. drop_last: the last live value it takes
+// is written as -1 instead (a wrong row under any contract).
+template <bool drop_last>
+TopkPath topk_whole_rows_masked(Device& device, const DeviceTensor& logits, int64_t, const DeviceTensor&, int64_t k,
+                                const DeviceTensor& out, const DeviceTensor&, const DeviceTensor&) {
+  device.synchronize();
+  const View &lv = logits.view, &ov = out.view;
+  for (int64_t r = 0; r < lv.size(0); ++r) {
+    std::vector<std::pair<float, int32_t>> live;
+    for (int64_t col = 0; col < lv.size(1); ++col) {
+      float v = 0;
+      std::memcpy(&v, static_cast<const uint8_t*>(logits.base) + lv.byte_offset_of({r, col}), 4);
+      if (v > -HUGE_VALF) live.emplace_back(v, static_cast<int32_t>(col));
+    }
+    std::stable_sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    const int64_t taken = std::min<int64_t>(k, static_cast<int64_t>(live.size())) - (drop_last && !live.empty() ? 1 : 0);
+    for (int64_t p = 0; p < k; ++p) {
+      const int32_t idx = p < taken ? live[static_cast<size_t>(p)].second : -1;
+      std::memcpy(static_cast<uint8_t*>(out.base) + ov.byte_offset_of({r, p}), &idx, 4);
+    }
+  }
+  return TopkPath::kGeneral;
+}
+
+RC_GTEST_PROP(TopkDeclarations, NegInfMaskedAcceptsAWholeRowKernelOnMaskedLogitsAndStillCatchesAWrongOne, ()) {
+  TopkCase c = *gen::topk_decode_case();
+  RC_PRE(c.logits_row_stride == 0);  // dense rows: the whole-row kernel reads every column of the view
+  // No NaN (the kernel's ordering of NaN is its own; the rule for NaN rows is docs/ops.md 3's).
+  RC_PRE(std::none_of(c.patterns.begin(), c.patterns.end(), [](TopkPattern p) { return p == TopkPattern::kNaN; }));
+  RC_PRE(c.explicit_rows.empty());
+  const auto device = make_device(Backend::kHost);
+  TopkDeclared masked;
+  masked.rules.neg_inf_masked = masked.rules.short_rows_any_order = true;
+  const TopkRun good = run_topk(*device, &topk_whole_rows_masked<false>, c, masked);
+  if (!good.problem.empty()) RC_FAIL(good.problem);
+  // The twin writes -1 for the last live value it takes: wrong wherever a row took one.
+  bool took_a_value = false;
+  for (const std::vector<int32_t>& row : good.indices) {
+    took_a_value = took_a_value || std::any_of(row.begin(), row.end(), [](int32_t i) { return i >= 0; });
+  }
+  const Verdict wrong = topk_decode_rows_admissible(*device, &topk_whole_rows_masked<true>, c, masked);
+  RC_ASSERT(wrong.has_value() == took_a_value);
+}
+
+// Without the declaration the same kernel takes the garbage past each row's length (the case stages
+// garbage that would win any selection there): an index outside the row.
+TEST(TopkDeclarations, WithoutNegInfMaskedAWholeRowKernelReadsPastTheLength) {
+  TopkCase c;
+  c.lengths = TopkLengths::kDecode1D, c.k = 4, c.next_n = 1, c.rows = 2, c.cols = 64, c.seq_lens = {10, 40};
+  c.patterns = {TopkPattern::kDistinct, TopkPattern::kDistinct};
+  const auto device = make_device(Backend::kHost);
+  const Verdict plain = topk_decode_rows_admissible(*device, &topk_whole_rows_masked<false>, c);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_NE(plain->find("outside the row's [0, "), std::string::npos) << *plain;
+  TopkDeclared masked;
+  masked.rules.neg_inf_masked = masked.rules.short_rows_any_order = true;
+  EXPECT_EQ(topk_decode_rows_admissible(*device, &topk_whole_rows_masked<false>, c, masked), std::nullopt);
+  const Verdict wrong = topk_decode_rows_admissible(*device, &topk_whole_rows_masked<true>, c, masked);
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_NE(wrong->find("holds -1, but the row has n = "), std::string::npos) << *wrong;
+}
+
 TEST(Topk, TiesGoToTheLowestIndicesOnEveryPath) {
   for (const int64_t k : {int64_t(10), int64_t(kTopkFastK)}) {
     // Short (in the pool), long (streamed, then gathered) and very long (split, merged) rows.
