@@ -5,8 +5,20 @@
 # python/mlacheck/adapters/ and ctest's `upstream` label (docs/upstream.md). Nothing of it enters
 # the repository. Also makes copies beside it, each the same tree with one injected bug (below),
 # which the `upstream` tests must catch.
+#
+#   scripts/upstream_cache.sh [--compiled]
+#
+# --compiled  also unpacks the release's compiled library vllm/_C_stable_libtorch.abi3.so (81 MB)
+#             beside the sources, for python/mlacheck/adapters/vllm_cuda.py on a GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+compiled=0
+for a in "$@"; do
+  case "$a" in
+    --compiled) compiled=1 ;;
+    *) echo "upstream_cache: unknown argument '$a' (takes --compiled)" >&2; exit 2 ;;
+  esac
+done
 cache="${MLACHECK_UPSTREAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlacheck/upstream}"
 version=$(sed -n 's/^vllm==\([0-9.]*\).*/\1/p' python/upstream.lock)
 root="$cache/vllm-$version"
@@ -31,6 +43,19 @@ print("upstream: unpacked %d Python files of %s" % (len(names), wheel.rsplit("/"
 PY
   rm -f "$wheel"  # pip's cache keeps it
   touch "$root/.mlacheck-complete"
+fi
+
+if [ "$compiled" = 1 ] && [ ! -f "$root/vllm/_C_stable_libtorch.abi3.so" ]; then
+  tmp=$(mktemp -d)
+  "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
+    -r python/upstream.lock -d "$tmp"
+  python3 - "$(ls "$tmp"/vllm-"$version"-*.whl | head -1)" "$root" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    z.extract("vllm/_C_stable_libtorch.abi3.so", sys.argv[2])
+print("upstream: unpacked vllm/_C_stable_libtorch.abi3.so")
+PY
+  rm -rf "$tmp"
 fi
 
 # The injected bugs, one per copy of the tree (vllm-<version>-<name>), each a comparison `<` made

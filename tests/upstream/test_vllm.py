@@ -132,3 +132,15 @@ def test_the_declared_precision_is_what_passes_the_cancelling_case(contract, ver
     assert (rc == 0) == (verdict == "PASS") and verdict in out, out[-3000:]
     if verdict == "FAIL":
         assert "mla_decode o: 13 of 405504 elements exceed" in out, out[-3000:]
+
+
+def test_the_compiled_kernels_adapter_says_in_one_line_what_it_lacks():
+    # python/mlacheck/adapters/vllm_cuda.py drives the wheel's compiled library on a GPU: without
+    # the library in the cache (CI's, which upstream_cache.sh fills without --compiled) or without a
+    # GPU it stops at import with one line saying which, exit 2, and runs nothing.
+    cuda = os.path.join(SOURCE, "python", "mlacheck", "adapters", "vllm_cuda.py")
+    if os.path.isfile(os.path.join(RELEASE, "vllm", "_C_stable_libtorch.abi3.so")):
+        pytest.skip("skipped: the compiled library is in the cache (this checks the machine without it)")
+    rc, out = mlacheck(["check", "--python", cuda + ":top_k_per_row_decode", "--budget", "5"])
+    assert rc == 2 and len(out.strip().splitlines()) == 1, out
+    assert "upstream_cache.sh --compiled" in out, out
