@@ -65,7 +65,7 @@ struct ReproOptions {
 // How long a case in a child may run: as check confirmed a hang (four times the case timeout, and
 // a worker's start), from --case-timeout or the case timeout a hang was saved with.
 constexpr int kReproHangFactor = 4;
-constexpr double kReproStartSeconds = 10;
+constexpr double kReproStartSeconds = 5;
 constexpr double kReproDefaultTimeout = 600;
 
 // The memory budget raised for one case (a saved case's max_mb), restored after it.

@@ -83,7 +83,7 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
     ("indexer_k_cache_insert_rocm", None, None, 10),
     ("unpack_decode", None, None, 10),
     ("topk_to_global", None, None, 10),
-    ("topk_to_global_rocm", None, None, 10),
+    ("topk_to_global_rocm", None, None, 6),
     ("decode_metadata", ["decode_metadata.equals_oracle", "decode_metadata.views_as_declared",
                          "decode_metadata.fast_path_equals_general_path"], FLAT_PAST_V2, 10),
     ("mla_decode", None, MLA_PAST_V1, 20),
