@@ -300,9 +300,19 @@ void ReservedBuffer::arm() {
 }
 
 std::vector<ByteSpan> ReservedBuffer::unbacked_pages_touched() const {
-  if (fd_ >= 0) {
-    // The file's data extents, less the backed spans (file offsets are reservation offsets).
-    const int64_t base = data_ - reservation_;  // the file offset of data offset 0
+  // The memory file under the reservation and the file offset of its first byte: its own, or the
+  // shared arena's (a span of it, the arena's other allocations outside the range searched).
+  int fd = fd_;
+  int64_t file_begin = 0;
+  if (in_arena_) {
+    const shared_arena::Arena arena = shared_arena::current();
+    fd = arena.fd;
+    file_begin = reservation_ - arena.base;
+  }
+  if (fd >= 0) {
+    // The file's data extents, less the backed spans.
+    const int64_t base = file_begin + (data_ - reservation_);  // the file offset of data offset 0
+    const int64_t file_end = file_begin + reservation_bytes_;
     std::vector<ByteSpan> touched;
     const auto add = [&](int64_t begin, int64_t end) {  // data offsets
       if (begin >= end) return;
@@ -312,11 +322,11 @@ std::vector<ByteSpan> ReservedBuffer::unbacked_pages_touched() const {
         touched.push_back({begin, end});
       }
     };
-    for (off_t at = 0; at < reservation_bytes_;) {
-      const off_t data = lseek(fd_, at, SEEK_DATA);
-      if (data < 0) break;  // ENXIO: no data past at
-      off_t hole = lseek(fd_, data, SEEK_HOLE);
-      if (hole < 0) hole = static_cast<off_t>(reservation_bytes_);
+    for (off_t at = static_cast<off_t>(file_begin); at < file_end;) {
+      const off_t data = lseek(fd, at, SEEK_DATA);
+      if (data < 0 || data >= file_end) break;  // ENXIO: no data past at
+      off_t hole = lseek(fd, data, SEEK_HOLE);
+      if (hole < 0 || hole > file_end) hole = static_cast<off_t>(file_end);
       int64_t from = static_cast<int64_t>(data) - base;
       const int64_t to = static_cast<int64_t>(hole) - base;
       for (const ByteSpan& s : backed_) {  // in increasing order

@@ -14,14 +14,14 @@
 namespace mlacheck {
 
 Testbed& Testbed::input(Buffer& b, Content content) {
-  staged_.push_back({&b, false, content, "", b.view});
+  staged_.push_back({&b, false, content, "", b.view, Sameness::kBits, {}});
   return *this;
 }
 
 Testbed& Testbed::output(Buffer& b, Content content) { return output(b, b.name, b.view, content); }
 
 Testbed& Testbed::output(Buffer& b, const std::string& view_name, const View& view, Content content) {
-  staged_.push_back({&b, true, content, view_name, view});
+  staged_.push_back({&b, true, content, view_name, view, Sameness::kBits, {}});
   return *this;
 }
 

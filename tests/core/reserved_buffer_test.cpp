@@ -181,7 +181,7 @@ TEST(ReservedBuffer, AWritableOneTakesOutputViewsInsideItsBackedPages) {
   }
 }
 
-TEST(ReservedBuffer, InTheSharedArenaATouchedPageIsReported) {
+TEST(ReservedBuffer, InTheSharedArenaAPageReadOrWrittenIsReported) {
   shared_arena::enable_for_children();
   EXPECT_EQ(in_child([] {
               ReservedBuffer kv("kv", 5 * kGiB, {{4 * kGiB, 4 * kGiB + 64}});
@@ -191,8 +191,14 @@ TEST(ReservedBuffer, InTheSharedArenaATouchedPageIsReported) {
               kv.write(4 * kGiB + 8, &b, 1);
               kv.arm();
               if (!kv.check().ok()) return false;
+              // A read of an unbacked page brings in a page of the arena's file: reported.
+              const uint8_t read = *static_cast<volatile uint8_t*>(kv.data() + 2 * kGiB + 5);
+              GuardReport r = kv.check();
+              if (read != 0 || r.ok() || !r.first.unbacked_access || r.first.offset != 2 * kGiB) return false;
+              kv.arm();  // gives the page back
+              if (!kv.check().ok()) return false;
               kv.data()[3 * kGiB] = 1;  // writable in the arena: seen as a touched page
-              const GuardReport r = kv.check();
+              r = kv.check();
               return !r.ok() && r.first.unbacked_access && r.first.offset == 3 * kGiB;
             }),
             0);
