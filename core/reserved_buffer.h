@@ -102,10 +102,8 @@ class ReservedBuffer final : public GuardedMemory {
   // reservation is a memory file (memfd) mapped shared and read-only: a read of any page brings
   // in a page of the file, so the file's data extents (lseek SEEK_DATA / SEEK_HOLE), a few per
   // buffer, are every page touched, found without visiting the gigabytes never touched. In the
-  // shared arena the same, over the arena file's range under this reservation (there a stray
-  // write too adds an extent). Where memfd_create fails, the reservation is an anonymous mapping
-  // and mincore(2) finds the pages a read mapped, visiting a byte per page (about 0.2 s a check
-  // for tens of GiB).
+  // shared arena the same over its file's range (a stray write adds an extent too); where memfd_create
+  // fails, an anonymous mapping, and mincore(2) finds the pages a read mapped (a byte per page).
   std::vector<ByteSpan> unbacked_pages_touched() const;
 
  private:

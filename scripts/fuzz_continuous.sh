@@ -32,7 +32,8 @@
 #      --seeds <repo>/corpus/T --seeds <repo>/corpus/regressions` (libFuzzer fork mode; the case
 #      seeds are re-encoded every period);
 #   3. the worker's corpus is merged into DIR/corpus/<T> under flock, with the harness's -merge=1
-#      (shared corpus first, so only inputs adding coverage to it are added);
+#      (shared corpus first, so only inputs adding coverage to it are added), in the background
+#      while the worker's next period fuzzes (a worker waits only for its previous merge);
 #   4. its distinct crashes, cases/<property>-<key>.case (key: a hash of the verdict or of the
 #      sanitizer kind and top frames), are copied to DIR/crashes/ when no file of that name is there
 #      yet (same key, same bug), with one line per new one in DIR/crashes/INDEX:
@@ -411,7 +412,7 @@ stamp() { date +%H:%M:%S; }
 # --- a worker -----------------------------------------------------------------------------------
 
 worker() {
-  local w=$1 gpu=$2 k=0 fails=0 t tdir left secs rc seeds shared_before shared_after merged new line t0 fuzzed inputs cov
+  local w=$1 gpu=$2 k=0 fails=0 t tdir left secs rc seeds new line t0 fuzzed inputs cov merging=""
   local wdir=$out/workers/$w
   local pin
   pin_to "$gpu"
@@ -451,28 +452,43 @@ worker() {
       continue
     fi
     fails=0
-    # Merge into the shared corpus: only inputs that add coverage to it come in.
-    shared_before=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
-    # A crashing input met again here is written as an artifact into a scratch folder of the worker,
-    # not the working directory (libFuzzer's default).
-    rm -rf "$tdir/merge-artifacts" && mkdir -p "$tdir/merge-artifacts"
-    (
-      flock -x 9
-      env "${pin[@]}" "${harness_env[@]}" MLACHECK_TARGET="$t" MLACHECK_CASE_DIR="$tdir/violations" setsid \
-        "$harness_dir/${t}_fuzzer" -merge=1 -max_len=8192 -timeout=60 -rss_limit_mb=8192 \
-        -artifact_prefix="$tdir/merge-artifacts/" "$out/corpus/$t" "$tdir/corpus" >"$tdir/merge-shared.log" 2>&1 </dev/null
-    ) 9>"$out/corpus/$t.lock"
-    merged=$?
-    rm -rf "$tdir/merge-artifacts"
-    shared_after=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
-    [ $merged -eq 0 ] || shared_after="$shared_after (merge failed: $(tail -1 "$tdir/merge-shared.log"))"
     new=$(collect_crashes "$tdir/cases" "$w" "$t" "$gpu")
     line=$(grep -m1 "^fuzz $t: " "$tdir/period.out" | sed -E 's/^fuzz [^:]*: ([0-9]+) inputs run.* coverage ([0-9]+).*/\1 inputs, coverage \2/')
     inputs=$(sed -nE 's/^([0-9]+) inputs, coverage ([0-9]+)$/\1/p' <<<"$line")
     cov=$(sed -nE 's/^([0-9]+) inputs, coverage ([0-9]+)$/\2/p' <<<"$line")
     echo "$(date +%s) $w $t $rc $new ${gpu:--} $fuzzed ${inputs:-0} ${cov:-0}" >>"$out/periods.log"
-    echo "[$(stamp)] w$w${gpu:+ (gpu $gpu)} $t ${secs}s: ${line:-no stats}; shared corpus $shared_before -> $shared_after; $new new distinct crash(es)"
+    echo "[$(stamp)] w$w${gpu:+ (gpu $gpu)} $t ${secs}s: ${line:-no stats}; $new new distinct crash(es)"
+    # The merge into the shared corpus runs while the next period fuzzes (one process beside the
+    # period's jobs): a worker waits only for its previous merge, never for its own replay of the
+    # shared corpus. The next period of the same target reads the shared corpus after it (the lock).
+    [ -z "$merging" ] || wait "$merging" 2>/dev/null
+    merge_into_shared "$w" "$gpu" "$t" "$tdir" &
+    merging=$!
   done
+  [ -z "$merging" ] || wait "$merging" 2>/dev/null
+}
+
+# merge_into_shared W GPU T TDIR: worker W's corpus of target T into the shared corpus, under the
+# target's lock; only inputs that add coverage to it come in (the harness's -merge=1, shared corpus
+# first). Prints a line with the shared corpus's size before and after.
+merge_into_shared() {
+  local w=$1 gpu=$2 t=$3 tdir=$4 shared_before shared_after merged pin
+  pin_to "$gpu"
+  shared_before=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
+  # A crashing input met again here is written as an artifact into a scratch folder of the worker,
+  # not the working directory (libFuzzer's default).
+  rm -rf "$tdir/merge-artifacts" && mkdir -p "$tdir/merge-artifacts"
+  (
+    flock -x 9
+    env "${pin[@]}" "${harness_env[@]}" MLACHECK_TARGET="$t" MLACHECK_CASE_DIR="$tdir/violations" setsid \
+      "$harness_dir/${t}_fuzzer" -merge=1 -max_len=8192 -timeout=60 -rss_limit_mb=8192 \
+      -artifact_prefix="$tdir/merge-artifacts/" "$out/corpus/$t" "$tdir/corpus" >"$tdir/merge-shared.log" 2>&1 </dev/null
+  ) 9>"$out/corpus/$t.lock"
+  merged=$?
+  rm -rf "$tdir/merge-artifacts"
+  shared_after=$(find "$out/corpus/$t" -maxdepth 1 -type f | wc -l)
+  [ $merged -eq 0 ] || shared_after="$shared_after (merge failed: $(tail -1 "$tdir/merge-shared.log"))"
+  echo "[$(stamp)] w$w${gpu:+ (gpu $gpu)} $t merged: shared corpus $shared_before -> $shared_after"
 }
 
 # --- the supervisor -----------------------------------------------------------------------------
