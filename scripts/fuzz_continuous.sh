@@ -427,6 +427,9 @@ worker() {
     # Start from everyone's finds.
     flock -s "$out/corpus/$t.lock" cp -Rn "$out/corpus/$t/." "$tdir/corpus/" 2>/dev/null
     secs=$((left < period ? left : period))
+    # What would be left after it, under half a period, goes to this period: a last period of a few
+    # seconds spends them starting up (re-encoding the seeds) and runs no input.
+    ((left - secs < period / 2)) && secs=$left
     seeds=()
     for d in "$repo/corpus/$t" "$repo/corpus/regressions"; do [ -d "$d" ] && seeds+=(--seeds "$d"); done
     {
