@@ -10,6 +10,7 @@ release with one injected bug is caught within 20 cases."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -144,3 +145,13 @@ def test_the_compiled_kernels_adapter_says_in_one_line_what_it_lacks():
     rc, out = mlacheck(["check", "--python", cuda + ":top_k_per_row_decode", "--budget", "5"])
     assert rc == 2 and len(out.strip().splitlines()) == 1, out
     assert "upstream_cache.sh --compiled" in out, out
+
+
+def test_the_top_k_reproducer_says_in_one_line_what_it_lacks():
+    # examples/upstream/vllm_topk_short_rows.py (finding 6's reproducer for vLLM's maintainers) needs
+    # a GPU and the compiled library: without either, one line and exit 2, never a pass.
+    example = os.path.join(SOURCE, "examples", "upstream", "vllm_topk_short_rows.py")
+    p = subprocess.run([sys.executable, example, "/nonexistent/_C_stable_libtorch.abi3.so"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    assert p.returncode == 2 and len(p.stdout.strip().splitlines()) == 1, p.stdout
+    assert "needs a CUDA GPU" in p.stdout or "no library at /nonexistent" in p.stdout, p.stdout
