@@ -26,6 +26,7 @@
 #include "kernels/plugin.h"
 #include "kernels/registry.h"
 #include "mlacheck/plugin.h"
+#include "kernels/case_clock.h"
 #include "kernels/interpreter_cost.h"
 #include "kernels/python_worker.h"
 #include "core/json_text.h"
@@ -122,8 +123,15 @@ std::string load_message(const std::string& backend, int32_t device_index) {
     specs += std::string(specs.empty() ? "" : ",") + "{\"spec\":" + json_quote(s.text) + ",\"op\":" + json_quote(s.op) +
              ",\"module\":" + json_quote(s.module) + ",\"callable\":" + json_quote(s.callable) + "}";
   }
+  // The file whose age the case timeout measures, kept fresh while Triton compiles: in the message,
+  // since a worker lent by the parent (python_worker.h) was started before this process had one.
   return "{\"cmd\":\"load\",\"backend\":\"" + backend + "\",\"device\":" + std::to_string(device_index) +
-         ",\"specs\":[" + specs + "]}";
+         ",\"progress\":" + json_quote(case_clock::state().progress_file) + ",\"specs\":[" + specs + "]}";
+}
+
+// What a worker was loaded for, as python_worker::lend_to_first_child and adopt_lent compare it.
+std::string lend_key(const std::string& backend, int32_t device_index) {
+  return backend + " " + std::to_string(device_index);
 }
 
 // A worker's start (the interpreter, torch, the user's module) is not the case's time: the case
@@ -136,10 +144,13 @@ void load_worker(const mlacheck_device* device) {
   python_worker::set_backend(device->backend);
   MLA_REQUIRE(device->backend != MLACHECK_BACKEND_HIP, "a Python callable cannot run on the hip backend (torch has "
               "no hip device in this build's scope)");
+  const std::string backend = device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host";
+  // The worker the command's probe started, when this is the first child to ask (it loaded the
+  // callables for this backend already: this load is quick); else one of this process's own.
+  python_worker::adopt_lent(lend_key(backend, device->device_index));
   Reply r;
   keep_alive_during(kWorkerStartAllowance, [&] {
-    r = python_worker::request(
-        load_message(device->backend == MLACHECK_BACKEND_CUDA ? "cuda" : "host", device->device_index));
+    r = python_worker::request(load_message(backend, device->device_index));
   });
   MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
   const auto it = r.values.find("interpreted");
@@ -582,27 +593,49 @@ double& start_seconds() {
   return s;
 }
 
-void probe_workers(const std::vector<std::string>& texts) {
+// The op, contract and mirrored row of each callable, from the probe's reply, as one string.
+std::string found_of(const Reply& r) {
+  std::string found_ops = "loaded";
+  for (const auto& [name, v] : r.values) {
+    if (r.kinds.at(name) == "op") found_ops += "\x1fop\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
+    if (r.kinds.at(name) == "contract") found_ops += "\x1f" "contract\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
+    if (r.kinds.at(name) == "mirrors") found_ops += "\x1f" "mirrors\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
+  }
+  return found_ops;
+}
+
+// The probe in this process, for backend: the worker it starts, its callables loaded, is lent to
+// the first child that runs cases on that backend (python_worker.h). "" when anything went other
+// than well (the caller then probes in a child, which says what went wrong).
+std::string probe_here(const std::string& backend) {
+  try {
+    const Reply r = python_worker::request_within(load_message(backend, 0), 120);
+    if (r.status != "ok") return "";
+    python_worker::lend_to_first_child(lend_key(backend, 0));
+    return found_of(r);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+// The probe in a forked child (its worker dies with it), for no backend in particular.
+IsolatedOutcome probe_isolated() {
   // The worker starts in a child: this process forks the children that run the cases, and starts
   // nothing it would hand down to them.
   IsolationOptions opts;
   opts.timeout_seconds = 120;
-  const auto started = std::chrono::steady_clock::now();
-  const IsolatedOutcome probe = run_isolated(
+  return run_isolated(
       [&]() -> std::string {
         // "probe": imports and names only; neither host (the interpreter) nor cuda (a device)
         const Reply r = python_worker::request(load_message("probe", 0));
         if (r.status != "ok") return "error: " + r.message;
-        std::string found_ops = "loaded";
-        for (const auto& [name, v] : r.values) {
-          if (r.kinds.at(name) == "op") found_ops += "\x1fop\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
-          if (r.kinds.at(name) == "contract") found_ops += "\x1f" "contract\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
-          if (r.kinds.at(name) == "mirrors") found_ops += "\x1f" "mirrors\x1e" + name + "\x1e" + (v.empty() ? "" : v[0]);
-        }
-        return found_ops;
+        return found_of(r);
       },
       opts);
-  start_seconds() = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+// Records each callable's op and contract from what the probe found; throws its error, one line.
+void record_probe(const std::vector<std::string>& texts, const IsolatedOutcome& probe) {
   const std::string& m = probe.message;
   if (probe.kind != IsolatedOutcome::kViolation || m.rfind("loaded", 0) != 0) {
     registered().specs.clear();
@@ -624,9 +657,24 @@ void probe_workers(const std::vector<std::string>& texts) {
   }
 }
 
+void probe_workers(const std::vector<std::string>& texts, const std::string& lend_for) {
+  const auto started = std::chrono::steady_clock::now();
+  IsolatedOutcome probe;
+  if (!lend_for.empty()) {
+    probe.kind = IsolatedOutcome::kViolation;
+    probe.message = probe_here(lend_for);
+  }
+  if (probe.message.empty()) probe = probe_isolated();
+  start_seconds() = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  record_probe(texts, probe);
+}
+
 }  // namespace
 
-double python_start_seconds() { return start_seconds(); }
+double python_start_seconds() {
+  // A worker lent to the first child (python_worker.h) is started already: that child spends nothing.
+  return python_worker::lent_available() ? 0 : start_seconds();
+}
 
 std::string python_mirrors(const std::string& op) {
   const auto m = found().mirrors_of_op.find(op);
@@ -687,7 +735,7 @@ std::vector<std::string> register_found(bool in_this_process) {
 
 }  // namespace
 
-std::vector<std::string> load_python_isolated(const std::vector<std::string>& texts) {
+std::vector<std::string> load_python_isolated(const std::vector<std::string>& texts, const std::string& lend_for) {
   if (texts.empty()) return {};
   parse_specs(texts);
   // OP=- (mlacheck.cases() in python/mlacheck): no worker to start or probe; the caller's socket is
@@ -704,7 +752,7 @@ std::vector<std::string> load_python_isolated(const std::vector<std::string>& te
     MLA_REQUIRE(python_worker::driver_fd() >= 0, "--python ", texts.front(), ": OP=- is how mlacheck.cases() (python/mlacheck) "
                 "runs this command; it passes its socket in MLACHECK_DRIVER_FD, which is not set to an open one");
   } else {
-    probe_workers(texts);
+    probe_workers(texts, lend_for);
   }
   return register_found(false);
 }

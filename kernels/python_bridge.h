@@ -23,7 +23,12 @@ namespace mlacheck::kernels {
 // contract is its `mlacheck_contract` attribute. Imports everything first in a worker started from
 // a forked child; throws mlacheck::Error with one line (a module that does not import, no torch,
 // no such callable, an unknown op, two callables for one op, a malformed contract).
-std::vector<std::string> load_python_isolated(const std::vector<std::string>& specs);
+// lend_for ("host" or "cuda", device 0): the probe's worker is started in this process instead, its
+// callables loaded for that backend, and lent to the first child that runs cases there, which then
+// starts no worker of its own (kernels/python_worker.h); a probe that fails is repeated in a child,
+// as without it. "": the probe's worker lives and dies in a child.
+std::vector<std::string> load_python_isolated(const std::vector<std::string>& specs,
+                                              const std::string& lend_for = "");
 
 // The callables load_python_isolated loaded, as the value of $MLACHECK_PYTHON_LOADED (each spec with
 // the op and contract its probe found), or "": what a process this one starts by exec (a fuzzing
@@ -40,7 +45,8 @@ std::vector<std::string> load_python_from_environment();
 std::string python_flags();
 
 // Seconds load_python_isolated's worker took to start and import the callables (0 when none was
-// started: no --python, or OP=-): what each child of a run spends again before its first case.
+// started: no --python, or OP=-): what each child of a run spends again before its first case; 0
+// while the worker it lent is there for the next child (which then spends nothing).
 double python_start_seconds();
 
 // The docs/bugs.md row (a bug id, "T1") the loaded Python callable of op declares it mirrors

@@ -4,13 +4,16 @@
 #include "kernels/case_clock.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/isolate_hook.h"
 #include "core/contract.h"
 #include "core/error.h"
 #include "core/shared_arena.h"
@@ -61,12 +65,29 @@ class Worker {
     const uint64_t seq = (static_cast<uint64_t>(getpid()) << 24) + (++counter & 0xFFFFFF);
     send_message("{\"seq\":" + std::to_string(seq) + "," + json.substr(1), fd);
     for (;;) {
+      if (reply_within_ > 0) await_reply();
       Reply r = receive_reply();
       if (r.seq.empty() || r.seq == std::to_string(seq)) return r;  // else a stale reply: skipped
     }
   }
 
   bool started() const { return pid_ > 0 || driver_; }
+
+  // The next replies must come within seconds (0: no limit): a worker that takes longer is killed
+  // and the request throws ContextLost.
+  void reply_within(double seconds) { reply_within_ = seconds; }
+
+  // This process's worker is now the one at pid, on sock (a worker another process started and
+  // lent it: kernels/python_worker.h).
+  void adopt(int sock, pid_t pid) { sock_ = sock, pid_ = pid, dead_ = false; }
+
+  // Hands this process's worker over (its socket and pid), forgetting it here: a later request of
+  // this process starts another.
+  std::pair<int, pid_t> release() {
+    const std::pair<int, pid_t> w{sock_, pid_};
+    sock_ = -1, pid_ = 0;
+    return w;
+  }
 
  private:
   Reply receive_reply() {
@@ -256,10 +277,25 @@ class Worker {
     return r;
   }
 
+  void await_reply() {
+    pollfd p{sock_, POLLIN, 0};
+    int r;
+    while ((r = poll(&p, 1, static_cast<int>(reply_within_ * 1000))) < 0 && errno == EINTR) {
+    }
+    if (r > 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    close(sock_);
+    sock_ = -1, pid_ = 0, dead_ = true;
+    throw ContextLost("the Python worker did not answer within " + std::to_string(static_cast<int>(reply_within_)) +
+                      " s", "worker timeout");
+  }
+
   pid_t pid_ = 0;
   int sock_ = -1;
   bool dead_ = false;
   bool driver_ = false;  // sock_ is the OP=- caller's, shared by every process of the run
+  double reply_within_ = 0;
 };
 
 // ---- the memory lent to the worker ------------------------------------------------------------------
@@ -384,6 +420,33 @@ class Lender {
   int64_t next_scope_ = 1;
 };
 
+// ---- a worker lent to the first child ---------------------------------------------------------
+
+struct Lent {
+  int sock = -1;
+  pid_t pid = 0;
+  pid_t owner = 0;  // the process that lent it
+  std::string key;  // what it was loaded for
+  std::atomic<pid_t>* claim = nullptr;  // shared with the children: 0 free, the taker's pid, -1 spent
+};
+Lent& lent() {
+  static auto* l = new Lent;
+  return *l;
+}
+
+// In the lending process, after each isolated child has ended: the worker that child took over
+// goes with it (its state is that child's: its memory, its objects, a call it may still be in).
+void end_worker_of(int child) {
+  Lent& l = lent();
+  if (l.claim == nullptr || l.owner != getpid()) return;
+  pid_t taker = child;
+  if (!l.claim->compare_exchange_strong(taker, -1)) return;
+  kill(l.pid, SIGKILL);
+  waitpid(l.pid, nullptr, 0);
+  close(l.sock);
+  l.sock = -1;
+}
+
 }  // namespace
 
 // The socket of the Python process serving OP=- ($MLACHECK_DRIVER_FD), or -1.
@@ -397,6 +460,46 @@ int driver_fd() {
 }
 
 void serve_through_driver() { through_driver() = true; }
+
+Reply request_within(const std::string& json, double seconds) {
+  Worker& w = Worker::of_this_process();
+  w.reply_within(seconds);
+  try {
+    Reply r = w.request(json);
+    w.reply_within(0);
+    return r;
+  } catch (...) {
+    w.reply_within(0);
+    throw;
+  }
+}
+
+void lend_to_first_child(const std::string& key) {
+  Worker& w = Worker::of_this_process();
+  MLA_REQUIRE(w.started() && !through_driver(), "lend_to_first_child: no worker of this process to lend");
+  Lent& l = lent();
+  MLA_REQUIRE(l.claim == nullptr, "lend_to_first_child: a worker is lent already");
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return;  // nothing lent: each child starts its own, as without this
+  l.claim = new (page) std::atomic<pid_t>(0);
+  const auto [sock, pid] = w.release();
+  l.sock = sock, l.pid = pid, l.owner = getpid(), l.key = key;
+  set_after_isolated_child(&end_worker_of);
+}
+
+bool adopt_lent(const std::string& key) {
+  Lent& l = lent();
+  if (l.claim == nullptr || l.owner == getpid() || l.key != key || l.sock < 0) return false;
+  pid_t free = 0;
+  if (!l.claim->compare_exchange_strong(free, getpid())) return false;
+  Worker::of_this_process().adopt(l.sock, l.pid);
+  return true;
+}
+
+bool lent_available() {
+  const Lent& l = lent();
+  return l.claim != nullptr && l.owner == getpid() && l.sock >= 0 && l.claim->load() == 0;
+}
 bool started() { return Worker::of_this_process().started(); }
 Reply request(const std::string& json, int fd) { return Worker::of_this_process().request(json, fd); }
 void set_backend(int32_t backend) { Lender::of_this_process().set_backend(backend); }

@@ -38,6 +38,24 @@ bool started();
 // when the worker died (its state is gone, as a lost CUDA context's is).
 Reply request(const std::string& json, int fd = -1);
 
+// request, but a reply that takes longer than seconds kills the worker and throws ContextLost (a
+// module whose import hangs).
+Reply request_within(const std::string& json, double seconds);
+
+// ---- a worker lent to the first child ----
+// Lends this process's worker (started, its callables loaded for key: a backend and device) to the
+// first child forked from this process that asks for one for the same key (adopt_lent): that child
+// takes it over instead of starting its own (the interpreter's, torch's and the user's imports:
+// seconds). This process forgets it (a later request here starts another). When an isolated child
+// that took it over has ended (core/backend/isolate.h), the worker is ended too: its state is that
+// child's, a call it may still be in included. Later children start their own.
+void lend_to_first_child(const std::string& key);
+// In a child: takes over the lent worker when it was loaded for key and no other child took it;
+// true when this process's worker is now that one.
+bool adopt_lent(const std::string& key);
+// In the lending process: whether the lent worker is still there for the next child.
+bool lent_available();
+
 // ---- the memory lent to the worker ----
 // The backend whose buffers are lent (set before the first describe).
 void set_backend(int32_t backend);

@@ -346,7 +346,9 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       const kernels::LoadedPlugin p = kernels::load_plugin_isolated(path);
       from_plugins.insert(from_plugins.end(), p.implementations.begin(), p.implementations.end());
     }
-    for (const std::string& name : kernels::load_python_isolated(o.python)) from_plugins.push_back(name);
+    // The probe's Python worker is lent to the first child that runs cases (host or cuda).
+    const std::string lend = o.suite.backend == "host" || o.suite.backend == "cuda" ? o.suite.backend : "";
+    for (const std::string& name : kernels::load_python_isolated(o.python, lend)) from_plugins.push_back(name);
     std::vector<std::string> impls = o.impls;
     if (impls.empty()) impls = from_plugins;
     if (impls.empty()) {

@@ -416,7 +416,10 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
   if (f.given("emit")) return flags::usage_error(err, "repro", "--emit is for a .call file (a call the guard saved)");
   try {
     for (const std::string& path : plugins) kernels::load_plugin_isolated(path);
-    kernels::load_python_isolated(f.list("python"));
+    // The probe's Python worker is lent to the first case's child (on --backend, else the host,
+    // where saved cases run unless they say otherwise).
+    const std::string backend = f.given("backend") ? f.text("backend") : "host";
+    kernels::load_python_isolated(f.list("python"), backend == "host" || backend == "cuda" ? backend : "");
   } catch (const Error& e) {
     err << flags::prefix("repro") << e.what() << '\n';
     return 2;

@@ -1,5 +1,6 @@
 // Child-process isolation of one check: fork, verdict through a pipe, timeout, signal and sticky-fault classification, case saving.
 #include "core/backend/isolate.h"
+#include "core/backend/isolate_hook.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -179,6 +180,12 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
+namespace {
+void (*after_child)(int) = nullptr;
+}  // namespace
+
+void set_after_isolated_child(void (*hook)(int pid)) { after_child = hook; }
+
 IsolatedOutcome run_isolated(const std::function<std::string()>& check, const IsolationOptions& opts) {
   MLA_REQUIRE(check != nullptr, "run_isolated: no check given");
   MLA_REQUIRE(std::isfinite(opts.timeout_seconds) && opts.timeout_seconds > 0,
@@ -245,6 +252,7 @@ IsolatedOutcome run_isolated(const std::function<std::string()>& check, const Is
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (after_child != nullptr) after_child(static_cast<int>(pid));
 
   IsolatedOutcome out;
   if (timed_out) {

@@ -258,6 +258,13 @@ class Worker:
     # ---- the user's code ---------------------------------------------------------------------------
     def load(self, msg):
         self.backend = msg["backend"]
+        # The progress file of the process loading it (a worker the command's probe started is lent to
+        # the first child that runs cases, which has its own).
+        if "progress" in msg:
+            if msg["progress"]:
+                os.environ["MLACHECK_PROGRESS_FILE"] = msg["progress"]
+            else:
+                os.environ.pop("MLACHECK_PROGRESS_FILE", None)
         if self.backend == "host":
             # CPU tensors: a @triton.jit kernel runs in Triton's interpreter (read when the user's
             # module is imported and its kernels decorated, so set before that). A user's own
@@ -676,9 +683,10 @@ class Compiling:
 
         def beat():
             while True:
-                if self.depth > 0:
+                now = os.environ.get("MLACHECK_PROGRESS_FILE")  # the latest load's
+                if self.depth > 0 and now:
                     try:
-                        os.utime(path)
+                        os.utime(now)
                     except OSError:
                         pass
                 threading.Event().wait(0.25)

@@ -53,6 +53,35 @@ TEST(PythonCli, TheTorchExamplePassesTheWholeSuite) {
   EXPECT_TRUE(has(r.out, "topk_decode@py  PASS")) << r.out;
 }
 
+// The probe's worker (it imports the callable to learn its op and contract) is the worker the
+// cases run in: a check starts Python once, and a repro too. A hang's worker is ended with its child
+// (the hang tests below), and a later child starts its own.
+TEST(PythonCli, ACheckStartsOnePythonWorkerForItsProbeAndItsCases) {
+  SKIP_WITHOUT_TORCH();
+  const std::string starts = ::testing::TempDir() + "python_starts.txt";
+  const std::string dir = ::testing::TempDir() + "python_starts";
+  std::filesystem::remove(starts);
+  std::filesystem::remove_all(dir);
+  setenv("MLACHECK_TEST_STARTS", starts.c_str(), 1);
+  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_counts_starts.py:topk_decode --budget 2 "
+                                   "--property topk_decode.rows_admissible --save " + dir);
+  const auto count = [&] {
+    std::ifstream in(starts);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(count(), 1) << r.out;
+  // A repro of a seed case on the host: one start too.
+  std::filesystem::remove(starts);
+  const CliResult again = run_mlacheck("repro " + kSource + "/corpus/topk_decode/far_rows-0.case --python " +
+                                       kFixtures + "topk_counts_starts.py:topk_decode --impl topk_decode@py");
+  unsetenv("MLACHECK_TEST_STARTS");
+  EXPECT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(count(), 1) << again.out;
+}
+
 // A run that judges only part of the suite is PARTIAL and exit 1, never PASS: a top-k of 3 s a
 // call in a budget of 1 s. The case under way when the budget ends is given the case timeout, so
 // one case of the first property runs; the others are named as not judged, with why.
