@@ -57,11 +57,23 @@ for c in "${cases[@]}"; do
   log="$out/$i-$(basename "${spec%%:*}" .py).log"
   "$mlacheck" check --backend "$backend" --budget "$budget" --python "$spec" --save "$out/cases-$i" >"$log" 2>&1
   rc=$?
-  got=$([ $rc -eq 0 ] && echo PASS || { [ $rc -eq 1 ] && echo FAIL || echo "rc=$rc"; })
-  row=$(grep -m1 -E '@py +(PASS|FAIL)' "$log" | sed -E 's/ +/ /g' | cut -c1-300)
+  # The verdict's own word: PASS, FAIL, PARTIAL (a property left without a case) or NO RUN; exit 1
+  # is all but the first, so the word is read from the row.
+  row=$(grep -m1 -E '@py +(PASS|FAIL|PARTIAL|NO RUN)' "$log" | sed -E 's/ +/ /g' | cut -c1-300)
+  got=$(sed -nE 's/^[^ ]+@py (PASS|FAIL|PARTIAL|NO RUN).*/\1/p' <<<"$row")
+  [ -n "$got" ] || got="rc=$rc"
   [ -n "$row" ] || row=$(tail -1 "$log" | cut -c1-300)
   ok=yes
-  [ "$got" = "$want" ] || ok=no
+  # A correct example is PARTIAL on cuda when the only properties left unjudged are the ones whose
+  # buffers cannot be lent to Python there (reserved device memory: far_*), which the row says;
+  # a property left for want of budget is not a pass.
+  if [ "$want" = PASS ] && [ "$got" = PARTIAL ] &&
+    full=$(grep -m1 -E '@py +PARTIAL' "$log") &&
+    [ "$(grep -o 'no case ran' <<<"$full" | wc -l)" = "$(grep -o 'is not lent on cuda' <<<"$full" | wc -l)" ]; then
+    got="PASS*"
+  elif [ "$got" != "$want" ]; then
+    ok=no
+  fi
   [ -z "$text" ] || grep -q -- "$text" "$log" || ok=no
   [ $ok = yes ] || bad=$((bad + 1))
   printf '%-48s %-8s %-5s %s%s\n' "$(basename "$spec")" "$want" "$got" "$([ $ok = yes ] || echo 'UNEXPECTED: ')" "$row"
@@ -72,5 +84,6 @@ if [ -n "$bench" ]; then
   "$bench" --backend cuda --calls 300 --python "$ex/topk_torch.py:topk_decode" | tee "$out/bench-torch.txt"
 fi
 echo
-echo "gpu_python: $((${#cases[@]} - bad)) of ${#cases[@]} examples did what they should"
+echo "gpu_python: $((${#cases[@]} - bad)) of ${#cases[@]} examples did what they should (PASS*: every property judged but"
+echo "  far_*, whose reserved device memory cannot be lent to Python on cuda: docs/python.md)"
 [ $bad -eq 0 ]
