@@ -13,7 +13,15 @@ cuda backend only; nothing of vLLM is copied here.
 | top_k_per_row_prefill | topk_prefill | torch.ops._C.top_k_per_row_prefill, as sparse_attn_indexer.py calls it (509-518) |
 
 Each maps mlacheck's arguments onto the op's (numRows = the logits' rows, its strides, topK = k) and
-computes nothing. Contracts: none declared yet; what a run finds is judged in docs/findings.md.
+computes nothing. Each declares what sparse_attn_indexer.py guarantees it (docs/findings.md 6):
+- `out contiguous`: the op takes no output stride; the caller hands it `topk_indices_buffer[:rows,
+  :topk_tokens]`, rows of exactly k;
+- `finite`: the logits come from the indexer's fp8 MQA kernel, finite (no NaN rows);
+- `seq_lens >= next_n` (decode): every token sees at least itself, so no row is empty;
+- `ties any`: the op promises no order among equal logits, nor the same choice launch to launch.
+Run on an H200 under these (2026-11-29, as MLACHECK_PYTHON_CONTRACT), the decode op FAILs only on
+finding 6's short rows of the split path (corpus regression V5); the prefill op also on rows of
+length 0 (ks = ke), which its caller does not hand it.
 """
 import os
 import sys
@@ -57,7 +65,11 @@ def vllm_ops():
     return torch.ops._C
 
 
-@implements("topk_decode")
+DECODE_CONTRACT = ["out contiguous", "finite", "seq_lens >= next_n", "ties any"]
+PREFILL_CONTRACT = ["out contiguous", "finite", "ties any"]
+
+
+@implements("topk_decode", contract=DECODE_CONTRACT)
 def top_k_per_row_decode(logits, next_n, seq_lens, k, out):
     """sparse_attn_indexer.py 657-666: (logits, next_n, seq_lens, topk_indices, num_rows,
     logits.stride(0), logits.stride(1), topk_tokens)."""
@@ -68,7 +80,7 @@ def top_k_per_row_decode(logits, next_n, seq_lens, k, out):
     return None
 
 
-@implements("topk_prefill")
+@implements("topk_prefill", contract=PREFILL_CONTRACT)
 def top_k_per_row_prefill(logits, ks, ke, k, out):
     """sparse_attn_indexer.py 509-518: (logits, cu_seqlen_ks, cu_seqlen_ke, topk_indices, num_rows,
     logits.stride(0), logits.stride(1), topk_tokens)."""
