@@ -71,13 +71,19 @@ std::string saved_name(const SuiteResult& r, const SuiteFinding& f) {
 }
 
 const char* result_word(const SuiteResult& r) {
-  return r.failed ? "FAIL" : r.ran_nothing() ? "NO RUN" : r.partial() ? "PARTIAL" : "PASS";
+  return r.failed ? "FAIL" : r.ran_nothing() ? "NO RUN" : r.partial() ? "PARTIAL" : r.suite_defect() ? "DEFECT" : "PASS";
 }
 
 // A case that failed on <op>@ref too: saved so the suite's own fault can be looked at.
 std::string false_positive_name(const std::string& impl) {
   const std::string name = saved_name(impl);
   return name.substr(0, name.size() - 5) + "-false-positive-on-ref.case";
+}
+
+// A row whose only trouble is the suite's: its cases that failed on <op>@ref too.
+std::string suite_defect_text(const SuiteResult& r) {
+  return "suite defect: " + std::to_string(r.false_positives) + " case(s) fail on " + r.op +
+         "@ref too (the suite is wrong there, not " + r.impl + "); first: " + r.false_positive;
 }
 
 void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::ostream& out) {
@@ -103,9 +109,10 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   out << line;
   for (const SuiteResult& r : rows) {
     const std::string what = r.failed ? r.first.stage + ": " + r.first.check + ": " + r.first.verdict
-                             : r.ran_nothing() ? r.ran_nothing_reason()
-                             : r.partial()     ? "not judged: " + r.unjudged_reason()
-                                               : "-";
+                             : r.ran_nothing()  ? r.ran_nothing_reason()
+                             : r.partial()      ? "not judged: " + r.unjudged_reason()
+                             : r.suite_defect() ? suite_defect_text(r)
+                                                : "-";
     std::snprintf(line, sizeof line, "%-*s  %-7s  %6d  %s\n", static_cast<int>(w), r.impl.c_str(), result_word(r),
                   r.cases_run, cut(what).c_str());
     out << line;
@@ -123,9 +130,13 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   const auto failed = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.failed; });
   const auto empty = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.ran_nothing(); });
   const auto partial = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) { return r.partial(); });
-  out << "\n" << rows.size() - static_cast<size_t>(failed + empty + partial) << " of " << rows.size() << " passed";
+  const auto defect = std::count_if(rows.begin(), rows.end(), [](const SuiteResult& r) {
+    return !r.failed && !r.ran_nothing() && !r.partial() && r.suite_defect();
+  });
+  out << "\n" << rows.size() - static_cast<size_t>(failed + empty + partial + defect) << " of " << rows.size() << " passed";
   if (empty > 0) out << ", " << empty << " ran no case (not a pass: give a longer --budget)";
   if (partial > 0) out << ", " << partial << " left a property unjudged (not a pass)";
+  if (defect > 0) out << ", " << defect << " met a suite defect (not a pass: a case fails on the reference too)";
   out << '\n';
   for (const SuiteResult& r : rows) {
     for (const SuiteFinding* f : r.findings()) {
@@ -179,8 +190,8 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
   }
   for (const SuiteResult& r : rows) {
     if (r.false_positives > 0) {
-      out << "suite false positive: " << r.false_positives << " case(s) run for " << r.impl << " failed on " << r.op
-          << "@ref too (not counted against it); first: " << r.false_positive;
+      out << "suite defect: " << r.false_positives << " case(s) run for " << r.impl << " failed on " << r.op
+          << "@ref too (not counted against it; a failure of the suite, exit 1); first: " << r.false_positive;
       if (!r.false_positive_case.empty()) out << "; its case is saved as " << (fs::path(o.save_dir) / false_positive_name(r.impl)).string();
       out << '\n';
     }
@@ -266,9 +277,10 @@ void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ost
       << ", \"implementations\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const SuiteResult& r = rows[i];
-    const std::string verdict = r.ran_nothing() ? r.ran_nothing_reason()
-                                : r.partial()   ? "not judged: " + r.unjudged_reason()
-                                                : r.first.verdict;
+    const std::string verdict = r.ran_nothing()    ? r.ran_nothing_reason()
+                                : r.partial()      ? "not judged: " + r.unjudged_reason()
+                                : !r.failed && r.suite_defect() ? suite_defect_text(r)
+                                                   : r.first.verdict;
     out << "  {\"implementation\": " << report::json_quote(r.impl) << ", \"summary\": " << report::json_quote(r.summary)
         << ", \"passed\": " << (r.passed() ? "true" : "false")
         << ", \"result\": " << report::json_quote(result_word(r))

@@ -140,7 +140,10 @@ struct SuiteResult {
   // Some cases ran and nothing failed, but a property ran none: never a PASS. check says PARTIAL
   // and exits 1.
   bool partial() const { return !failed && cases_run > 0 && !unjudged().empty(); }
-  bool passed() const { return !failed && cases_run > 0 && unjudged().empty(); }
+  // A case that failed here failed on <op>@ref too: the suite (its oracle, a generator, the
+  // reference) is wrong there. Never a pass, whatever the implementation did elsewhere.
+  bool suite_defect() const { return false_positives > 0; }
+  bool passed() const { return !failed && cases_run > 0 && unjudged().empty() && !suite_defect(); }
   // One line: each property not judged and why ("topk_decode.far_rows: no case ran (12 not taken:
   // <reason>)"), "; " between them; "" when every property was judged.
   std::string unjudged_reason() const;

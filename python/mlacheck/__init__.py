@@ -62,7 +62,8 @@ def implements(op, contract=None, mirrors=None):
 
 
 class Verdict:
-    """One implementation's result: passed, result (PASS, FAIL, NO RUN or PARTIAL), cases_run, the
+    """One implementation's result: passed, result (PASS, FAIL, NO RUN, PARTIAL or DEFECT: a case that
+    fails on the op's reference too, a fault of the suite, never a pass), cases_run, the
     first failing check and its verdict, the failing case's text and the file it was saved in, and
     failures: every failing property's (property, stage, check, verdict, case, saved_as), first
     first. unjudged says which properties ran no case, and why ("" when every one was judged)."""
@@ -70,7 +71,7 @@ class Verdict:
     def __init__(self, row, save_dir):
         self.implementation = row["implementation"]
         self.passed = bool(row["passed"])
-        self.result = row.get("result", "PASS" if self.passed else "FAIL")  # PASS, FAIL, NO RUN or PARTIAL
+        self.result = row.get("result", "PASS" if self.passed else "FAIL")  # PASS, FAIL, NO RUN, PARTIAL, DEFECT
         self.cases_run = int(row["cases_run"])
         self.stage = row.get("stage", "")
         self.check = row.get("check", "")
@@ -87,7 +88,7 @@ class Verdict:
     def __str__(self):
         if self.passed:
             return "%s  PASS  %d  -" % (self.implementation, self.cases_run)
-        if self.result in ("NO RUN", "PARTIAL"):  # no failure, but not every property ran: never a pass
+        if self.result in ("NO RUN", "PARTIAL", "DEFECT"):  # no failure of its own, but never a pass
             return "%s  %s  %d  %s" % (self.implementation, self.result, self.cases_run, self.verdict)
         line = "%s  FAIL  %d  %s: %s: %s" % (self.implementation, self.cases_run, self.stage, self.check, self.verdict)
         if self.case_file:

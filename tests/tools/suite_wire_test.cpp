@@ -100,6 +100,23 @@ TEST(SuiteWire, APassingResultWithEmptyFieldsComesBackEmpty) {
   EXPECT_TRUE(back.probe_first.stage.empty()) << "no probe failure, no probe stage";
 }
 
+// A case that failed on <op>@ref too is a defect of the suite: the row is never a pass (check exits
+// 1), though nothing counts against the implementation; it comes back from a child as such.
+TEST(SuiteWire, ASuiteDefectIsNeverAPass) {
+  SuiteResult r;
+  r.cases_run = 9;
+  ASSERT_TRUE(r.passed());
+  r.false_positives = 1;
+  r.false_positive = "topk_decode.rows_admissible: on @ref too";
+  EXPECT_TRUE(r.suite_defect());
+  EXPECT_FALSE(r.passed());
+  EXPECT_FALSE(r.failed);
+  SuiteResult back;
+  ASSERT_TRUE(suite_wire::deserialize(suite_wire::serialize(r), back));
+  EXPECT_TRUE(back.suite_defect());
+  EXPECT_FALSE(back.passed());
+}
+
 TEST(SuiteWire, TextOfAnotherShapeIsRefused) {
   SuiteResult back;
   EXPECT_FALSE(suite_wire::deserialize("", back));
