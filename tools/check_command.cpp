@@ -258,6 +258,17 @@ void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::os
     for (const SuiteFinding* f : found) {
       if (std::find(placed.begin(), placed.end(), f) == placed.end()) s.cases.push_back(failure(*f, f->check));
     }
+    // A case that failed on <op>@ref too: the suite's defect, an error of its own (never a pass).
+    if (r.suite_defect()) {
+      TestCase t;
+      t.name = "suite defect", t.classname = r.impl, t.outcome = TestCase::Outcome::kError, t.type = "suite defect";
+      t.message = suite_defect_text(r);
+      t.details = t.message + (r.false_positive_case.empty()
+                                   ? std::string()
+                                   : "\nsaved as " + (fs::path(o.save_dir) / false_positive_name(r.impl)).string() +
+                                         ":\n" + r.false_positive_case);
+      s.cases.push_back(t);
+    }
     if (o.suite.contract_probe && r.probe_note.empty()) {
       TestCase t;
       t.name = "contract probe (outside the declared contract, never a failure)", t.classname = r.impl;
