@@ -30,18 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vllm_release  # noqa: E402
-
-try:  # the mlacheck package (python/), for implements()
-    sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-    from mlacheck import implements
-except Exception:  # noqa: BLE001 - a package mid-edit must not stop the adapters
-    def implements(op, contract=None):
-        def mark(fn):
-            fn.mlacheck_op = op
-            if contract:
-                fn.mlacheck_contract = contract if isinstance(contract, str) else "\n".join(contract)
-            return fn
-        return mark
+from vllm_release import implements  # noqa: E402
 
 LIBRARY = "vllm/_C_stable_libtorch.abi3.so"
 _loaded = False

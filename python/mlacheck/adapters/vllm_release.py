@@ -38,6 +38,19 @@ class MissingRelease(RuntimeError):
     pass
 
 
+try:  # the mlacheck package (python/), for the adapters' implements(); its effect is two attributes
+    sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    from mlacheck import implements  # noqa: F401 - the adapters import it from here
+except Exception:  # noqa: BLE001 - a package mid-edit must not stop the adapters
+    def implements(op, contract=None):
+        def mark(fn):
+            fn.mlacheck_op = op
+            if contract:
+                fn.mlacheck_contract = contract if isinstance(contract, str) else "\n".join(contract)
+            return fn
+        return mark
+
+
 def source_root():
     """The unpacked release: $MLACHECK_VLLM_SRC, else the upstream cache's vllm-<version>."""
     env = os.environ.get("MLACHECK_VLLM_SRC")
