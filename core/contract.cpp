@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -145,6 +146,12 @@ const Term kTerms[] = {
     {"sparse_mla_decode", "kv_cache", TermKind::kLayout, "contiguous: token_stride=656 | padded-rows:"},
     {"sparse_mla_decode", "scales", TermKind::kDtype, "scale_format: fp32 ue8m0"},
     {"sparse_mla_decode", "finite", TermKind::kFlag, "attn_sink:finite", "no NaN or infinite attention sink"},
+    {"sparse_mla_decode", "batch_rows", TermKind::kDeclaration, "bitwise rounding",
+     "rounding: a request's out and lse may differ from its rows launched alone by rounding (a split-KV schedule "
+     "that depends on the batch), each within the declared precision's slack of the exact value; the spec: bit for bit"},
+    {"sparse_mla_decode", "clean_indices", TermKind::kFlag, "invalid=minus-one",
+     "every entry is -1 or a slot of the cache: no other negative, none past the cache (a caller whose top-k and "
+     "slot conversion produce nothing else)"},
     {"sparse_mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q in Q.K
     {"sparse_mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (decoded with their tile scales)
     {"sparse_mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
@@ -244,8 +251,12 @@ bool is_name(const std::string& s) {
 LimitBound bound_of(const std::string& s) {
   LimitBound b;
   int64_t v = 0;
+  char* end = nullptr;
+  const double r = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
   if (parse_int(s, v)) {
     b.value = v;
+  } else if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(r)) {
+    b.real = r;
   } else {
     b.key = s;
   }
@@ -351,7 +362,7 @@ class ClauseParser {
     l.key = key_of(name);
     auto value = [&](const std::string& s) {
       LimitBound b = bound_of(s);
-      if (!b.value) b.key = key_of(s);
+      if (!b.value && !b.real) b.key = key_of(s);
       return b;
     };
     if (w[1] == "in") {
@@ -374,6 +385,8 @@ class ClauseParser {
     if (l.lo.value && l.hi.value && *l.lo.value > *l.hi.value) {
       fail("the range [" + std::to_string(*l.lo.value) + ", " + std::to_string(*l.hi.value) + "] is empty");
     }
+    const auto number = [](const LimitBound& b) { return b.value ? std::optional<double>(double(*b.value)) : b.real; };
+    if (number(l.lo) && number(l.hi) && *number(l.lo) > *number(l.hi)) fail("the range is empty");
     add(text, {l});
   }
 

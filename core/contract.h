@@ -45,11 +45,13 @@ class OutsideContract : public Error {
   explicit OutsideContract(const std::string& what) : Error(what) {}
 };
 
-// One bound of a limit: a number, or the value of another key of the same case.
+// One bound of a limit: a number (an integer, or a real for a real key: "softmax_scale >= 0.07"),
+// or the value of another key of the same case.
 struct LimitBound {
   std::optional<int64_t> value;
-  std::string key;  // not empty: the bound is that key's value
-  bool set() const { return value.has_value() || !key.empty(); }
+  std::optional<double> real;  // a bound that is no integer; only real keys take it
+  std::string key;             // not empty: the bound is that key's value
+  bool set() const { return value.has_value() || real.has_value() || !key.empty(); }
 };
 
 // A limit on one case key. The key matches itself and any prefixed form of it ("c0.heads" for

@@ -505,6 +505,13 @@ double CaseText::real(const std::string& key, double spec_lo, double spec_hi) co
         throw Error("case: the contract's '" + l->key + " one-of' cannot limit '" + key + "', a real: bound it instead");
       }
       if (!l->lo.set() && !l->hi.set()) continue;
+      if (l->lo.real || l->hi.real) {  // a real bound ("softmax_scale >= 0.07")
+        if (l->lo.real) lo = std::max(lo, *l->lo.real);
+        if (l->hi.real) hi = std::min(hi, *l->hi.real);
+        rule += (rule.empty() ? "" : ", ") + l->key + (l->lo.real ? " >= " + real_word(*l->lo.real) : "") +
+                (l->lo.real && l->hi.real ? "," : "") + (l->hi.real ? " <= " + real_word(*l->hi.real) : "");
+        continue;
+      }
       const std::optional<int64_t> a = bound_value(l->lo, key, lookup), b = bound_value(l->hi, key, lookup);
       if (a) lo = std::max(lo, static_cast<double>(*a));
       if (b) hi = std::min(hi, static_cast<double>(*b));
@@ -774,6 +781,8 @@ CaseText::Narrowed CaseText::narrow(const std::string& key, int64_t lo, int64_t 
   const auto lookup = [this](const std::string& k) { return find(k); };
   for (const KeyLimit* l : contract_->limits_on(key)) {
     if (!l->lo.set() && !l->hi.set()) continue;
+    MLA_REQUIRE(!l->lo.real && !l->hi.real, "case: the contract bounds '", key,
+                "', an integer, by a number that is no integer");
     const std::optional<int64_t> a = bound_value(l->lo, key, lookup), b = bound_value(l->hi, key, lookup);
     if (a) n.lo = std::max(n.lo, *a);
     if (b) n.hi = std::min(n.hi, *b);

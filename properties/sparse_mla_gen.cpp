@@ -36,7 +36,7 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
     }
   }
   const int32_t slots = static_cast<int32_t>(pages * c.page);
-  const std::array<int32_t, 8> invalid = {-1,
+  std::array<int32_t, 8> invalid = {-1,
                                           -1,
                                           -2,
                                           std::numeric_limits<int32_t>::min(),
@@ -44,6 +44,7 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
                                           slots,
                                           slots + static_cast<int32_t>(rng() % c.page),
                                           std::numeric_limits<int32_t>::max()};
+  if (c.invalid == SparseMlaCase::Invalid::kMinusOne) invalid.fill(-1);
   const double invalid_p = std::array<double, 4>{0.0, 0.2, 0.5, 0.9}[static_cast<size_t>(invalid_mix)];
   c.indices.resize(static_cast<size_t>(c.B * c.S * c.topk));
   for (int64_t b = 0; b < c.B; ++b) {

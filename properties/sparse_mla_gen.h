@@ -55,6 +55,9 @@ struct SparseMlaCase : CaseSchedule {
   // clauses), which the oracle's slacks follow (oracle/sparse_mla.h).
   oracle::MlaPrecision precision;
   bool zero_rows = false;  // some q rows (a head of a token) and some cache tokens all zero
+  // The invalid entries a case holds: mixed (-1, other negatives, slots past the cache) or only -1
+  // (a caller whose top-k and slot conversion produce nothing else: contract term clean_indices).
+  enum class Invalid { kMixed, kMinusOne } invalid = Invalid::kMixed;
 
   int64_t num_slots() const { return num_blocks * page; }
   int64_t row_length(int64_t b) const { return has_length ? lengths[static_cast<size_t>(b)] : topk; }
@@ -105,7 +108,8 @@ void fill_sparse_mla_entries(SparseMlaCase& c, int64_t live, int invalid_mix, bo
 // num_blocks (the cache is at most 256 MiB), the lists' lengths from the shapes and flags. The
 // scalars come first and the lists last: the bytes a fuzzer mutates first steer the case, the
 // indices take the rest. A NaN sink is the one rule (+-inf sinks are allowed). The generator draws
-// 1 to 4 live pages and 1 to 3 spare ones with num_blocks; after the seed, trap's draw calls
+// 1 to 4 live pages and 1 to 3 spare ones with num_blocks; `invalid minus-one` (one case in four)
+// keeps -1 the only invalid entry (indices then lie in [-1, slots)); after the seed, trap's draw calls
 // fill_sparse_mla_entries once and topk_length, attn_sink and indices take what it filled.
 namespace gen {
 struct SparseMlaShape {
@@ -171,6 +175,9 @@ void fields(V& v, SparseMlaCase& c, const gen::SparseMlaShape& shape = {}) {
   v.integer("zero_rows", c.zero_rows, 0, 1, [] { return *rc::gen::inRange(0, 4) == 0; });  // a flag, 1 drawn 1 in 4
   v.flag("has_topk_length", c.has_length);
   v.flag("has_attn_sink", c.has_sink);
+  v.choice("invalid", c.invalid, {"mixed", "minus-one"}, [] {
+    return *rc::gen::weightedElement<C::Invalid>({{3, C::Invalid::kMixed}, {1, C::Invalid::kMinusOne}});
+  });
   v.schedule(c);
   v.integer("trap", c.trap, kI32Min, kI32Max, [&] {
     fill_sparse_mla_entries(c, live, *rc::gen::inRange(0, 4), true);
@@ -182,7 +189,10 @@ void fields(V& v, SparseMlaCase& c, const gen::SparseMlaShape& shape = {}) {
   v.floats("attn_sink", c.sink, c.has_sink ? c.H : 0, [&c] { return c.sink; });
   v.rule(std::none_of(c.sink.begin(), c.sink.end(), [](float x) { return std::isnan(x); }),
          "attn_sink holds nan (+-inf allowed, NaN not)");
-  v.list("indices", c.indices, c.B * c.S * c.topk, kI32Min, kI32Max, [&c] { return c.indices; });
+  // invalid minus-one: every entry -1 or a slot of the case's pages (counted from block_base's first).
+  const bool clean = c.invalid == C::Invalid::kMinusOne;
+  v.list("indices", c.indices, c.B * c.S * c.topk, clean ? -1 : kI32Min,
+         clean ? (c.num_blocks - c.block_base) * c.page - 1 : kI32Max, [&c] { return c.indices; });
 }
 
 // The case as case-text keys, appended to out (after its property / impl / backend), and the

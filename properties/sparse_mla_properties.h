@@ -53,8 +53,10 @@ SparseMlaCase permute_sparse_mla_rows(const SparseMlaCase& c, uint64_t permutati
 // the same places.
 // Batch invariance: one request of the case (drawn from its seed) launched alone on the batch's
 // buffers (q, indices and topk_length viewed at its rows, out and lse of its own) gives the batch's
-// out and lse rows of that request bit for bit.
-Verdict sparse_mla_rows_independent_of_batch(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c);
+// out and lse rows of that request bit for bit; with rounding (the contract's `batch_rows
+// rounding`), within twice the declared slack as the permutation's check allows.
+Verdict sparse_mla_rows_independent_of_batch(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c,
+                                             bool rounding = false);
 Verdict sparse_mla_permutation_invariant(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c,
                                          uint64_t permutation_seed);
 

@@ -171,9 +171,12 @@ void fields(V& v, TopkCase& c, const TopkFamily& f) {
             UpTo{around});
   v.integer("index_lead", c.index_lead, 0, 64, UpTo{2});
   v.choices("patterns", c.patterns, c.rows, topk_pattern_names(), [&c] { return draw_topk_patterns(c.rows); });
-  // Explicit row values, each row's [0, n): the drawer draws none.
-  if (v.present("values_0", !c.explicit_rows.empty())) {
-    const std::vector<int64_t> n = topk_row_lengths(c);
+  // Explicit row values, each row's [0, n): the drawer draws none, and none when a row is longer
+  // than a case line holds (CaseText::parse: 65,535 values), so every case decoded reads back. (The
+  // cases that hold such rows explicitly, the permutation's and the split's, are run, never written.)
+  const std::vector<int64_t> n = topk_row_lengths(c);
+  const bool fit = std::all_of(n.begin(), n.end(), [](int64_t len) { return len < (int64_t{1} << 16); });
+  if (fit && v.present("values_0", !c.explicit_rows.empty())) {
     c.explicit_rows.resize(static_cast<size_t>(c.rows));
     for (size_t r = 0; r < n.size(); ++r) v.floats("values_" + std::to_string(r), c.explicit_rows[r], n[r]);
   }

@@ -8,8 +8,10 @@
 #
 #   scripts/upstream_cache.sh [--compiled]
 #
-# --compiled  also unpacks the release's compiled library vllm/_C_stable_libtorch.abi3.so (81 MB)
-#             beside the sources, for python/mlacheck/adapters/vllm_cuda.py on a GPU machine.
+# --compiled  also unpacks two of the release's compiled libraries beside the sources, for a GPU
+#             machine: vllm/_C_stable_libtorch.abi3.so (81 MB; the top-k kernels of
+#             python/mlacheck/adapters/vllm_cuda.py) and vllm/_flashmla_C.abi3.so (1.8 MB;
+#             FlashMLA's decode, python/mlacheck/adapters/vllm_flashmla.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 compiled=0
@@ -45,15 +47,16 @@ PY
   touch "$root/.mlacheck-complete"
 fi
 
-if [ "$compiled" = 1 ] && [ ! -f "$root/vllm/_C_stable_libtorch.abi3.so" ]; then
+if [ "$compiled" = 1 ] && { [ ! -f "$root/vllm/_C_stable_libtorch.abi3.so" ] || [ ! -f "$root/vllm/_flashmla_C.abi3.so" ]; }; then
   tmp=$(mktemp -d)
   "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
     -r python/upstream.lock -d "$tmp"
   python3 - "$(ls "$tmp"/vllm-"$version"-*.whl | head -1)" "$root" <<'PY'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
-    z.extract("vllm/_C_stable_libtorch.abi3.so", sys.argv[2])
-print("upstream: unpacked vllm/_C_stable_libtorch.abi3.so")
+    for lib in ("vllm/_C_stable_libtorch.abi3.so", "vllm/_flashmla_C.abi3.so"):
+        z.extract(lib, sys.argv[2])
+        print("upstream: unpacked " + lib)
 PY
   rm -rf "$tmp"
 fi

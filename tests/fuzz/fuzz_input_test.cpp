@@ -143,6 +143,43 @@ TEST(FuzzInput, DecodedAndShrunkInputsStayInsideTheContract) {
   }
 }
 
+// clean_indices (sparse_mla_decode): every case drawn from fuzz bytes inside the contract holds only
+// -1 and slots of its pages, where cases drawn outside it hold other negatives and slots past the
+// cache too (so the check below can see the difference).
+TEST(FuzzInput, CleanIndicesDrawOnlyMinusOneAndSlotsOfTheCache) {
+  const FuzzTarget& target = find_fuzz_target("sparse_mla_decode");
+  const auto count = [&](bool clean, int& cases, int& other_invalid) {
+    kernels::registry().set_contract("sparse_mla_decode@ref",
+                                     clean ? parse_contract("sparse_mla_decode", "clean_indices") : Contract{});
+    std::mt19937_64 rng(20261206);
+    for (int i = 0; i < 300; ++i) {
+      FuzzCase fc;
+      try {
+        fc = decode_fuzz_input(target, random_input(rng), "sparse_mla_decode@ref", "host");
+      } catch (const Error&) {
+        continue;  // refused by the case rules
+      }
+      if (fc.property->name == "sparse_mla_decode.far_slots") continue;
+      ++cases;
+      std::map<std::string, std::string> line;  // key -> the rest of its line
+      std::istringstream text(fc.text.format());
+      for (std::string l; std::getline(text, l);) line[l.substr(0, l.find(' '))] = l.substr(l.find(' ') + 1);
+      const int64_t slots =
+          (std::stoll(line["num_blocks"]) - (line.count("block_base") ? std::stoll(line["block_base"]) : 0)) *
+          std::stoll(line["page"]);
+      std::istringstream entries(line["indices"]);
+      for (int64_t e = 0; entries >> e;) other_invalid += e != -1 && (e < 0 || e >= slots);
+    }
+    kernels::registry().set_contract("sparse_mla_decode@ref", Contract{});
+  };
+  int cases = 0, other = 0, free_cases = 0, free_other = 0;
+  count(true, cases, other);
+  count(false, free_cases, free_other);
+  EXPECT_GT(cases, 50);
+  EXPECT_EQ(other, 0) << "an entry other than -1 and the cache's slots, drawn under clean_indices";
+  EXPECT_GT(free_other, 0) << "without the contract no case held another invalid entry: the check sees nothing";
+}
+
 // The catalogue of contract terms against the case readers: every key a term of an op stands for
 // (core/contract.h) is a key that the op's readers write into its cases (sub-case keys "c0.heads"
 // count as "heads"), so no contract clause names a key nothing reads and silently limits nothing.

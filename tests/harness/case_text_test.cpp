@@ -212,5 +212,30 @@ TEST(CaseText, OneOfOnAnIntegerAndABoundOnARealAreDrawnInsideAndCheckedOnRead) {
   EXPECT_THROW(tiny.real("k_scale", 0x1p-20, 1.0), OutsideContract);  // [2, 1]: no value
 }
 
+// A bound that is no integer, on a real key ("softmax_scale >= 0.07": a caller's scale is positive):
+// drawn values lie inside, a case outside is refused saying the bound, and an integer key refuses it.
+TEST(CaseText, ARealBoundOnARealKeyIsDrawnInsideAndCheckedOnRead) {
+  const auto positive = std::make_shared<const Contract>(parse_contract("sparse_mla_decode", "softmax_scale >= 0.07"));
+  for (int seed = 0; seed < 64; ++seed) {
+    std::string bytes(12, static_cast<char>(seed * 29 + 3));
+    CaseText d = CaseText::decoding(bytes);
+    d.within(positive);
+    const double v = d.real("softmax_scale", -0.25, 0.25);
+    EXPECT_TRUE(v >= 0.07 && v <= 0.25) << v;
+  }
+  CaseText negative = CaseText::parse("property p\nsoftmax_scale -0.125\n");
+  negative.within(positive);
+  try {
+    negative.real("softmax_scale", -0.25, 0.25);
+    ADD_FAILURE() << "a scale of -0.125 accepted under softmax_scale >= 0.07";
+  } catch (const OutsideContract& e) {
+    EXPECT_NE(std::string(e.what()).find("softmax_scale >= 0.07"), std::string::npos) << e.what();
+  }
+  CaseText k = CaseText::parse("property p\nk 7\n");
+  k.within(std::make_shared<const Contract>(parse_contract("topk_decode", "k >= 0.5")));
+  EXPECT_THROW(k.integer("k", 1, 4096), Error);
+  EXPECT_THROW(parse_contract("sparse_mla_decode", "softmax_scale in [0.5, 0.25]"), Error);
+}
+
 }  // namespace
 }  // namespace mlacheck

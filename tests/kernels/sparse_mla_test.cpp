@@ -149,6 +149,33 @@ void depends_on_the_batch(Device& device, const SparseMlaArgs& a) {
   }
 }
 
+// A batch-dependent result far past rounding: a batch of one request gets every finite lse 1/8 higher.
+void depends_on_the_batch_by_more(Device& device, const SparseMlaArgs& a) {
+  sparse_mla_decode(device, a);
+  if (a.q.view.size(0) != 1) return;
+  float* lse = a.lse.data<float>();
+  for (int64_t i = 0; i < a.lse.view.numel(); ++i) {
+    if (std::isfinite(lse[i])) lse[i] += 0.125f;
+  }
+}
+
+// `batch_rows rounding` (a split-KV schedule that depends on the batch, as FlashMLA's): one float
+// step between a request alone and in its batch passes; a difference past rounding still fails.
+TEST(SparseMlaDecode, BatchRowsRoundingAllowsRoundingOnly) {
+  EXPECT_TRUE(rc::check("a request alone within rounding of its batch, one float step off", [] {
+    const SparseMlaCase c = *gen::sparse_mla_case();
+    const auto device = make_device(Backend::kHost);
+    rc_require(sparse_mla_rows_independent_of_batch(*device, &depends_on_the_batch, c, true),
+               case_text("sparse_mla_decode.rows_independent_of_batch", c));
+  }));
+  EXPECT_FALSE(rc::check("a request alone within rounding of its batch, 1/8 off", [] {
+    const SparseMlaCase c = *gen::sparse_mla_case();
+    const auto device = make_device(Backend::kHost);
+    rc_require(sparse_mla_rows_independent_of_batch(*device, &depends_on_the_batch_by_more, c, true),
+               case_text("sparse_mla_decode.rows_independent_of_batch", c));
+  }));
+}
+
 // W2: the production kernel with a slot's byte offset computed in int32.
 void offsets_in_32_bits(Device& device, const SparseMlaArgs& a) {
   sparse_mla_decode_seeded(device, a, SparseMlaBug::kW2SlotOffsetIn32Bits);

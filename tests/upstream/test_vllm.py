@@ -135,22 +135,31 @@ def test_the_declared_precision_is_what_passes_the_cancelling_case(contract, ver
         assert "mla_decode o: 13 of 405504 elements exceed" in out, out[-3000:]
 
 
-def test_the_compiled_kernels_adapter_says_in_one_line_what_it_lacks():
-    # python/mlacheck/adapters/vllm_cuda.py drives the wheel's compiled library on a GPU: without
-    # the library in the cache (CI's, which upstream_cache.sh fills without --compiled) or without a
-    # GPU it stops at import with one line saying which, exit 2, and runs nothing.
-    cuda = os.path.join(SOURCE, "python", "mlacheck", "adapters", "vllm_cuda.py")
-    if os.path.isfile(os.path.join(RELEASE, "vllm", "_C_stable_libtorch.abi3.so")):
+@pytest.mark.parametrize("adapter,fn,library", [
+    ("vllm_cuda.py", "top_k_per_row_decode", "_C_stable_libtorch.abi3.so"),
+    ("vllm_cuda.py", "persistent_topk", "_C_stable_libtorch.abi3.so"),
+    ("vllm_cuda.py", "indexer_decode_topk", "_C_stable_libtorch.abi3.so"),
+    ("vllm_flashmla.py", "sparse_decode", "_flashmla_C.abi3.so"),
+])
+def test_the_compiled_kernels_adapters_say_in_one_line_what_they_lack(adapter, fn, library):
+    # python/mlacheck/adapters/vllm_cuda.py and vllm_flashmla.py drive the wheel's compiled libraries
+    # on a GPU: without the library in the cache (CI's, which upstream_cache.sh fills without
+    # --compiled) or without a GPU each stops at import with one line saying which, exit 2, and runs
+    # nothing.
+    path = os.path.join(SOURCE, "python", "mlacheck", "adapters", adapter)
+    if os.path.isfile(os.path.join(RELEASE, "vllm", library)):
         pytest.skip("skipped: the compiled library is in the cache (this checks the machine without it)")
-    rc, out = mlacheck(["check", "--python", cuda + ":top_k_per_row_decode", "--budget", "5"])
+    rc, out = mlacheck(["check", "--python", path + ":" + fn, "--budget", "5"])
     assert rc == 2 and len(out.strip().splitlines()) == 1, out
-    assert "upstream_cache.sh --compiled" in out, out
+    assert "upstream_cache.sh --compiled" in out and library in out, out
 
 
-def test_the_top_k_reproducer_says_in_one_line_what_it_lacks():
-    # examples/upstream/vllm_topk_short_rows.py (finding 6's reproducer for vLLM's maintainers) needs
-    # a GPU and the compiled library: without either, one line and exit 2, never a pass.
-    example = os.path.join(SOURCE, "examples", "upstream", "vllm_topk_short_rows.py")
+@pytest.mark.parametrize("example", ["vllm_topk_short_rows.py", "vllm_persistent_topk_probe.py"])
+def test_the_top_k_reproducers_say_in_one_line_what_they_lack(example):
+    # examples/upstream/vllm_topk_short_rows.py and vllm_persistent_topk_probe.py (findings 6 and 7's
+    # reproducers for vLLM's maintainers) need a GPU and the compiled library: without either, one
+    # line and exit 2, never a pass.
+    example = os.path.join(SOURCE, "examples", "upstream", example)
     p = subprocess.run([sys.executable, example, "/nonexistent/_C_stable_libtorch.abi3.so"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert p.returncode == 2 and len(p.stdout.strip().splitlines()) == 1, p.stdout

@@ -11,17 +11,39 @@ cuda backend only; nothing of vLLM is copied here.
 |---|---|---|
 | top_k_per_row_decode | topk_decode | torch.ops._C.top_k_per_row_decode (csrc, registered by the library), as model_executor/layers/sparse_attn_indexer.py calls it (657-666) |
 | top_k_per_row_prefill | topk_prefill | torch.ops._C.top_k_per_row_prefill, as sparse_attn_indexer.py calls it (509-518) |
+| persistent_topk | topk_decode | torch.ops._C.persistent_topk, as sparse_attn_indexer.py calls it for index_topk 512, 1024 and 2048 (643-656) |
+| indexer_decode_topk | topk_decode | the decode step's top-k as sparse_attn_indexer.py picks it (616-666): torch.ops._C.cooperative_topk where its condition holds (at most 64 rows, a row stride that is a multiple of 4, sm90 or newer but not sm120), else persistent_topk |
 
 Each maps mlacheck's arguments onto the op's (numRows = the logits' rows, its strides, topK = k) and
-computes nothing. Each declares what sparse_attn_indexer.py guarantees it (docs/findings.md 6):
-- `out contiguous`: the op takes no output stride; the caller hands it `topk_indices_buffer[:rows,
+computes nothing. Each declares what sparse_attn_indexer.py guarantees it (docs/findings.md 6, 7):
+- `out contiguous`: the ops take no output stride; the caller hands them `topk_indices_buffer[:rows,
   :topk_tokens]`, rows of exactly k;
 - `finite`: the logits come from the indexer's fp8 MQA kernel, finite (no NaN rows);
-- `seq_lens >= next_n` (decode): every token sees at least itself, so no row is empty;
-- `ties any`: the op promises no order among equal logits, nor the same choice launch to launch.
-Run on an H200 under these (2026-11-29, as MLACHECK_PYTHON_CONTRACT), the decode op FAILs only on
-finding 6's short rows of the split path (corpus regression V5); the prefill op also on rows of
-length 0 (ks = ke), which its caller does not hand it.
+- `ties any`: the ops promise no order among equal logits, nor the same choice launch to launch;
+- `seq_lens >= next_n` (top_k_per_row_decode): every token sees at least itself, so no row is empty;
+- `k <= 2048` (top_k_per_row_*): topk_tokens is the model's index_topk (2048 in DeepSeek V3.2's
+  config). The kernels take k x 4 bytes of dynamic shared memory (x 2 on the split path) and never
+  check their launch: on an H100 k 6,144 runs and 8,192 does not (4,096 on the split path); the op
+  returns, `out` keeps what it held, and `invalid argument` surfaces at the program's next CUDA call.
+The two radix top-k kernels DeepSeek V3.2 runs (index_topk 2048) take one length per row and no
+next_n. The caller hands them `decode_metadata.seq_lens`, "always 2D: (B, next_n) for native spec
+decode, (B, 1) otherwise" (sparse_attn_indexer.py 583-585), lengths the metadata builder clamps at
+0 (its padding slots hold 0: docs/ops.md 1, native 2-D); and the logits DeepGEMM's
+`fp8_fp4_paged_mqa_logits` returns with `clean_logits=False`: a fresh slice [rows, max_model_len]
+of rows aligned to 256 floats, garbage past each row's length. So they declare `k one-of 512 1024
+2048`, `seq_lens rank 2`, `seq_lens >= 0` (rows of length 0 stay in their cases), `logits
+padded-rows` (a row stride is passed, no column stride), `logits_lead = 0` (a fresh allocation: the
+kernels load float4 from any row whose stride is a multiple of 4, and a misaligned start is
+`misaligned address`), `cols >= 1` (max_model_len; with no column persistent_topk divides by zero
+on the host, SIGFPE), and `short_rows any-order` (every consumer of the indices, the sparse MLA
+kernels, reads a row as a set and skips -1 wherever it stands). Their 1 MiB workspace
+(RADIX_TOPK_WORKSPACE_SIZE) is the caller's, reused from call to call (the workspace manager's), so
+it is kept here across calls too.
+
+Run on an H100 under these (2026-12-06, docs/findings.md): top_k_per_row_decode FAILs only on
+finding 6's split path (corpus regression V5); top_k_per_row_prefill is PARTIAL (every property
+passes, far_rows unjudged: docs/python.md); persistent_topk and indexer_decode_topk FAIL on rows of
+logits that agree in fp16 (finding 7, regressions V6 and V7) and pass everything else.
 """
 import os
 import sys
@@ -54,8 +76,21 @@ def vllm_ops():
     return torch.ops._C
 
 
-DECODE_CONTRACT = ["out contiguous", "finite", "seq_lens >= next_n", "ties any"]
-PREFILL_CONTRACT = ["out contiguous", "finite", "ties any"]
+DECODE_CONTRACT = ["k <= 2048", "out contiguous", "finite", "seq_lens >= next_n", "ties any"]
+PREFILL_CONTRACT = ["k <= 2048", "out contiguous", "finite", "ties any"]
+RADIX_CONTRACT = ["k one-of 512 1024 2048", "cols >= 1", "seq_lens rank 2", "seq_lens >= 0", "logits padded-rows",
+                  "logits_lead = 0",
+                  "out contiguous", "finite", "ties any", "short_rows any-order"]
+RADIX_TOPK_WORKSPACE_SIZE = 1024 * 1024  # sparse_attn_indexer.py 42
+_workspaces = {}
+
+
+def _workspace(device):
+    """The caller's workspace: one per device, reused from call to call as the workspace manager's."""
+    w = _workspaces.get(device)
+    if w is None:
+        w = _workspaces[device] = torch.empty(RADIX_TOPK_WORKSPACE_SIZE, dtype=torch.uint8, device=device)
+    return w
 
 
 @implements("topk_decode", contract=DECODE_CONTRACT)
@@ -77,4 +112,37 @@ def top_k_per_row_prefill(logits, ks, ke, k, out):
         return None
     vllm_ops().top_k_per_row_prefill(logits, ks, ke, out, logits.shape[0], logits.stride(0), logits.stride(1),
                                      int(k))
+    return None
+
+
+@implements("topk_decode", contract=RADIX_CONTRACT)
+def persistent_topk(logits, next_n, seq_lens, k, out):
+    """sparse_attn_indexer.py 648-655: (logits, seq_lens, topk_indices, workspace, topk_tokens,
+    logits.shape[1])."""
+    if logits.shape[0] == 0:
+        return None
+    vllm_ops().persistent_topk(logits, seq_lens, out, _workspace(logits.device), int(k), logits.shape[1])
+    return None
+
+
+def _cooperative(logits):
+    """sparse_attn_indexer.py 617-624, on a CUDA device: use_cooperative_topk (topk_tokens is one of
+    512, 1024, 2048 by the contract)."""
+    major, minor = torch.cuda.get_device_capability(logits.device)
+    return logits.shape[0] <= 64 and logits.stride(0) % 4 == 0 and (major, minor) >= (9, 0) and major != 12
+
+
+@implements("topk_decode", contract=RADIX_CONTRACT)
+def indexer_decode_topk(logits, next_n, seq_lens, k, out):
+    """sparse_attn_indexer.py 630-656: cooperative_topk(logits, seq_lens, topk_indices, workspace,
+    topk_tokens, attn_metadata.max_seq_len) where use_cooperative_topk, else persistent_topk. The
+    metadata's max_seq_len is the longest request of the step; a decode row's length is at most its
+    request's, so the longest row stands for it."""
+    if logits.shape[0] == 0:
+        return None
+    if _cooperative(logits):
+        vllm_ops().cooperative_topk(logits, seq_lens, out, _workspace(logits.device), int(k),
+                                    int(seq_lens.max().item()))
+    else:
+        vllm_ops().persistent_topk(logits, seq_lens, out, _workspace(logits.device), int(k), logits.shape[1])
     return None
