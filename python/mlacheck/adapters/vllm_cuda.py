@@ -59,12 +59,7 @@ _loaded = False
 
 # What the adapters need, said once when the module is imported (mlacheck then stops with this one
 # line, exit 2): the compiled library in the upstream cache, and a GPU for it to run on.
-_PATH = os.path.join(vllm_release.source_root(), LIBRARY)
-if not os.path.isfile(_PATH):
-    raise vllm_release.MissingRelease(
-        "%s is not in the upstream cache (bash scripts/upstream_cache.sh --compiled puts it there)" % _PATH)
-if not torch.cuda.is_available():
-    raise RuntimeError("vllm_cuda.py drives vLLM's compiled CUDA kernels: it needs a GPU (--backend cuda)")
+_PATH = vllm_release.compiled_library(LIBRARY, "vllm_cuda.py", "vLLM's compiled CUDA kernels")
 
 
 def vllm_ops():

@@ -66,12 +66,7 @@ from vllm_release import implements  # noqa: E402
 LIBRARY = "vllm/_flashmla_C.abi3.so"
 INTERFACE = "vllm/third_party/flashmla/flash_mla_interface.py"
 
-_PATH = os.path.join(vllm_release.source_root(), LIBRARY)
-if not os.path.isfile(_PATH):
-    raise vllm_release.MissingRelease(
-        "%s is not in the upstream cache (bash scripts/upstream_cache.sh --compiled puts it there)" % _PATH)
-if not torch.cuda.is_available():
-    raise RuntimeError("vllm_flashmla.py drives FlashMLA's compiled CUDA kernels: it needs a GPU (--backend cuda)")
+_PATH = vllm_release.compiled_library(LIBRARY, "vllm_flashmla.py", "FlashMLA's compiled CUDA kernels")
 
 _interface = None
 

@@ -72,6 +72,20 @@ def upstream_path(rel):
     return path
 
 
+def compiled_library(rel, adapter, kernels):
+    """The path of one of the release's compiled libraries (rel under the release root), for an
+    adapter that drives its CUDA kernels: what is missing, said in one line (mlacheck then stops
+    with it, exit 2), when the library is not in the cache or torch sees no GPU."""
+    path = os.path.join(source_root(), rel)
+    if not os.path.isfile(path):
+        raise MissingRelease("%s is not in the upstream cache (bash scripts/upstream_cache.sh --compiled puts it there)"
+                             % path)
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError("%s drives %s: it needs a GPU (--backend cuda)" % (adapter, kernels))
+    return path
+
+
 def shim(name, **attrs):
     """A stand-in module `name` holding attrs."""
     m = types.ModuleType(name)
