@@ -307,7 +307,14 @@ std::vector<int32_t> draw_topk_ks(const TopkCase& c, const TopkFamily& f, std::v
   return ks;
 }
 
-std::vector<TopkPattern> draw_topk_patterns(int64_t rows) {
+std::vector<TopkPattern> draw_topk_patterns(int64_t rows, bool rotate) {
+  if (rotate) {
+    const int count = static_cast<int>(TopkPattern::kCount);
+    const int start = *rc::gen::inRange(0, count);
+    std::vector<TopkPattern> out;
+    for (int64_t r = 0; r < rows; ++r) out.push_back(static_cast<TopkPattern>((start + r) % count));
+    return out;
+  }
   return *rc::gen::container<std::vector<TopkPattern>>(static_cast<size_t>(rows), gen::topk_pattern());
 }
 
@@ -348,8 +355,13 @@ rc::Gen<TopkCase> topk_decode_case() {
 rc::Gen<TopkCase> topk_prefill_case() { return topk_case(TopkLengths::kPrefill, 1, 40, 1, 200, 6); }
 
 rc::Gen<TopkCase> topk_long_row_case(TopkLengths lengths) {
-  return topk_case(lengths, 1, 24, kernels::kTopkShortRowMaxLen - 2, kernels::kTopkShortRowMaxLen + 600, 1,
-                   {kernels::kTopkShortRowMaxLen, kernels::kTopkShortRowMaxLen + 1});
+  TopkFamily f;
+  f.lengths = {lengths};
+  f.min_k = 1, f.max_k = 24, f.min_cols = kernels::kTopkShortRowMaxLen - 2;
+  f.max_cols = kernels::kTopkShortRowMaxLen + 600, f.max_rows = static_cast<int64_t>(TopkPattern::kCount), f.max_next_n = 3;
+  f.switch_points = {kernels::kTopkShortRowMaxLen, kernels::kTopkShortRowMaxLen + 1};
+  f.rotate_patterns = true;
+  return topk_case(f);
 }
 
 rc::Gen<TopkCase> topk_fast_k_case(TopkLengths lengths) {
@@ -387,6 +399,7 @@ rc::Gen<TopkCase> topk_split_row_case() {
   f.min_cols = kTopkSplitRowMinLen - 1;
   f.max_cols = 4 * int64_t{kTopkSplitChunkLen} + 3;
   f.split_rows = true;
+  f.rotate_patterns = true;
   return topk_case(f);
 }
 

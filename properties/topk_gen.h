@@ -95,6 +95,10 @@ struct TopkFamily {
   // reserved memory of up to kTopkMaxReservedBytes, only each row's [start, start + n) backed. The
   // generator aims a row just past byte 2^31, 2^32 or 2^33 where the rows allow it.
   bool far_rows = false;
+  // The rows take the patterns in turn from a random one (row r: pattern start + r), not each drawn
+  // by weight: the long-row and split-row families, whose few rows must still bring every pattern
+  // to their paths (TopkCoverage in tests/kernels/topk_test.cpp).
+  bool rotate_patterns = false;
 };
 
 // A far-rows case's logits reserve at most this many bytes (12 GiB: past byte 2^33).
@@ -115,7 +119,7 @@ int64_t draw_topk_cols(const TopkCase& c, const TopkFamily& f, int64_t max_cols,
 std::vector<int32_t> draw_topk_seq_lens(const TopkCase& c, const TopkFamily& f);
 // The rows' starts; their ends into ke.
 std::vector<int32_t> draw_topk_ks(const TopkCase& c, const TopkFamily& f, std::vector<int32_t>& ke);
-std::vector<TopkPattern> draw_topk_patterns(int64_t rows);
+std::vector<TopkPattern> draw_topk_patterns(int64_t rows, bool rotate = false);
 // A far row stride in [lo, hi] that puts a row just past byte 2^31, 2^32 or 2^33 and the row
 // before it below that edge, where the rows allow one.
 int64_t draw_topk_far_row_stride(const TopkCase& c, int64_t lo, int64_t hi);
@@ -170,7 +174,8 @@ void fields(V& v, TopkCase& c, const TopkFamily& f) {
   v.integer("out_rows_after", c.out_rows_after, 0, std::min(int64_t{64}, out_rows - c.rows - c.out_rows_before),
             UpTo{around});
   v.integer("index_lead", c.index_lead, 0, 64, UpTo{2});
-  v.choices("patterns", c.patterns, c.rows, topk_pattern_names(), [&c] { return draw_topk_patterns(c.rows); });
+  v.choices("patterns", c.patterns, c.rows, topk_pattern_names(),
+            [&c, &f] { return draw_topk_patterns(c.rows, f.rotate_patterns); });
   // Explicit row values, each row's [0, n): the drawer draws none, and none when a row is longer
   // than a case line holds (CaseText::parse: 65,535 values), so every case decoded reads back. (The
   // cases that hold such rows explicitly, the permutation's and the split's, are run, never written.)
@@ -230,7 +235,8 @@ rc::Gen<TopkCase> topk_case(TopkLengths lengths, int64_t min_k, int64_t max_k, i
 rc::Gen<TopkCase> topk_decode_case();
 // The suite's prefill cases: k up to 40, up to 6 rows within 200 columns.
 rc::Gen<TopkCase> topk_prefill_case();
-// One group of rows around the short / long switch (kTopkShortRowMaxLen), k up to 24.
+// Up to 13 rows (one per pattern, in turn) around the short / long switch (kTopkShortRowMaxLen),
+// k up to 24.
 rc::Gen<TopkCase> topk_long_row_case(TopkLengths lengths);
 // k = 2047, 2048, 2049 with rows around k and the short / long switch.
 rc::Gen<TopkCase> topk_fast_k_case(TopkLengths lengths);
