@@ -235,7 +235,7 @@ rc::Gen<TopkCase> topk_case(TopkLengths lengths, int64_t min_k, int64_t max_k, i
 rc::Gen<TopkCase> topk_decode_case();
 // The suite's prefill cases: k up to 40, up to 6 rows within 200 columns.
 rc::Gen<TopkCase> topk_prefill_case();
-// Up to 13 rows (one per pattern, in turn) around the short / long switch (kTopkShortRowMaxLen),
+// Up to 12 rows (one per pattern, in turn) around the short / long switch (kTopkShortRowMaxLen),
 // k up to 24.
 rc::Gen<TopkCase> topk_long_row_case(TopkLengths lengths);
 // k = 2047, 2048, 2049 with rows around k and the short / long switch.

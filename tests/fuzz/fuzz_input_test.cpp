@@ -18,6 +18,8 @@
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "properties/property_registry.h"
+#include "properties/topk_gen.h"
+#include "kernels/topk.h"
 
 namespace mlacheck {
 namespace {
@@ -217,6 +219,41 @@ TEST(FuzzInput, EveryContractTermKeyIsAKeyTheOpsCasesHold) {
     }
   }
   EXPECT_GT(checked, 10);
+}
+
+// Issue 45: the top-k fuzz seeds (corpus/topk_decode, corpus/topk_prefill: what `mlacheck fuzz`
+// starts from and what check's seed stage runs) bring every pattern to a long row (past the
+// short-row maximum: the radix passes) and to a row longer than k at k = 2048 (the fast path), in
+// decode and in prefill. (ctest's generators: TopkCoverage in tests/kernels/topk_test.cpp.)
+TEST(FuzzInput, TheTopkSeedsBringEveryPatternToTheLongRowsAndTheFastPath) {
+  namespace fs = std::filesystem;
+  std::set<std::string> seen;  // "decode long nan", "prefill k2048 huge", ...
+  for (const char* family : {"topk_decode", "topk_prefill"}) {
+    for (const auto& f : fs::directory_iterator(std::string(MLACHECK_SOURCE_DIR "/corpus/") + family)) {
+      std::ifstream in(f.path());
+      std::ostringstream text;
+      text << in.rdbuf();
+      const CaseText c = CaseText::parse(text.str());
+      if (c.word("property").find("far_rows") != std::string::npos) continue;  // a reader of their own
+      const TopkCase t = topk_from_text(c);
+      const std::vector<int64_t> n = topk_row_lengths(t);
+      for (size_t r = 0; r < n.size(); ++r) {
+        const std::string pattern = topk_pattern_names()[static_cast<size_t>(t.patterns[r])];
+        const std::string where = std::string(t.prefill() ? "prefill " : "decode ");
+        if (n[r] > kernels::kTopkShortRowMaxLen && n[r] > t.k) seen.insert(where + "long " + pattern);
+        if (t.k == kernels::kTopkFastK && n[r] > t.k) seen.insert(where + "k2048 " + pattern);
+      }
+    }
+  }
+  std::string missing;
+  for (const char* where : {"decode ", "prefill "}) {
+    for (const char* path : {"long ", "k2048 "}) {
+      for (const char* pattern : topk_pattern_names()) {
+        if (!seen.count(std::string(where) + path + pattern)) missing += std::string(" ") + where + path + pattern + ";";
+      }
+    }
+  }
+  EXPECT_EQ(missing, "") << "(no seed row of that pattern on that path)";
 }
 
 TEST(FuzzInput, EveryCorpusCaseEncodesToItself) {
