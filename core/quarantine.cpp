@@ -20,6 +20,23 @@ std::shared_ptr<void> Quarantine::hold() {
   return std::shared_ptr<void>(nullptr, [self](void*) { self->release_hold(); });
 }
 
+std::shared_ptr<void> Quarantine::open_capture() {
+  ++holds_;
+  ++open_captures_;
+  std::shared_ptr<Quarantine> self = shared_from_this();
+  return std::shared_ptr<void>(nullptr, [self](void*) {
+    self->close_capture();
+    self->release_hold();
+  });
+}
+
+void Quarantine::close_capture() {
+  if (--open_captures_ > 0) return;
+  std::vector<std::unique_ptr<GuardedMemory>> freed;
+  freed.swap(freed_in_capture_);
+  for (auto& m : freed) watch(std::move(m));
+}
+
 void Quarantine::release_hold() {
   if (--holds_ > 0) return;
   kept_.clear();  // no graph left that could hold these addresses
@@ -28,6 +45,19 @@ void Quarantine::release_hold() {
 
 void Quarantine::keep(std::unique_ptr<GuardedMemory> m) noexcept {
   if (!m) return;
+  if (open_captures_ > 0) {
+    // The capture's stream records rather than runs: poisoning now could become part of the graph
+    // or be refused. Kept as it is until the capture closes.
+    try {
+      freed_in_capture_.push_back(std::move(m));
+    } catch (...) {
+    }
+    return;
+  }
+  watch(std::move(m));
+}
+
+void Quarantine::watch(std::unique_ptr<GuardedMemory> m) noexcept {
   try {
     // Poison every byte (NaN for each float when the size allows, so a read before a write shows in
     // the result), then snapshot all of it: any change from now on is a write after the free.

@@ -83,6 +83,7 @@ class HostDevice final : public Device {
   void synchronize() override {}
   int64_t multiprocessors() const override { return 16; }
   std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
+    auto open = open_capture();  // scratch freed inside body is the graph's too
     stream_.begin_capture();
     try {
       body();
@@ -92,7 +93,7 @@ class HostDevice final : public Device {
     }
     auto graph = std::make_unique<HostGraph>(stream_.end_capture());
     graph->hold_freed_memory(hold_freed_memory());
-    return graph;
+    return graph;  // `open` closes after the graph's hold is taken: what body freed is armed, and kept
   }
   std::shared_ptr<void> hold_freed_memory() override { return quarantine_ ? quarantine_->hold() : nullptr; }
   std::vector<std::string> writes_to_freed_memory() override {
@@ -100,6 +101,7 @@ class HostDevice final : public Device {
   }
 
  private:
+  std::shared_ptr<void> open_capture() { return quarantine_ ? quarantine_->open_capture() : nullptr; }
   mutable simt::host::Stream stream_;
   bool guards_ = guards_enabled();
   std::shared_ptr<Quarantine> quarantine_ = guards_ ? std::make_shared<Quarantine>() : nullptr;
@@ -125,9 +127,10 @@ class CudaDevice final : public Device {
   void synchronize() override { stream_.synchronize(); }
   int64_t multiprocessors() const override { return sm_count_; }
   std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
+    auto open = open_capture();  // scratch freed inside body is the graph's too
     auto graph = std::make_unique<CudaGraph>(cuda::Graph::capture(stream_, [&](cudaStream_t) { body(); }), stream_);
     graph->hold_freed_memory(hold_freed_memory());
-    return graph;
+    return graph;  // `open` closes after the graph's hold is taken: what body freed is armed, and kept
   }
   std::shared_ptr<void> hold_freed_memory() override { return quarantine_ ? quarantine_->hold() : nullptr; }
   std::vector<std::string> writes_to_freed_memory() override {
@@ -135,6 +138,7 @@ class CudaDevice final : public Device {
   }
 
  private:
+  std::shared_ptr<void> open_capture() { return quarantine_ ? quarantine_->open_capture() : nullptr; }
   class CudaGraph final : public DeviceGraph {
    public:
     CudaGraph(cuda::Graph g, cuda::Stream& s) : graph_(std::move(g)), stream_(s) {}

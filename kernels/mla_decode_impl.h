@@ -99,8 +99,9 @@ class MlaDecodeImpl {
   GuardedMemory& graph_lse_memory() { return *lse_; }
 
  protected:
-  // The checked launch of both stages into the workspace.
-  void launch(const MlaDecodeCall& call, int64_t num_splits);
+  // The checked launch of both stages into the workspace, eager or inside a capture. Virtual for
+  // docs/bugs.md's T4, whose variant gives each launch its own scratch, freed when it returns.
+  virtual void launch(const MlaDecodeCall& call, int64_t num_splits);
   // How many columns of the graph block table a capture launches over (the key range a replay can
   // reach is columns x page): all of them. The decision docs/bugs.md's T1 gets wrong; its seeded
   // variant (kernels/mutants/) overrides it, so @ref and T1 run this same capture().

@@ -51,6 +51,7 @@ const std::map<std::string, std::string>& named_checks() {
       {"mla_decode_impl@T1", "mla_decode_impl.replay_equals_eager"},    // replay after lengths grow
       {"mla_decode_impl@T2", "mla_decode_impl.engine_sequence"},        // address stability
       {"mla_decode_impl@T3", "mla_decode_impl.engine_sequence"},        // freed memory written by a replay
+      {"mla_decode_impl@T4", "mla_decode_impl.engine_sequence"},        // freed inside the capture, written
       {"mla_decode_impl@K1", "mla_decode_impl.calls_equal_oracle"},     // scales change between calls
       {"mla_decode_impl@K3", "mla_decode_impl.calls_equal_oracle"},     // the workspace never moves
       {"mla_decode_impl@K2", "mla_decode_impl.nonuniform_query_lengths_refused"},  // shape contract

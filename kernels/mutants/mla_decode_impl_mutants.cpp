@@ -79,6 +79,29 @@ class WorkspacePerCapture final : public MlaDecodeImpl {
   }
 };
 
+// T4 (TensorRT-LLM #15534, #16290, the workspace as a torch::empty inside the op): every launch
+// takes its split workspace as scratch allocated for the call and freed when the call returns. Eager
+// calls are right (the scratch outlives its kernels on the stream). Inside a capture the scratch is
+// freed before the capture even ends, so the graph holds an address the allocator has taken back
+// at its first replay; each replay's result is still right.
+class WorkspacePerLaunch final : public MlaDecodeImpl {
+ public:
+  using MlaDecodeImpl::MlaDecodeImpl;
+
+ protected:
+  void launch(const MlaDecodeCall& call, int64_t num_splits) override {
+    std::unique_ptr<GuardedMemory> scratch = device_.allocate("mla per-call scratch", full_workspace_bytes(config_));
+    workspace_.swap(scratch);
+    try {
+      MlaDecodeImpl::launch(call, num_splits);
+    } catch (...) {
+      workspace_.swap(scratch);
+      throw;
+    }
+    workspace_.swap(scratch);
+  }  // the scratch is freed here, inside the capture when a capture made the call
+};
+
 // K3 (vLLM #41778): the workspace is sized for the q_len of the first call's shape (one token)
 // instead of the configured maximum, and grown by a new allocation when a call needs more; the old
 // one is kept, never released, and every graph captured before holds a stale address.
@@ -171,6 +194,10 @@ void register_mla_decode_impl_mutants(Registry& reg) {
            "seeded bug T3 (TensorRT-LLM #15534, #16290): a capture's split workspace is per-call scratch, freed when "
            "capture returns; replays write freed memory"},
           &make_variant<WorkspacePerCapture, MlaDecodeImpl, MlaDecodeImplConfig>);
+  reg.add({"mla_decode_impl", "T4",
+           "seeded bug T4 (TensorRT-LLM #15534, #16290): each launch's split workspace is per-call scratch, freed "
+           "inside the captured call; replays write freed memory"},
+          &make_variant<WorkspacePerLaunch, MlaDecodeImpl, MlaDecodeImplConfig>);
   reg.add({"mla_decode_impl", "K3",
            "seeded bug K3 (vLLM #41778): workspace sized for q_len 1 and grown per call, the old one kept"},
           &make_variant<WorkspaceGrownOnDemand, MlaDecodeImpl, MlaDecodeImplConfig>);

@@ -35,10 +35,11 @@ void register_indexer_decode_step_mutants(Registry& reg);
 // T5 (dense MLA decode, vLLM #51065): rows without keys merged as 0/0; O2: page ids read past a
 // row's last block.
 void register_mla_decode_mutants(Registry& reg);
-// K1, K2, T1, T2, T3, K3 (MLA decode impl, vLLM #41778, #42885, TensorRT-LLM #16290): scales
+// K1, K2, T1, T2, T3, T4, K3 (MLA decode impl, vLLM #41778, #42885, TensorRT-LLM #16290): scales
 // cached from the first call; non-uniform query lengths run a token per row; a graph's key range
 // fixed at capture; workspace allocated per eager call; a capture's workspace freed when capture
-// returns; workspace sized for q_len 1 and grown.
+// returns; each launch's workspace freed inside the captured call; workspace sized for q_len 1 and
+// grown.
 void register_mla_decode_impl_mutants(Registry& reg);
 // L1 (indexer K-cache insert): slots written token-interleaved, so 2.1's reader takes scales out of
 // fp8 value bytes.

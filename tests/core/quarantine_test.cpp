@@ -49,6 +49,43 @@ TEST(Quarantine, MemoryFreedUnderAHoldKeepsItsAddressPoisonedAndAWriteIsReported
   EXPECT_TRUE(q->writes_since_freed().empty()) << "re-armed after the report";
 }
 
+// Freed while a capture is open (per-call scratch of the captured call): kept untouched until the
+// capture closes, then poisoned and watched like memory freed after it, as long as a graph holds.
+TEST(Quarantine, MemoryFreedWhileACaptureIsOpenIsPoisonedWhenItClosesAndWatched) {
+  auto q = std::make_shared<Quarantine>();
+  auto m = retired(q, "per-call scratch", 16);
+  const float one = 1.0f;
+  for (int64_t i = 0; i < 4; ++i) m->write(4 * i, &one, 4);
+  float* p = reinterpret_cast<float*>(m->data());
+  std::shared_ptr<void> open = q->open_capture();
+  EXPECT_TRUE(q->capture_open());
+  m.reset();
+  ASSERT_EQ(q->kept_count(), 1u);
+  EXPECT_EQ(p[0], 1.0f) << "not touched while the capture is open";
+  const std::shared_ptr<void> graph = q->hold();
+  open.reset();
+  EXPECT_FALSE(q->capture_open());
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(p[i])) << i;
+  EXPECT_TRUE(q->writes_since_freed().empty());
+  p[1] = 2.0f;  // the graph's first replay
+  const std::vector<std::string> w = q->writes_since_freed();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("'per-call scratch' (16 bytes)"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("4 bytes changed, from byte 4 to 7"), std::string::npos) << w[0];
+}
+
+// A capture that fails (its body throws) leaves no graph: what it freed is released with its hold.
+TEST(Quarantine, AClosedCaptureWithNoGraphReleasesWhatItFreed) {
+  auto q = std::make_shared<Quarantine>();
+  auto m = retired(q, "scratch", 16);
+  std::shared_ptr<void> open = q->open_capture();
+  m.reset();
+  EXPECT_EQ(q->kept_count(), 1u);
+  open.reset();
+  EXPECT_EQ(q->kept_count(), 0u);
+  EXPECT_FALSE(q->holding());
+}
+
 TEST(Quarantine, ALaunchWritingPastTheFreedBufferIsSeenToo) {
   auto q = std::make_shared<Quarantine>();
   auto m = retired(q, "scratch", 32);
