@@ -341,6 +341,46 @@ MLA_KERNEL void mla_decode_merge_kernel(MlaDecodeParams p) {
   if (lane == 0) p.lse[r] = m + logf(sum);
 }
 
+// D4 (MlaDecodeBug::kD4MergeInArrivalOrder, a seeded variant): one (b, t, h) per block; warp w
+// takes the splits w, w + 4, ... and adds each one's weight and weighted values into shared sums
+// with float atomics, so the sums' order, and their rounding, is the order the warps arrive in.
+MLA_KERNEL void mla_decode_merge_arrival_kernel(MlaDecodeParams p) {
+  MLA_SHARED(float, acc, kMlaValueDim);
+  MLA_SHARED(float, total, 1);
+  const int tid = static_cast<int>(simt::thread_idx().x);
+  const int64_t r = simt::block_idx().x;  // (b * q_len + t) * H + h
+  const float* w = p.workspace + r * p.num_splits * kMlaWorkspaceRow;
+  float m = negative_infinity();
+  for (int s = 0; s < p.num_splits; ++s) {
+    const float x = w[int64_t(s) * kMlaWorkspaceRow + kMlaValueDim];
+    if (x != x || x > m) m = x;
+    if (m != m) break;
+  }
+  uint16_t* o = p.o + r * kMlaValueDim;
+  if (m == negative_infinity()) {  // the same for every thread of the block: no barrier is skipped
+    for (int c = tid; c < kMlaValueDim; c += kMergeThreads) o[c] = 0;
+    if (tid == 0) p.lse[r] = negative_infinity();
+    return;
+  }
+  for (int c = tid; c < kMlaValueDim; c += kMergeThreads) acc[c] = 0.0f;
+  if (tid == 0) total[0] = 0.0f;
+  simt::sync_threads();
+  const int warp = tid / 32, lane = tid % 32;
+  for (int s = warp; s < p.num_splits; s += kMergeThreads / 32) {
+    const float* split = w + int64_t(s) * kMlaWorkspaceRow;
+    const float x = split[kMlaValueDim];
+    if (x == negative_infinity()) continue;
+    const float weight = expf(x - m);
+    if (lane == 0) simt::atomic_add(total.data(), weight);
+    for (int c = lane; c < kMlaValueDim; c += 32) simt::atomic_add(acc.data() + c, weight * split[c]);
+  }
+  simt::sync_threads();
+  const float sum = total[0];
+  const float scale = p.output_scale / sum;
+  for (int c = tid; c < kMlaValueDim; c += kMergeThreads) o[c] = simt::float_to_bf16(acc[c] * scale);
+  if (tid == 0) p.lse[r] = m + logf(sum);
+}
+
 }  // namespace
 
 void launch_mla_decode_split(const MlaDecodeParams& p, void* stream) {
@@ -402,6 +442,9 @@ void launch_mla_decode_merge_seeded(const MlaDecodeParams& p, MlaDecodeBug bug, 
                                   static_cast<simt::Stream>(stream)};
   if (bug == MlaDecodeBug::kT5MergeNoEmptyRow) {
     MLA_LAUNCH(mla_decode_merge_kernel<MlaDecodeBug::kT5MergeNoEmptyRow>, config, p);
+  } else if (bug == MlaDecodeBug::kD4MergeInArrivalOrder) {
+    const simt::LaunchConfig per_row{{static_cast<unsigned>(rows)}, {kMergeThreads}, 0, static_cast<simt::Stream>(stream)};
+    MLA_LAUNCH(mla_decode_merge_arrival_kernel, per_row, p);
   } else {
     MLA_LAUNCH(mla_decode_merge_kernel<MlaDecodeBug::kNone>, config, p);
   }

@@ -63,6 +63,10 @@ enum class MlaDecodeBug {
   // GiB of bf16); past that it turns negative and the key is dropped as if its page were outside
   // the cache, and past 2^32 elements it wraps to a key 2^32 elements lower.
   kW3KeyOffsetIn32Bits,
+  // D4 (the merge made parallel over splits): the splits' weights and weighted values added into
+  // shared sums with float atomics by 4 warps, in the order they arrive, instead of summed in split
+  // order: every result within rounding of the oracle, its last bits (lse's first) set by the schedule.
+  kD4MergeInArrivalOrder,
 };
 
 #define MLA_MLA_DECODE_LAUNCHERS                                    \

@@ -64,6 +64,7 @@ const std::map<std::string, std::string>& named_checks() {
       {"sparse_mla_decode@O3", "sparse_mla_decode.equals_oracle"},  // slot -1's scales
       {"sparse_mla_decode@H1", "sparse_mla_decode.equals_oracle"},  // hang: an empty row
       {"paged_mqa_logits@D1", "paged_mqa_logits.deterministic"},    // bits by the schedule
+      {"mla_decode@D4", "mla_decode.deterministic"},                // the merge's sums by the schedule
       {"paged_mqa_logits@W1", "paged_mqa_logits.far_pages"},        // a block offset in 32 bits
       {"sparse_mla_decode@W2", "sparse_mla_decode.far_slots"},      // a slot offset in 32 bits
       {"mla_decode@W3", "mla_decode.far_pages"},                    // a key offset in 32 bits

@@ -985,7 +985,16 @@ MLA_EXECUTOR_HOT void shared_write(const void* p, std::size_t bytes, const char*
   }
 }
 
-MLA_EXECUTOR_HOT void shared_atomic(const void* p, std::size_t bytes) {
+[[noreturn]] __attribute__((noinline)) void order_dependent(const GpuThread& t, const char* name, std::size_t index,
+                                                            uint32_t other) {
+  std::ostringstream os;
+  os << "order: " << where_thread(t) << " adds a float to shared '" << name << "'[" << index << "] that "
+     << thread_name(*t.block, other) << " added to with no barrier between them, and the sum rounds: its bits "
+     << "depend on which add arrives first (a sum in a fixed order, or an exact one, does not)";
+  throw OrderDependentSum(os.str());
+}
+
+MLA_EXECUTOR_HOT void shared_atomic(const void* p, std::size_t bytes, bool rounded) {
   auto [tp, w, warp_epoch] = access_of(p);
   if (w == nullptr) return;
   const GpuThread& t = *tp;
@@ -1001,6 +1010,10 @@ MLA_EXECUTOR_HOT void shared_atomic(const void* p, std::size_t bytes) {
     }
     if (const uint32_t reader = unordered_reader(b, t, *w); reader != kNoThread) {
       hazard(t, "race: ", name, index, "atomically updates where " + thread_name(b, reader) + " read");
+    }
+    if (rounded && w->serial == b.serial && w->w_atomic && w->w_tid != me &&
+        !ordered_before(b, t, w->w_epoch, w->w_tid / static_cast<uint32_t>(b.warp_size), w->w_warp_epoch)) {
+      order_dependent(t, name, index, w->w_tid);
     }
     w->serial = b.serial, w->w_tid = me, w->w_epoch = b.epoch, w->w_warp_epoch = warp_epoch, w->w_atomic = true;
   }

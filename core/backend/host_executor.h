@@ -91,6 +91,16 @@ class SharedHazard : public KernelFault {
   explicit SharedHazard(const std::string& what) : KernelFault(what) {}
 };
 
+// A float sum in shared memory whose bits depend on arrival order: a float atomic add that rounded,
+// to a word another thread's atomic reached first with no barrier (nor, within a warp, sync_warp)
+// between them, so another schedule would round elsewhere. On a GPU such a sum gives other bits
+// launch to launch. The message starts "order: " and names the kernel, block, both threads, the
+// array and the element. Checked with the races (Options::check_shared), in any schedule.
+class OrderDependentSum : public SharedHazard {
+ public:
+  explicit OrderDependentSum(const std::string& what) : SharedHazard(what) {}
+};
+
 // A cap on the work of the launches on this host thread, counted in steps: one GPU thread run until
 // it returns or reaches a barrier or a warp collective. Fuzzing sets one so that the few large cases
 // its mutations reach are given up quickly instead of taking most of its time: a launch that would
@@ -189,10 +199,12 @@ T* dynamic_shared() {
 }
 // The hazard checks of one access (shared_array's element references call them): bytes at p, element
 // index of array name; same_value: a write that leaves the bytes as they were (two threads writing
-// one value is not reported). shared_atomic: an atomic read-modify-write at p, if p is shared.
+// one value is not reported). shared_atomic: an atomic read-modify-write at p, if p is shared;
+// rounded: a float add whose result rounded (OrderDependentSum when another thread's unordered
+// atomic reached the word before it).
 void shared_read(const void* p, std::size_t bytes, const char* name, std::size_t index);
 void shared_write(const void* p, std::size_t bytes, const char* name, std::size_t index, bool same_value);
-void shared_atomic(const void* p, std::size_t bytes);
+void shared_atomic(const void* p, std::size_t bytes, bool rounded = false);
 [[noreturn]] void shared_out_of_bounds(const char* name, std::size_t index, std::size_t count,
                                        std::size_t element_bytes);
 

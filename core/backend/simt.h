@@ -281,14 +281,18 @@ inline unsigned atomic_cas(unsigned* p, unsigned expected, unsigned desired) {
   __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   return expected;
 }
+// A float add rounds unless old + v is exact; a shared sum of rounded adds from threads in no fixed
+// order has last bits that depend on which arrives first (the executor's "order: " verdict).
 inline float atomic_add(float* p, float v) {
-  host::shared_atomic(p, sizeof *p);
   std::uint32_t* word = reinterpret_cast<std::uint32_t*>(p);
   std::uint32_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
+  float sum = 0.0f;
   for (;;) {
-    const std::uint32_t desired = float_bits(bits_float(old) + v);
-    if (__atomic_compare_exchange_n(word, &old, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) break;
+    sum = bits_float(old) + v;
+    if (__atomic_compare_exchange_n(word, &old, float_bits(sum), false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) break;
   }
+  const double exact = static_cast<double>(bits_float(old)) + static_cast<double>(v);
+  host::shared_atomic(p, sizeof *p, exact - exact == 0.0 && exact != static_cast<double>(sum));
   return bits_float(old);
 }
 template <class T>

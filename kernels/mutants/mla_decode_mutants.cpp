@@ -29,6 +29,13 @@ void mla_decode_w3(Device& device, const MlaDecodeArgs& args) {
   MLA_DISPATCH(device, launch_mla_decode_merge, p);
 }
 
+// D4: the merge adds the splits into shared sums with float atomics, in arrival order.
+void mla_decode_d4(Device& device, const MlaDecodeArgs& args) {
+  const MlaDecodeParams p = mla_decode_params(args);
+  MLA_DISPATCH(device, launch_mla_decode_split, p);
+  MLA_DISPATCH(device, launch_mla_decode_merge_seeded, p, MlaDecodeBug::kD4MergeInArrivalOrder);
+}
+
 }  // namespace
 
 void register_mla_decode_mutants(Registry& reg) {
@@ -38,6 +45,10 @@ void register_mla_decode_mutants(Registry& reg) {
   reg.add({"mla_decode", "W3",
            "seeded bug W3 (32-bit offsets): a key's element offset, page x block stride + slot x token stride, computed in int32: wraps past 2^31 elements"},
           &mla_decode_w3);
+  reg.add({"mla_decode", "D4",
+           "seeded bug D4: the merge adds the splits' weights and values into shared sums with float atomics, in "
+           "arrival order: the bits depend on the schedule"},
+          &mla_decode_d4);
 }
 
 }  // namespace mlacheck::kernels

@@ -33,7 +33,7 @@ void register_topk_mutants(Registry& reg);
 // rows regrouped with the configured next_n.
 void register_indexer_decode_step_mutants(Registry& reg);
 // T5 (dense MLA decode, vLLM #51065): rows without keys merged as 0/0; O2: page ids read past a
-// row's last block.
+// row's last block; W3: a key's offset in int32; D4: the merge's sums in arrival order.
 void register_mla_decode_mutants(Registry& reg);
 // K1, K2, T1, T2, T3, T4, K3 (MLA decode impl, vLLM #41778, #42885, TensorRT-LLM #16290): scales
 // cached from the first call; non-uniform query lengths run a token per row; a graph's key range
