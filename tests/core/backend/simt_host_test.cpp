@@ -311,6 +311,39 @@ TEST(HostRaces, EveryUnorderedConflictIsReportedInAnySchedule) {
   }
 }
 
+// A float sum that rounds, added into one shared word by threads in no fixed order: its bits depend
+// on arrival, reported in any schedule as "order: " naming both threads. A sum of exact adds, or
+// one whose adds a barrier puts in turn, is the same in every order and is not reported.
+TEST(HostRaces, AFloatAtomicSumThatRoundsInArrivalOrderIsReported) {
+  const SimtKernels k = host::kernels();
+  for (const int warp : {32, 64}) {
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      sh::Options o;
+      o.warp_size = warp, o.schedule = seed == 0 ? sh::Schedule::kOrdered : sh::Schedule::kShuffled, o.seed = seed;
+      sh::ScopedOptions scope(o);
+      std::vector<int> out(64);
+      std::string fault;
+      try {
+        k.shared_pattern(out.data(), 64, kFloatSumRounded);
+      } catch (const sh::OrderDependentSum& e) {
+        fault = e.what();
+      }
+      EXPECT_EQ(fault.rfind("order: kernel 'shared_pattern_kernel' block (0,0,0) thread (", 0), 0u) << fault;
+      EXPECT_NE(fault.find("adds a float to shared 'sum'[0] that thread ("), std::string::npos) << fault;
+      EXPECT_NE(fault.find("the sum rounds"), std::string::npos) << fault;
+      for (const SharedPattern pattern : {kFloatSumExact, kFloatSumInTurns}) {
+        EXPECT_NO_THROW(k.shared_pattern(out.data(), 64, pattern)) << "pattern " << pattern << ", seed " << seed;
+        if (pattern == kFloatSumExact) EXPECT_EQ(out[7], 64000);
+      }
+    }
+  }
+  sh::Options off;
+  off.check_shared = false;  // the check rides on the race checks, and is off with them
+  sh::ScopedOptions scope(off);
+  std::vector<int> out(64);
+  EXPECT_NO_THROW(k.shared_pattern(out.data(), 64, kFloatSumRounded));
+}
+
 // What orders two accesses: a barrier, a sync_warp between lanes of one warp; and what is no race:
 // several threads writing one value, atomics among themselves.
 TEST(HostRaces, OrderedAndBenignPatternsAreNotReported) {

@@ -74,6 +74,11 @@ enum SharedPattern : int {
                                   // neighbouring lanes
   kRewrittenAfterWarpsRead,   // thread 0 writes slot 0, barrier, every thread reads it, barrier,
                               // thread 0 writes it again and every thread reads it (no barrier)
+  // Float sums by atomics into one shared word, after thread 0 zeroes it and a barrier:
+  kFloatSumRounded,  // each thread adds 1 / (t + 3): sums that round, in arrival order (the
+                     // executor's "order: " verdict)
+  kFloatSumExact,    // each thread adds 1: every partial sum exact, the same in any order
+  kFloatSumInTurns,  // each thread adds 1 / (t + 3) in its own turn, a barrier between turns
 };
 
 using MakeBuffer = std::function<std::unique_ptr<GuardedMemory>(const std::string& name, int64_t bytes)>;

@@ -96,6 +96,7 @@ MLA_KERNEL void neighbour_exchange_kernel(int* out, bool with_barrier) {
 
 MLA_KERNEL void shared_pattern_kernel(int* out, int pattern) {
   MLA_SHARED(int, slot, simt::kMaxThreadsPerBlock);
+  MLA_SHARED(float, sum, 1);
   const int tid = static_cast<int>(simt::thread_idx().x), n = static_cast<int>(simt::block_dim().x);
   const int lane = simt::lane_id(), warp_base = tid - lane;
   const int warp_lanes = n - warp_base < simt::warp_size() ? n - warp_base : simt::warp_size();
@@ -118,6 +119,20 @@ MLA_KERNEL void shared_pattern_kernel(int* out, int pattern) {
       slot[0] = pattern == kSameValueFromEveryThread ? 5 : tid;
       simt::sync_threads();
       out[tid] = slot[0];
+      break;
+    case kFloatSumRounded:
+    case kFloatSumExact:
+    case kFloatSumInTurns:
+      if (tid == 0) sum[0] = 0.0f;
+      simt::sync_threads();
+      for (int turn = 0; turn < (pattern == kFloatSumInTurns ? n : 1); ++turn) {
+        if (pattern != kFloatSumInTurns || turn == tid) {
+          simt::atomic_add(sum.data(), pattern == kFloatSumExact ? 1.0f : 1.0f / static_cast<float>(tid + 3));
+        }
+        if (pattern == kFloatSumInTurns) simt::sync_threads();
+      }
+      simt::sync_threads();
+      out[tid] = static_cast<int>(sum[0] * 1000.0f);
       break;
     case kAtomicsThenBarrier:
     case kAtomicsThenRead:
