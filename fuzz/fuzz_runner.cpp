@@ -62,6 +62,19 @@ FuzzRunner::FuzzRunner(const FuzzTarget& target, std::string impl, std::string b
                        FuzzBudgets budgets)
     : target_(target), impl_(std::move(impl)), backend_(std::move(backend)), device_(device), budgets_(budgets) {}
 
+std::optional<uint64_t> FuzzRunner::ref_work(const FuzzCase& fc) {
+  BudgetDevice device(device_, budgets_.bytes);
+  simt::host::ScopedWorkBudget work(budgets_.max_steps);
+  ScopedStagingBudget staging(budgets_.bytes);
+  try {
+    (void)fc.property->run(device, target_.op + "@ref", fc.text);
+  } catch (const std::exception&) {
+    return std::nullopt;  // the reference cannot run it within the budgets either: a large case
+  }
+  if (work.exceeded() || device.exceeded() || staging.exceeded()) return std::nullopt;
+  return work.steps();
+}
+
 FuzzOutcome FuzzRunner::run(std::string_view input) {
   FuzzOutcome out;
   try {
@@ -101,6 +114,16 @@ FuzzOutcome FuzzRunner::run(std::string_view input) {
     // A parsed case that throws is the implementation's fault (a host kernel fault, a device
     // fault, a refused launch), unless it only outgrew a budget.
     if (!over_budget()) return violation(std::string("error: ") + e.what());
+  }
+  if (work && work->exceeded() && !unstageable && impl_ != target_.op + "@ref") {
+    // Past the work budget: a large case, or a loop out of all proportion to the case (docs/bugs.md
+    // H2)? <op>@ref's work on the same case under the same budget tells them apart, in any build.
+    if (const auto ref_steps = ref_work(out.fc); ref_steps && *ref_steps * kWorkFactor <= budgets_.max_steps) {
+      return violation("hang: the case's kernels took over " + std::to_string(budgets_.max_steps) +
+                       " thread steps, more than " + std::to_string(kWorkFactor) + " times the " +
+                       std::to_string(*ref_steps) + " that " + target_.op +
+                       "@ref takes on it: work out of all proportion to the case's, in any build (steps, not seconds)");
+    }
   }
   if (over_budget() || unstageable) {
     out.kind = FuzzOutcome::kSkipped;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -44,8 +45,14 @@ class FuzzRunner {
   FuzzRunner(const FuzzTarget& target, std::string impl, std::string backend, kernels::Device& device,
              FuzzBudgets budgets);
   FuzzOutcome run(std::string_view input);
+  // A case past the work budget is a hang, not a large case, when <op>@ref takes under 1/kWorkFactor
+  // of that budget on it (docs/design.md, "Hangs by work").
+  static constexpr uint64_t kWorkFactor = 16;
 
  private:
+  // <op>@ref's steps on fc within the budgets; nothing when it cannot run it within them.
+  std::optional<uint64_t> ref_work(const FuzzCase& fc);
+
   const FuzzTarget& target_;
   std::string impl_, backend_;
   kernels::Device& device_;

@@ -148,8 +148,10 @@ MLA_KERNEL void sparse_mla_decode_kernel(SparseMlaParams p) {
 
   // The row's tiles, ceil(n / kTile). H1 counts them as (n - 1) / kTile + 1 in unsigned 64-bit
   // arithmetic: the same for every n > 0, and 2^59 tiles of nothing for an empty row.
-  const uint64_t tiles = kBug == SparseMlaBug::kH1TilesOfAnEmptyRow ? uint64_t(int64_t(n) - 1) / kTile + 1
-                                                                   : uint64_t(n + kTile - 1) / kTile;
+  // H2 does the same in unsigned 32-bit: 2^27 tiles.
+  const uint64_t tiles = kBug == SparseMlaBug::kH1TilesOfAnEmptyRow     ? uint64_t(int64_t(n) - 1) / kTile + 1
+                         : kBug == SparseMlaBug::kH2TilesOfAnEmptyRow32 ? uint64_t(uint32_t(n - 1) / kTile + 1)
+                                                                        : uint64_t(n + kTile - 1) / kTile;
   for (uint64_t tile = 0; tile < tiles; ++tile) {
     const int64_t t0 = int64_t(tile) * kTile;
     simt::sync_threads();  // the previous tile's readers of token_at, keys and p are done
@@ -341,6 +343,8 @@ void launch_sparse_mla_decode_seeded(const SparseMlaParams& p, SparseMlaBug bug,
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kO3ScalesBeforeSlotCheck>, config, p);
   } else if (bug == SparseMlaBug::kH1TilesOfAnEmptyRow) {
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kH1TilesOfAnEmptyRow>, config, p);
+  } else if (bug == SparseMlaBug::kH2TilesOfAnEmptyRow32) {
+    MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kH2TilesOfAnEmptyRow32>, config, p);
   } else if (bug == SparseMlaBug::kD2NoBarrierAfterStaging) {
     MLA_LAUNCH(sparse_mla_decode_kernel<SparseMlaBug::kD2NoBarrierAfterStaging>, config, p);
   } else if (bug == SparseMlaBug::kW2SlotOffsetIn32Bits) {

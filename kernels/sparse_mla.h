@@ -59,6 +59,10 @@ enum class SparseMlaBug {
   // tiles of nothing, two barriers each: the kernel does not end. (In 32 bits it was 2^27 tiles,
   // which an H100 walks in about 13 s: slow, not endless.)
   kH1TilesOfAnEmptyRow,
+  // H2: the same count in unsigned 32-bit arithmetic, as the kernel of vLLM #51035 had it: 2^27
+  // tiles of nothing for an empty row, which an H100 walks in about 13 s. It ends, and is wrong all
+  // the same: a loop whose work has nothing to do with the case's, told from a slow case by work.
+  kH2TilesOfAnEmptyRow32,
   // D2 (a missing barrier): the barrier between staging a tile's keys in shared memory and reading
   // them for the scores is left out, so a thread may read keys another thread has not staged yet
   // (on a GPU, another warp's; on the host backend, any thread that runs later).

@@ -1,12 +1,67 @@
 // The property registry and the case runner (properties/property_registry.h).
 #include "properties/property_registry.h"
 
+#include <algorithm>
+
 #include "core/backend/backend.h"
 #include "core/backend/host_executor.h"
 #include "core/error.h"
 #include "kernels/registry.h"
 
 namespace mlacheck {
+
+namespace {
+
+// Hangs by work, not wall time (host backend): a block of an implementation that takes more than
+// kFirstBlockSteps thread steps is weighed against the largest block <op>@ref launches for the
+// same case. Past kWorkFactor times that it is a hang, whatever the build (a sanitizer slows each
+// step, not their count): a loop whose work has nothing to do with the case's. A case whose own
+// blocks are that large gives the implementation kWorkFactor times them, up to the options' limit.
+constexpr uint64_t kFirstBlockSteps = uint64_t{1} << 20;
+constexpr uint64_t kWorkFactor = 16;
+
+std::string hang_by_work(const std::string& hang, uint64_t allowed, const std::string& ref, uint64_t ref_largest) {
+  const std::string where = hang.substr(0, hang.find(" took "));  // "hang: kernel '...' block (...)"
+  return where + " took over " + std::to_string(allowed) + " thread steps, more than " + std::to_string(kWorkFactor) +
+         " times the largest block of " + ref + " on this case (" + std::to_string(ref_largest) +
+         " steps): work out of all proportion to the case's, in any build (steps, not seconds)";
+}
+
+Verdict run_judging_work(const PropertyEntry& p, kernels::Device& device, Backend backend, const std::string& impl,
+                         const std::string& ref, const CaseText& c) {
+  std::string hang;
+  try {
+    const simt::host::ScopedWorkBudget first(simt::host::ScopedWorkBudget::kNoCap, kFirstBlockSteps);
+    return p.run(device, impl, c);
+  } catch (const simt::host::KernelHang& e) {
+    hang = e.what();
+  }
+  uint64_t ref_largest = 0;
+  bool ref_ran = false;
+  {
+    const simt::host::ScopedWorkBudget measure(simt::host::ScopedWorkBudget::kNoCap);
+    try {
+      const auto ref_device = kernels::make_device(backend);
+      (void)p.run(*ref_device, ref, c);
+      ref_ran = true;
+    } catch (const std::exception&) {
+      // the reference does not end either, or cannot run the case: nothing to weigh against
+    }
+    ref_largest = measure.largest_block();
+  }
+  const uint64_t allowed = std::max(kFirstBlockSteps, ref_largest * kWorkFactor);
+  if (ref_ran && allowed == kFirstBlockSteps) return hang_by_work(hang, allowed, ref, ref_largest);
+  const auto again = kernels::make_device(backend);
+  try {
+    const simt::host::ScopedWorkBudget second(simt::host::ScopedWorkBudget::kNoCap, ref_ran ? allowed : 0);
+    return p.run(*again, impl, c);
+  } catch (const simt::host::KernelHang& e) {
+    if (!ref_ran || allowed >= simt::host::current_options().max_block_steps) throw;
+    return hang_by_work(e.what(), allowed, ref, ref_largest);
+  }
+}
+
+}  // namespace
 
 std::string outside_contract(const CaseText& c, const std::string& impl) {
   const PropertyEntry& p = property_registry().find(c.word("property"));
@@ -48,8 +103,10 @@ ReproResult run_case_text(const CaseText& text, const std::string& backend, cons
     return r;
   }
   const auto device = kernels::make_device(*b);
+  const std::string ref = p.op + "@ref";
   try {
-    r.verdict = p.run(*device, r.impl, c);
+    r.verdict = *b == Backend::kHost && r.impl != ref ? run_judging_work(p, *device, *b, r.impl, ref, c)
+                                                      : p.run(*device, r.impl, c);
   } catch (const OutsideContract& e) {
     r.outside = e.what();  // the device cannot stage the case (Device::reserve): not run
   } catch (const ContextLost& e) {

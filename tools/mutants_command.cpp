@@ -63,6 +63,7 @@ const std::map<std::string, std::string>& named_checks() {
       {"mla_decode@O2", "mla_decode.equals_oracle"},               // block_table past a row's blocks
       {"sparse_mla_decode@O3", "sparse_mla_decode.equals_oracle"},  // slot -1's scales
       {"sparse_mla_decode@H1", "sparse_mla_decode.equals_oracle"},  // hang: an empty row
+      {"sparse_mla_decode@H2", "sparse_mla_decode.equals_oracle"},  // hang: 2^27 tiles of an empty row
       {"paged_mqa_logits@D1", "paged_mqa_logits.deterministic"},    // bits by the schedule
       {"mla_decode@D4", "mla_decode.deterministic"},                // the merge's sums by the schedule
       {"paged_mqa_logits@W1", "paged_mqa_logits.far_pages"},        // a block offset in 32 bits

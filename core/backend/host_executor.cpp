@@ -30,9 +30,10 @@
 namespace mlacheck::simt::host {
 
 struct ScopedWorkBudget::State {
-  uint64_t max_steps = 0;
+  uint64_t max_steps = 0, max_block_steps = 0;
   std::atomic<uint64_t> steps{0};  // workers of one launch add to it at once
   std::atomic<bool> exceeded{false};
+  std::atomic<uint64_t> largest_block{0};
 };
 
 namespace {
@@ -580,6 +581,9 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   b.grid_dim = grid;
   b.options = &options;
   b.max_steps = options.max_block_steps;
+  if (budget != nullptr && budget->max_block_steps != 0 && (b.max_steps == 0 || budget->max_block_steps < b.max_steps)) {
+    b.max_steps = budget->max_block_steps;
+  }
   b.body = &body;
   b.warp_size = options.warp_size;
   b.static_arena = &scratch.static_arena;
@@ -673,6 +677,11 @@ std::exception_ptr run_block(const char* kernel, Dim3 block_idx, Dim3 grid, Dim3
   // After a fault the abandoned frames' red zones are still poisoned: clear them for the next block.
   if (b.fault) StackPool::clear_shadow(scratch.stacks.data(), b.fibers);
   b.threads.swap(scratch.threads);
+  if (budget != nullptr) {
+    uint64_t seen = budget->largest_block.load(std::memory_order_relaxed);
+    while (seen < b.steps && !budget->largest_block.compare_exchange_weak(seen, b.steps, std::memory_order_relaxed)) {
+    }
+  }
   return b.fault;
 }
 
@@ -698,13 +707,16 @@ void validate(const char* kernel, Dim3 grid, Dim3 block, std::size_t dynamic_byt
 
 const Options& current_options() { return tls_options; }
 
-ScopedWorkBudget::ScopedWorkBudget(uint64_t max_steps) : state_(std::make_unique<State>()), outer_(tls_budget) {
+ScopedWorkBudget::ScopedWorkBudget(uint64_t max_steps, uint64_t max_block_steps)
+    : state_(std::make_unique<State>()), outer_(tls_budget) {
   state_->max_steps = max_steps;
+  state_->max_block_steps = max_block_steps;
   tls_budget = state_.get();
 }
 ScopedWorkBudget::~ScopedWorkBudget() { tls_budget = outer_; }
 uint64_t ScopedWorkBudget::steps() const { return state_->steps.load(); }
 bool ScopedWorkBudget::exceeded() const { return state_->exceeded.load(); }
+uint64_t ScopedWorkBudget::largest_block() const { return state_->largest_block.load(); }
 
 ScopedOptions::ScopedOptions(const Options& o) : saved_(tls_options) { tls_options = o; }
 ScopedOptions::~ScopedOptions() { tls_options = saved_; }

@@ -110,14 +110,21 @@ class WorkBudgetExceeded : public Error {
  public:
   explicit WorkBudgetExceeded(const std::string& what) : Error(what) {}
 };
+//
+// max_block_steps, when not 0, is a per-block limit tighter than Options::max_block_steps for the
+// launches of the scope (the smaller counts): a block past it throws KernelHang as one past the
+// options' limit does. largest_block() is the most steps one block of the scope's launches took:
+// what a case's own work is, in any build (a sanitizer slows each step, not their count).
 class ScopedWorkBudget {
  public:
-  explicit ScopedWorkBudget(uint64_t max_steps);
+  static constexpr uint64_t kNoCap = uint64_t(1) << 62;  // max_steps for a scope that only measures
+  explicit ScopedWorkBudget(uint64_t max_steps, uint64_t max_block_steps = 0);
   ~ScopedWorkBudget();
   ScopedWorkBudget(const ScopedWorkBudget&) = delete;
   ScopedWorkBudget& operator=(const ScopedWorkBudget&) = delete;
   uint64_t steps() const;  // taken by launches in this scope so far
   bool exceeded() const;   // a launch in this scope threw WorkBudgetExceeded
+  uint64_t largest_block() const;
 
   struct State;
 

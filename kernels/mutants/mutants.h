@@ -49,8 +49,8 @@ void register_k_cache_insert_mutants(Registry& reg);
 // (after DeepGEMM #392): head sums added in arrival order, so the bits depend on the schedule.
 void register_paged_mqa_logits_mutants(Registry& reg);
 // O3 (sparse MLA decode): scales read at an unchecked slot's address, before the cache for slot -1;
-// H1: an empty row's tile count wraps around, and the kernel spins; D2: no barrier between staging
-// a tile's keys in shared memory and reading them.
+// H1: an empty row's tile count wraps around, and the kernel spins; H2: the same in 32 bits, 2^27
+// tiles that end; D2: no barrier between staging a tile's keys in shared memory and reading them.
 void register_sparse_mla_mutants(Registry& reg);
 
 // S1 (top-k to global slots, after vLLM #45324): an index with no slot written as 0, not -1.

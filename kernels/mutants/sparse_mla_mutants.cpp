@@ -18,6 +18,11 @@ void sparse_mla_h1(Device& device, const SparseMlaArgs& args) {
   sparse_mla_decode_seeded(device, args, SparseMlaBug::kH1TilesOfAnEmptyRow);
 }
 
+// H2 (vLLM #51035 as it shipped, in 32 bits): an empty row walks 2^27 tiles of nothing, then ends.
+void sparse_mla_h2(Device& device, const SparseMlaArgs& args) {
+  sparse_mla_decode_seeded(device, args, SparseMlaBug::kH2TilesOfAnEmptyRow32);
+}
+
 // D2: no barrier between staging a tile's keys and reading them.
 void sparse_mla_d2(Device& device, const SparseMlaArgs& args) {
   sparse_mla_decode_seeded(device, args, SparseMlaBug::kD2NoBarrierAfterStaging);
@@ -37,6 +42,10 @@ void register_sparse_mla_mutants(Registry& reg) {
   reg.add({"sparse_mla_decode", "H1",
            "seeded bug H1 (after vLLM #51035): an empty row's tile count computed unsigned (64-bit) as (n - 1) / 32 + 1: 2^59 tiles, a hang"},
           &sparse_mla_h1);
+  reg.add({"sparse_mla_decode", "H2",
+           "seeded bug H2 (vLLM #51035 in 32 bits): an empty row's tile count computed unsigned (32-bit) as (n - 1) / 32 + 1: "
+           "2^27 tiles of nothing, about 13 s on an H100, then a right result"},
+          &sparse_mla_h2);
   reg.add({"sparse_mla_decode", "D2",
            "seeded bug D2 (a missing barrier): a tile's keys are read for the scores without a barrier after they are staged"},
           &sparse_mla_d2);

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -71,6 +73,31 @@ TEST(FuzzRunner, RefOnlyPropertiesAreSkippedForAnotherImplementationAndLargeCase
   const auto none = run_many(small, 50);
   EXPECT_EQ(none.count(FuzzOutcome::kChecked), 0u);
   EXPECT_EQ(none.count(FuzzOutcome::kViolation), 0u);
+}
+
+// Past the work budget, a case is large (skipped) or a hang (a violation): <op>@ref's steps on the
+// same case tell them apart. H2 walks 2^27 tiles of an empty row, far past the budget, where the
+// reference takes a few hundred steps: a hang, in any build. A correct variant under a budget its
+// cases need is only ever skipped.
+TEST(FuzzRunner, PastTheWorkBudgetAHangIsToldFromALargeCaseByTheReferencesWork) {
+  const auto device = kernels::make_device(Backend::kHost);
+  FuzzRunner h2(find_fuzz_target("sparse_mla_decode"), "sparse_mla_decode@H2", "host", *device, {});
+  // corpus/regressions/H1-sparse-mla-empty-row-ends.case: one row with topk_length 0.
+  std::ifstream in(std::string(MLACHECK_SOURCE_DIR) + "/corpus/regressions/H1-sparse-mla-empty-row-ends.case");
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(file.empty());
+  const FuzzOutcome o = h2.run(encode_fuzz_input(file));
+  ASSERT_EQ(o.kind, FuzzOutcome::kViolation) << o.fc.text.format();
+  const std::string violation = o.verdict;
+  EXPECT_EQ(violation.rfind("hang: the case's kernels took over 200000 thread steps, more than 16 times the ", 0), 0u)
+      << violation;
+  EXPECT_NE(violation.find("sparse_mla_decode@ref takes on it"), std::string::npos) << violation;
+  FuzzBudgets tight;
+  tight.max_steps = 3000;  // most cases need more: the reference's own work is past a sixteenth of it
+  FuzzRunner w2(find_fuzz_target("sparse_mla_decode"), "sparse_mla_decode@W2", "host", *device, tight);
+  const auto large = run_many(w2, 40);
+  EXPECT_EQ(large.count(FuzzOutcome::kViolation), 0u);
+  EXPECT_GT(large.count(FuzzOutcome::kSkipped), 0u);
 }
 
 }  // namespace

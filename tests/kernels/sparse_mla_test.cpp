@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -580,4 +582,22 @@ TEST(SparseMlaDecode, BadInputIsRefusedBeforeAnyLaunch) {
 }
 
 }  // namespace
+// H2: an empty row walks 2^27 tiles of nothing; it ends (13 s on an H100, about a minute under the
+// sanitizer build on the host), so a wall clock calls it slow. By work it is a hang in any build:
+// its block passes 2^20 thread steps where the reference's largest block on the case takes 512.
+TEST(SparseMlaDecodeWrong, AnEmptyRowWalkedForTwoToThe27TilesIsAHangByWork) {
+  std::ifstream in(std::string(MLACHECK_SOURCE_DIR) + "/corpus/regressions/H1-sparse-mla-empty-row-ends.case");
+  const CaseText c = CaseText::parse(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  for (const char* impl : {"sparse_mla_decode@H2", "sparse_mla_decode@H1"}) {
+    const Verdict v = run_case_text(c, "host", impl).verdict;
+    ASSERT_TRUE(v) << impl;
+    EXPECT_EQ(v->rfind("hang: kernel 'sparse_mla_decode_kernel<SparseMlaBug::kH", 0), 0u) << *v;
+    EXPECT_NE(v->find("block (0,0,0) took over 1048576 thread steps, more than 16 times the largest block of "
+                      "sparse_mla_decode@ref on this case (512 steps)"),
+              std::string::npos)
+        << *v;
+  }
+  EXPECT_EQ(run_case_text(c, "host", "sparse_mla_decode@ref").verdict, std::nullopt);
+}
+
 }  // namespace mlacheck::kernels
