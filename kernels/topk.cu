@@ -50,6 +50,14 @@ MLA_DEVICE uint32_t order_key(float x) {
 // comes first.
 enum class Ties { kLowestIndex, kArrival };
 
+// What the last radix pass of a long row (longer than the pool: streamed, then maybe pooled) does
+// with NaN keys. kRanked is production: a NaN is a key like any other (above +inf, or below -inf
+// for a negative NaN). kDroppedOnPrefill is the seeded variant N1: on long prefill rows a NaN key is
+// skipped there, as a `key == key` test would skip it, so its slot is never written.
+enum class NanKeys { kRanked, kDroppedOnPrefill };
+
+MLA_DEVICE bool nan_key(uint32_t key) { return key > 0xFF800000u || key < 0x007FFFFFu; }
+
 // An element's rank: its key, then (kLowestIndex) its inverted index, so a lower index ranks higher.
 template <Ties kTies>
 MLA_DEVICE uint64_t rank_of(uint32_t key, int32_t index) {
@@ -205,10 +213,11 @@ MLA_DEVICE void gather_tied(const Source& src, int n, uint64_t prefix, uint64_t 
 // needed (ranks are distinct); with kArrival, the first `need` to arrive are taken.
 template <Ties kTies, class Source, class Emit>
 MLA_DEVICE void emit_selected(const Source& src, int n, uint64_t prefix, uint64_t mask, int k, int need,
-                              const Smem& s, const Emit& emit) {
+                              const Smem& s, const Emit& emit, bool drop_nan = false) {
   for (int i = thread_rank(); i < n; i += kThreads) {
     const uint32_t key = src.key(i);
     const int32_t index = src.index(i);
+    if (drop_nan && nan_key(key)) continue;
     const uint64_t masked = rank_of<kTies>(key, index) & mask;
     if (masked > prefix) {
       emit(simt::atomic_add(&s.counters[kAboveSlots], 1), index, key);
@@ -221,7 +230,7 @@ MLA_DEVICE void emit_selected(const Source& src, int n, uint64_t prefix, uint64_
 
 // The k largest of n > k elements, each handed to emit with its own slot in [0, k). pooled: the
 // caller has loaded the n elements into the pool (and synchronised); else they are read from src.
-template <Ties kTies, class Source, class Emit>
+template <Ties kTies, NanKeys kNan, class Source, class Emit>
 MLA_DEVICE void radix_select(const TopkParams& p, const Source& src, int n, int k, bool pooled, const Smem& s,
                              const Emit& emit) {
   // kArrival ranks carry no index bits: only the key's digits can separate them.
@@ -262,21 +271,22 @@ MLA_DEVICE void radix_select(const TopkParams& p, const Source& src, int n, int 
       pooled = true;
     }
   }
-  if (pooled) emit_selected<kTies>(pool, pool_n, prefix, mask, k, need, s, emit);
-  else emit_selected<kTies>(src, n, prefix, mask, k, need, s, emit);
+  const bool drop_nan = kNan == NanKeys::kDroppedOnPrefill && p.lengths == TopkRowLengths::kPrefill && n > kPoolCapacity;
+  if (pooled) emit_selected<kTies>(pool, pool_n, prefix, mask, k, need, s, emit, drop_nan);
+  else emit_selected<kTies>(src, n, prefix, mask, k, need, s, emit, drop_nan);
   if (!pooled) count_event(p, kTopkStreamedSelect);
   if (digit < kKeyDigits - 1) count_event(p, kTopkEarlyExit);
 }
 
 // Selects from src: in shared memory when the n elements fit the pool, else streamed.
-template <Ties kTies, class Source, class Emit>
+template <Ties kTies, NanKeys kNan, class Source, class Emit>
 MLA_DEVICE void select_topk(const TopkParams& p, const Source& src, int n, int k, const Smem& s, const Emit& emit) {
   const bool fits = n <= s.pool_capacity;
   if (fits) {
     load_pool(src, n, s);
     simt::sync_threads();
   }
-  radix_select<kTies>(p, src, n, k, fits, s, emit);
+  radix_select<kTies, kNan>(p, src, n, k, fits, s, emit);
 }
 
 struct RowSpan {
@@ -318,22 +328,22 @@ MLA_DEVICE LogitsSource logits_of(const TopkParams& p, int row, RowSpan span) {
 }
 
 // A row with n > k, by its length class.
-template <Ties kTies, RowOffset kOffset, class Emit>
+template <Ties kTies, RowOffset kOffset, NanKeys kNan, class Emit>
 MLA_DEVICE void select_row(const TopkParams& p, int row, RowSpan span, int k, const Smem& s, const Emit& emit) {
   if (span.n > kTopkSplitRowMinLen) {
     count_event(p, kTopkSplitRow);
     const int64_t at = int64_t(row) * p.workspace_row_stride;
     const WorkspaceSource candidates{p.workspace_keys + at, p.workspace_indices + at};
-    select_topk<kTies>(p, candidates, topk_split_candidates(span.n, k), k, s, emit);
+    select_topk<kTies, kNan>(p, candidates, topk_split_candidates(span.n, k), k, s, emit);
   } else {
     count_event(p, span.n <= kTopkShortRowMaxLen ? kTopkShortRow : kTopkLongRow);
-    select_topk<kTies>(p, logits_of<kOffset>(p, row, span), span.n, k, s, emit);
+    select_topk<kTies, kNan>(p, logits_of<kOffset>(p, row, span), span.n, k, s, emit);
   }
 }
 
 // One block per row: every row of the output view is written whole, no other row is touched.
 // kStaticK > 0: the fast path for that k, with the row's result staged in shared memory.
-template <int kStaticK, Ties kTies, RowOffset kOffset>
+template <int kStaticK, Ties kTies, RowOffset kOffset, NanKeys kNan>
 MLA_KERNEL void topk_rows_kernel(TopkParams p, int pool_capacity) {
   MLA_SHARED(unsigned, hist, kBins);
   MLA_SHARED(unsigned, warp_totals, simt::kMaxWarpsPerBlock);
@@ -352,17 +362,17 @@ MLA_KERNEL void topk_rows_kernel(TopkParams p, int pool_capacity) {
     return;
   }
   if constexpr (kStaticK > 0) {
-    select_row<kTies, kOffset>(p, row, span, k, s, StagedEmit{staged});
+    select_row<kTies, kOffset, kNan>(p, row, span, k, s, StagedEmit{staged});
     simt::sync_threads();
     for (int i = thread_rank(); i < kStaticK; i += kThreads) out[i] = staged[static_cast<std::size_t>(i)];
   } else {
-    select_row<kTies, kOffset>(p, row, span, k, s, GlobalEmit{out});
+    select_row<kTies, kOffset, kNan>(p, row, span, k, s, GlobalEmit{out});
   }
 }
 
 // Very long rows, first step: block (r, c) leaves the top k of chunk c of row r in the workspace,
 // at c * min(chunk, k), as (key, column) pairs; a chunk of at most k elements is copied whole.
-template <int kStaticK, Ties kTies, RowOffset kOffset>
+template <int kStaticK, Ties kTies, RowOffset kOffset, NanKeys kNan>
 MLA_KERNEL void topk_split_kernel(TopkParams p, int pool_capacity) {
   MLA_SHARED(unsigned, hist, kBins);
   MLA_SHARED(unsigned, warp_totals, simt::kMaxWarpsPerBlock);
@@ -385,10 +395,11 @@ MLA_KERNEL void topk_split_kernel(TopkParams p, int pool_capacity) {
     for (int i = thread_rank(); i < len; i += kThreads) emit(i, src.index(i), src.key(i));
     return;
   }
-  select_topk<kTies>(p, src, len, k, s, emit);
+  select_topk<kTies, kNan>(p, src, len, k, s, emit);
 }
 
-template <int kStaticK, Ties kTies = Ties::kLowestIndex, RowOffset kOffset = RowOffset::kWide>
+template <int kStaticK, Ties kTies = Ties::kLowestIndex, RowOffset kOffset = RowOffset::kWide,
+          NanKeys kNan = NanKeys::kRanked>
 void launch(const TopkParams& p, void* stream) {
   if (p.rows == 0) return;
   const int pool_capacity = p.cols < kPoolCapacity ? p.cols : kPoolCapacity;
@@ -398,10 +409,10 @@ void launch(const TopkParams& p, void* stream) {
   // Graph-safe: the grid depends on shapes only; blocks of rows that are not very long exit at once.
   if (p.cols > kTopkSplitRowMinLen && p.cols > k) {
     const simt::LaunchConfig split{{unsigned(p.rows), unsigned(kTopkMaxSplits)}, {kThreads}, pool_bytes, s};
-    MLA_LAUNCH((topk_split_kernel<kStaticK, kTies, kOffset>), split, p, pool_capacity);
+    MLA_LAUNCH((topk_split_kernel<kStaticK, kTies, kOffset, kNan>), split, p, pool_capacity);
   }
   const simt::LaunchConfig rows{{unsigned(p.rows)}, {kThreads}, pool_bytes, s};
-  MLA_LAUNCH((topk_rows_kernel<kStaticK, kTies, kOffset>), rows, p, pool_capacity);
+  MLA_LAUNCH((topk_rows_kernel<kStaticK, kTies, kOffset, kNan>), rows, p, pool_capacity);
 }
 
 }  // namespace
@@ -415,6 +426,10 @@ void topk_per_row_ties_by_arrival(const TopkParams& p, bool fast_path, void* str
 void topk_per_row_row_offset_in_32_bits(const TopkParams& p, bool fast_path, void* stream) {
   if (fast_path) launch<kTopkFastK, Ties::kLowestIndex, RowOffset::kInt32>(p, stream);
   else launch<0, Ties::kLowestIndex, RowOffset::kInt32>(p, stream);
+}
+void topk_per_row_nan_dropped_on_prefill(const TopkParams& p, bool fast_path, void* stream) {
+  if (fast_path) launch<kTopkFastK, Ties::kLowestIndex, RowOffset::kWide, NanKeys::kDroppedOnPrefill>(p, stream);
+  else launch<0, Ties::kLowestIndex, RowOffset::kWide, NanKeys::kDroppedOnPrefill>(p, stream);
 }
 
 }  // namespace mlacheck::kernels::MLA_BACKEND_NS

@@ -97,12 +97,14 @@ MLA_HD constexpr int64_t topk_workspace_row_stride(int64_t cols, int64_t k) {
 // topk_per_row_ties_by_arrival: the seeded variant D3 (docs/bugs.md), either path (fast_path: the
 // k = 2048 one) with values tied across the threshold taken in the order threads reach them, not
 // lowest index first. topk_per_row_row_offset_in_32_bits: the seeded variant W5, either path, with
-// a row's element offset (row x row stride) computed in int32.
-#define MLA_TOPK_LAUNCHERS                                                                \
-  void topk_per_row(const TopkParams& p, void* stream);                                  \
-  void topk_per_row_k2048(const TopkParams& p, void* stream);                            \
-  void topk_per_row_ties_by_arrival(const TopkParams& p, bool fast_path, void* stream); \
-  void topk_per_row_row_offset_in_32_bits(const TopkParams& p, bool fast_path, void* stream);
+// a row's element offset (row x row stride) computed in int32. topk_per_row_nan_dropped_on_prefill:
+// the seeded variant N1, either path, whose last radix pass over a long prefill row skips NaN keys.
+#define MLA_TOPK_LAUNCHERS                                                                 \
+  void topk_per_row(const TopkParams& p, void* stream);                                   \
+  void topk_per_row_k2048(const TopkParams& p, void* stream);                             \
+  void topk_per_row_ties_by_arrival(const TopkParams& p, bool fast_path, void* stream);  \
+  void topk_per_row_row_offset_in_32_bits(const TopkParams& p, bool fast_path, void* stream); \
+  void topk_per_row_nan_dropped_on_prefill(const TopkParams& p, bool fast_path, void* stream);
 namespace host { MLA_TOPK_LAUNCHERS }
 namespace cuda { MLA_TOPK_LAUNCHERS }
 namespace hip { MLA_TOPK_LAUNCHERS }

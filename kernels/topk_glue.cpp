@@ -82,6 +82,8 @@ void dispatch(Device& device, const TopkParams& p, TopkPath path, TopkBug bug = 
     MLA_DISPATCH(device, topk_per_row_ties_by_arrival, p, path == TopkPath::kFastK2048);
   } else if (bug == TopkBug::kW5RowOffsetIn32Bits) {
     MLA_DISPATCH(device, topk_per_row_row_offset_in_32_bits, p, path == TopkPath::kFastK2048);
+  } else if (bug == TopkBug::kN1NanDroppedOnPrefill) {
+    MLA_DISPATCH(device, topk_per_row_nan_dropped_on_prefill, p, path == TopkPath::kFastK2048);
   } else if (path == TopkPath::kFastK2048) {
     MLA_DISPATCH(device, topk_per_row_k2048, p);
   } else {
@@ -177,9 +179,15 @@ TopkPath topk_per_row_decode_seeded(Device& device, const DeviceTensor& logits, 
 TopkPath topk_per_row_prefill(Device& device, const DeviceTensor& logits, const DeviceTensor& ks,
                               const DeviceTensor& ke, int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
                               const DeviceTensor& row_class_counts) {
+  return topk_per_row_prefill_seeded(device, logits, ks, ke, k, out, workspace, row_class_counts, TopkBug::kNone);
+}
+
+TopkPath topk_per_row_prefill_seeded(Device& device, const DeviceTensor& logits, const DeviceTensor& ks,
+                                     const DeviceTensor& ke, int64_t k, const DeviceTensor& out,
+                                     const DeviceTensor& workspace, const DeviceTensor& row_class_counts, TopkBug bug) {
   const TopkParams p = topk_prefill_params(logits, ks, ke, k, out, workspace, row_class_counts);
-  const TopkPath path = topk_path_for(k);
-  dispatch(device, p, path);
+  const TopkPath path = topk_path_for(k, bug);
+  dispatch(device, p, path, bug);
   return path;
 }
 

@@ -26,6 +26,7 @@ enum class TopkBug {
   kR4FastPathForAnyLargeK,  // R4 (vLLM #42072): the dispatch compares k >= 2048 where it must compare ==
   kD3TiesByArrival,         // D3 (after ATOM #1832): values tied across the threshold taken as threads arrive
   kW5RowOffsetIn32Bits,     // W5: a logits row's element offset, row x row stride, computed in int32
+  kN1NanDroppedOnPrefill,   // N1: the last radix pass over a long prefill row skips NaN keys
 };
 
 // The path the glue takes for k: the fast path exactly when k == kTopkFastK.
@@ -57,6 +58,10 @@ TopkPath topk_per_row_decode_seeded(Device& device, const DeviceTensor& logits, 
 TopkPath topk_per_row_prefill(Device& device, const DeviceTensor& logits, const DeviceTensor& ks,
                               const DeviceTensor& ke, int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
                               const DeviceTensor& row_class_counts = {});
+// The same with a seeded variant's decision (kernels/mutants/); topk_per_row_prefill is kNone.
+TopkPath topk_per_row_prefill_seeded(Device& device, const DeviceTensor& logits, const DeviceTensor& ks,
+                                     const DeviceTensor& ke, int64_t k, const DeviceTensor& out,
+                                     const DeviceTensor& workspace, const DeviceTensor& row_class_counts, TopkBug bug);
 
 // The same validation, returning the launch parameters instead of launching (tests run one path
 // against the other with them).

@@ -47,6 +47,7 @@ const std::map<std::string, std::string>& named_checks() {
       {"topk_decode@R4", "topk_decode.rows_admissible"},
       {"topk_decode@D3", "topk_decode.deterministic"},
       {"topk_decode@W5", "topk_decode.far_rows"},                       // rows past 2^31 elements
+      {"topk_prefill@N1", "topk_prefill.rows_admissible"},              // NaN keys of long prefill rows
       {"mla_decode@T5", "mla_decode.equals_oracle"},                    // defined output for empty rows
       {"mla_decode_impl@T1", "mla_decode_impl.replay_equals_eager"},    // replay after lengths grow
       {"mla_decode_impl@T2", "mla_decode_impl.engine_sequence"},        // address stability

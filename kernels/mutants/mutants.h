@@ -27,7 +27,8 @@ std::unique_ptr<Base> make_variant(Device& device, const Limits& limits) {
 void register_decode_metadata_mutants(Registry& reg);
 
 // R4 (top-k dispatch, vLLM #42072): the k = 2048 fast path taken for any k >= 2048; D3: ties
-// taken by arrival; W5: a logits row's element offset in int32.
+// taken by arrival; W5: a logits row's element offset in int32; N1: NaN keys skipped in the last
+// radix pass over a long prefill row.
 void register_topk_mutants(Registry& reg);
 // R1, R2 (top-k decode glue of the indexer step, vLLM #42072): rows written past the view; packed
 // rows regrouped with the configured next_n.

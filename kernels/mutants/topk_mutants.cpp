@@ -38,6 +38,17 @@ TopkPath topk_decode_w5(Device& device, const DeviceTensor& logits, int64_t next
                                     TopkBug::kW5RowOffsetIn32Bits);
 }
 
+// N1: the last radix pass over a long prefill row (longer than the pool: streamed from global
+// memory, or the tied elements pooled from it) skips NaN keys, as a `key == key` guard would: a NaN
+// the row's top k holds (NaN ranks above +inf, docs/ops.md 3) leaves its slot unwritten. Decode
+// rows and short rows are right.
+TopkPath topk_prefill_n1(Device& device, const DeviceTensor& logits, const DeviceTensor& ks, const DeviceTensor& ke,
+                         int64_t k, const DeviceTensor& out, const DeviceTensor& workspace,
+                         const DeviceTensor& row_class_counts) {
+  return topk_per_row_prefill_seeded(device, logits, ks, ke, k, out, workspace, row_class_counts,
+                                     TopkBug::kN1NanDroppedOnPrefill);
+}
+
 }  // namespace
 
 void register_topk_mutants(Registry& reg) {
@@ -51,6 +62,10 @@ void register_topk_mutants(Registry& reg) {
            "seeded bug W5 (32-bit offsets): a logits row's element offset, row x row stride, computed in int32; "
            "wrong past 2^31 elements (8 GiB of fp32 logits)"},
           &topk_decode_w5);
+  reg.add({"topk_prefill", "N1",
+           "seeded bug N1: the last radix pass over a long prefill row skips NaN keys; a NaN the top k holds leaves "
+           "its slot unwritten"},
+          &topk_prefill_n1);
 }
 
 }  // namespace mlacheck::kernels
