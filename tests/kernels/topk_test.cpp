@@ -637,6 +637,23 @@ TEST(TopkCoverage, EveryPatternReachesEveryRowPathInCtestsGenerators) {
   EXPECT_EQ(missing, "") << "(family/path/pattern pairs no drawn row reached)";
 }
 
+// The pairs above are reached by rows that matter: N1 (NaN keys skipped in the last radix pass of
+// long prefill rows) passes thousands of byte-decoded random cases, and fails on the random cases
+// of ctest's long-row generator for prefill.
+TEST(TopkCoverage, TheLongRowGeneratorsRandomPrefillCasesKillN1) {
+  int killed = 0, nan_rows = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const TopkCase c = gen::topk_long_row_case(TopkLengths::kPrefill)(rc::Random(7000 + seed), 50).value();
+    nan_rows += static_cast<int>(std::count(c.patterns.begin(), c.patterns.end(), TopkPattern::kNaN));
+    const CaseText t = case_text("topk_prefill.rows_admissible", c);
+    ASSERT_EQ(run_case_text(t, "host", "topk_prefill@ref").verdict, std::nullopt) << t.format();
+    killed += run_case_text(t, "host", "topk_prefill@N1").verdict.has_value();
+  }
+  EXPECT_GT(nan_rows, 0);
+  EXPECT_GT(killed, 0) << "no random long prefill case of 40 kills N1";
+  std::printf("N1 killed by %d of 40 random long prefill cases (%d NaN rows among them)\n", killed, nan_rows);
+}
+
 // Very long rows of every pattern, with a k above the split chunk (chunks copied whole), the fast k
 // and a small k; 2-D and 1-D lengths and prefill. Lengths 100000 + r: the last chunk is the shorter
 // one from r = 1 on.
