@@ -584,6 +584,10 @@ Progress read_progress(const std::string& path) {
 // A case past the case timeout runs again alone for this many times the case timeout before it is
 // called a hang (run_one_child).
 constexpr int kHangConfirmFactor = 4;
+// A case past the case timeout whose reference took under 1/kRefTimeFactor of it (in a fresh child,
+// its start included, on the same machine at the same time) is a hang by the reference's measure:
+// the case timeout scales with what the case costs on <op>@ref in this build.
+constexpr int kRefTimeFactor = 16;
 
 double case_timeout(const SuiteOptions& o) {
   return o.case_timeout > 0 ? o.case_timeout : std::clamp(o.budget / 3, 10.0, 60.0);
@@ -851,9 +855,11 @@ ChildEnd run_one_child(const SuiteOptions& o, const std::string& impl, const Row
 #ifdef MLACHECK_HAVE_CUDA
     ref_opts.is_sticky = cuda::is_sticky_fault;
 #endif
+    const auto ref_start = Clock::now();
     const IsolatedOutcome ref = run_isolated(
         [&]() -> std::string { return run_case_text(shown, o.backend, row.op + "@ref").verdict.value_or(""); },
         ref_opts);
+    const double ref_took = std::chrono::duration<double>(Clock::now() - ref_start).count();
     if (!ref.passed() && case_timed_out && ref.kind == IsolatedOutcome::kTimedOut) {
       // Past the case timeout on <op>@ref too: a slow case (a large one, or a slow build), not a
       // hang and not the suite's fault; counted apart, and the row goes on.
@@ -873,6 +879,17 @@ ChildEnd run_one_child(const SuiteOptions& o, const std::string& impl, const Row
       CaseText ref_case = shown;
       ref_case.set("impl", row.op + "@ref");
       part.false_positive_case = ref_case.format();  // not a failure of impl; its property is not run again
+    } else if (case_timed_out && o.backend != "host" && o.start_seconds == 0 && ref_took * kRefTimeFactor < case_timeout(o)) {
+      // On a GPU the reference ran the case, child start and all, in a sixteenth of the time impl
+      // was given: the case is small, and impl's time has nothing to do with it. (On the host a
+      // kernel's hang is told by its steps, in run_case_text; what runs past the case timeout there
+      // is code the executor does not count, such as a plugin's, left to the rerun below, as is a
+      // Python implementation, slow by nature.)
+      char line[240];
+      std::snprintf(line, sizeof line,
+                    "; %s ran the same case in %.2f s in a fresh child: past %d times that, a hang whatever the build",
+                    (row.op + "@ref").c_str(), ref_took, kRefTimeFactor);
+      crash.verdict += line;
     } else if (case_timed_out) {
       // A hang, or a slow case (a large one, or a machine under load)? The case again, alone, with
       // four times the case timeout (and the implementation's start): ended then, it was slow, and
