@@ -42,7 +42,10 @@ struct ReproResult {
 // (the implementation refused it or faulted) is a violation, "the implementation threw: ...", and
 // a lost device context is the violation "crashed (<fault>): ..." with ReproResult::fault set.
 // The case is read within the contract of the implementation that runs (ReproResult::outside when
-// it does not fit), unless ignore_contract.
+// it does not fit), unless ignore_contract. On the host backend an implementation other than
+// <op>@ref whose block passes 2^20 thread steps is weighed against <op>@ref's largest block on the
+// case: past 16 times it, the violation "hang: kernel ... took over N thread steps, more than 16
+// times the largest block of <op>@ref on this case (M steps) ..." (docs/design.md, hangs by work).
 ReproResult run_case_text(const CaseText& c, const std::string& backend = "", const std::string& impl = "",
                           bool ignore_contract = false);
 

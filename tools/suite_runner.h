@@ -13,8 +13,10 @@
 // positive, counted apart with its case. A crash, a hang or a lost device context (a CUDA sticky
 // fault) of the child is a failure by that, its check "crashed", "hang" or "crashed
 // (cudaErrorIllegalAddress)", with the case it ran, once <op>@ref has passed that case in a fresh
-// child. A case past the case timeout is a hang only if, run again alone with four times as long,
-// it still does not end; if it ends and holds it was a slow case (counted, never a failure).
+// child. A case past the case timeout is a hang when <op>@ref, in a fresh child, ran it in under a
+// sixteenth of the case timeout (on a GPU; on the host the kernels' hangs are told by their steps,
+// properties/property_registry.h), or when, run again alone with four times as long, it still does
+// not end; if it ends and holds it was a slow case (counted, never a failure).
 // The budget holds (a row ends within 5% of it) except for a case still running at its end: that
 // case is given up to the case timeout, so a kernel that never returns is FAIL hang under every
 // budget, never a pass. Only a child still starting (a Python worker) is cut at the budget's end.
