@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -109,7 +110,11 @@ DeviceGuardedBuffer::DeviceGuardedBuffer(std::string name, int64_t bytes, int64_
   static_cast<volatile Slot*>(slot_.host())->outcome = 0;  // no run yet (a slot is reused once its owner is gone)
 
   static const PatternTable red = pattern_table(true), poison = pattern_table(false);
-  if (cuda::capturing(stream)) stream = nullptr;  // allocated inside a capture: filled now, not at each replay
+  // Allocated inside a capture: filled now, on the legacy stream, not at each replay.
+  const bool inside_capture = cuda::capturing(stream);
+  if (inside_capture) stream = nullptr;
+  std::optional<cuda::RelaxedCaptureMode> relaxed;
+  if (inside_capture) relaxed.emplace();
   launch_init(blocks_for(std::max<int64_t>(total(), static_cast<int64_t>(mask_.bytes())), kThreads, grid_limit()),
               storage_.as<uint8_t>(), this->red_zone(), size(), total(), red, poison, mask_.as<uint8_t>(),
               static_cast<int64_t>(mask_.bytes()), scratch_.as<uint8_t>(), static_cast<int>(sizeof(Tally)), stream);

@@ -115,6 +115,13 @@ float Event::elapsed_ms(const Event& start, const Event& stop) {
   return ms;
 }
 
+RelaxedCaptureMode::RelaxedCaptureMode() : saved_(cudaStreamCaptureModeRelaxed) {
+  exchanged_ = cudaThreadExchangeStreamCaptureMode(&saved_) == cudaSuccess;
+}
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (exchanged_) (void)cudaThreadExchangeStreamCaptureMode(&saved_);
+}
+
 bool capturing(cudaStream_t stream) {
   if (stream == nullptr) return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -193,6 +193,22 @@ class CaptureBody {
   CaptureBody& operator=(const CaptureBody&) = delete;
 };
 
+// This thread in relaxed stream-capture mode for the scope, then back to the mode it had: work
+// that must happen now, outside a capture open on this thread (a guarded buffer allocated inside
+// the captured body fills and waits for its storage on the legacy stream), which the capture's own
+// mode would refuse (cudaErrorStreamCaptureUnsupported, and the capture would be lost).
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode();
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode saved_;
+  bool exchanged_ = false;
+};
+
 // Whether stream is capturing a graph (work queued there now runs only at each replay); false for
 // the null stream.
 bool capturing(cudaStream_t stream);
