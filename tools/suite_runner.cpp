@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 #include <set>
@@ -496,10 +497,25 @@ class SuiteRun {
 
   // The bytes of random case r of property p (nullptr: any property of the target, as the fuzzer's
   // first byte picks one), seeded by the implementation, the property (or salt) and r.
+  // A quarter of the random cases, where the property (or the op) has seed cases, are a seed's
+  // bytes with one to four bytes changed: random bytes decode mostly to small cases (harness/case_bytes.h), and the
+  // seeds hold the shapes they seldom reach (long rows of every value pattern, k = 2048, many
+  // splits), so the neighbours of those shapes are drawn too.
   std::string random_input(const PropertyEntry* p, int r, const std::string& salt) const {
     std::seed_seq seq{o_.seed, std::hash<std::string>{}(impl_), std::hash<std::string>{}(p ? p->name : salt),
                       static_cast<uint64_t>(r)};
     std::mt19937_64 rng(seq);
+    if (r % 4 == 3) {
+      const std::vector<std::string>& seeds = seed_bytes(p);
+      if (!seeds.empty()) {
+        std::string mutated = seeds[static_cast<size_t>(r / 4) % seeds.size()];
+        const int changes = 1 + static_cast<int>(rng() % 4);
+        for (int i = 0; i < changes && !mutated.empty(); ++i) {
+          mutated[rng() % mutated.size()] = static_cast<char>(rng() % 4 == 0 ? rng() % 256 : rng() % 16);
+        }
+        return mutated;
+      }
+    }
     std::string bytes;
     if (p) {
       const std::vector<const PropertyEntry*> all = fuzz_target_properties(target_);
@@ -518,7 +534,28 @@ class SuiteRun {
     return bytes;
   }
 
+  // The fuzz bytes of p's seed cases (nullptr: of every property of the op), those that encode,
+  // read once.
+  const std::vector<std::string>& seed_bytes(const PropertyEntry* p) const {
+    const std::string key = p ? p->name : "";
+    const auto known = seed_bytes_.find(key);
+    if (known != seed_bytes_.end()) return known->second;
+    std::vector<std::string> bytes;
+    const auto files = p ? seeds_of(*p)
+                         : case_files(fs::path(corpus_root(o_.corpus)) / target_.name,
+                                      [&](const PropertyEntry& e) { return e.op == op_; });
+    for (const auto& [path, text] : files) {
+      try {
+        bytes.push_back(encode_fuzz_input(text.format()));
+      } catch (const Error&) {
+        // a seed the codec cannot write (an explicit value list past its limits): run as a seed only
+      }
+    }
+    return seed_bytes_.emplace(key, std::move(bytes)).first->second;
+  }
+
   const SuiteOptions& o_;
+  mutable std::map<std::string, std::vector<std::string>> seed_bytes_;
   std::string impl_, op_, progress_, found_;
   const FuzzTarget& target_;
   RowClock clock_;

@@ -63,8 +63,11 @@ TEST(PythonCli, ACheckStartsOnePythonWorkerForItsProbeAndItsCases) {
   std::filesystem::remove(starts);
   std::filesystem::remove_all(dir);
   setenv("MLACHECK_TEST_STARTS", starts.c_str(), 1);
-  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_counts_starts.py:topk_decode --budget 2 "
-                                   "--property topk_decode.rows_admissible --save " + dir);
+  // A budget of cases, not of starts: at 2 s, with four test processes on the 2 cores, the child's
+  // own worker start once outran the probe's measured one and the row ran no case (exit 1); and a
+  // case timeout no loaded machine reaches, so no slow case hands the row to a second worker.
+  const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_counts_starts.py:topk_decode --budget 8 "
+                                   "--case-timeout 120 --property topk_decode.rows_admissible --save " + dir);
   const auto count = [&] {
     std::ifstream in(starts);
     int n = 0;
