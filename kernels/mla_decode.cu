@@ -304,6 +304,18 @@ MLA_KERNEL void mla_decode_split_kernel(MlaDecodeParams p) {
   }
 }
 
+// The largest lse of a (b, t, h)'s splits (its workspace rows w); NaN wins, so a NaN split is never
+// dropped; -inf when no split holds a key.
+MLA_DEVICE float largest_split_lse(const float* w, int num_splits) {
+  float m = negative_infinity();
+  for (int s = 0; s < num_splits; ++s) {
+    const float x = w[int64_t(s) * kMlaWorkspaceRow + kMlaValueDim];
+    if (x != x || x > m) m = x;
+    if (m != m) break;
+  }
+  return m;
+}
+
 // One (b, t, h) per 32 threads: merges the splits' rows of workspace[b, t, h, :, :]. kBug is
 // MlaDecodeBug::kNone but for a seeded variant (kernels/mutants/).
 template <MlaDecodeBug kBug>
@@ -314,13 +326,7 @@ MLA_KERNEL void mla_decode_merge_kernel(MlaDecodeParams p) {
   if (r >= rows) return;  // no barriers below
   const int lane = tid % kMergeLanes;
   const float* w = p.workspace + r * p.num_splits * kMlaWorkspaceRow;
-  // The largest split lse; NaN wins, so a NaN split is never dropped.
-  float m = negative_infinity();
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float x = w[int64_t(s) * kMlaWorkspaceRow + kMlaValueDim];
-    if (x != x || x > m) m = x;
-    if (m != m) break;
-  }
+  const float m = largest_split_lse(w, p.num_splits);
   uint16_t* o = p.o + r * kMlaValueDim;
   if (kBug != MlaDecodeBug::kT5MergeNoEmptyRow && m == negative_infinity()) {  // no key at all: o = 0, lse = -inf
     for (int c = 0; c < kMergeColumns; ++c) o[lane + c * kMergeLanes] = 0;
@@ -350,12 +356,7 @@ MLA_KERNEL void mla_decode_merge_arrival_kernel(MlaDecodeParams p) {
   const int tid = static_cast<int>(simt::thread_idx().x);
   const int64_t r = simt::block_idx().x;  // (b * q_len + t) * H + h
   const float* w = p.workspace + r * p.num_splits * kMlaWorkspaceRow;
-  float m = negative_infinity();
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float x = w[int64_t(s) * kMlaWorkspaceRow + kMlaValueDim];
-    if (x != x || x > m) m = x;
-    if (m != m) break;
-  }
+  const float m = largest_split_lse(w, p.num_splits);
   uint16_t* o = p.o + r * kMlaValueDim;
   if (m == negative_infinity()) {  // the same for every thread of the block: no barrier is skipped
     for (int c = tid; c < kMlaValueDim; c += kMergeThreads) o[c] = 0;
