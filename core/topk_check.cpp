@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -23,6 +24,13 @@ std::string TopkReport::describe() const {
 
 namespace {
 
+// An index as a verdict shows it: the output's poison (core/poison.h: 0xA5 in every byte, int32
+// -1515870811) is named for what it is, a slot the kernel never wrote.
+std::string index_text(int32_t i) {
+  constexpr int32_t kPoison = static_cast<int32_t>(0xA5A5A5A5u);
+  return i == kPoison ? std::to_string(i) + " (0xA5A5A5A5, the output's poison: a slot never written)" : std::to_string(i);
+}
+
 // The rows the masked rule decides (TopkRules::neg_inf_masked): a short row, or a row with fewer than
 // k values above -inf. Nothing for a row it leaves to the ordinary rules (k or more live values).
 std::optional<std::optional<std::string>> check_masked_row(const int32_t* idx, int64_t k, const double* values,
@@ -41,7 +49,7 @@ std::optional<std::optional<std::string>> check_masked_row(const int32_t* idx, i
     for (int64_t p = 0; p < k; ++p) {
       const int64_t want = p < m ? p : -1;
       if (idx[p] == want || (p < m && values[p] == -HUGE_VAL && idx[p] == -1)) continue;
-      os << "position " << p << " holds " << idx[p] << ", expected " << want
+      os << "position " << p << " holds " << index_text(idx[p]) << ", expected " << want
          << (p < m && values[p] == -HUGE_VAL ? " or -1 (its value is -inf, masked under 'neg_inf masked')" : "")
          << " (a row of length " << m << " <= k = " << k << " is [0, 1, ..., n-1, -1, ...])";
       return std::optional<std::string>(os.str());
@@ -54,7 +62,7 @@ std::optional<std::optional<std::string>> check_masked_row(const int32_t* idx, i
     const int32_t i = idx[p];
     if (i == -1) continue;
     if (i < 0 || i >= m) {
-      os << "position " << p << " holds index " << i << ", outside the row's [0, " << m << ")";
+      os << "position " << p << " holds index " << index_text(i) << ", outside the row's [0, " << m << ")";
       return std::optional<std::string>(os.str());
     }
     if (taken[static_cast<size_t>(i)]++) {
@@ -89,7 +97,7 @@ std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const d
       const int32_t i = idx[p];
       if (i == -1) continue;
       if (i < 0 || i >= m) {
-        os << "position " << p << " holds " << i << ", outside the row's [0, " << m << ") and not -1 (a row of length "
+        os << "position " << p << " holds " << index_text(i) << ", outside the row's [0, " << m << ") and not -1 (a row of length "
            << m << " <= k = " << k << " holds each of [0, n) once, in any order under 'short_rows any-order')";
         return os.str();
       }
@@ -112,7 +120,7 @@ std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const d
     for (int64_t p = 0; p < k; ++p) {
       const int64_t want = p < n ? p : -1;
       if (idx[p] != want) {
-        os << "position " << p << " holds " << idx[p] << ", expected " << want << " (a row of length "
+        os << "position " << p << " holds " << index_text(idx[p]) << ", expected " << want << " (a row of length "
            << (n < 0 ? 0 : n) << " <= k = " << k << " is [0, 1, ..., n-1, -1, ...])";
         return os.str();
       }
@@ -128,7 +136,7 @@ std::optional<std::string> check_topk_row(const int32_t* idx, int64_t k, const d
       return os.str();
     }
     if (i < 0 || i >= n) {
-      os << "position " << p << " holds index " << i << ", outside the row's [0, " << n << ")";
+      os << "position " << p << " holds index " << index_text(i) << ", outside the row's [0, " << n << ")";
       return os.str();
     }
     if (taken[i]) {

@@ -41,6 +41,21 @@ TEST(TopkRow, OutOfRangeIndexIsRejected) {
   EXPECT_NE(bad->find("index -7"), std::string::npos) << *bad;
 }
 
+// A slot the kernel never wrote holds the output's poison (0xA5 bytes): named as such, not only as
+// the number it happens to read as.
+TEST(TopkRow, AnUnwrittenSlotIsNamedAsThePoison) {
+  const int32_t poison = static_cast<int32_t>(0xA5A5A5A5u);
+  const auto bad = row({4, poison, 1}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("position 1 holds index -1515870811 (0xA5A5A5A5, the output's poison: a slot never written), "
+                      "outside the row's [0, 5)"),
+            std::string::npos)
+      << *bad;
+  const auto other = row({-7, 4, 1}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->find("poison"), std::string::npos) << *other;
+}
+
 TEST(TopkRow, WrongValueIsRejectedNamingWhatWasLeftOut) {
   const auto bad = row({4, 0, 3}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
   ASSERT_TRUE(bad);
