@@ -497,15 +497,17 @@ class SuiteRun {
 
   // The bytes of random case r of property p (nullptr: any property of the target, as the fuzzer's
   // first byte picks one), seeded by the implementation, the property (or salt) and r.
-  // A quarter of the random cases, where the property (or the op) has seed cases, are a seed's
-  // bytes with one to four bytes changed: random bytes decode mostly to small cases (harness/case_bytes.h), and the
+  // A quarter of the random cases of a C++ implementation, where the property (or the op) has seed
+  // cases, are a seed's bytes with one to four bytes changed: random bytes decode mostly to small cases (harness/case_bytes.h), and the
   // seeds hold the shapes they seldom reach (long rows of every value pattern, k = 2048, many
   // splits), so the neighbours of those shapes are drawn too.
   std::string random_input(const PropertyEntry* p, int r, const std::string& salt) const {
     std::seed_seq seq{o_.seed, std::hash<std::string>{}(impl_), std::hash<std::string>{}(p ? p->name : salt),
                       static_cast<uint64_t>(r)};
     std::mt19937_64 rng(seq);
-    if (r % 4 == 3) {
+    // Not for a Python implementation (start_seconds > 0): its calls cost milliseconds to seconds
+    // (Triton's interpreter), and a budget of them goes further on small random cases.
+    if (r % 4 == 3 && o_.start_seconds == 0) {
       const std::vector<std::string>& seeds = seed_bytes(p);
       if (!seeds.empty()) {
         std::string mutated = seeds[static_cast<size_t>(r / 4) % seeds.size()];

@@ -2,8 +2,8 @@
 // against its op's property suite, in a child process (core/backend/isolate.h), until the budget:
 //   1. the property suite (up to a third of the budget): each of the op's properties on its seed
 //      cases (corpus/<target>/), then on `cases` random cases each (decoded from seeded random
-//      bytes through the property's own case readers, fuzz/fuzz_input.h; a quarter of them a seed
-//      case's bytes with one to four bytes changed);
+//      bytes through the property's own case readers, fuzz/fuzz_input.h; for a C++ implementation a
+//      quarter of them a seed case's bytes with one to four bytes changed);
 //   2. the corpus regressions of the op (corpus/regressions/);
 //   3. random fuzzing of the op's target for the rest of the budget.
 // check judges every property (SuiteOptions::every_property): a property that fails is reported
