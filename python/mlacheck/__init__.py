@@ -411,8 +411,9 @@ __all__ += ["guard", "StrayWrite", "NotDeterministic"]
 
 try:
     import pytest as _pytest
-    _hookwrapper = _pytest.hookimpl(hookwrapper=True)
-except ImportError:  # no pytest: the hooks below are never called
+    # A new-style wrapper (pluggy 1.2, pytest 7.4 on): what it raises after its yield fails the test.
+    _hookwrapper = _pytest.hookimpl(wrapper=True)
+except (ImportError, TypeError):  # no pytest (the hooks below are never called), or one too old
     def _hookwrapper(f):
         return f
 
@@ -429,12 +430,22 @@ def pytest_addoption(parser):
     group.addoption("--mlacheck-guard-poison", action="store_true", default=False,
                     help="fill what torch.empty makes with NaN (integers: bytes 0xA5), so an element a kernel "
                          "never wrote is visible")
+    group.addoption("--mlacheck-guard-alloc", action="store_true", default=False,
+                    help="make torch's CUDA allocator the guard's red-zone allocator at start (implies "
+                         "--mlacheck-guard): a write past a tensor's end, or before its start, is found even where "
+                         "the view is the whole tensor; blocks freed while a captured graph lives are quarantined")
     group.addoption("--mlacheck-guard-repeat", type=int, default=1, metavar="N",
                     help="run each guarded custom-op call N times on the same inputs; its outputs must agree "
                          "bitwise (a top-k's rows as sets)")
 
 
 def pytest_configure(config):
+    if config.getoption("--mlacheck-guard-alloc", False):
+        from .guard import install_allocator
+        try:
+            install_allocator()  # before the session's first CUDA allocation
+        except RuntimeError as e:
+            raise _pytest.UsageError(str(e))
     config.addinivalue_line("markers", "mlacheck_guard: guard this test's custom-op calls and Triton launches, "
                                        "with or without --mlacheck-guard")
     config.addinivalue_line("markers", "no_mlacheck_guard: never guard this test")
@@ -443,40 +454,68 @@ def pytest_configure(config):
 @_hookwrapper
 def pytest_runtest_call(item):
     config = item.config
-    on = config.getoption("--mlacheck-guard", False) or item.get_closest_marker("mlacheck_guard") is not None
+    on = config.getoption("--mlacheck-guard", False) or config.getoption("--mlacheck-guard-alloc", False) or \
+        item.get_closest_marker("mlacheck_guard") is not None
     if not on or item.get_closest_marker("no_mlacheck_guard") is not None:
-        yield
-        return
+        return (yield)
     ns = config.getoption("--mlacheck-guard-ns", None)
-    with guard(namespaces=ns.split(",") if ns else None, save=config.getoption("--mlacheck-guard-save", "mlacheck-guard"),
-               poison=config.getoption("--mlacheck-guard-poison", False),
-               repeat=config.getoption("--mlacheck-guard-repeat", 1)) as g:
-        try:
-            yield
-        finally:
+    g = guard(namespaces=ns.split(",") if ns else None, save=config.getoption("--mlacheck-guard-save", "mlacheck-guard"),
+              poison=config.getoption("--mlacheck-guard-poison", False),
+              repeat=config.getoption("--mlacheck-guard-repeat", 1))
+    state = None
+    try:
+        with g as state:
+            return (yield)
+    finally:  # counted after the block's end, which may add a finding (a freed block a graph wrote)
+        if state is not None:
             _guard_totals["tests"] += 1
-            _guard_totals["calls"] += g.calls
-            _guard_totals["findings"] += len(g.findings)
+            _guard_totals["calls"] += state.calls
+            _guard_totals["findings"] += len(state.findings)
+            _guard_totals["seconds"] += state.seconds
 
 
-_guard_totals = {"tests": 0, "calls": 0, "findings": 0}
+_guard_totals = {"tests": 0, "calls": 0, "findings": 0, "seconds": 0.0}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not config.getoption("--mlacheck-guard", False) and _guard_totals["tests"] == 0:
+    if not (config.getoption("--mlacheck-guard", False) or config.getoption("--mlacheck-guard-alloc", False)) \
+            and _guard_totals["tests"] == 0:
         return
     t = _guard_totals
     ns = config.getoption("--mlacheck-guard-ns", None) or "every namespace but aten and prim"
     terminalreporter.write_line("mlacheck guard: %d call(s) guarded in %d test(s) (custom ops of %s, and Triton "
-                                "launches), %d finding(s)" % (t["calls"], t["tests"], ns, t["findings"]))
+                                "launches%s), %d finding(s); %.2f s in the guard's checks" % (
+                                    t["calls"], t["tests"], ns,
+                                    "; CUDA tensors in red zones" if config.getoption("--mlacheck-guard-alloc", False)
+                                    else "", t["findings"], t["seconds"]))
     if t["tests"] > 0 and t["calls"] == 0:
         terminalreporter.write_line("mlacheck guard: NO RUN: no guarded test called a custom op of those namespaces or "
                                     "launched a Triton kernel, so nothing was checked (--mlacheck-guard-ns picks "
                                     "others)", red=True)
 
 
+def _optional_hook(f):
+    try:
+        return _pytest.hookimpl(optionalhook=True)(f)
+    except NameError:  # no pytest
+        return f
+
+
+@_optional_hook
+def pytest_testnodedown(node, error):
+    # pytest-xdist's controller: each worker's totals (pytest_sessionfinish put them in its output).
+    got = getattr(node, "workeroutput", {}).get("mlacheck_guard")
+    for k, v in (got or {}).items():
+        _guard_totals[k] = _guard_totals.get(k, 0) + v
+
+
 def pytest_sessionfinish(session, exitstatus):
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:  # a pytest-xdist worker: its controller adds the totals up and reports them
+        out["mlacheck_guard"] = dict(_guard_totals)
+        return
     # A guarded session that guarded no call checked nothing: never a clean exit.
-    if session.config.getoption("--mlacheck-guard", False) and _guard_totals["tests"] > 0 \
+    if (session.config.getoption("--mlacheck-guard", False) or session.config.getoption("--mlacheck-guard-alloc", False)) \
+            and _guard_totals["tests"] > 0 \
             and _guard_totals["calls"] == 0 and exitstatus == 0:
         session.exitstatus = 1

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-__all__ = ["guard", "StrayWrite", "NotDeterministic", "replay"]
+__all__ = ["guard", "StrayWrite", "NotDeterministic", "replay", "install_allocator"]
 
 
 class StrayWrite(AssertionError):
@@ -81,6 +81,18 @@ def _library():
                                          ctypes.POINTER(ctypes.c_int), ctypes.POINTER(i64), ctypes.c_char_p, i64,
                                          ctypes.c_char_p, i64]
     lib.mlacheck_watch_snapshot.argtypes = [p, ctypes.c_size_t, i64, ctypes.POINTER(i64), ctypes.c_char_p, i64]
+    if lib.mlacheck_watch_has_cuda():  # the red-zone allocator (core/backend/cuda_guard_allocator.cu)
+        lib.mlacheck_alloc_zones.argtypes = [ctypes.c_size_t, ctypes.POINTER(i64), ctypes.POINTER(i64),
+                                             ctypes.POINTER(i64)]
+        lib.mlacheck_alloc_rearm.argtypes = [ctypes.c_size_t]
+        lib.mlacheck_alloc_rearm.restype = None
+        lib.mlacheck_alloc_graphs.argtypes = [ctypes.c_int]
+        lib.mlacheck_alloc_graphs.restype = None
+        lib.mlacheck_alloc_quarantine_check.argtypes = [ctypes.POINTER(i64)] * 3
+        lib.mlacheck_alloc_stats.argtypes = [ctypes.POINTER(i64)] * 4
+        lib.mlacheck_alloc_stats.restype = None
+        lib.mlacheck_alloc_front.restype = i64
+    lib.path = path
     _lib = lib
     return lib
 
@@ -105,6 +117,7 @@ class _Storage:
         self.device = tensor.device
         self.handle = ctypes.c_void_p()
         self.views = []  # (name, tensor)
+        self.writers = []  # those the call may write
         err = ctypes.create_string_buffer(_ERR)
         _ok(lib.mlacheck_watch_new(self.storage.data_ptr(), self.nbytes, 0, 1 if tensor.is_cuda else 0,
                                    ctypes.byref(self.handle), err, _ERR), err)
@@ -118,6 +131,8 @@ class _Storage:
         _ok(self.lib.mlacheck_watch_add_view(self.handle, _label(name, t).encode(), es, n, shape, stride,
                                              t.storage_offset() * es, 1 if may_write else 0, err, _ERR), err)
         self.views.append((name, t))
+        if may_write:
+            self.writers.append((name, t))
 
     def arm(self):
         err = ctypes.create_string_buffer(_ERR)
@@ -139,6 +154,27 @@ class _Storage:
         _ok(self.lib.mlacheck_watch_check(self.handle, ctypes.byref(changed), ctypes.byref(first), ctypes.byref(view),
                                           ctypes.byref(inp), coords, report, 2048, err, _ERR), err)
         return changed.value, report.value.decode(errors="replace")
+
+    def zones(self):
+        """(bytes changed, the first's offset from the storage's start, the storage's bytes) of the red
+        zones around this storage when the guard's allocator made it, else None."""
+        if not (_alloc_installed and self.device.type == "cuda"):
+            return None
+        i64 = ctypes.c_int64
+        changed, first, size = i64(0), i64(0), i64(0)
+        if not self.lib.mlacheck_alloc_zones(self.storage.data_ptr(), ctypes.byref(changed), ctypes.byref(first),
+                                             ctypes.byref(size)):
+            return None
+        return changed.value, first.value, size.value
+
+    def zone_report(self, changed, first, size):
+        """The line of a write into the red zones: the argument whose view is nearest, and the first
+        stray element's coordinates as if that view went on past its end (or before its start)."""
+        name, t = (self.writers or self.views)[0]  # a view the call may write is the likelier writer
+        where = ("%d bytes past its end" % (first - size)) if first >= size else ("%d bytes before its start" % -first)
+        return ("%s was written outside its storage (%d bytes): %d byte(s) of the guard allocator's red zones "
+                "changed, the first %s, at element %s as if the view went on" %
+                (_label(name, t), size, changed, where, _as_if(t, first)))
 
     def close(self):
         if self.handle:
@@ -164,6 +200,9 @@ class _Guard:
         self.triton = triton
         self.save = save
         self.calls = 0
+        self.captured = 0  # calls captured into a CUDA graph, not watched
+        self.seconds = 0.0  # the guard's own time around the calls (arm, check, red zones, saving)
+        self.call_seconds_last = 0.0
         self.findings = []
         self.busy = threading.local()
 
@@ -176,6 +215,22 @@ class _Guard:
         """Runs call() with every storage of named [(name, tensor, may_write)] armed before and checked after."""
         if getattr(self.busy, "on", False):  # a guarded call inside a guarded call: the outer one watches
             return call()
+        if any(t.is_cuda for _, t, _ in named):
+            import torch
+            if torch.cuda.is_current_stream_capturing():
+                # Captured into a CUDA graph: nothing runs now, so there is nothing to compare (a wait
+                # for the device would also end the capture). Its replays are not watched; what they
+                # write into memory freed meanwhile the red-zone allocator's quarantine finds.
+                self.captured += 1
+                return call()
+        started = time.perf_counter()
+        try:
+            return self._watch(what, kind, named, call, replay_info)
+        finally:
+            self.seconds += time.perf_counter() - started - self.call_seconds_last
+
+    def _watch(self, what, kind, named, call, replay_info):
+        self.call_seconds_last = 0.0
         lib = _library()
         for name, t, _ in named:
             if t.device.type == "cpu" or (t.device.type == "cuda" and lib.mlacheck_watch_has_cuda()):
@@ -197,21 +252,28 @@ class _Guard:
             for s in storages.values():
                 s.arm()
             self.busy.on = True
+            began = time.perf_counter()
             try:
                 result = call()
             finally:
                 self.busy.on = False
+                self.call_seconds_last = time.perf_counter() - began
             self.calls += 1
-            bad = []
-            for s in storages.values():
+            bad, dirty = [], set()
+            for key, s in storages.items():
                 changed, report = s.check()
                 if changed:
                     bad.append(report)
+                    dirty.add(key)
+                z = s.zones()
+                if z is not None and z[0]:
+                    bad.append(s.zone_report(*z))
+                    _lib.mlacheck_alloc_rearm(s.storage.data_ptr())  # the next call is judged on its own
             if bad:
                 message = "mlacheck guard: %s (%s): %s" % (what, kind, bad[0])
                 if len(bad) > 1:
                     message += "; and in %d more storage(s) of the call" % (len(bad) - 1)
-                path, why = self._save(what, kind, storages, named, replay_info, message)
+                path, why = self._save(what, kind, storages, named, replay_info, message, dirty)
                 if path:
                     message += ("; the call saved as %s (rerun it alone: mlacheck repro %s --python MODULE, MODULE what "
                                 "registers the op)" % (path, path))
@@ -224,17 +286,24 @@ class _Guard:
             for s in storages.values():
                 s.close()
 
-    def _save(self, what, kind, storages, named, replay_info, message):
+    def _save(self, what, kind, storages, named, replay_info, message, dirty=()):
         if not self.save:
             return None, None
         if replay_info is None:
             return None, "its grid is a callable that did not evaluate on the launch's arguments"
         import torch
-        before = {}
-        for key, s in storages.items():
+        before, after = {}, []
+        for i, (key, s) in enumerate(storages.items()):
             b = s.before()
-            if b is None:  # the watch kept only checksums of part of it: no call to replay
+            if b is None and key in dirty:  # its stray bytes are in it now, and its old bytes are not kept
                 return None, "a storage of %d bytes, past the 16 MiB the watch keeps whole" % s.nbytes
+            if b is None:
+                # The watch kept only checksums of part of it (past 16 MiB), and nothing outside its
+                # views changed: it is saved as it is after the call. A storage the call only reads is
+                # the same as before (the watch compared its views exactly); one it writes has its
+                # views' new values (a red-zone write lies outside the storage).
+                b = _view_on(s.storage, torch.uint8, 0, (s.nbytes,), (1,)).detach().to("cpu", copy=True)
+                after.append(i)
             before[key] = b
         index = {key: i for i, key in enumerate(before)}
 
@@ -252,7 +321,8 @@ class _Guard:
             return v
 
         record = dict(replay_info)
-        record.update(what=what, kind=kind, message=message, storages=list(before.values()),
+        record.update(what=what, kind=kind, message=message, storages=list(before.values()), after=after,
+                      alloc=_alloc_installed,
                       devices=[str(storages[key].device) for key in before],
                       args=encode(list(replay_info["args"])), kwargs=encode(dict(replay_info["kwargs"])))
         os.makedirs(self.save, exist_ok=True)
@@ -405,6 +475,95 @@ def _view_on(storage, dtype, offset, shape, stride):
     return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
 
 
+def _as_if(t, byte):
+    """The coordinates of the element at byte (from the start of t's storage; negative: before it)
+    as if t's view went on past its end: each dimension, largest stride first, takes what it can."""
+    e = byte // t.element_size() - t.storage_offset()
+    idx = [0] * t.dim()
+    for d in sorted(range(t.dim()), key=lambda d: -t.stride(d)):
+        if t.stride(d) > 0:
+            idx[d], e = e // t.stride(d), e % t.stride(d)
+    return "[%s]" % ", ".join(str(i) for i in idx)
+
+
+_alloc_installed = False
+
+
+def install_allocator():
+    """Makes the guard's red-zone allocator (core/backend/cuda_guard_allocator.cu) torch's CUDA
+    allocator for the rest of this process: every CUDA tensor gets red zones before and after it,
+    checked after each guarded call that is given it, and blocks freed while a captured graph lives
+    are quarantined. It must come before the process's first CUDA allocation (torch allows no
+    change after that): `pytest --mlacheck-guard-alloc` installs it at start."""
+    global _alloc_installed
+    if _alloc_installed:
+        return
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError("mlacheck guard: the red-zone allocator (alloc=True, --mlacheck-guard-alloc) guards CUDA "
+                           "tensors, and torch %s sees no CUDA device here" % torch.__version__)
+    lib = _library()
+    if not lib.mlacheck_watch_has_cuda():
+        raise RuntimeError("mlacheck guard: the red-zone allocator needs a libmlacheck_guard.so built with nvcc; %s "
+                           "was built without it" % lib.path)
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(lib.path, "mlacheck_alloc", "mlacheck_free")
+        torch.cuda.memory.change_current_allocator(allocator)
+    except (RuntimeError, AttributeError) as e:
+        raise RuntimeError("mlacheck guard: the red-zone allocator could not replace torch's (%s): it must come before "
+                           "the process's first CUDA allocation; with pytest give --mlacheck-guard-alloc (installed at "
+                           "start), else call mlacheck.guard(alloc=True) before any tensor is made on the GPU"
+                           % (str(e).splitlines()[0] if str(e) else type(e).__name__))
+    _count_graphs(torch, lib)
+    _alloc_installed = True
+
+
+def _count_graphs(torch, lib):
+    """Tells the allocator how many captured CUDA graphs live (CUDAGraph.capture_begin to the graph's
+    reset or end), so a block freed meanwhile is quarantined, not reused."""
+    import weakref
+    cls = torch.cuda.CUDAGraph
+    begin, reset = cls.capture_begin, cls.reset
+    alive = set()
+
+    def gone(key):
+        if key in alive:
+            alive.discard(key)
+            lib.mlacheck_alloc_graphs(-1)
+
+    def capture_begin(self, *args, **kwargs):
+        key = id(self)
+        if key not in alive:
+            alive.add(key)
+            lib.mlacheck_alloc_graphs(1)
+            try:
+                weakref.finalize(self, gone, key)
+            except TypeError:  # not weakly referable: counted until reset
+                pass
+        return begin(self, *args, **kwargs)
+
+    def reset_(self, *args, **kwargs):
+        out = reset(self, *args, **kwargs)
+        gone(id(self))
+        return out
+
+    cls.capture_begin, cls.reset = capture_begin, reset_
+
+
+def _quarantine_finding():
+    """A line when a block freed while a captured graph lived was written after its free, else None."""
+    if not _alloc_installed:
+        return None
+    i64 = ctypes.c_int64
+    n, size, offset = i64(0), i64(0), i64(0)
+    written = _lib.mlacheck_alloc_quarantine_check(ctypes.byref(n), ctypes.byref(size), ctypes.byref(offset))
+    if not written:
+        return None
+    return ("mlacheck guard: %d block(s) freed while a captured CUDA graph lived were written after their free (a "
+            "replay writes memory its capture freed): the first, of a tensor of %d bytes, %d byte(s) changed, the "
+            "first at byte %d of it" % (written, size.value, n.value, offset.value))
+
+
 def _poisoned(t):
     """t (fresh from an empty) filled with NaN, or bytes 0xA5 for an integer dtype."""
     import torch
@@ -446,7 +605,7 @@ def _first_difference(a, b, as_sets):
 
 
 @contextlib.contextmanager
-def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, repeat=1):
+def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, repeat=1, alloc=False):
     """Guards every custom-op call (namespaces: fnmatch patterns, default every namespace but aten
     and prim) and, with triton, every Triton launch in the block; raises StrayWrite at the first call
     that changes bytes it was not given to write. save: where a failing call is written (None: not).
@@ -455,7 +614,10 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
     visible to the test's own assertions. repeat (at least 2): each custom-op call runs that many times
     more on copies of its storages as they were before it, and the views it may write must come out
     bitwise the same (a top-k's integer rows, op names with "topk" or "top_k", as sets); a difference
-    is raised as NotDeterministic."""
+    is raised as NotDeterministic. alloc: the red-zone allocator (install_allocator) is made torch's
+    CUDA allocator first, which must come before the process's first CUDA allocation; the guard uses
+    it whenever it is installed, and at the block's end a block freed while a captured graph lived
+    that was written after its free is raised as StrayWrite."""
     if not isinstance(repeat, int) or repeat < 1:
         raise ValueError("mlacheck guard: repeat=%r; give a whole number of runs, at least 1" % (repeat,))
     import torch
@@ -464,6 +626,8 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
     except ImportError:
         raise RuntimeError("mlacheck guard: torch %s has no TorchDispatchMode (torch.utils._python_dispatch): the "
                            "guard sees custom-op calls through it" % torch.__version__)
+    if alloc:
+        install_allocator()
     g = _Guard(namespaces, triton, save)
     g.repeat = repeat
     empties = set()
@@ -497,6 +661,10 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
             _active.remove(g)
             for cls, original in undo:
                 cls.run = original
+    line = _quarantine_finding()
+    if line:
+        g.findings.append(line)
+        raise StrayWrite(line)
 
 
 # ---- replay: python -m mlacheck.rerun FILE [--import MODULE]... (mlacheck repro FILE runs it) ----------
@@ -506,6 +674,9 @@ def replay(path, imports=()):
     """Reruns a saved call alone under the guard: None when clean, else the StrayWrite's line."""
     import importlib
     import torch
+    rec = torch.load(path, weights_only=False)
+    if rec.get("alloc"):  # saved under the red-zone allocator: rerun under it (before any CUDA tensor)
+        install_allocator()
     for m in imports:
         if m.endswith(".py") or os.sep in m:
             import importlib.util
@@ -515,7 +686,6 @@ def replay(path, imports=()):
             spec.loader.exec_module(mod)
         else:
             importlib.import_module(m)
-    rec = torch.load(path, weights_only=False)
     devices = rec.get("devices") or ["cpu"] * len(rec["storages"])
     storages = [s.to(d) for s, d in zip(rec["storages"], devices)]
 
