@@ -434,6 +434,9 @@ def pytest_addoption(parser):
                     help="make torch's CUDA allocator the guard's red-zone allocator at start (implies "
                          "--mlacheck-guard): a write past a tensor's end, or before its start, is found even where "
                          "the view is the whole tensor; blocks freed while a captured graph lives are quarantined")
+    group.addoption("--mlacheck-guard-scratch", default=None, metavar="ARGS",
+                    help="arguments an op may write though its schema marks them read-only (a workspace), "
+                         "comma-separated NAME or OP:NAME fnmatch patterns, e.g. '_C.*topk:workspace'")
     group.addoption("--mlacheck-guard-repeat", type=int, default=1, metavar="N",
                     help="run each guarded custom-op call N times on the same inputs; its outputs must agree "
                          "bitwise (a top-k's rows as sets)")
@@ -461,7 +464,8 @@ def pytest_runtest_call(item):
     ns = config.getoption("--mlacheck-guard-ns", None)
     g = guard(namespaces=ns.split(",") if ns else None, save=config.getoption("--mlacheck-guard-save", "mlacheck-guard"),
               poison=config.getoption("--mlacheck-guard-poison", False),
-              repeat=config.getoption("--mlacheck-guard-repeat", 1))
+              repeat=config.getoption("--mlacheck-guard-repeat", 1),
+              scratch=[p for p in (config.getoption("--mlacheck-guard-scratch", None) or "").split(",") if p])
     state = None
     try:
         with g as state:

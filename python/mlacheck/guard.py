@@ -201,6 +201,7 @@ class _Guard:
         self.save = save
         self.calls = 0
         self.captured = 0  # calls captured into a CUDA graph, not watched
+        self.scratch = []  # argument patterns an op may write though its schema says it reads them
         self.seconds = 0.0  # the guard's own time around the calls (arm, check, red zones, saving)
         self.call_seconds_last = 0.0
         self.findings = []
@@ -338,6 +339,8 @@ class _Guard:
     def op_call(self, func, args, kwargs):
         schema = func._schema
         named = []
+        qualified = "%s.%s" % (func.namespace, func._opname) + \
+            ("" if func._overloadname == "default" else "." + func._overloadname)
         for i, a in enumerate(schema.arguments):
             if a.kwarg_only or i >= len(args):
                 if a.name not in kwargs:
@@ -346,10 +349,10 @@ class _Guard:
             else:
                 value = args[i]
             may_write = a.alias_info is not None and a.alias_info.is_write
+            if not may_write and self.scratch and _is_scratch(self.scratch, qualified, a.name):
+                may_write = True  # declared a workspace the op may write though its schema does not say so
             for name, t in _tensors(value, a.name, []):
                 named.append((name, t, may_write))
-        qualified = "%s.%s" % (func.namespace, func._opname) + \
-            ("" if func._overloadname == "default" else "." + func._overloadname)
         info = dict(op=func.name(), overload=func._overloadname, args=args, kwargs=kwargs)
         if getattr(self, "repeat", 1) <= 1:
             return self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
@@ -473,6 +476,16 @@ def _view_on(storage, dtype, offset, shape, stride):
     """A tensor of dtype, shape, stride and storage offset (in elements) on an untyped storage."""
     import torch
     return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
+
+
+def _is_scratch(patterns, qualified, arg):
+    """Whether argument arg of op qualified (ns.op) is declared scratch: a pattern NAME matches the
+    argument of any op, OP:NAME that of the ops OP matches (fnmatch both)."""
+    for p in patterns:
+        op, _, name = p.rpartition(":")
+        if fnmatch.fnmatchcase(arg, name) and (not op or fnmatch.fnmatchcase(qualified, op)):
+            return True
+    return False
 
 
 def _as_if(t, byte):
@@ -605,7 +618,7 @@ def _first_difference(a, b, as_sets):
 
 
 @contextlib.contextmanager
-def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, repeat=1, alloc=False):
+def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, repeat=1, alloc=False, scratch=()):
     """Guards every custom-op call (namespaces: fnmatch patterns, default every namespace but aten
     and prim) and, with triton, every Triton launch in the block; raises StrayWrite at the first call
     that changes bytes it was not given to write. save: where a failing call is written (None: not).
@@ -617,7 +630,10 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
     is raised as NotDeterministic. alloc: the red-zone allocator (install_allocator) is made torch's
     CUDA allocator first, which must come before the process's first CUDA allocation; the guard uses
     it whenever it is installed, and at the block's end a block freed while a captured graph lived
-    that was written after its free is raised as StrayWrite."""
+    that was written after its free is raised as StrayWrite. scratch: arguments an op may write though
+    its schema marks them read-only (a workspace): NAME for that argument of every op, OP:NAME for
+    the ops OP matches (ns.op, fnmatch), e.g. "_C.*topk:workspace"; the op's schema is wrong there
+    (torch.compile takes it at its word), and this says you know."""
     if not isinstance(repeat, int) or repeat < 1:
         raise ValueError("mlacheck guard: repeat=%r; give a whole number of runs, at least 1" % (repeat,))
     import torch
@@ -628,8 +644,15 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
                            "guard sees custom-op calls through it" % torch.__version__)
     if alloc:
         install_allocator()
+    if isinstance(scratch, str):
+        scratch = [scratch]
+    for p in scratch:
+        if not isinstance(p, str) or not p.rpartition(":")[2]:
+            raise ValueError("mlacheck guard: scratch=%r: give argument names, NAME or OP:NAME (e.g. '_C.*topk:workspace')"
+                             % (p,))
     g = _Guard(namespaces, triton, save)
     g.repeat = repeat
+    g.scratch = list(scratch)
     empties = set()
     if poison:
         aten = torch.ops.aten

@@ -125,6 +125,21 @@ def test_a_write_to_an_input_the_schema_only_reads_is_told():
             torch.ops.mlacheck_test.scale_rows(x, torch.empty(2, 4))
 
 
+def test_an_argument_declared_scratch_may_be_written_and_only_by_the_ops_named():
+    # scale_rows writes x, which its schema says it only reads: a workspace the schema forgot, say.
+    for scratch in ("x", "mlacheck_test.scale_*:x", ["other", "mlacheck_test.*:x"]):
+        with mlacheck.guard(save=None, scratch=scratch) as g:
+            torch.ops.mlacheck_test.scale_rows(torch.ones(2, 4), torch.empty(2, 4))
+        assert g.calls == 1 and not g.findings, scratch
+    for scratch in ("y", "mlacheck_test.copy_*:x"):  # another argument, another op: still told
+        with pytest.raises(mlacheck.StrayWrite, match="write to an input"):
+            with mlacheck.guard(save=None, scratch=scratch):
+                torch.ops.mlacheck_test.scale_rows(torch.ones(2, 4), torch.empty(2, 4))
+    with pytest.raises(ValueError, match="give argument names, NAME or OP:NAME"):
+        with mlacheck.guard(scratch="op:"):
+            pass
+
+
 def test_namespaces_not_selected_are_not_watched():
     buf = torch.zeros(8, 4)
     with mlacheck.guard(namespaces=["vllm*"]) as g:
@@ -327,3 +342,39 @@ def test_on_cuda_the_red_zone_allocator_finds_a_write_past_a_whole_tensor_and_a_
                                                                         os.path.join(HERE, "..", "..", "examples", "python"),
                                                                         os.environ.get("PYTHONPATH", "")])))
     assert p.returncode == 1 and "at element [3, 0] as if the view went on" in p.stdout, p.stdout
+
+
+# ---- scripts/upstream_guard.sh: vLLM's own top-k test file under the guard (run on a GPU) ----------
+def test_the_upstream_guard_script_says_what_is_missing_in_one_line(tmp_path):
+    script = os.path.join(HERE, "..", "..", "scripts", "upstream_guard.sh")
+    for args, said in (([], "give build [DIR] or run DIR MODE"),
+                       (["run", str(tmp_path), "plain"], "has no libvllm_topk_clean.so"),
+                       (["run", str(tmp_path)], "run DIR MODE")):
+        p = subprocess.run(["bash", script] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True)
+        assert p.returncode != 0 and said in p.stdout and len(p.stdout.strip().splitlines()) == 1, (args, p.stdout)
+
+
+def test_the_shims_of_vllms_modules_answer_from_torch():
+    import importlib.util
+    shims = os.path.join(HERE, "..", "..", "examples", "upstream", "guard_shims")
+
+    def load(name):
+        spec = importlib.util.spec_from_file_location("shim_" + name, os.path.join(shims, name + ".py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    platform = load("platforms").current_platform
+    assert platform.is_cuda() == (torch.cuda.is_available() and torch.version.hip is None)
+    assert not platform.is_rocm() or torch.version.hip is not None
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        assert platform.has_device_capability(major * 10 + minor) and not platform.has_device_capability(major * 10 + 10)
+        assert platform.is_device_capability_family(major * 10)
+    else:
+        assert not platform.has_device_capability(70) and not platform.is_device_capability_family(90)
+    utils = load("torch_utils")
+    utils.set_random_seed(7)
+    a = torch.rand(3)
+    torch.manual_seed(7)
+    assert torch.equal(a, torch.rand(3))
