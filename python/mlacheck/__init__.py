@@ -344,6 +344,7 @@ def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases")
     _spec(fn)  # refuse a lambda or a nested function at collection, not when the test runs
 
     def test():
+        __tracebackhide__ = True  # pytest's report starts at the verdict, not this frame
         v = check(op, fn, budget=budget, backend=backend, seed=seed, save=save)
         if not v:
             raise CheckFailed("%s\n%s" % (v, v.case))
@@ -381,6 +382,7 @@ def property(op, budget=10, backend="host", seed=None, contract=None):  # noqa: 
 
 def _property_test(fn, prop, options, save):
     def run():
+        __tracebackhide__ = True  # pytest's report starts at the verdict, not this frame
         v = check(options["op"], fn, budget=options["budget"], backend=options["backend"], seed=options["seed"],
                   save=save, contract=options["contract"], property=prop)
         if not v:
@@ -479,6 +481,20 @@ def pytest_runtest_call(item):
 
 
 _guard_totals = {"tests": 0, "calls": 0, "findings": 0, "seconds": 0.0}
+
+
+@_hookwrapper
+def pytest_runtest_makereport(item, call):
+    # A guard's finding is reported at the test's own line: the frames of torch's dispatcher and of
+    # the guard between it and the raise say nothing about the user's bug.
+    from .guard import NotDeterministic as _nd, StrayWrite as _sw
+    e = call.excinfo
+    if e is not None and isinstance(e.value, (_sw, _nd)) and getattr(item, "path", None) is not None:
+        mine = [entry for entry in e.traceback if str(entry.path) == str(item.path)]
+        if mine:  # the raw traceback ends at the test file's last frame (pytest rebuilds it from there)
+            mine[-1]._rawentry.tb_next = None
+            e.traceback = type(e.traceback)(e.tb)
+    return (yield)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -214,6 +214,7 @@ class _Guard:
 
     def watch(self, what, kind, named, call, replay_info):
         """Runs call() with every storage of named [(name, tensor, may_write)] armed before and checked after."""
+        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         if getattr(self.busy, "on", False):  # a guarded call inside a guarded call: the outer one watches
             return call()
         if any(t.is_cuda for _, t, _ in named):
@@ -231,6 +232,7 @@ class _Guard:
             self.seconds += time.perf_counter() - started - self.call_seconds_last
 
     def _watch(self, what, kind, named, call, replay_info):
+        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         self.call_seconds_last = 0.0
         lib = _library()
         for name, t, _ in named:
@@ -278,6 +280,8 @@ class _Guard:
                 if path:
                     message += ("; the call saved as %s (rerun it alone: mlacheck repro %s --python MODULE, MODULE what "
                                 "registers the op)" % (path, path))
+                    if why:
+                        message += "; " + why
                 elif why:
                     message += "; the call was not saved: " + why
                 self.findings.append(message)
@@ -333,10 +337,30 @@ class _Guard:
             torch.save(record, path)
         except Exception as e:  # e.g. a scalar that does not pickle
             return None, str(e).splitlines()[0] if str(e) else type(e).__name__
+        if kind == "torch.ops":
+            return path, self._save_case(path, replay_info, storages)
         return path, None
+
+    def _save_case(self, path, replay_info, storages):
+        """Writes the call as an mlacheck case beside path when an adapter maps its op (with the
+        tensors as they were before it); returns a note for the message: where, or why not."""
+        from .adapters import guard_cases
+        op = replay_info["op"]
+        if op not in guard_cases.WRITERS:
+            return None
+        named = dict(zip(replay_info.get("names", []), replay_info["args"]))
+        named.update(replay_info["kwargs"])
+        text, why = guard_cases.case_of(op, named)
+        if text is None:
+            return "no mlacheck case of it: " + why
+        case = os.path.splitext(path)[0] + ".case"
+        with open(case, "w") as f:
+            f.write(text)
+        return "as an mlacheck case too: " + case
 
     # ---- custom ops -------------------------------------------------------------------------
     def op_call(self, func, args, kwargs):
+        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         schema = func._schema
         named = []
         qualified = "%s.%s" % (func.namespace, func._opname) + \
@@ -353,7 +377,8 @@ class _Guard:
                 may_write = True  # declared a workspace the op may write though its schema does not say so
             for name, t in _tensors(value, a.name, []):
                 named.append((name, t, may_write))
-        info = dict(op=func.name(), overload=func._overloadname, args=args, kwargs=kwargs)
+        info = dict(op=func.name(), overload=func._overloadname, args=args, kwargs=kwargs,
+                    names=[a.name for a in schema.arguments])
         if getattr(self, "repeat", 1) <= 1:
             return self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
         # The inputs as they are before the call, for the repeats: every storage copied once.
@@ -406,6 +431,7 @@ class _Guard:
 
     # ---- Triton -------------------------------------------------------------------------------
     def launch(self, jit, original, args, grid, kwargs):
+        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         import torch
         names = list(getattr(jit, "arg_names", []))
         named = []
@@ -459,6 +485,7 @@ def _install_triton(g):
                                % (getattr(sys.modules.get("triton"), "__version__", "?"), cls.__name__))
 
         def run(self, *args, grid, warmup, _original=original, **kwargs):
+            __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
             if warmup or not _active:
                 return _original(self, *args, grid=grid, warmup=warmup, **kwargs)
             return _active[-1].launch(self, _original, args, grid, kwargs)
@@ -665,6 +692,7 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
 
     class _Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
             kwargs = kwargs or {}
             if func in empties:
                 return _poisoned(func(*args, **kwargs))

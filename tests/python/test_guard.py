@@ -204,6 +204,10 @@ def test_a_users_unchanged_test_file_fails_exactly_the_tests_that_reach_the_bug(
     saved = os.listdir(os.path.join(str(tmp_path), "mlacheck-guard"))
     assert len(saved) == 2, saved
     assert "mlacheck guard: 4 call(s) guarded in 4 test(s)" in guarded.stdout, guarded.stdout
+    # The failure is shown at the test's own line, not in torch's dispatcher or the guard.
+    assert "copy_rows_buggy(x, buf[:rows])\nE       mlacheck.guard.StrayWrite: mlacheck guard: " in guarded.stdout, \
+        guarded.stdout
+    assert "torch/_ops.py" not in guarded.stdout and "mlacheck/guard.py" not in guarded.stdout, guarded.stdout
     # Namespaces that match no op: nothing was checked, and the run says so and fails.
     none = run_user_suite(tmp_path, "--mlacheck-guard", "--mlacheck-guard-ns", "vlm*", "-k", "not buggy")
     assert none.returncode == 1 and "2 passed" in none.stdout, none.stdout
@@ -378,3 +382,32 @@ def test_the_shims_of_vllms_modules_answer_from_torch():
     a = torch.rand(3)
     torch.manual_seed(7)
     assert torch.equal(a, torch.rand(3))
+
+
+def test_a_call_of_an_op_an_adapter_maps_is_saved_as_an_mlacheck_case_too(tmp_path):
+    import vllm_like_ops  # noqa: F401  (registers _C::top_k_per_row_decode on the CPU)
+    torch.manual_seed(3)
+    logits = torch.randn(4, 40)[:, 3:35]          # rows of a wider buffer: a lead and a row pad
+    seq_lens = torch.tensor([20, 32], dtype=torch.int32)
+    buf = torch.zeros(6, 8, dtype=torch.int32)    # the output: rows 1..4 of a 6-row buffer
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            torch.ops._C.top_k_per_row_decode(logits, 2, seq_lens, buf[1:5], 4, logits.stride(0), logits.stride(1), 8)
+    text = str(e.value)
+    assert "as an mlacheck case too: " in text, text
+    case = text.split("as an mlacheck case too: ")[1].split(";")[0].strip()
+    body = open(case).read()
+    for line in ("lengths decode-1d", "k 8", "next_n 2", "rows 4", "cols 32", "seq_lens 20 32", "logits_lead 3",
+                 "logits_row_pad 8", "out_rows_before 1", "out_rows_after 1", "out_row_pad 0"):
+        assert "\n" + line + "\n" in body, (line, body)
+    assert "values_0 %s " % ("%.9g" % float(logits[0, 0])) in body, body
+    # The case reads back and runs: mlacheck's reference passes it (the bug is the op's, not the case's).
+    p = subprocess.run([mlacheck.binary(), "repro", case, "--impl", "topk_decode@ref"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True)
+    assert p.returncode == 0 and "PASS" in p.stdout, p.stdout
+    # A call the format cannot hold says why, and the call is still saved.
+    from mlacheck.adapters import guard_cases
+    text, why = guard_cases.case_of("_C::top_k_per_row_decode", dict(
+        logits=torch.zeros(1, 70000), next_n=1, seq_lens=torch.tensor([70000]), indices=torch.zeros(1, 8, dtype=torch.int32),
+        topK=8))
+    assert text is None and "a row of 70000 values, more than a case line holds" in why, why
