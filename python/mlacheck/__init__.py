@@ -440,7 +440,7 @@ def pytest_addoption(parser):
                     help="arguments an op may write though its schema marks them read-only (a workspace), "
                          "comma-separated NAME or OP:NAME fnmatch patterns, e.g. '_C.*topk:workspace'")
     group.addoption("--mlacheck-guard-repeat", type=int, default=1, metavar="N",
-                    help="run each guarded custom-op call N times on the same inputs; its outputs must agree "
+                    help="run each guarded custom-op call and Triton launch N times on the same inputs; its outputs must agree "
                          "bitwise (a top-k's rows as sets)")
 
 

@@ -201,6 +201,7 @@ class _Guard:
         self.save = save
         self.calls = 0
         self.captured = 0  # calls captured into a CUDA graph, not watched
+        self.repeats = 0  # the runs repeat=N added, compared with their first
         self.scratch = []  # argument patterns an op may write though its schema says it reads them
         self.seconds = 0.0  # the guard's own time around the calls (arm, check, red zones, saving)
         self.call_seconds_last = 0.0
@@ -379,8 +380,15 @@ class _Guard:
                 named.append((name, t, may_write))
         info = dict(op=func.name(), overload=func._overloadname, args=args, kwargs=kwargs,
                     names=[a.name for a in schema.arguments])
+        as_sets = "topk" in func._opname.lower() or "top_k" in func._opname.lower()
+        return self._repeated(qualified, "torch.ops", named, args, kwargs, lambda a, k: func(*a, **k), info, as_sets)
+
+    def _repeated(self, what, kind, named, args, kwargs, call, info, as_sets):
+        """call(args, kwargs) watched; with repeat=N, N - 1 more runs on copies of its storages as
+        they were before it, every view it may write compared with the first run's, bitwise."""
+        __tracebackhide__ = True
         if getattr(self, "repeat", 1) <= 1:
-            return self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
+            return self.watch(what, kind, named, lambda: call(args, kwargs), info)
         # The inputs as they are before the call, for the repeats: every storage copied once.
         import torch
         copies = {}
@@ -388,8 +396,7 @@ class _Guard:
             key = t.untyped_storage().data_ptr()
             if key not in copies:
                 copies[key] = t.untyped_storage().clone()
-        result = self.watch(qualified, "torch.ops", named, lambda: func(*args, **kwargs), info)
-        as_sets = "topk" in func._opname.lower() or "top_k" in func._opname.lower()
+        result = self.watch(what, kind, named, lambda: call(args, kwargs), info)
         for run in range(2, self.repeat + 1):
             fresh = {key: s.clone() for key, s in copies.items()}
 
@@ -406,9 +413,10 @@ class _Guard:
             kwargs2 = {k: rebuild(v) for k, v in kwargs.items()}
             self.busy.on = True
             try:
-                func(*args2, **kwargs2)
+                call(args2, kwargs2)
             finally:
                 self.busy.on = False
+            self.repeats += 1
             for name, t, may_write in named:
                 if not may_write:
                     continue
@@ -421,9 +429,9 @@ class _Guard:
                     first, second, sets = _picked(t, named), _picked(again, named), True
                 d = _first_difference(first, second, sets)
                 if d is not None:
-                    message = ("mlacheck guard: %s (torch.ops): not deterministic: %s differs between run 1 and run "
+                    message = ("mlacheck guard: %s (%s): not deterministic: %s differs between run 1 and run "
                                "%d on the same inputs, first at index %s (%r, then %r)%s"
-                               % (qualified, _label(name, t), run, d[0], d[1], d[2],
+                               % (what, kind, _label(name, t), run, d[0], d[1], d[2],
                                   " (rows compared as the sets of scores they pick)" if sets else ""))
                     self.findings.append(message)
                     raise NotDeterministic(message)
@@ -456,8 +464,11 @@ class _Guard:
                     source=getattr(sys.modules.get(module), "__file__", None))
         if resolved is None:
             info = None  # a grid that is not a tuple of the launch's arguments: no replay
-        return self.watch("%s.%s" % (module, name), "Triton launch", named,
-                          lambda: original(jit, *args, grid=grid, warmup=False, **kwargs), info)
+        as_sets = "topk" in name.lower() or "top_k" in name.lower()
+        # A Triton kernel has no schema: every tensor it is given may be written, and with repeat=N
+        # every one is compared (an input comes out as it went in, so it always agrees).
+        return self._repeated("%s.%s" % (module, name), "Triton launch", named, list(args), dict(kwargs),
+                              lambda a, k: original(jit, *a, grid=grid, warmup=False, **k), info, as_sets)
 
 
 _active = []
@@ -651,9 +662,9 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
     that changes bytes it was not given to write. save: where a failing call is written (None: not).
     poison: every tensor torch.empty (and empty_like, empty_strided, new_empty) makes in the block is
     filled with NaN (floating dtypes) or bytes 0xA5 (integers), so an element a kernel never wrote is
-    visible to the test's own assertions. repeat (at least 2): each custom-op call runs that many times
-    more on copies of its storages as they were before it, and the views it may write must come out
-    bitwise the same (a top-k's integer rows, op names with "topk" or "top_k", as sets); a difference
+    visible to the test's own assertions. repeat (at least 2): each custom-op call and Triton launch
+    runs that many times in all, the repeats on copies of its storages as they were before it, and
+    the views it may write (a Triton kernel's: every tensor) must come out bitwise the same (a top-k's integer rows, op names with "topk" or "top_k", as sets); a difference
     is raised as NotDeterministic. alloc: the red-zone allocator (install_allocator) is made torch's
     CUDA allocator first, which must come before the process's first CUDA allocation; the guard uses
     it whenever it is installed, and at the block's end a block freed while a captured graph lived

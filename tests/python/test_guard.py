@@ -116,6 +116,33 @@ def test_repeat_catches_an_order_dependent_sum_and_passes_a_top_k_whose_ties_mov
             pass
 
 
+def test_repeat_reruns_a_triton_launch_and_compares_what_it_wrote():
+    pytest.importorskip("triton", reason="skipped: no Triton")
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("skipped: TRITON_INTERPRET=1 is not set (no GPU: the interpreter runs the kernel)")
+    import copy_rows_triton
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.arange(16, dtype=torch.float32, device=device).reshape(4, 4)
+    buf = torch.zeros(8, 4, device=device)
+    with mlacheck.guard(repeat=3, save=None) as g:
+        copy_rows_triton.copy_rows(x, buf[:3])
+    assert g.calls == 1 and g.repeats == 2 and not g.findings, g.findings
+    # A launch whose result depends on more than its tensors (here a grid that changes from one
+    # evaluation to the next) differs between runs: the first run writes rows 0 and 1, the second
+    # row 0 alone.
+    evaluations = [0]
+
+    def grid(meta):
+        evaluations[0] += 1
+        return (2 if evaluations[0] % 2 == 0 else 1,)
+    buf = torch.zeros(8, 4, device=device)
+    with pytest.raises(mlacheck.NotDeterministic, match=r"copy_rows_triton._copy_rows \(Triton launch\): not "
+                                                        r"deterministic: argument 'out_ptr' .* differs between run 1 "
+                                                        r"and run 2 on the same inputs, first at index \[1, 0\]"):
+        with mlacheck.guard(repeat=2, save=None):
+            copy_rows_triton._copy_rows[grid](x, buf[:2], 4, x.stride(0), 4, BLOCK=4)
+
+
 def test_a_write_to_an_input_the_schema_only_reads_is_told():
     x = torch.ones(2, 4)
     with pytest.raises(mlacheck.StrayWrite, match="write to an input: 2 bytes changed .* in argument 'x' "
