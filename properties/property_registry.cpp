@@ -93,7 +93,7 @@ ReproResult run_case_text(const CaseText& text, const std::string& backend, cons
   const auto b = parse_backend(r.backend);
   MLA_REQUIRE(b.has_value(), "backend '", r.backend, "' is not one of host, cuda, hip");
   std::string why;
-  MLA_REQUIRE(kernels::device_usable(*b, &why), "backend ", r.backend, " is not usable here: ", why);
+  MLA_REQUIRE(kernels::device_usable(*b, &why), why);  // "cuda: not usable: no usable driver (...)"
   check_property_impl(p, r.impl);
   c.within(ignore_contract ? nullptr : kernels::registry().contract(r.impl));
   try {

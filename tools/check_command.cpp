@@ -358,7 +358,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     // A GPU backend is not touched in this process (each implementation's child uses it).
     std::string why;
     if (*b == Backend::kHost && !kernels::device_usable(*b, &why)) {
-      err << flags::prefix("check") << "host: not usable: " << why << '\n';
+      err << flags::prefix("check") << why << '\n';
       return 2;
     }
     const std::string corpus = corpus_root(o.suite.corpus);

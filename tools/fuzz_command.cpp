@@ -191,6 +191,18 @@ Summary run_campaign(Options o, std::ostream& out);
 }  // namespace
 
 int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // A GPU that is not there is said first, before any flag's range (--jobs is bounded by this
+  // machine's CPUs, which is not what is wrong on a machine without a GPU). The harness children
+  // are started with exec, so asking the driver here leaves them nothing to inherit.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--backend=cuda" || (args[i] == "--backend" && i + 1 < args.size() && args[i + 1] == "cuda")) {
+      std::string why;
+      if (!kernels::device_usable(Backend::kCuda, &why)) {
+        err << flags::prefix("fuzz") << why << '\n';
+        return 2;
+      }
+    }
+  }
   Options o;
   flags::Parsed f;
   if (const int rc = flags::parse("fuzz", args, f, out, err); rc >= 0) return rc;

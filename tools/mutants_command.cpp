@@ -285,7 +285,7 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
     // context does not survive the fork of each variant's child), so the first child reports it.
     std::string why;
     if (*b == Backend::kHost && !kernels::device_usable(*b, &why)) {
-      err << flags::prefix("mutants") << o.suite.backend << ": not usable: " << why << '\n';
+      err << flags::prefix("mutants") << why << '\n';
       return 2;
     }
     const std::string corpus = corpus_root(o.suite.corpus);

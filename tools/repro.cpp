@@ -27,6 +27,7 @@
 #include "harness/case_text.h"
 #include "harness/input_file.h"
 #include "fuzz/fuzz_input.h"
+#include "kernels/registry.h"
 #include "properties/property_registry.h"
 #include "tools/report_formats.h"
 #include "harness/memory_budget.h"
@@ -81,6 +82,7 @@ struct RaisedCaseMemory {
 constexpr const char* kOutsidePrefix = "outside-contract: ";
 // repro_one's status for a case it did not run (OUTSIDE): exit 1 alone, counted apart by --all.
 constexpr int kNotRun = 3;
+constexpr int kNotLoaded = 4;  // the case's implementation is no built-in one and no plugin was given
 
 // The fuzz target a raw input belongs to: --target, or a folder or file name of its path that
 // names one (mlacheck fuzz keeps a target's inputs under .../<target>/). bytes: for the message
@@ -154,6 +156,14 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     const std::string use_backend = o.backend.empty() ? c.word("backend") : o.backend;
     const std::string use_impl = o.impl.empty() ? c.word("impl") : o.impl;
     property_registry().find(property);  // an unknown property is bad input, before any run
+    if (!o.plugins && !kernels::registry().contains(use_impl)) {
+      // Not a malformed case: what runs it is not loaded (a plugin's or a Python callable's name).
+      const bool py = use_impl.size() > 3 && use_impl.compare(use_impl.size() - 3, 3, "@py") == 0;
+      err << flags::prefix("repro") << file << ": its implementation '" << use_impl << "' is not loaded here ("
+          << (py ? "a Python callable's needs --python MODULE:CALLABLE" : "give the --plugin or --python that registers it")
+          << "; mlacheck list shows what is)\n";
+      return kNotLoaded;
+    }
     const auto b = parse_backend(use_backend);
     MLA_REQUIRE(b.has_value(), "backend '", use_backend, "' is not one of host, cuda, hip");
     const std::string header = "repro " + file + ": " + property + " on " + use_impl + " (" + use_backend +
@@ -275,13 +285,17 @@ void print_report(const std::string& format, const std::string& dir, const std::
   report::TestSuite s;
   s.name = dir.empty() ? "mlacheck repro" : "mlacheck repro --all " + dir;
   s.timestamp = report::junit_timestamp();
-  int held = 0, failed = 0, malformed = 0, outside = 0;
+  int held = 0, failed = 0, malformed = 0, outside = 0, not_loaded = 0;
   std::string cases;
   for (const ReproRecord& r : records) {
     TestCase t;
     t.name = r.file, t.classname = "repro", t.output = r.out, t.seconds = r.seconds;
     std::string result = "pass", message = line_starting(r.out, "PASS  ");
-    if (r.rc == 2) {
+    if (r.rc == kNotLoaded) {
+      result = "not_loaded", ++not_loaded;
+      message = r.err.substr(0, r.err.find('\n'));
+      t.outcome = TestCase::Outcome::kError, t.type = "implementation not loaded";
+    } else if (r.rc == 2) {
       result = "malformed", ++malformed;
       message = r.err.substr(0, r.err.find('\n'));
       t.outcome = TestCase::Outcome::kError, t.type = "malformed case";
@@ -306,7 +320,8 @@ void print_report(const std::string& format, const std::string& dir, const std::
     return;
   }
   out << "{\"directory\": " << report::json_quote(dir) << ", \"held\": " << held << ", \"failed\": " << failed
-      << ", \"malformed\": " << malformed << ", \"outside\": " << outside << ", \"cases\": [" << cases << "\n]}\n";
+      << ", \"malformed\": " << malformed << ", \"outside\": " << outside << ", \"not_loaded\": " << not_loaded
+      << ", \"cases\": [" << cases << "\n]}\n";
 }
 
 }  // namespace
@@ -434,7 +449,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
       return 2;
     }
   }
-  int failed = 0, malformed = 0, not_run = 0;
+  int failed = 0, malformed = 0, not_run = 0, not_loaded = 0;
   std::vector<ReproRecord> records;  // --format json or junit: each file's, for the report
   for (const std::string& f : files) {
     int rc = 0;
@@ -448,17 +463,19 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
       records.push_back({f, rc, file_out.str(), file_err.str(),
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
     }
-    failed += rc == 1, malformed += rc == 2, not_run += rc == kNotRun;
+    failed += rc == 1, malformed += rc == 2, not_run += rc == kNotRun, not_loaded += rc == kNotLoaded;
   }
-  const int held = static_cast<int>(files.size()) - failed - malformed - not_run;
+  const int held = static_cast<int>(files.size()) - failed - malformed - not_run - not_loaded;
   if (o.format != "table") {
     print_report(o.format, all_dir, records, out);
   } else if (files.size() > 1 || !all_dir.empty()) {
     out << (all_dir.empty() ? std::string("repro") : "repro --all " + all_dir) << ": " << held << " of " << files.size() << " hold, " << failed << " fail, "
-        << not_run << " outside the contract (not run), " << malformed << " malformed\n";
+        << not_run << " outside the contract (not run), " << malformed << " malformed"
+        << (not_loaded ? ", " + std::to_string(not_loaded) + " whose implementation is not loaded (not run)" : "") << '\n';
   }
-  // A case that did not run is never a pass: alone it exits 1, and so does a folder of which none ran.
-  return malformed ? 2 : failed ? 1 : held == 0 && not_run > 0 ? 1 : 0;
+  // A case that did not run is never a pass: alone it exits 1, and so does a folder of which none ran;
+  // one whose implementation is not loaded is bad input (give its plugin), as a malformed one is.
+  return malformed || not_loaded ? 2 : failed ? 1 : held == 0 && not_run > 0 ? 1 : 0;
 }
 
 }  // namespace mlacheck

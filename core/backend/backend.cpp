@@ -89,7 +89,9 @@ BackendStatus cuda_status() {
   s.usable = true;
   s.detail = os.str();
 #else
-  s.detail = "not built (configure with nvcc present)";
+  // nvcc may be installed and still not found (CMake looks on PATH and at CUDACXX).
+  s.detail = "this build has no CUDA backend (nvcc was not found when it was configured: set "
+             "CUDACXX=/usr/local/cuda/bin/nvcc and configure again)";
 #endif
   return s;
 }

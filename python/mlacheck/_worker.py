@@ -302,6 +302,8 @@ class Worker:
                 continue
             folder = "."
             if module.endswith(".py"):
+                if not os.path.isfile(module):
+                    return ["fail no such file '%s' (from %s)" % (module, os.getcwd())]
                 folder, module = os.path.split(module)
                 module = module[:-3]
             sys.path.insert(0, os.path.abspath(folder or "."))

@@ -209,6 +209,26 @@ TEST(MlacheckCli, ReproAllRunsAFoldersCases) {
   const CliResult empty = run_mlacheck("repro --all " + ::testing::TempDir() + "no-such-folder");
   EXPECT_EQ(empty.status, 2);
   EXPECT_EQ(lines(empty.out), 1) << empty.out;
+  // A case whose implementation is a plugin's, with no plugin given: said as such, not "malformed".
+  const std::string dir = ::testing::TempDir() + "repro_all_not_loaded";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string r1 = MLACHECK_SOURCE_DIR "/corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case";
+  std::filesystem::copy_file(r1, dir + "/a.case");
+  std::ifstream in(r1);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string plugin_case = text.str();
+  plugin_case.replace(plugin_case.find("\nimpl "), plugin_case.find('\n', plugin_case.find("\nimpl ") + 1) -
+                                                      plugin_case.find("\nimpl "),
+                      "\nimpl indexer_decode_step@my_plugin");
+  std::ofstream(dir + "/b.case") << plugin_case;
+  const CliResult mixed = run_mlacheck("repro --all " + dir);
+  EXPECT_EQ(mixed.status, 2) << mixed.out;
+  EXPECT_NE(mixed.out.find("b.case: its implementation 'indexer_decode_step@my_plugin' is not loaded here (give the "
+                           "--plugin or --python that registers it"), std::string::npos) << mixed.out;
+  EXPECT_NE(mixed.out.find("1 of 2 hold, 0 fail, 0 outside the contract (not run), 0 malformed, 1 whose implementation "
+                           "is not loaded (not run)"), std::string::npos) << mixed.out;
 }
 
 TEST(MlacheckCli, BadFuzzUsageIsOneLine) {
@@ -302,6 +322,15 @@ TEST(MlacheckCli, BenchFuzzCountsEachTargetsInputsOnTheHostBackend) {
   if (gpu.status == 2) {  // no GPU here: said in one line
     EXPECT_EQ(lines(gpu.out), 1) << gpu.out;
     EXPECT_NE(gpu.out.find("cuda: not usable"), std::string::npos) << gpu.out;
+    // fuzz says so before it judges --jobs against this machine's CPUs, and says it once.
+    const CliResult many = run_mlacheck("fuzz --target topk_decode --backend cuda --jobs 100000 --time 1");
+    EXPECT_EQ(many.status, 2) << many.out;
+    EXPECT_EQ(lines(many.out), 1) << many.out;
+    EXPECT_NE(many.out.find("mlacheck fuzz: cuda: not usable: "), std::string::npos) << many.out;
+    EXPECT_EQ(many.out.find("not usable: cuda"), std::string::npos) << many.out;
+    const CliResult check = run_mlacheck("check --impl topk_decode@ref --backend cuda --budget 1");
+    EXPECT_EQ(check.out.find("not usable: cuda"), std::string::npos) << check.out;
+    EXPECT_EQ(check.out.find("is not usable here"), std::string::npos) << check.out;
   } else {
     EXPECT_EQ(gpu.status, 0) << gpu.out;
     EXPECT_NE(gpu.out.find("cuda: checked/s median "), std::string::npos) << gpu.out;

@@ -204,6 +204,11 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_EQ(lines(r.out), 1) << r.out;
   EXPECT_TRUE(has(r.out, "ModuleNotFoundError: No module named 'no_such_module_here'")) << r.out;
+  // A file that is not there is said to be missing, not to fail its import.
+  r = run_mlacheck("check --python ./no_such_file_here.py:topk_decode --budget 5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "no such file './no_such_file_here.py'")) << r.out;
   r = run_mlacheck("repro x.case --python " + kSource + "/examples/python/topk_torch.py:no_such_function");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_EQ(lines(r.out), 1) << r.out;

@@ -45,7 +45,7 @@ TEST(Backend, StatusesListTheThreeBackendsInOrderAndHostIsUsable) {
 #else
   EXPECT_FALSE(s[1].built);
   EXPECT_FALSE(s[1].usable);
-  EXPECT_EQ(s[1].detail, "not built (configure with nvcc present)");
+  EXPECT_EQ(s[1].detail.find("this build has no CUDA backend (nvcc was not found"), 0u) << s[1].detail;
 #endif
 }
 
