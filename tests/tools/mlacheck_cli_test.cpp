@@ -97,11 +97,11 @@ TEST(MlacheckCli, ListShowsTheBackendsFirstWithTheirStatus) {
   const std::string host = backend_line(r.out, "host");
   EXPECT_NE(host.find(" usable "), std::string::npos) << host;
   EXPECT_NE(host.find("CPU fibers"), std::string::npos) << host;
-  // cuda: "not built (...)" without nvcc; with it, the device ("NVIDIA H200, 132 SMs, sm_90") or
+  // cuda: "this build has no CUDA backend (nvcc was not found ...)" without nvcc; with it, the device ("NVIDIA H200, 132 SMs, sm_90") or
   // why not, naming the runtime's error ("no usable driver (cudaErrorInsufficientDriver: ...)").
   const std::string cuda = backend_line(r.out, "cuda");
   ASSERT_FALSE(cuda.empty()) << r.out;
-  const bool not_built = cuda.find("not usable  not built") != std::string::npos;
+  const bool not_built = cuda.find("not usable  this build has no CUDA backend (nvcc was not found") != std::string::npos;
   const bool unusable_with_reason = cuda.find("not usable  ") != std::string::npos && cuda.find("cudaError") != std::string::npos;
   const bool usable_device = cuda.find(" usable ") != std::string::npos && cuda.find(" SMs, sm_") != std::string::npos;
   EXPECT_TRUE(not_built || unusable_with_reason || usable_device) << cuda;
