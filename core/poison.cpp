@@ -30,6 +30,12 @@ void poison_bytes(DType t, uint8_t out[8]) {
 
 }  // namespace
 
+std::string int32_text(int32_t v) {
+  constexpr int32_t kPoison = static_cast<int32_t>(0xA5A5A5A5u);
+  return v == kPoison ? std::to_string(v) + " (0xA5A5A5A5, the output's poison: an element never written)"
+                      : std::to_string(v);
+}
+
 void poison_output(const HostTensor& t) {
   uint8_t p[8];
   poison_bytes(t.view.dtype(), p);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -15,6 +16,10 @@ namespace mlacheck {
 void poison_output(const HostTensor& t);
 // True when the element at p (of dtype t) still holds the output poison.
 bool is_output_poison(DType t, const void* p);
+
+// An int32 as a verdict shows it: the output poison (0xA5 in every byte, -1515870811) is named for
+// what it is, an element the kernel never wrote; any other value is its decimal.
+std::string int32_text(int32_t v);
 
 // Sets every element of t to value (encoded for t's dtype).
 void fill(const HostTensor& t, double value);

@@ -1,6 +1,8 @@
 // Top-k validity: the rules of docs/ops.md section 3, row by row.
 #include "core/topk_check.h"
 
+#include "core/poison.h"
+
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/poison.h"
 
 namespace mlacheck {
 
@@ -24,12 +27,8 @@ std::string TopkReport::describe() const {
 
 namespace {
 
-// An index as a verdict shows it: the output's poison (core/poison.h: 0xA5 in every byte, int32
-// -1515870811) is named for what it is, a slot the kernel never wrote.
-std::string index_text(int32_t i) {
-  constexpr int32_t kPoison = static_cast<int32_t>(0xA5A5A5A5u);
-  return i == kPoison ? std::to_string(i) + " (0xA5A5A5A5, the output's poison: a slot never written)" : std::to_string(i);
-}
+// An index as a verdict shows it (core/poison.h: the output's poison named as such).
+std::string index_text(int32_t i) { return int32_text(i); }
 
 // The rows the masked rule decides (TopkRules::neg_inf_masked): a short row, or a row with fewer than
 // k values above -inf. Nothing for a row it leaves to the ordinary rules (k or more live values).

@@ -7,6 +7,7 @@
 
 #include "core/contract.h"
 #include "core/error.h"
+#include "core/poison.h"
 #include "kernels/registry.h"
 #include "oracle/decode_metadata.h"
 
@@ -171,7 +172,7 @@ Verdict first_difference(const char* name, const int32_t* got, int64_t got_strid
       const int32_t g = got[r * got_stride + c], w = want[r * cols + c];
       if (g != w) {
         return std::string(name) + " row " + str(r) + (cols > 1 ? " column " + str(c) : std::string()) + ": got " +
-               str(g) + ", want " + str(w);
+               int32_text(g) + ", want " + str(w);
       }
     }
   }

@@ -120,7 +120,7 @@ stamp "3. kill matrix on cuda (mlacheck mutants, up to $mutants_s s per variant)
 "$mlacheck" mutants --backend cuda --budget "$mutants_s" --save "$out/kills" > "$out/mutants.log" 2> "$out/mutants.err"
 mutants_rc=$?
 [ $mutants_rc -eq 0 ] || status=1
-mutants_line=$(grep -E '^[0-9]+ of [0-9]+ killed' "$out/mutants.log" || echo "did not finish (exit $mutants_rc)")
+mutants_line=$(grep -E '^[0-9]+ of [0-9]+ (runnable )?killed' "$out/mutants.log" || echo "did not finish (exit $mutants_rc)")
 # 3b. The variants only a read fence sees ("not run" above): under --sanitize memcheck.
 fenced=$(sed -nE 's/^not run: ([a-z_0-9]+@[A-Za-z0-9]+): .*--sanitize memcheck.*/\1/p' "$out/mutants.log")
 if [ -n "$fenced" ]; then
@@ -131,7 +131,7 @@ if [ -n "$fenced" ]; then
     > "$out/mutants_fenced.log" 2> "$out/mutants_fenced.err"
   fenced_rc=$?
   [ $fenced_rc -eq 0 ] || status=1
-  mutants_line="$mutants_line; under --sanitize memcheck: $(grep -E '^[0-9]+ of [0-9]+ killed' "$out/mutants_fenced.log" | grep -v '^=' || echo "did not finish (exit $fenced_rc)")"
+  mutants_line="$mutants_line; under --sanitize memcheck: $(grep -E '^[0-9]+ of [0-9]+ (runnable )?killed' "$out/mutants_fenced.log" | grep -v '^=' || echo "did not finish (exit $fenced_rc)")"
 fi
 
 # 4. The guards' cost per launch.

@@ -169,7 +169,7 @@ rc=0
   rc=$?
 echo
 cat "$logs/mutants.log"
-line=$(grep -E '^[0-9]+ of [0-9]+ killed' "$logs/mutants.log" | tail -1 | sed 's/;.*//' || true)
+line=$(grep -E '^[0-9]+ of [0-9]+ (runnable )?killed' "$logs/mutants.log" | tail -1 | sed 's/; time to kill.*//' || true)
 if [ $rc -eq 0 ]; then
   record PASS "kill matrix" "${line:-every variant killed} ($(took $t))"
 elif [ $rc -eq 1 ]; then

@@ -90,7 +90,7 @@ std::string missing_check(const std::string& variant, const std::string& backend
   if (backend != "host") return "a read past a view, which no fence sees on " + backend;
   if (!ReadFence::available()) {
     return "a read past a view, which only the read fence sees: this build has no AddressSanitizer (the sanitizer "
-           "build, the asan preset, runs it)";
+           "build runs it: cmake --preset asan, or scripts/main.sh, which builds it)";
   }
   return "";
 }
@@ -155,7 +155,12 @@ void print_table(const Options& o, const std::vector<Row>& rows, const NotRun& n
     if (r.failed) ++killed, times.push_back(r.first.seconds);
   }
   std::sort(times.begin(), times.end());
-  out << "\n" << killed << " of " << rows.size() << " killed";
+  // Exact counts: the variants run, and apart those this build or backend cannot run (each named
+  // below with why), never folded into "every seeded bug".
+  out << "\n" << killed << " of " << rows.size() << (not_run.empty() ? "" : " runnable") << " killed";
+  if (!not_run.empty()) {
+    out << "; " << not_run.size() << " not run here (below: each needs another build or backend)";
+  }
   if (!times.empty()) {
     const double median = times.size() % 2 ? times[times.size() / 2]
                                            : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
@@ -355,6 +360,10 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
       print_junit(o, rows, not_run, out);
     } else {
       print_table(o, rows, not_run, out);
+    }
+    if (rows.empty()) {  // nothing ran: never a clean exit (the table says why each was not run)
+      if (o.format == "table") out << "NO RUN: no variant could run on this build and backend\n";
+      return 1;
     }
     return std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.failed; }) ? 0 : 1;
   } catch (const Error& e) {

@@ -30,6 +30,13 @@ TEST(Poison, OutputPoisonIsNaNForFloatsAndAnInvalidIndexForIntegers) {
   EXPECT_FALSE(is_output_poison(DType::kI32, idx.element({2})));
 }
 
+TEST(Poison, AVerdictNamesTheIntegerPoisonForWhatItIs) {
+  EXPECT_EQ(int32_text(-1515870811), "-1515870811 (0xA5A5A5A5, the output's poison: an element never written)");
+  EXPECT_EQ(int32_text(-1), "-1");
+  EXPECT_EQ(int32_text(0), "0");
+  EXPECT_EQ(int32_text(-1515870810), "-1515870810");
+}
+
 TEST(Poison, OutputPoisonTouchesOnlyTheViewsElements) {
   std::vector<float> mem(12, 1.0f);
   poison_output(HostTensor(mem.data(), View::padded_rows(DType::kF32, {3, 2}, 4)));

@@ -47,7 +47,7 @@ TEST(TopkRow, AnUnwrittenSlotIsNamedAsThePoison) {
   const int32_t poison = static_cast<int32_t>(0xA5A5A5A5u);
   const auto bad = row({4, poison, 1}, {0.5, 3.0, -1.0, 2.0, 7.0}, 5);
   ASSERT_TRUE(bad);
-  EXPECT_NE(bad->find("position 1 holds index -1515870811 (0xA5A5A5A5, the output's poison: a slot never written), "
+  EXPECT_NE(bad->find("position 1 holds index -1515870811 (0xA5A5A5A5, the output's poison: an element never written), "
                       "outside the row's [0, 5)"),
             std::string::npos)
       << *bad;

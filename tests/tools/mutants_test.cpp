@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/read_fence.h"
 #include "kernels/mutants/mutants.h"
 #include "kernels/registry.h"
 #include "kernels/topk_glue.h"
@@ -64,6 +65,22 @@ TEST(Mutants, ACorrectImplementationUnderABugNameSurvives) {
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("topk_decode@Z9  SURVIVED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0 of 1 killed"), std::string::npos) << r.out;
+}
+
+// A variant this build cannot run is counted apart, never folded into the killed: alone, it is
+// no clean run. (O1 reads past a view, which only the sanitizer build's read fence sees.)
+TEST(Mutants, AVariantThisBuildCannotRunIsCountedApartAndAloneIsNoPass) {
+  const Outcome r = run({"--only", "O1", "--budget", "2", "--cases", "2"});
+  if (ReadFence::available()) {
+    EXPECT_NE(r.out.find("1 of 1 killed"), std::string::npos) << r.out << r.err;
+    return;
+  }
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("0 of 0 runnable killed; 1 not run here (below: each needs another build or backend)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not run: paged_mqa_logits@O1: a read past a view, which only the read fence sees"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NO RUN: no variant could run"), std::string::npos) << r.out;
 }
 
 TEST(Mutants, BadUsageIsOneLineAndExitTwo) {
