@@ -104,8 +104,10 @@ class Args {
   }
   Args& raw(const char* name, const std::string& value) {
     body_ += std::string(body_.empty() ? "" : ",") + "\"" + name + "\":" + value;
+    names_.emplace_back(name);
     return *this;
   }
+  const std::vector<std::string>& names() const { return names_; }  // in the order they were given
   std::string json() const { return "{" + body_ + "}"; }
   Args nested() const { return Args(scope_); }
   int64_t elements() const { return elements_; }  // of the tensors passed, nested ones too
@@ -113,8 +115,16 @@ class Args {
  private:
   int64_t scope_;
   std::string body_;
+  std::vector<std::string> names_;
   int64_t elements_ = 0;
 };
+
+// What each stateless op's call passes, by name, as JSON ({"topk_decode": ["logits", ...], ...}):
+// each op's call built once on zeroed arguments with nothing sent (a dry run), so the worker can
+// refuse a callable whose parameters name something no call passes when it loads it, in one line,
+// instead of failing every case. Defined after the ops' calls.
+std::string stateless_arg_names_json();
+thread_local std::vector<std::string>* dry_run_names = nullptr;
 
 // The "load" message: every registered callable, for backend.
 std::string load_message(const std::string& backend, int32_t device_index) {
@@ -126,7 +136,8 @@ std::string load_message(const std::string& backend, int32_t device_index) {
   // The file whose age the case timeout measures, kept fresh while Triton compiles: in the message,
   // since a worker lent by the parent (python_worker.h) was started before this process had one.
   return "{\"cmd\":\"load\",\"backend\":\"" + backend + "\",\"device\":" + std::to_string(device_index) +
-         ",\"progress\":" + json_quote(case_clock::state().progress_file) + ",\"specs\":[" + specs + "]}";
+         ",\"progress\":" + json_quote(case_clock::state().progress_file) + ",\"op_args\":" +
+         stateless_arg_names_json() + ",\"specs\":[" + specs + "]}";
 }
 
 // What a worker was loaded for, as python_worker::lend_to_first_child and adopt_lent compare it.
@@ -225,6 +236,12 @@ std::string want(const std::vector<std::pair<const char*, const char*>>& fields)
 // ---- the stateless ops: one call, the answer written in place ----------------------------------------
 
 int stateless(const char* op, const mlacheck_device* device, const std::function<void(Args&)>& fill) {
+  if (dry_run_names != nullptr) {  // a dry run: the names the call passes, and nothing sent
+    Args a(0);
+    fill(a);
+    *dry_run_names = a.names();
+    return 0;
+  }
   load_worker(device);
   const int64_t scope = python_worker::new_scope();
   Args a(scope);
@@ -300,6 +317,38 @@ int py_indexer_k_cache_insert(const mlacheck_device* d, const mlacheck_indexer_k
     x.tensor("k", a->k).tensor("slot_mapping", a->slot_mapping).tensor("kv_cache", a->kv_cache);
     x.integer("block_size", a->block_size).integer("ue8m0", a->ue8m0);
   });
+}
+
+std::string stateless_arg_names_json() {
+  std::string out;
+  const auto add = [&out](const char* op, const std::function<void()>& call) {
+    std::vector<std::string> names;
+    dry_run_names = &names;
+    try {
+      call();
+    } catch (...) {
+      dry_run_names = nullptr;
+      throw;
+    }
+    dry_run_names = nullptr;
+    out += std::string(out.empty() ? "" : ",") + json_quote(op) + ":[";
+    for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + json_quote(names[i]);
+    out += "]";
+  };
+  add("topk_decode", [] { mlacheck_topk_decode_args a{}; py_topk_decode(nullptr, &a, nullptr, 0); });
+  add("topk_prefill", [] { mlacheck_topk_prefill_args a{}; py_topk_prefill(nullptr, &a, nullptr, 0); });
+  add("paged_mqa_logits", [] { mlacheck_paged_mqa_logits_args a{}; py_paged_mqa_logits(nullptr, &a, nullptr, 0); });
+  add("mqa_logits", [] { mlacheck_mqa_logits_args a{}; py_mqa_logits(nullptr, &a, nullptr, 0); });
+  add("pack_decode", [] { mlacheck_pack_decode_args a{}; py_pack<kPackDecode>(nullptr, &a, nullptr, 0); });
+  add("unpack_decode", [] { mlacheck_pack_decode_args a{}; py_pack<kUnpackDecode>(nullptr, &a, nullptr, 0); });
+  add("topk_to_global", [] { mlacheck_topk_to_global_args a{}; py_topk_to_global(nullptr, &a, nullptr, 0); });
+  add("sparse_mla_decode", [] { mlacheck_sparse_mla_decode_args a{}; py_sparse_mla_decode(nullptr, &a, nullptr, 0); });
+  add("mla_decode", [] { mlacheck_mla_decode_args a{}; py_mla_decode(nullptr, &a, nullptr, 0); });
+  add("indexer_k_cache_insert", [] {
+    mlacheck_indexer_k_cache_insert_args a{};
+    py_indexer_k_cache_insert(nullptr, &a, nullptr, 0);
+  });
+  return "{" + out + "}";
 }
 
 // ---- the stateful ops: an object in the worker, its scope's memory kept open for its life ----------------

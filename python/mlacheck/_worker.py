@@ -64,23 +64,33 @@ class CudaFault(Exception):
     """The CUDA context of this process is lost."""
 
 
+def missing_parameter(fn, names, positional=0):
+    """The first parameter of fn (past the positional ones) with no default that names does not
+    hold, or None (fn takes **kwargs, or its signature cannot be read)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return None
+    for p in list(params.values())[positional:]:
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names:
+            return p.name
+    return None
+
+
 def call_with(fn, what, args, positional=()):
     """fn(*positional, **the args its signature takes); Refusal for a parameter that is no argument."""
+    missing = missing_parameter(fn, args, len(positional))
+    if missing is not None:
+        raise Refusal("%s takes '%s', which is not an argument mlacheck passes (it passes: %s)"
+                      % (what, missing, ", ".join(args)))
     try:
         params = inspect.signature(fn).parameters
         takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
     except (TypeError, ValueError):
         params, takes_all = {}, True
-    if takes_all:
-        kwargs = dict(args)
-    else:
-        kwargs = {k: v for k, v in args.items() if k in params}
-        missing = [p.name for p in list(params.values())[len(positional):]
-                   if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                   and p.name not in kwargs]
-        if missing:
-            raise Refusal("%s takes '%s', which is not an argument mlacheck passes (it passes: %s)"
-                          % (what, missing[0], ", ".join(args)))
+    kwargs = dict(args) if takes_all else {k: v for k, v in args.items() if k in params}
     return fn(*positional, **kwargs)
 
 
@@ -323,6 +333,14 @@ class Worker:
                             "@mlacheck.implements(OP), or write OP=%s" % (name, spec["spec"])]
             if op not in OPS:
                 return ["fail '%s' is not an op (%s)" % (op, ", ".join(OPS))]
+            # A parameter no call passes is a mistake in the callable's signature, said here, once,
+            # before any case runs (the executable sends what each stateless op's call passes).
+            passes = msg.get("op_args", {}).get(op)
+            if passes is not None:
+                missing = missing_parameter(fn, passes)
+                if missing is not None:
+                    return ["fail %s (%s) takes '%s', which is not an argument mlacheck passes to %s (it passes: %s)"
+                            % (name, spec["spec"], missing, op, ", ".join(passes))]
             self.fns[op] = fn
             contract = os.environ.get("MLACHECK_PYTHON_CONTRACT") or getattr(fn, "mlacheck_contract", None) or ""
             if not isinstance(contract, str):

@@ -204,6 +204,12 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_EQ(lines(r.out), 1) << r.out;
   EXPECT_TRUE(has(r.out, "ModuleNotFoundError: No module named 'no_such_module_here'")) << r.out;
+  // A parameter no call passes: refused at load, before any case, naming what the op passes.
+  r = run_mlacheck("check --python " + kFixtures + "topk_wrong_params.py:topk_decode --budget 30");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "takes 'scores', which is not an argument mlacheck passes to topk_decode (it passes: logits, "
+                         "next_n, seq_lens, k, out, workspace)")) << r.out;
   // A file that is not there is said to be missing, not to fail its import.
   r = run_mlacheck("check --python ./no_such_file_here.py:topk_decode --budget 5");
   EXPECT_EQ(r.status, 2) << r.out;
