@@ -146,8 +146,12 @@ std::string lend_key(const std::string& backend, int32_t device_index) {
 }
 
 // A worker's start (the interpreter, torch, the user's module) is not the case's time: the case
-// that first calls it is kept alive while it loads, up to the probe's own limit.
-constexpr double kWorkerStartAllowance = 120;
+// that first calls it is kept alive while it loads, up to the start limit, which the probe keeps
+// too: 120 s unless the command sets it from its budget (set_python_start_limit).
+double& start_limit() {
+  static double s = 120;
+  return s;
+}
 
 // Loads the worker for this process's backend on first use.
 void load_worker(const mlacheck_device* device) {
@@ -160,7 +164,7 @@ void load_worker(const mlacheck_device* device) {
   // callables for this backend already: this load is quick); else one of this process's own.
   python_worker::adopt_lent(lend_key(backend, device->device_index));
   Reply r;
-  keep_alive_during(kWorkerStartAllowance, [&] {
+  keep_alive_during(start_limit(), [&] {
     r = python_worker::request(load_message(backend, device->device_index));
   });
   MLA_REQUIRE(r.status == "ok", "--python: ", r.message);
@@ -658,7 +662,7 @@ std::string found_of(const Reply& r) {
 // than well (the caller then probes in a child, which says what went wrong).
 std::string probe_here(const std::string& backend) {
   try {
-    const Reply r = python_worker::request_within(load_message(backend, 0), 120);
+    const Reply r = python_worker::request_within(load_message(backend, 0), start_limit());
     if (r.status != "ok") return "";
     python_worker::lend_to_first_child(lend_key(backend, 0));
     return found_of(r);
@@ -672,7 +676,7 @@ IsolatedOutcome probe_isolated() {
   // The worker starts in a child: this process forks the children that run the cases, and starts
   // nothing it would hand down to them.
   IsolationOptions opts;
-  opts.timeout_seconds = 120;
+  opts.timeout_seconds = start_limit();
   return run_isolated(
       [&]() -> std::string {
         // "probe": imports and names only; neither host (the interpreter) nor cuda (a device)
@@ -691,8 +695,17 @@ void record_probe(const std::vector<std::string>& texts, const IsolatedOutcome& 
     if (probe.kind == IsolatedOutcome::kViolation) {
       throw Error("--python " + texts.front() + ": " + (m.rfind("error: ", 0) == 0 ? m.substr(7) : m));
     }
-    throw Error("--python " + texts.front() + ": starting Python " + isolated_outcome_name(probe.kind) + " (" + m +
-                ")");
+    if (probe.kind == IsolatedOutcome::kTimedOut) {
+      throw Error("--python " + texts.front() + ": the Python worker did not finish loading the callables (starting "
+                  "the interpreter, importing torch and the module) in " + std::to_string(static_cast<int>(start_limit())) +
+                  " s: a module that waits or loops at import? (the limit is the larger of 60 s and --budget)");
+    }
+    // The worker died while it imported (an exit or a crash at import): said as that, not as a call.
+    std::string what = m;
+    if (const size_t at = what.find(" during the call"); at != std::string::npos) {
+      what.replace(at, 16, " while it loaded the callables (importing their modules)");
+    }
+    throw Error("--python " + texts.front() + ": " + what);
   }
   for (size_t at = m.find('\x1f'); at != std::string::npos;) {
     const size_t end = m.find('\x1f', at + 1);
@@ -712,6 +725,11 @@ void probe_workers(const std::vector<std::string>& texts, const std::string& len
   if (!lend_for.empty()) {
     probe.kind = IsolatedOutcome::kViolation;
     probe.message = probe_here(lend_for);
+    if (probe.message.empty() &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() >= start_limit()) {
+      probe.kind = IsolatedOutcome::kTimedOut;  // it ran out of time here: a child would wait as long again
+      probe.message = "timed out";
+    }
   }
   if (probe.message.empty()) probe = probe_isolated();
   start_seconds() = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -719,6 +737,8 @@ void probe_workers(const std::vector<std::string>& texts, const std::string& len
 }
 
 }  // namespace
+
+void set_python_start_limit(double seconds) { start_limit() = std::max(60.0, seconds); }
 
 double python_start_seconds() {
   // A worker lent to the first child (python_worker.h) is started already: that child spends nothing.

@@ -30,6 +30,11 @@ namespace mlacheck::kernels {
 std::vector<std::string> load_python_isolated(const std::vector<std::string>& specs,
                                               const std::string& lend_for = "");
 
+// How long a Python worker may take to start and load the callables (the probe's limit, and a
+// child's first call's): the larger of 60 s and seconds (a command's budget); 120 s unless set. A
+// module that does not finish importing in it is one line, exit 2.
+void set_python_start_limit(double seconds);
+
 // The callables load_python_isolated loaded, as the value of $MLACHECK_PYTHON_LOADED (each spec with
 // the op and contract its probe found), or "": what a process this one starts by exec (a fuzzing
 // harness, tools/fuzz_command.h) needs to register the same callables without probing them again.

@@ -371,6 +371,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     }
     // The probe's Python worker is lent to the first child that runs cases (host or cuda).
     const std::string lend = o.suite.backend == "host" || o.suite.backend == "cuda" ? o.suite.backend : "";
+    kernels::set_python_start_limit(o.suite.budget);  // a module that hangs on import: told within the budget
     for (const std::string& name : kernels::load_python_isolated(o.python, lend)) from_plugins.push_back(name);
     std::vector<std::string> impls = o.impls;
     if (impls.empty()) impls = from_plugins;

@@ -300,6 +300,7 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
     for (const std::string& path : o.plugins) kernels::load_plugin_isolated(path);
     // Each Python callable is a variant of its own (a seeded twin, say a Triton kernel with one
     // wrong decision, run on the host in Triton's interpreter), named after the row it mirrors.
+    kernels::set_python_start_limit(o.suite.budget);
     const std::vector<std::string> from_python = kernels::load_python_isolated(o.python);
     for (const std::string& impl : from_python) {
       const std::string id = kernels::python_mirrors(impl.substr(0, impl.find('@')));

@@ -210,6 +210,12 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
   EXPECT_EQ(lines(r.out), 1) << r.out;
   EXPECT_TRUE(has(r.out, "takes 'scores', which is not an argument mlacheck passes to topk_decode (it passes: logits, "
                          "next_n, seq_lens, k, out, workspace)")) << r.out;
+  // A module that exits while it is imported: said as that, not as a fault during a call.
+  r = run_mlacheck("check --python " + kFixtures + "exits_on_import.py:topk_decode --budget 30");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "the Python worker exited with status 3 while it loaded the callables (importing their "
+                         "modules)")) << r.out;
+  EXPECT_FALSE(has(r.out, "during the call")) << r.out;
   // A file that is not there is said to be missing, not to fail its import.
   r = run_mlacheck("check --python ./no_such_file_here.py:topk_decode --budget 5");
   EXPECT_EQ(r.status, 2) << r.out;
