@@ -562,10 +562,15 @@ Summary run_campaign(Options o, std::ostream& out) {
       fs::remove_all(merged);
     }
     char line[400];
+    // In one plain phrase: what the corpus holds now, and what it was merged from (the seed cases
+    // and the corpus folder after the run: what it held before plus this run's new inputs).
     const std::string corpus_words =
-        merged_n > 0 ? std::to_string(merged_n) + " inputs (" + std::to_string(corpus_before) + " before, " +
-                           std::to_string(corpus_after) + " with this run's, merged)"
-                     : std::to_string(corpus_after) + " inputs (" + std::to_string(corpus_before) + " before; not merged)";
+        merged_n > 0 ? std::to_string(merged_n) + " inputs that add coverage, kept of " + std::to_string(seeds) +
+                           " seed case(s) and " + std::to_string(corpus_after) + " corpus input(s) (" +
+                           std::to_string(corpus_before) + " from earlier runs, " +
+                           std::to_string(corpus_after >= corpus_before ? corpus_after - corpus_before : 0) + " new)"
+                     : std::to_string(corpus_after) + " inputs (" + std::to_string(corpus_before) +
+                           " from earlier runs; not merged)";
     std::snprintf(line, sizeof line,
                   "fuzz %s: %lld inputs run, %lld exec/s at the end, coverage %lld (features %lld), corpus %s, "
                   "%zu distinct crash(es); %.0f s\n",
