@@ -24,6 +24,8 @@
 #   share/mlacheck/corpus/       the seed and regression cases
 #   share/mlacheck/python/       the Python package (PYTHONPATH), with libmlacheck_guard.so for
 #                                mlacheck.guard() and pytest -p mlacheck --mlacheck-guard on CUDA
+#   examples/python/, scripts/gpu_python.sh
+#                                the Python examples, and every one of them checked on the GPU
 #   README.txt                   what to run there
 # Exit 0 built, 2 bad usage or a missing tool (one line).
 set -euo pipefail
@@ -127,6 +129,13 @@ rm -rf "$out/share/mlacheck/python/mlacheck/__pycache__"
 install -m 755 "$build_dir/core/libmlacheck_guard.so" "$out/share/mlacheck/python/mlacheck/"
 strip --strip-unneeded "$out/share/mlacheck/python/mlacheck/libmlacheck_guard.so"
 rm -f "$out/share/mlacheck/corpus/CMakeLists.txt"
+# The Python examples and the script that runs them all on the GPU (docs/python.md), with the
+# fixture of a Triton kernel that faults.
+mkdir -p "$out/examples" "$out/scripts" "$out/share/mlacheck/fixtures"
+cp -r "$repo/examples/python" "$out/examples/python"
+rm -rf "$out/examples/python/__pycache__"
+install -m 755 "$repo/scripts/gpu_python.sh" "$out/scripts/"
+install -m 644 "$repo/tests/tools/python/topk_fault_triton.py" "$out/share/mlacheck/fixtures/"
 if [ $fuzz -eq 1 ]; then
   install -m 755 "$fuzz_dir/fuzz/all_targets_fuzzer" "$out/fuzz/"
   strip --strip-debug "$out/fuzz/all_targets_fuzzer"
@@ -148,6 +157,7 @@ Needs only the NVIDIA driver; every path is relative to this folder.
   bin/mlacheck fuzz --target topk_decode --backend cuda --time 600 --plugin lib/libmlacheck_production_plugin.so \\
       --impl topk_decode@production
   bin/mlacheck repro CASE_FILE --backend cuda          # rerun a case file
+  scripts/gpu_python.sh --budget 30                    # the Python examples (torch, Triton) on the GPU
   for t in tests/*; do \$t; done                       # the GPU tests
   python3 benchmarks/indexer_bench.py --lib lib/libmlacheck_torch_bench.so   # needs PyTorch
   python3 benchmarks/mla_bench.py --lib lib/libmlacheck_torch_bench.so

@@ -13,6 +13,10 @@
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mlacheck=mlacheck bench="" budget=15 out=gpu-python backend=cuda
+# In the GPU bundle (scripts/gpu_bundle.sh carries this script, examples/python and the package):
+# its own mlacheck, and its Python package on the path.
+[ -x "$repo/bin/mlacheck" ] && mlacheck=$repo/bin/mlacheck
+[ -d "$repo/share/mlacheck/python" ] && export PYTHONPATH="$repo/share/mlacheck/python${PYTHONPATH:+:$PYTHONPATH}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -31,6 +35,8 @@ fi
 "$python" -c 'import triton' 2>/dev/null || { echo "skipped: no Triton for $python"; exit 77; }
 mkdir -p "$out"
 ex=$repo/examples/python
+fault=$repo/tests/tools/python/topk_fault_triton.py
+[ -f "$fault" ] || fault=$repo/share/mlacheck/fixtures/topk_fault_triton.py  # in the bundle
 # example spec | expected result | text the verdict must hold
 cases=(
   "$ex/topk_torch.py:topk_decode|PASS|"
@@ -47,7 +53,7 @@ cases=(
   "$ex/mla_decode_impl_torch_buggy.py:mla_decode_impl|FAIL|replay"
   "$ex/mla_decode_impl_triton.py:mla_decode_impl|PASS|"
   "$ex/mla_decode_impl_triton_buggy.py:mla_decode_impl|FAIL|replay"
-  "$repo/tests/tools/python/topk_fault_triton.py:topk_decode|FAIL|crashed"
+  "$fault:topk_decode|FAIL|crashed"
 )
 bad=0 i=0
 printf '%-48s %-8s %-5s %s\n' example expected got verdict
@@ -55,7 +61,14 @@ for c in "${cases[@]}"; do
   IFS='|' read -r spec want text <<<"$c"
   i=$((i + 1))
   log="$out/$i-$(basename "${spec%%:*}" .py).log"
-  "$mlacheck" check --backend "$backend" --budget "$budget" --python "$spec" --save "$out/cases-$i" >"$log" 2>&1
+  # A buggy twin gets at least 60 s and stops at its first failure: the first call of a Triton
+  # kernel compiles it, which may leave a 15 s budget only a case or two (the Triton top-k twin
+  # once passed so); a correct example runs the whole --budget.
+  b=$budget fast=()
+  if [ "$want" = FAIL ]; then
+    b=$((budget > 60 ? budget : 60)) fast=(--fail-fast)
+  fi
+  "$mlacheck" check --backend "$backend" --budget "$b" "${fast[@]}" --python "$spec" --save "$out/cases-$i" >"$log" 2>&1
   rc=$?
   # The verdict's own word: PASS, FAIL, PARTIAL (a property left without a case) or NO RUN; exit 1
   # is all but the first, so the word is read from the row.
