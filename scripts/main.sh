@@ -93,11 +93,12 @@ if [ "${MLACHECK_INSTALL:-1}" != 0 ]; then
     fi
     # The Python package, connected to the interpreter that has torch (mlacheck's environment,
     # scripts/pyenv.sh): a .pth file puts the installed package (with its libmlacheck_guard.so) on
-    # that interpreter's path, so `import mlacheck` and `pytest -p mlacheck` work from any folder.
+    # that interpreter's path, so `import mlacheck` and `pytest -p mlacheck` work from any folder
+    # (-I: neither the current folder nor PYTHONPATH helps the import checked here).
     py=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/mlacheck/pyenv-*/bin/python 2>/dev/null | head -1 || true)
     if [ -n "$py" ] && site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>>"$logs/install.log") &&
        echo "$prefix/share/mlacheck/python" > "$site/mlacheck.pth" &&
-       ver=$(cd / && "$py" -c 'import mlacheck, torch; print(torch.__version__)' 2>>"$logs/install.log"); then
+       ver=$("$py" -I -c 'import mlacheck, torch; print(torch.__version__)' 2>>"$logs/install.log"); then
       record PASS python "import mlacheck works in $py (torch $ver) from any folder: the Python with torch (--python callables run in it; $py -m pytest -p mlacheck ...)"
     else
       record FAIL python "the Python package was not connected to mlacheck's Python environment (${py:-none found}; $logs/install.log)"
