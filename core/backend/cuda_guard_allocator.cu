@@ -292,20 +292,4 @@ MLACHECK_ABI int mlacheck_alloc_quarantine_check(int64_t* bytes, int64_t* block_
   return written;
 }
 
-// live tensors, their bytes, cached bytes, quarantined blocks (for tests and the closing line).
-MLACHECK_ABI void mlacheck_alloc_stats(int64_t* n_live, int64_t* live_bytes, int64_t* cached_bytes,
-                                       int64_t* quarantined) {
-  std::lock_guard<std::mutex> lock(mu);
-  int64_t bytes = 0;
-  for (const auto& [p, b] : live) bytes += static_cast<int64_t>(b.size);
-  *n_live = static_cast<int64_t>(live.size());
-  *live_bytes = bytes;
-  *cached_bytes = static_cast<int64_t>(cached);
-  *quarantined = static_cast<int64_t>(quarantine.size());
-}
-
-// The red zones' byte and the leading zone's size (for the tests and the report).
-MLACHECK_ABI int mlacheck_alloc_red_byte() { return kRedByte; }
-MLACHECK_ABI int64_t mlacheck_alloc_front() { return static_cast<int64_t>(kFront); }
-
 }  // extern "C"

@@ -89,9 +89,6 @@ def _library():
         lib.mlacheck_alloc_graphs.argtypes = [ctypes.c_int]
         lib.mlacheck_alloc_graphs.restype = None
         lib.mlacheck_alloc_quarantine_check.argtypes = [ctypes.POINTER(i64)] * 3
-        lib.mlacheck_alloc_stats.argtypes = [ctypes.POINTER(i64)] * 4
-        lib.mlacheck_alloc_stats.restype = None
-        lib.mlacheck_alloc_front.restype = i64
     lib.path = path
     _lib = lib
     return lib
@@ -215,7 +212,6 @@ class _Guard:
 
     def watch(self, what, kind, named, call, replay_info):
         """Runs call() with every storage of named [(name, tensor, may_write)] armed before and checked after."""
-        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         if getattr(self.busy, "on", False):  # a guarded call inside a guarded call: the outer one watches
             return call()
         if any(t.is_cuda for _, t, _ in named):
@@ -233,7 +229,6 @@ class _Guard:
             self.seconds += time.perf_counter() - started - self.call_seconds_last
 
     def _watch(self, what, kind, named, call, replay_info):
-        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         self.call_seconds_last = 0.0
         lib = _library()
         for name, t, _ in named:
@@ -339,12 +334,14 @@ class _Guard:
         except Exception as e:  # e.g. a scalar that does not pickle
             return None, str(e).splitlines()[0] if str(e) else type(e).__name__
         if kind == "torch.ops":
-            return path, self._save_case(path, replay_info, storages)
+            return path, self._save_case(path, replay_info)
         return path, None
 
-    def _save_case(self, path, replay_info, storages):
-        """Writes the call as an mlacheck case beside path when an adapter maps its op (with the
-        tensors as they were before it); returns a note for the message: where, or why not."""
+    def _save_case(self, path, replay_info):
+        """Writes the call as an mlacheck case beside path when an adapter maps its op; returns a note
+        for the message: where, or why not. The case takes the inputs' values and the outputs'
+        layout from the call's tensors as they are now: an input the call wrote is a finding of its
+        own, and an output's values are not part of a case."""
         from .adapters import guard_cases
         op = replay_info["op"]
         if op not in guard_cases.WRITERS:
@@ -361,7 +358,6 @@ class _Guard:
 
     # ---- custom ops -------------------------------------------------------------------------
     def op_call(self, func, args, kwargs):
-        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         schema = func._schema
         named = []
         qualified = "%s.%s" % (func.namespace, func._opname) + \
@@ -386,7 +382,6 @@ class _Guard:
     def _repeated(self, what, kind, named, args, kwargs, call, info, as_sets):
         """call(args, kwargs) watched; with repeat=N, N - 1 more runs on copies of its storages as
         they were before it, every view it may write compared with the first run's, bitwise."""
-        __tracebackhide__ = True
         if getattr(self, "repeat", 1) <= 1:
             return self.watch(what, kind, named, lambda: call(args, kwargs), info)
         # The inputs as they are before the call, for the repeats: every storage copied once.
@@ -439,7 +434,6 @@ class _Guard:
 
     # ---- Triton -------------------------------------------------------------------------------
     def launch(self, jit, original, args, grid, kwargs):
-        __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
         import torch
         names = list(getattr(jit, "arg_names", []))
         named = []
@@ -496,7 +490,6 @@ def _install_triton(g):
                                % (getattr(sys.modules.get("triton"), "__version__", "?"), cls.__name__))
 
         def run(self, *args, grid, warmup, _original=original, **kwargs):
-            __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
             if warmup or not _active:
                 return _original(self, *args, grid=grid, warmup=warmup, **kwargs)
             return _active[-1].launch(self, _original, args, grid, kwargs)
@@ -703,7 +696,6 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
 
     class _Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            __tracebackhide__ = True  # pytest shows the user's frame, not the guard's
             kwargs = kwargs or {}
             if func in empties:
                 return _poisoned(func(*args, **kwargs))
