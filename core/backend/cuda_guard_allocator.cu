@@ -63,7 +63,6 @@ std::vector<Block> quarantine;                                             // fr
 size_t cached = 0;
 int graphs = 0;
 cudaStream_t side[64] = {};  // per device: fills of blocks made or freed while a stream captures
-std::string last_error;
 
 bool capturing(cudaStream_t s) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
@@ -172,7 +171,6 @@ MLACHECK_ABI void* mlacheck_alloc(size_t size, int device, cudaStream_t stream) 
     }
     if (e != cudaSuccess) {
       cudaGetLastError();
-      last_error = "cudaMalloc of " + std::to_string(total) + " bytes: " + cudaGetErrorString(e);
       if (was != device) cudaSetDevice(was);
       return nullptr;  // torch raises its out-of-memory error
     }
