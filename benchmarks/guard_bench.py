@@ -1,7 +1,8 @@
 """What mlacheck.guard() costs per call, on the host: a torch CPU custom op (tests/python/guard/
 guard_ops.py's copy_rows) called plainly and under the guard, for outputs that are small views of
 buffers of several sizes, and a user's test file (tests/python/guard/test_user_suite.py, its clean
-tests) run by pytest with and without --mlacheck-guard.
+tests) run by pytest with and without --mlacheck-guard; and a test body of one op call and a
+row-by-row reference check (small aten ops, which the guard must leave alone).
 
     MLACHECK_GUARD_LIB=build/default/core/libmlacheck_guard.so PYTHONPATH=python \\
         .venv/bin/python benchmarks/guard_bench.py [--repeats 200]
@@ -53,6 +54,29 @@ def main():
         size = buf.numel() * 4
         label = "%d rows (%s)" % (rows + 4, "%.1f MiB" % (size / 2 ** 20) if size >= 2 ** 20 else "%d B" % size)
         print("%-44s %12.1f %12.1f %6.1fx" % (label, plain, guarded, guarded / plain))
+    # A test body as kernel tests write them: one op call, then a reference check row by row (each
+    # row a handful of small aten ops, as vLLM's validate_topk_against_reference does). The guard
+    # watches the one call; the row loop's aten ops must not pay for it.
+    rows = 2000
+    logits = torch.randn(rows, 3000, device=a.device)
+    ends = torch.arange(1, rows + 1)
+
+    def body():
+        buf = torch.zeros(8, 64, device=a.device)
+        torch.ops.mlacheck_test.copy_rows(torch.ones(4, 64, device=a.device), buf[:4])
+        want = torch.empty(rows, 2048, dtype=torch.int64, device=a.device)
+        for i in range(rows):
+            e = int(ends[i])
+            k = min(2048, e)
+            want[i, :k] = logits[i, :e].topk(k)[1]
+            set(want[i, :k].tolist())
+        sync()
+    body()
+    plain = per_call(body, 3)
+    with mlacheck.guard(save=None):
+        guarded = per_call(body, 3)
+    print("%-44s %12.0f %12.0f %6.2fx" % ("a test body: 1 call + a %d-row reference loop" % rows, plain, guarded,
+                                          guarded / plain))
     if a.no_pytest:
         return
     suite = os.path.join(ROOT, "tests", "python", "guard", "test_user_suite.py")

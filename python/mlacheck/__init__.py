@@ -478,9 +478,10 @@ def pytest_runtest_call(item):
             _guard_totals["calls"] += state.calls
             _guard_totals["findings"] += len(state.findings)
             _guard_totals["seconds"] += state.seconds
+            _guard_totals["unwatched"] += state.captured + state.traced
 
 
-_guard_totals = {"tests": 0, "calls": 0, "findings": 0, "seconds": 0.0}
+_guard_totals = {"tests": 0, "calls": 0, "findings": 0, "seconds": 0.0, "unwatched": 0}
 
 
 @_hookwrapper
@@ -508,6 +509,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                     t["calls"], t["tests"], ns,
                                     "; CUDA tensors in red zones" if config.getoption("--mlacheck-guard-alloc", False)
                                     else "", t["findings"], t["seconds"]))
+    if t.get("unwatched"):
+        terminalreporter.write_line("mlacheck guard: %d call(s) passed unwatched: captured into a CUDA graph (nothing "
+                                    "runs then) or traced by torch.compile (tensors without bytes)" % t["unwatched"])
     if t["tests"] > 0 and t["calls"] == 0:
         terminalreporter.write_line("mlacheck guard: NO RUN: no guarded test called a custom op of those namespaces or "
                                     "launched a Triton kernel, so nothing was checked (--mlacheck-guard-ns picks "

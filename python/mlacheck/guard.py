@@ -4,8 +4,9 @@
     with mlacheck.guard():                      # or: pytest -p mlacheck --mlacheck-guard
         my_test_body()
 
-Inside the block, each call of a custom op (torch.ops.<ns>.<op>, <ns> matching the namespace
-patterns: by default every namespace but aten and prim) and each Triton kernel launch
+Inside the block, each Python call of a custom op (torch.ops.<ns>.<op> or .<op>.<overload>, which
+is also how torch.library.custom_op functions and torch.compile's generated code call them; <ns>
+matching the namespace patterns: by default every namespace but aten and prim) and each Triton launch
 (JITFunction.run, and InterpretedFunction.run under TRITON_INTERPRET=1) runs between an arm and a
 check of every tensor argument's storage: the bytes outside the views passed in that call, and the
 views an op's schema does not mark as written (no `(a!)`), must come back unchanged. A change is
@@ -60,6 +61,7 @@ def _library():
             exe = os.path.realpath(binary())
             build = os.path.dirname(os.path.dirname(exe))
             tried.append(os.path.join(build, "core", "libmlacheck_guard.so"))  # the executable's build
+            tried.append(os.path.join(build, "share", "mlacheck", "python", "mlacheck", "libmlacheck_guard.so"))  # its prefix
         except RuntimeError:
             pass
     for path in tried:
@@ -191,6 +193,12 @@ def _tensors(value, name, out):
     return out
 
 
+def _traced(t):
+    """Whether t is a tensor subclass (torch.compile's fake and functional tensors): no bytes to watch."""
+    import torch
+    return type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter)
+
+
 class _Guard:
     def __init__(self, namespaces, triton, save):
         self.namespaces = list(namespaces) if namespaces else None
@@ -198,12 +206,22 @@ class _Guard:
         self.save = save
         self.calls = 0
         self.captured = 0  # calls captured into a CUDA graph, not watched
+        self.traced = 0  # calls on tensor subclasses (torch.compile tracing), not watched
         self.repeats = 0  # the runs repeat=N added, compared with their first
         self.scratch = []  # argument patterns an op may write though its schema says it reads them
         self.seconds = 0.0  # the guard's own time around the calls (arm, check, red zones, saving)
         self.call_seconds_last = 0.0
         self.findings = []
         self.busy = threading.local()
+        self.chosen = {}  # op object -> watched (picks)
+
+    def picks(self, op):
+        """Whether op (an OpOverload or OpOverloadPacket) is one this guard watches: by its namespace."""
+        chosen = self.chosen.get(op)
+        if chosen is None:
+            name = getattr(op, "_qualified_op_name", None) or op._schema.name
+            chosen = self.chosen[op] = self.selects(name.partition("::")[0])
+        return chosen
 
     def selects(self, ns):
         if self.namespaces is None:
@@ -221,12 +239,19 @@ class _Guard:
                 # for the device would also end the capture). Its replays are not watched; what they
                 # write into memory freed meanwhile the red-zone allocator's quarantine finds.
                 self.captured += 1
-                return call()
+                return self._unwatched(call)
         started = time.perf_counter()
         try:
             return self._watch(what, kind, named, call, replay_info)
         finally:
             self.seconds += time.perf_counter() - started - self.call_seconds_last
+
+    def _unwatched(self, call):
+        self.busy.on = True  # what the call itself calls is not watched either
+        try:
+            return call()
+        finally:
+            self.busy.on = False
 
     def _watch(self, what, kind, named, call, replay_info):
         self.call_seconds_last = 0.0
@@ -374,10 +399,15 @@ class _Guard:
                 may_write = True  # declared a workspace the op may write though its schema does not say so
             for name, t in _tensors(value, a.name, []):
                 named.append((name, t, may_write))
+        if any(_traced(t) for _, t, _ in named):
+            # torch.compile tracing it (fake or functional tensors): no bytes to watch; the compiled
+            # graph's own call of the op is watched when it runs.
+            self.traced += 1
+            return self._unwatched(lambda: func._op(*args, **kwargs))
         info = dict(op=func.name(), overload=func._overloadname, args=args, kwargs=kwargs,
                     names=[a.name for a in schema.arguments])
         as_sets = "topk" in func._opname.lower() or "top_k" in func._opname.lower()
-        return self._repeated(qualified, "torch.ops", named, args, kwargs, lambda a, k: func(*a, **k), info, as_sets)
+        return self._repeated(qualified, "torch.ops", named, args, kwargs, lambda a, k: func._op(*a, **k), info, as_sets)
 
     def _repeated(self, what, kind, named, args, kwargs, call, info, as_sets):
         """call(args, kwargs) watched; with repeat=N, N - 1 more runs on copies of its storages as
@@ -495,8 +525,47 @@ def _install_triton(g):
             return _active[-1].launch(self, _original, args, grid, kwargs)
 
         cls.run = run
-        undo.append((cls, original))
+        undo.append((cls, "run", original))
     return undo
+
+
+def _undo(undo):
+    for cls, attr, original in reversed(undo):
+        setattr(cls, attr, original)
+
+
+def _install_ops():
+    """Wraps the __call__ of torch's op objects (OpOverload: torch.ops.ns.op.overload, and
+    OpOverloadPacket: torch.ops.ns.op), so each Python call of an op the active guard selects is
+    watched; every other call (aten's, and any call while the guard is busy) goes straight on. Only
+    op calls pay: the test's own tensor arithmetic never passes through Python (a dispatch mode made
+    every aten op do so, 6x on a test's row loops). Returns how to undo it, or raises one line."""
+    import torch
+    from torch import _ops
+    resolve = getattr(torch._C, "_jit_resolve_packet", None)
+    overload_call = _ops.OpOverload.__dict__.get("__call__")
+    packet_call = _ops.OpOverloadPacket.__dict__.get("__call__")
+    if resolve is None or overload_call is None or packet_call is None:
+        raise RuntimeError("mlacheck guard: torch %s has no %s to see op calls through" % (
+            torch.__version__, "torch._C._jit_resolve_packet" if resolve is None else "OpOverload.__call__"))
+
+    def guarded_overload(self, /, *args, **kwargs):
+        g = _active[-1] if _active else None
+        if g is None or not g.picks(self) or getattr(g.busy, "on", False):
+            return overload_call(self, *args, **kwargs)
+        return g.op_call(self, args, kwargs)
+
+    def guarded_packet(self, /, *args, **kwargs):
+        g = _active[-1] if _active else None
+        if g is None or not g.picks(self) or getattr(g.busy, "on", False):
+            return packet_call(self, *args, **kwargs)
+        # The overload torch would pick for these arguments (as the packet's own call does, in C++).
+        overload = resolve(self._qualified_op_name, *args, **kwargs)
+        return g.op_call(getattr(self, overload or "default"), args, kwargs)
+
+    _ops.OpOverload.__call__ = guarded_overload
+    _ops.OpOverloadPacket.__call__ = guarded_packet
+    return [(_ops.OpOverload, "__call__", overload_call), (_ops.OpOverloadPacket, "__call__", packet_call)]
 
 
 class NotDeterministic(AssertionError):
@@ -672,7 +741,7 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
         from torch.utils._python_dispatch import TorchDispatchMode
     except ImportError:
         raise RuntimeError("mlacheck guard: torch %s has no TorchDispatchMode (torch.utils._python_dispatch): the "
-                           "guard sees custom-op calls through it" % torch.__version__)
+                           "guard poisons empties through it" % torch.__version__)
     if alloc:
         install_allocator()
     if isinstance(scratch, str):
@@ -694,27 +763,29 @@ def guard(namespaces=None, triton=True, save="mlacheck-guard", poison=False, rep
                 if hasattr(packet, o):
                     empties.add(getattr(packet, o))
 
-    class _Mode(TorchDispatchMode):
+    class _Poison(TorchDispatchMode):
+        # Only with poison: every aten op of the block passes through here (the empties are filled).
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if func in empties:
                 return _poisoned(func(*args, **kwargs))
-            ns = getattr(func, "namespace", "aten")
-            if not g.selects(ns) or getattr(g.busy, "on", False):
-                return func(*args, **kwargs)
-            return g.op_call(func, args, kwargs)
+            return func(*args, **kwargs)
 
     with _lock:
-        undo = _install_triton(g) if triton else []
+        undo = _install_ops()
+        try:
+            undo += _install_triton(g) if triton else []
+        except Exception:
+            _undo(undo)
+            raise
         _active.append(g)
     try:
-        with _Mode():
+        with (_Poison() if poison else contextlib.nullcontext()):
             yield g
     finally:
         with _lock:
             _active.remove(g)
-            for cls, original in undo:
-                cls.run = original
+            _undo(undo)
     line = _quarantine_finding()
     if line:
         g.findings.append(line)

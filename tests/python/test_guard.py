@@ -27,6 +27,31 @@ def test_a_custom_op_that_keeps_to_its_view_is_clean():
     assert torch.equal(buf[:3], torch.ones(3, 4))
 
 
+def test_every_way_python_calls_an_op_is_watched_and_aten_ops_never_reach_the_guard():
+    held = torch.ops.mlacheck_test.copy_rows_buggy.default  # an overload taken before the block
+    for call in (lambda out: held(torch.ones(1, 4), out),
+                 lambda out: guard_ops.copy_rows_buggy(torch.ones(1, 4), out),  # a torch.library.custom_op function
+                 lambda out: torch.ops.mlacheck_test.copy_rows_buggy(torch.ones(1, 4), out)):
+        buf = torch.zeros(4, 4)
+        with pytest.raises(mlacheck.StrayWrite, match="copy_rows_buggy .torch.ops.: stray write"):
+            with mlacheck.guard(save=None):
+                call(buf[:1])
+    # The packet's call is judged as the overload torch picks for its arguments.
+    buf = torch.zeros(4)
+    with mlacheck.guard(save=None) as g:
+        torch.ops.mlacheck_test2.fill(buf[:2])
+    assert g.calls == 1 and buf.tolist() == [1, 1, 0, 0]
+    with pytest.raises(mlacheck.StrayWrite,
+                       match=r"mlacheck_test2\.fill\.value .torch.ops.: stray write: 1 byte .*index \[2\] .past the view"):
+        with mlacheck.guard(save=None):
+            torch.ops.mlacheck_test2.fill(buf[:2], 2.0)
+    # Without poison no dispatch mode is pushed: the test's own aten ops run as they do unguarded.
+    with mlacheck.guard(save=None):
+        assert torch._C._len_torch_dispatch_stack() == 0
+    with mlacheck.guard(save=None, poison=True):
+        assert torch._C._len_torch_dispatch_stack() == 1
+
+
 def test_a_custom_op_that_writes_the_row_after_its_view_is_caught_with_row_and_column(tmp_path):
     buf = torch.zeros(8, 4)
     with pytest.raises(mlacheck.StrayWrite) as e:

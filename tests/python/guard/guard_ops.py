@@ -77,3 +77,23 @@ def topk_rows_flaky(x: torch.Tensor, k: int, out: torch.Tensor) -> None:
     if _calls[0] % 2 == 0:
         idx[:, -1] = torch.argmin(x, dim=1)
     out.copy_(idx.to(out.dtype))
+
+
+# An op of two overloads, defined through torch.library.Library: fill(out) keeps to its view,
+# fill.value(out, value) also writes the element after it.
+_lib = torch.library.Library("mlacheck_test2", "DEF")
+_lib.define("fill(Tensor(a!) out) -> ()")
+_lib.define("fill.value(Tensor(a!) out, float value) -> ()")
+
+
+def _fill(out):
+    out.fill_(1.0)
+
+
+def _fill_value(out, value):
+    out.fill_(value)
+    torch.empty(0, dtype=out.dtype).set_(out.untyped_storage(), out.storage_offset() + out.numel(), (1,), (1,)).fill_(value)
+
+
+_lib.impl("fill", _fill, "CPU")
+_lib.impl("fill.value", _fill_value, "CPU")
