@@ -22,10 +22,12 @@
 # it, and small shims of the two vLLM modules it imports (vllm.platforms.current_platform,
 # vllm.utils.torch_utils.set_random_seed) and a conftest that loads $VLLM_TOPK_LIB.
 #
-# run MODE: plain | guard | bug | bug-plain (the bug library, guarded or not) | bench (plain and
-# guarded in turn, $BENCH_ROUNDS times, default 1, the wall times and their ratio). guard and bug
-# give `-p mlacheck --mlacheck-guard-alloc --mlacheck-guard-scratch '_C.*topk:workspace'` (the
-# workspace is scratch its schema does not mark written: finding 9 of docs/findings.md). ARGS go to
+# run MODE: plain | guard (`-p mlacheck --mlacheck-guard --mlacheck-guard-scratch
+# '_C.*topk:workspace'`: the workspace is scratch its schema does not mark written, finding 9 of
+# docs/findings.md) | guard-alloc (the same with the red-zone allocator, --mlacheck-guard-alloc) |
+# bug | bug-plain (the bug library under guard-alloc, which it needs: the bug writes past a whole
+# tensor, or plain) | bench (each of $BENCH_MODES, default "plain guard guard-alloc", in turn,
+# $BENCH_ROUNDS times, default 1: the wall times and their ratios to plain). ARGS go to
 # pytest (e.g. -n 8 with pytest-xdist, -k). One test is always left out:
 # test_aiter_c4a_topk_kernel_selection imports vLLM's ROCm attention module (no kernel of this path).
 set -euo pipefail
@@ -145,33 +147,39 @@ run() {
   shift 2
   [ -f "$dir/libvllm_topk_clean.so" ] || die "$dir has no libvllm_topk_clean.so (scripts/upstream_guard.sh build makes it)"
   python3 -c "import mlacheck" 2>/dev/null || die "python3 cannot import mlacheck (put the GPU bundle's share/mlacheck/python on PYTHONPATH)"
-  local guard=(-p mlacheck --mlacheck-guard-alloc --mlacheck-guard-scratch '_C.*topk:workspace')
+  local guard=(-p mlacheck --mlacheck-guard --mlacheck-guard-scratch '_C.*topk:workspace')
+  local alloc=(-p mlacheck --mlacheck-guard-alloc --mlacheck-guard-scratch '_C.*topk:workspace')
   local base=(-q -p no:cacheprovider -rf test_top_k_per_row.py
               --deselect test_top_k_per_row.py::test_aiter_c4a_topk_kernel_selection)
   cd "$dir/tests"
   case "$mode" in
     plain) VLLM_TOPK_LIB=libvllm_topk_clean.so exec python3 -m pytest "${base[@]}" "$@" ;;
     guard) VLLM_TOPK_LIB=libvllm_topk_clean.so exec python3 -m pytest "${base[@]}" "${guard[@]}" "$@" ;;
-    bug) VLLM_TOPK_LIB=libvllm_topk_bug.so exec python3 -m pytest "${base[@]}" "${guard[@]}" "$@" ;;
+    guard-alloc) VLLM_TOPK_LIB=libvllm_topk_clean.so exec python3 -m pytest "${base[@]}" "${alloc[@]}" "$@" ;;
+    bug) VLLM_TOPK_LIB=libvllm_topk_bug.so exec python3 -m pytest "${base[@]}" "${alloc[@]}" "$@" ;;
     bug-plain) VLLM_TOPK_LIB=libvllm_topk_bug.so exec python3 -m pytest "${base[@]}" "$@" ;;
     bench)
-      local r s e
+      local r s e m t_plain=
       for r in $(seq 1 "${BENCH_ROUNDS:-1}"); do
-        for m in plain guard; do
+        for m in ${BENCH_MODES:-plain guard guard-alloc}; do
+          local flags=()
+          case $m in
+            plain) ;;
+            guard) flags=("${guard[@]}") ;;
+            guard-alloc) flags=("${alloc[@]}") ;;
+            *) die "bench: BENCH_MODES has '$m' (plain, guard, guard-alloc)" ;;
+          esac
           s=$(date +%s%N)
-          if [ $m = plain ]; then
-            VLLM_TOPK_LIB=libvllm_topk_clean.so python3 -m pytest "${base[@]}" "$@" > "bench-$m-$r.txt" 2>&1 || true
-          else
-            VLLM_TOPK_LIB=libvllm_topk_clean.so python3 -m pytest "${base[@]}" "${guard[@]}" "$@" > "bench-$m-$r.txt" 2>&1 || true
-          fi
+          VLLM_TOPK_LIB=libvllm_topk_clean.so python3 -m pytest "${base[@]}" ${flags[@]+"${flags[@]}"} "$@" \
+            > "bench-$m-$r.txt" 2>&1 || true
           e=$(( ($(date +%s%N) - s) / 1000000 ))
-          echo "round $r $m: $e ms; $(grep -E '(passed|failed).* in ' "bench-$m-$r.txt" | tail -1)"
+          echo "round $r $m: $e ms; $(grep -E '(passed|failed|skipped).* in ' "bench-$m-$r.txt" | tail -1)"
           grep "mlacheck guard:" "bench-$m-$r.txt" || true
-          eval "t_$m=$e"
+          if [ $m = plain ]; then t_plain=$e
+          elif [ -n "$t_plain" ]; then echo "round $r: $m / plain = $(python3 -c "print('%.3f' % ($e / $t_plain))")"; fi
         done
-        echo "round $r: guarded / plain = $(python3 -c "print('%.3f' % ($t_guard / $t_plain))")"
       done ;;
-    *) die "run: mode '$mode' (plain, guard, bug, bug-plain or bench)" ;;
+    *) die "run: mode '$mode' (plain, guard, guard-alloc, bug, bug-plain or bench)" ;;
   esac
 }
 

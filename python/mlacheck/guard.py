@@ -106,14 +106,27 @@ def _label(name, t):
         name, t.dtype, list(t.shape), tuple(t.stride()), t.storage_offset())
 
 
+def _half_the_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
 class _Storage:
     """One storage of a call, watched by the C++ StorageWatch."""
 
-    def __init__(self, lib, tensor):
+    def __init__(self, lib, tensor, name):
         self.lib = lib
         self.storage = tensor.untyped_storage()
         self.nbytes = self.storage.nbytes()
         self.device = tensor.device
+        if not tensor.is_cuda and self.nbytes > _half_the_memory():
+            # Arm and check read the whole storage: a view of a sparse mapping (a huge mmap'd file, a
+            # shared arena) would be paged in whole, every call.
+            raise RuntimeError("mlacheck guard: %s is a view of a host storage of %.1f GiB, more than half this "
+                               "machine's memory (an mmap'd file?); the guard reads a storage whole at every call, "
+                               "so it watches none that large" % (_label(name, tensor), self.nbytes / 2 ** 30))
         self.handle = ctypes.c_void_p()
         self.views = []  # (name, tensor)
         self.writers = []  # those the call may write
@@ -271,7 +284,7 @@ class _Guard:
                     continue
                 key = s.data_ptr()
                 if key not in storages:
-                    storages[key] = _Storage(lib, t)
+                    storages[key] = _Storage(lib, t, name)
                 storages[key].add(name, t, may_write)
             for s in storages.values():
                 s.arm()
