@@ -142,6 +142,19 @@ void discard(uint8_t* p, int64_t bytes) {
   fallocate(s.arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, p - s.arena.base, bytes);
 }
 
+bool allocation_of(const uint8_t* p, int64_t* offset, int64_t* bytes) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (p == nullptr || s.owner != getpid() || p < s.arena.base || p >= s.arena.base + s.arena.bytes) return false;
+  const int64_t at = p - s.arena.base;
+  auto it = s.used.upper_bound(at);
+  if (it == s.used.begin()) return false;
+  --it;
+  if (at >= it->first + it->second) return false;
+  *offset = it->first, *bytes = it->second;
+  return true;
+}
+
 Arena current() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

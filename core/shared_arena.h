@@ -28,6 +28,10 @@ void release(uint8_t* p);
 // again, and mincore(2) shows them not resident until touched.
 void discard(uint8_t* p, int64_t bytes);
 
+// The allocation that holds p (an address in this process's arena): its offset from the arena's
+// first byte and its size, as allocate() rounded it. False when no live allocation holds p.
+bool allocation_of(const uint8_t* p, int64_t* offset, int64_t* bytes);
+
 // The arena of this process: its file (memfd; this process keeps it open), its first byte and its
 // size. fd -1 when no arena was made yet.
 struct Arena {

@@ -312,7 +312,8 @@ class Lender {
     return *l;
   }
 
-  // The worker's descriptor of t: [block, offset, dtype, shape, strides], or "null" for no tensor.
+  // The worker's descriptor of t: [block, offset, dtype, shape, strides], on the host followed by
+  // the offset and size of the arena allocation that holds it; or "null" for no tensor.
   std::string describe(const mlacheck_tensor& t, [[maybe_unused]] int64_t scope) {
     if (t.data == nullptr) return "null";
     int64_t block = 0, offset = 0;
@@ -358,7 +359,16 @@ class Lender {
     for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
     s += "],[";
     for (int i = 0; i < t.rank; ++i) s += (i ? "," : "") + std::to_string(t.strides[i]);
-    return s + "]]";
+    s += "]";
+    // On the host, the guarded buffer the view lies in (its offset in the arena and its size), so
+    // the worker gives each buffer a storage of its own, as a cuda block has: a watch over the
+    // tensor's storage (mlacheck.guard()) then covers that buffer, not the whole arena.
+    int64_t alloc_offset = 0, alloc_bytes = 0;
+    if (backend_ == MLACHECK_BACKEND_HOST &&
+        shared_arena::allocation_of(static_cast<const uint8_t*>(t.data), &alloc_offset, &alloc_bytes)) {
+      s += "," + std::to_string(alloc_offset) + "," + std::to_string(alloc_bytes);
+    }
+    return s + "]";
   }
 
   // The address of byte offset of block in this process.

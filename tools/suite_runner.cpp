@@ -511,21 +511,18 @@ class SuiteRun {
       const std::vector<std::string>& seeds = seed_bytes(p);
       if (!seeds.empty()) {
         std::string mutated = seeds[static_cast<size_t>(r / 4) % seeds.size()];
+        // With a property chosen (--property), the bytes that pick it are left alone: a changed one
+        // would draw a case of a property that was not asked for.
+        const size_t keep = p ? property_prefix(p).size() : 0;
         const int changes = 1 + static_cast<int>(rng() % 4);
-        for (int i = 0; i < changes && !mutated.empty(); ++i) {
-          mutated[rng() % mutated.size()] = static_cast<char>(rng() % 4 == 0 ? rng() % 256 : rng() % 16);
+        for (int i = 0; i < changes && mutated.size() > keep; ++i) {
+          mutated[keep + rng() % (mutated.size() - keep)] =
+              static_cast<char>(rng() % 4 == 0 ? rng() % 256 : rng() % 16);
         }
         return mutated;
       }
     }
-    std::string bytes;
-    if (p) {
-      const std::vector<const PropertyEntry*> all = fuzz_target_properties(target_);
-      const int64_t index = std::find(all.begin(), all.end(), p) - all.begin();
-      ByteWriter w;
-      w.in_range(index, 0, static_cast<int64_t>(all.size()) - 1);
-      bytes = w.bytes();
-    }
+    std::string bytes = p ? property_prefix(p) : std::string();
     // Mostly small bytes, so mostly small cases (a byte's value is how far into its range a value
     // lies, harness/case_bytes.h), and now and then any byte, for the large values.
     const size_t n = 8 + rng() % 248;
@@ -534,6 +531,15 @@ class SuiteRun {
       bytes.push_back(static_cast<char>(roll < 12 ? rng() % 16 : roll < 15 ? rng() % 224 : rng() % 256));
     }
     return bytes;
+  }
+
+  // The fuzz bytes that pick p among its target's properties (a case's first bytes).
+  std::string property_prefix(const PropertyEntry* p) const {
+    const std::vector<const PropertyEntry*> all = fuzz_target_properties(target_);
+    const int64_t index = std::find(all.begin(), all.end(), p) - all.begin();
+    ByteWriter w;
+    w.in_range(index, 0, static_cast<int64_t>(all.size()) - 1);
+    return w.bytes();
   }
 
   // The fuzz bytes of p's seed cases (nullptr: of every property of the op), those that encode,

@@ -143,6 +143,8 @@ class Worker:
         self.backend = "host"
         self.fns = {}       # op -> the callable
         self.blocks = {}    # block id -> (local address, bytes, uint8 tensor over it, cuda ptr to close or None)
+        self.maps = {}      # block id -> the host arena's mmap
+        self.buffers = {}   # (block, offset, bytes) -> a uint8 tensor over that guarded buffer of the arena
         self.objects = {}   # object id -> a stateful object (a builder, an impl, a step) or a captured graph
         self.next_object = 1
 
@@ -187,6 +189,7 @@ class Worker:
                 os.close(fd)
                 t = self.torch.frombuffer(mm, dtype=self.torch.uint8)
                 self.blocks[b["id"]] = (t.data_ptr(), b["bytes"], t, None)
+                self.maps[b["id"]] = mm
             else:
                 ptr = self.cuda.open(b["ipc"])
                 t = self.torch.as_tensor(CudaBytes(ptr, b["bytes"]), device="cuda")
@@ -195,8 +198,17 @@ class Worker:
     def tensor(self, d):
         if d is None:
             return None
-        block, offset, dtype, shape, strides = d
+        block, offset, dtype, shape, strides = d[:5]
         base = self.blocks[block][2]
+        if len(d) == 7:  # on the host: the guarded buffer's own extent in the arena, as a storage of its own
+            start, size = d[5], d[6]
+            key = (block, start, size)
+            if key not in self.buffers:
+                if len(self.buffers) >= 4096:
+                    self.buffers.clear()
+                self.buffers[key] = self.torch.frombuffer(memoryview(self.maps[block])[start:start + size],
+                                                          dtype=self.torch.uint8)
+            base, offset = self.buffers[key], offset - start
         es = ELEMENT_BYTES[dtype]
         if offset % es:
             raise Refusal("a view at byte %d is not aligned to its %d-byte elements" % (offset, es))
@@ -302,7 +314,7 @@ class Worker:
         for entry in self.blocks.values():  # a new process of the executable: its memory is new too
             if entry[3] is not None:
                 self.cuda.close(entry[3])
-        self.blocks = {}
+        self.blocks, self.buffers = {}, {}
         for spec in msg["specs"]:
             op, module, name = spec["op"], spec["module"], spec["callable"]
             if module == "-":  # mlacheck.cases(): this process is the caller, with no function to import

@@ -153,7 +153,7 @@ class _Storage:
     def before(self):
         """The storage's bytes as armed, when the watch kept them all (else None)."""
         import torch
-        out = torch.empty(self.nbytes, dtype=torch.uint8)
+        out = torch.empty(self.nbytes, dtype=torch.uint8, device="cpu")  # whatever the default device
         got, err = ctypes.c_int64(0), ctypes.create_string_buffer(_ERR)
         _ok(self.lib.mlacheck_watch_snapshot(self.handle, out.data_ptr(), self.nbytes, ctypes.byref(got), err, _ERR), err)
         return out if got.value == self.nbytes else None
@@ -726,7 +726,7 @@ def _first_difference(a, b, as_sets):
     if differs.numel() == 0:
         return None
     flat = int(differs[0, 0])
-    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)] if a.dim() else []
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat, device="cpu"), a.shape)] if a.dim() else []
     return index, a.reshape(-1)[flat].item(), b.reshape(-1)[flat].item()
 
 
