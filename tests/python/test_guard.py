@@ -500,9 +500,31 @@ def test_a_call_of_an_op_an_adapter_maps_is_saved_as_an_mlacheck_case_too(tmp_pa
     p = subprocess.run([mlacheck.binary(), "repro", case, "--impl", "topk_decode@ref"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True)
     assert p.returncode == 0 and "PASS" in p.stdout, p.stdout
+    # The prefill op: row starts and ends, each row's values from its start. (A fresh output: the row
+    # past the view already holds what the bug writes there, and a write of the same bytes is unseen.)
+    buf = torch.zeros(6, 8, dtype=torch.int32)
+    ks = torch.tensor([2, 0, 10, 5], dtype=torch.int32)
+    ke = torch.tensor([30, 32, 12, 5], dtype=torch.int32)
+    with pytest.raises(mlacheck.StrayWrite) as e:
+        with mlacheck.guard(save=str(tmp_path)):
+            torch.ops._C.top_k_per_row_prefill(logits, ks, ke, buf[1:5], 4, logits.stride(0), logits.stride(1), 8)
+    case = str(e.value).split("as an mlacheck case too: ")[1].split(";")[0].strip()
+    body = open(case).read()
+    for line in ("property topk_prefill.rows_admissible", "lengths prefill", "ks 2 0 10 5", "ke 30 32 12 5",
+                 "logits_lead 3", "out_rows_before 1"):
+        assert "\n" + line + "\n" in body, (line, body)
+    assert "\nvalues_2 %s %s\n" % ("%.9g" % float(logits[2, 10]), "%.9g" % float(logits[2, 11])) in body, body
+    assert "\nvalues_3\n" in body, body  # an empty row
+    p = subprocess.run([mlacheck.binary(), "repro", case, "--impl", "topk_prefill@ref"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True)
+    assert p.returncode == 0 and "PASS" in p.stdout, p.stdout
     # A call the format cannot hold says why, and the call is still saved.
     from mlacheck.adapters import guard_cases
     text, why = guard_cases.case_of("_C::top_k_per_row_decode", dict(
         logits=torch.zeros(1, 70000), next_n=1, seq_lens=torch.tensor([70000]), indices=torch.zeros(1, 8, dtype=torch.int32),
         topK=8))
     assert text is None and "a row of 70000 values, more than a case line holds" in why, why
+    text, why = guard_cases.case_of("_C::top_k_per_row_prefill", dict(
+        logits=torch.zeros(2, 16), rowStarts=torch.tensor([0, 9]), rowEnds=torch.tensor([4, 20]),
+        indices=torch.zeros(2, 8, dtype=torch.int32), topK=8))
+    assert text is None and "a row's [start, end) lies outside [0, 16]" in why, why
