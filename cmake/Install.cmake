@@ -1,7 +1,9 @@
 # What `cmake --install build/<preset> --prefix P` puts under P, in three components (all three
 # by default; `--component NAME` for one):
 #   tool         P/bin/mlacheck and the seed and regression cases it finds beside it
-#                (P/share/mlacheck/corpus). Install it from a Release build (the default preset):
+#                (P/share/mlacheck/corpus), the Python package (P/share/mlacheck/python), and the
+#                example plugin and its buggy twin where they were built (P/share/mlacheck/plugins,
+#                examples/plugin/CMakeLists.txt). Install it from a Release build (the default preset):
 #                `cmake --install build/default --component tool` puts mlacheck in /usr/local/bin.
 #   fuzz         P/fuzz/all_targets_fuzzer and a link <target>_fuzzer to it per target, where the
 #                installed mlacheck looks for its harnesses (only in a build with libFuzzer, the asan

@@ -67,6 +67,15 @@ set(case ${prefix}/share/mlacheck/corpus/regressions/R1-topk-decode-view-past-nu
 step(0 "host" mlacheck list)
 step(0 "PASS" mlacheck repro ${case} --backend host)
 step(1 "FAIL" mlacheck repro ${case} --backend host --impl indexer_decode_step@R1)
+# The example plugins went with it (this build makes them), and the installed tool runs them: the
+# buggy twin's short-row fill (-1 on to the row stride) fails its first case.
+set(plugins ${prefix}/share/mlacheck/plugins)
+if(NOT EXISTS ${plugins}/libmlacheck_example_plugin.so OR NOT EXISTS ${plugins}/libmlacheck_example_plugin_buggy.so)
+  message(FATAL_ERROR "install.tool: the example plugin and its buggy twin are not under ${plugins}")
+endif()
+step(0 "topk_decode@example " mlacheck list --plugin ${plugins}/libmlacheck_example_plugin.so)
+step(1 "topk_decode@example_buggy +FAIL" mlacheck check --plugin ${plugins}/libmlacheck_example_plugin_buggy.so
+     --impl topk_decode@example_buggy --budget 20 --fail-fast --save ${WORK_DIR}/cases)
 if(FUZZ)
   # The harness is found through the link: <installed bin>/../fuzz/topk_to_global_fuzzer.
   step(0 "prefix/fuzz/topk_to_global_fuzzer" mlacheck fuzz --target topk_to_global --runs 200 --out ${WORK_DIR}/fuzz)

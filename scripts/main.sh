@@ -64,7 +64,8 @@ if ! cmake --preset default >"$logs/configure-default.log" 2>&1; then
   echo "main job: configuring the default preset failed (above; also in $logs/configure-default.log)"
   exit 1
 fi
-cmake --build --preset default -j "$jobs" --target mlacheck ||
+# With the example plugin and its buggy twin, installed beside it: a plugin to try `check` on.
+cmake --build --preset default -j "$jobs" --target mlacheck mlacheck_example_plugin mlacheck_example_plugin_buggy ||
   { echo "main job: building mlacheck in the default preset failed (the errors are above)"; exit 1; }
 echo "built in $(took $t)"
 
@@ -83,7 +84,8 @@ if [ "${MLACHECK_INSTALL:-1}" != 0 ]; then
      cmake --install "$asan" --prefix "$prefix" --component fuzz >>"$logs/install.log" 2>&1 &&
      mkdir -p "$bin_dir" && ln -sfn "$prefix/bin/mlacheck" "$bin_dir/mlacheck" &&
      "$bin_dir/mlacheck" list >/dev/null 2>>"$logs/install.log"; then
-    echo "installed: $prefix/bin/mlacheck (Release), $prefix/fuzz/ (the harnesses), $prefix/share/mlacheck/corpus/"
+    echo "installed: $prefix/bin/mlacheck (Release), $prefix/fuzz/ (the harnesses), $prefix/share/mlacheck/corpus/," \
+         "$prefix/share/mlacheck/plugins/ (the example plugin and its buggy twin)"
     on_path=$(command -v mlacheck || true)
     if [ "$on_path" = "$bin_dir/mlacheck" ]; then
       record PASS install "mlacheck on the PATH: $bin_dir/mlacheck -> $prefix/bin/mlacheck (Release)"
@@ -209,7 +211,11 @@ if [ $status -eq 0 ]; then
   echo "main job: all checks passed"
   next+=("mlacheck repro corpus/regressions/R1-topk-decode-view-past-num-decode-tokens.case --impl indexer_decode_step@R1"
          "                                   # a seeded bug caught: the guard's buffer, row and column"
-         "mlacheck fuzz --target topk_decode --time 3600 --out campaign/   # an hour on one op"
+         "mlacheck fuzz --target topk_decode --time 3600 --out campaign/   # an hour on one op")
+  [ -n "${prefix:-}" ] && next+=(
+         "mlacheck check --plugin $prefix/share/mlacheck/plugins/libmlacheck_example_plugin_buggy.so --budget 20"
+         "                                   # a plugin to try (its correct twin: libmlacheck_example_plugin.so)")
+  next+=(
          "mlacheck check --plugin ./libmy_kernels.so --budget 60           # your kernels (docs/plugins.md)")
 else
   echo "main job: FAILED (the FAIL rows above; each step's output is above and in $logs/)"
