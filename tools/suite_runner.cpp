@@ -441,15 +441,17 @@ class SuiteRun {
 
   // A random case that failed, made smaller: its bytes with a chunk removed or zeroed (halves, then
   // quarters, ... single bytes), kept whenever the same property still fails on the implementation
-  // and holds on <op>@ref (run_one's test) on a case of shorter text, until nothing smaller fails,
-  // 200 tries or the deadline.
+  // and holds on <op>@ref (run_one's test) on a case of shorter text, then each byte lowered (a case
+  // of no longer text), until nothing smaller fails, 200 tries or the deadline.
   // Small bytes decode to small cases (harness/case_bytes.h), so the saved case shrinks too.
   void shrink(std::string bytes, const PropertyEntry& property, const std::string& stage, const std::string& what,
               Clock::time_point deadline, SuiteResult& row, SuiteFinding& found) {
     const std::string before = found.case_text;
     const Clock::time_point until = deadline;
     int tries = 0, kept = 0;
-    auto attempt = [&](const std::string& candidate) {
+    // same_size: a candidate whose case text is as long is kept too (a value lowered: 216 columns
+    // and 128 are both three digits); removals and zeroings must shorten it.
+    auto attempt = [&](const std::string& candidate, bool same_size = false) {
       if (tries >= 200 || Clock::now() >= until) return false;
       FuzzCase fc;
       try {
@@ -462,7 +464,10 @@ class SuiteRun {
       std::optional<SuiteFinding> k = run_one(fc.text, stage, what + " (shrinking)", row);
       // Fewer bytes usually decode to a smaller case, not always (a zeroed byte can pick a wider
       // range): a candidate is kept only when its case text is shorter too.
-      if (!k || k->check != found.check || k->case_text.size() >= found.case_text.size()) return false;
+      if (!k || k->check != found.check || k->case_text.size() > found.case_text.size() ||
+          (!same_size && k->case_text.size() == found.case_text.size())) {
+        return false;
+      }
       // The same failure, not another one of the same property: a wrong answer must not shrink into
       // a case the implementation refuses (a NaN finding became a worker's KeyError that way).
       const auto threw = [](const std::string& v) { return v.rfind("the implementation threw", 0) == 0; };
@@ -488,6 +493,22 @@ class SuiteRun {
         at += chunk;
       }
       if (chunk == 1) break;
+    }
+    // Then each byte lowered as far as the failure stays, by halves between 0 (its zeroing, above)
+    // and its value: a width, a count or a length shrinks by steps no removal takes (a top-k wrong
+    // past 40 columns, found at 216, ends at 41).
+    for (size_t at = 0; at < bytes.size() && tries < 200; ++at) {
+      int lo = 0, hi = static_cast<uint8_t>(bytes[at]);
+      while (hi - lo > 1 && tries < 200 && Clock::now() < until) {
+        const int mid = lo + (hi - lo) / 2;
+        std::string lowered = bytes;
+        lowered[at] = static_cast<char>(mid);
+        if (attempt(lowered, true)) {
+          bytes = lowered, hi = mid;
+        } else {
+          lo = mid;
+        }
+      }
     }
     if (kept > 0) {
       found.verdict += " (shrunk in " + std::to_string(tries) + " tries: " + std::to_string(before.size()) + " to " +

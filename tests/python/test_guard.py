@@ -349,7 +349,8 @@ def test_the_projects_own_examples_under_mlachecks_cases_give_the_guard_no_findi
     props = [p for p in mlacheck.properties(op) if ".far_" not in p]
     if backend == "host" and op == "mla_decode":  # the interpreter reaches only its smaller cases in time
         props = ["mla_decode.equals_oracle"]
-    run = mlacheck.cases(op, budget=30 if backend == "cuda" else 8, backend=backend, seed=1, save=str(tmp_path),
+    run = mlacheck.cases(op, budget=30 if backend == "cuda" else 3 if module == "topk_torch" else 5, backend=backend,
+                         seed=1, save=str(tmp_path),
                          property=props, contract=getattr(impl, "mlacheck_contract", None))
     with mlacheck.guard(save=str(tmp_path)) as g:
         for case in run:

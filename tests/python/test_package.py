@@ -227,13 +227,14 @@ def test_the_properties_asked_for_are_the_only_ones_drawn(tmp_path):
     # A quarter of the random cases are a seed's bytes with a few changed; with --property (here
     # property=) the bytes that pick the property are left alone, so no case of another property
     # is drawn: topk_decode.far_rows cases (a logits buffer of GiB, rows far apart) never come. Before
-    # that fix, about one case in 560 did (6 of 3,368 over these three runs).
+    # that fix, about one case in 560 did (6 of 3,368 in three runs of 4 s): these two runs of 3 s
+    # serve about 1,700 cases, about 3 of them far before the fix.
     sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
     import topk_torch
     asked = ["topk_decode.rows_admissible", "topk_decode.permutation_commutes", "topk_decode.deterministic"]
     far = served = 0
-    for seed in (1, 2, 3):
-        run = mlacheck.cases("topk_decode", budget=4, seed=seed, save=str(tmp_path), property=asked)
+    for seed in (1, 2):
+        run = mlacheck.cases("topk_decode", budget=3, seed=seed, save=str(tmp_path), property=asked)
         for case in run:
             served += 1
             far += case.logits.untyped_storage().nbytes() > (1 << 30)
