@@ -119,11 +119,12 @@ class Args {
   int64_t elements_ = 0;
 };
 
-// What each stateless op's call passes, by name, as JSON ({"topk_decode": ["logits", ...], ...}):
-// each op's call built once on zeroed arguments with nothing sent (a dry run), so the worker can
-// refuse a callable whose parameters name something no call passes when it loads it, in one line,
-// instead of failing every case. Defined after the ops' calls.
-std::string stateless_arg_names_json();
+// What each stateless op's call, and each stateful op's factory, passes, by name, as JSON
+// ({"topk_decode": ["logits", ...], "decode_metadata": ["limits", "buffers"], ...}): each built
+// once on zeroed arguments with nothing sent (a dry run), so the worker can refuse a callable whose
+// parameters name something no call passes when it loads it, in one line, instead of failing every
+// case. Defined after the ops' calls.
+std::string op_arg_names_json();
 thread_local std::vector<std::string>* dry_run_names = nullptr;
 
 // The "load" message: every registered callable, for backend.
@@ -137,7 +138,7 @@ std::string load_message(const std::string& backend, int32_t device_index) {
   // since a worker lent by the parent (python_worker.h) was started before this process had one.
   return "{\"cmd\":\"load\",\"backend\":\"" + backend + "\",\"device\":" + std::to_string(device_index) +
          ",\"progress\":" + json_quote(case_clock::state().progress_file) + ",\"op_args\":" +
-         stateless_arg_names_json() + ",\"specs\":[" + specs + "]}";
+         op_arg_names_json() + ",\"specs\":[" + specs + "]}";
 }
 
 // What a worker was loaded for, as python_worker::lend_to_first_child and adopt_lent compare it.
@@ -323,38 +324,6 @@ int py_indexer_k_cache_insert(const mlacheck_device* d, const mlacheck_indexer_k
   });
 }
 
-std::string stateless_arg_names_json() {
-  std::string out;
-  const auto add = [&out](const char* op, const std::function<void()>& call) {
-    std::vector<std::string> names;
-    dry_run_names = &names;
-    try {
-      call();
-    } catch (...) {
-      dry_run_names = nullptr;
-      throw;
-    }
-    dry_run_names = nullptr;
-    out += std::string(out.empty() ? "" : ",") + json_quote(op) + ":[";
-    for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + json_quote(names[i]);
-    out += "]";
-  };
-  add("topk_decode", [] { mlacheck_topk_decode_args a{}; py_topk_decode(nullptr, &a, nullptr, 0); });
-  add("topk_prefill", [] { mlacheck_topk_prefill_args a{}; py_topk_prefill(nullptr, &a, nullptr, 0); });
-  add("paged_mqa_logits", [] { mlacheck_paged_mqa_logits_args a{}; py_paged_mqa_logits(nullptr, &a, nullptr, 0); });
-  add("mqa_logits", [] { mlacheck_mqa_logits_args a{}; py_mqa_logits(nullptr, &a, nullptr, 0); });
-  add("pack_decode", [] { mlacheck_pack_decode_args a{}; py_pack<kPackDecode>(nullptr, &a, nullptr, 0); });
-  add("unpack_decode", [] { mlacheck_pack_decode_args a{}; py_pack<kUnpackDecode>(nullptr, &a, nullptr, 0); });
-  add("topk_to_global", [] { mlacheck_topk_to_global_args a{}; py_topk_to_global(nullptr, &a, nullptr, 0); });
-  add("sparse_mla_decode", [] { mlacheck_sparse_mla_decode_args a{}; py_sparse_mla_decode(nullptr, &a, nullptr, 0); });
-  add("mla_decode", [] { mlacheck_mla_decode_args a{}; py_mla_decode(nullptr, &a, nullptr, 0); });
-  add("indexer_k_cache_insert", [] {
-    mlacheck_indexer_k_cache_insert_args a{};
-    py_indexer_k_cache_insert(nullptr, &a, nullptr, 0);
-  });
-  return "{" + out + "}";
-}
-
 // ---- the stateful ops: an object in the worker, its scope's memory kept open for its life ----------------
 
 struct PyObj {
@@ -367,6 +336,12 @@ struct PyObj {
 // Makes the object: fn(**args) in the worker, which must have the methods named.
 PyObj* make_object(const char* op, const mlacheck_device* device, const std::vector<const char*>& methods,
                       const std::function<void(Args&)>& fill) {
+  if (dry_run_names != nullptr) {  // a dry run: the names the factory is passed, and nothing made
+    Args a(0);
+    fill(a);
+    *dry_run_names = a.names();
+    return nullptr;
+  }
   load_worker(device);
   auto obj = std::make_unique<PyObj>();
   obj->op = op, obj->scope = python_worker::new_scope(), obj->device = *device;
@@ -579,6 +554,57 @@ int py_indexer_decode_step(const mlacheck_device* d, const mlacheck_indexer_deco
   });
   *step = mlacheck_indexer_decode_step{obj, &step_run, &destroy_object};
   return 0;
+}
+
+std::string op_arg_names_json() {
+  std::string out;
+  const auto add = [&out](const char* op, const std::function<void()>& call) {
+    std::vector<std::string> names;
+    dry_run_names = &names;
+    try {
+      call();
+    } catch (...) {
+      dry_run_names = nullptr;
+      throw;
+    }
+    dry_run_names = nullptr;
+    out += std::string(out.empty() ? "" : ",") + json_quote(op) + ":[";
+    for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + json_quote(names[i]);
+    out += "]";
+  };
+  add("topk_decode", [] { mlacheck_topk_decode_args a{}; py_topk_decode(nullptr, &a, nullptr, 0); });
+  add("topk_prefill", [] { mlacheck_topk_prefill_args a{}; py_topk_prefill(nullptr, &a, nullptr, 0); });
+  add("paged_mqa_logits", [] { mlacheck_paged_mqa_logits_args a{}; py_paged_mqa_logits(nullptr, &a, nullptr, 0); });
+  add("mqa_logits", [] { mlacheck_mqa_logits_args a{}; py_mqa_logits(nullptr, &a, nullptr, 0); });
+  add("pack_decode", [] { mlacheck_pack_decode_args a{}; py_pack<kPackDecode>(nullptr, &a, nullptr, 0); });
+  add("unpack_decode", [] { mlacheck_pack_decode_args a{}; py_pack<kUnpackDecode>(nullptr, &a, nullptr, 0); });
+  add("topk_to_global", [] { mlacheck_topk_to_global_args a{}; py_topk_to_global(nullptr, &a, nullptr, 0); });
+  add("sparse_mla_decode", [] { mlacheck_sparse_mla_decode_args a{}; py_sparse_mla_decode(nullptr, &a, nullptr, 0); });
+  add("mla_decode", [] { mlacheck_mla_decode_args a{}; py_mla_decode(nullptr, &a, nullptr, 0); });
+  add("indexer_k_cache_insert", [] {
+    mlacheck_indexer_k_cache_insert_args a{};
+    py_indexer_k_cache_insert(nullptr, &a, nullptr, 0);
+  });
+  // The stateful ops: what their factory is passed (the object's methods are checked when it is made).
+  add("decode_metadata", [] {
+    mlacheck_decode_metadata_limits l{};
+    mlacheck_decode_metadata_buffers b{};
+    mlacheck_decode_metadata_builder builder{};
+    py_decode_metadata(nullptr, &l, &b, &builder, nullptr, 0);
+  });
+  add("mla_decode_impl", [] {
+    mlacheck_mla_decode_impl_config c{};
+    mlacheck_tensor workspace{};
+    mlacheck_mla_decode_impl impl{};
+    py_mla_decode_impl(nullptr, &c, &workspace, nullptr, &impl, nullptr, 0);
+  });
+  add("indexer_decode_step", [] {
+    mlacheck_indexer_decode_step_limits l{};
+    mlacheck_indexer_decode_step_buffers b{};
+    mlacheck_indexer_decode_step step{};
+    py_indexer_decode_step(nullptr, &l, &b, nullptr, &step, nullptr, 0);
+  });
+  return "{" + out + "}";
 }
 
 // ---- registration -------------------------------------------------------------------------------------

@@ -346,7 +346,8 @@ class Worker:
             if op not in OPS:
                 return ["fail '%s' is not an op (%s)" % (op, ", ".join(OPS))]
             # A parameter no call passes is a mistake in the callable's signature, said here, once,
-            # before any case runs (the executable sends what each stateless op's call passes).
+            # before any case runs (the executable sends what each stateless op's call, and each
+            # stateful op's factory, passes).
             passes = msg.get("op_args", {}).get(op)
             if passes is not None:
                 missing = missing_parameter(fn, passes)

@@ -210,6 +210,13 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
   EXPECT_EQ(lines(r.out), 1) << r.out;
   EXPECT_TRUE(has(r.out, "takes 'scores', which is not an argument mlacheck passes to topk_decode (it passes: logits, "
                          "next_n, seq_lens, k, out, workspace)")) << r.out;
+  // The same for a stateful op's factory (what it makes is checked for its methods when made).
+  r = run_mlacheck("check --python decode_metadata=" + kFixtures +
+                   "metadata_wrong_params.py:decode_metadata --budget 30");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "takes 'buffer', which is not an argument mlacheck passes to decode_metadata (it passes: "
+                         "limits, buffers)")) << r.out;
   // A module that exits while it is imported: said as that, not as a fault during a call.
   r = run_mlacheck("check --python " + kFixtures + "exits_on_import.py:topk_decode --budget 30");
   EXPECT_EQ(r.status, 2) << r.out;
