@@ -24,6 +24,9 @@ include(CMakePackageConfigHelpers)
 
 get_property(mlacheck_libraries GLOBAL PROPERTY MLACHECK_INSTALLED_LIBRARIES)
 install(TARGETS mlacheck RUNTIME DESTINATION bin COMPONENT tool)
+# Built with the tool, so `--target mlacheck` builds everything the tool component installs (a fresh
+# clone's main job built the executable alone and the install then found no libmlacheck_guard.so).
+add_dependencies(mlacheck mlacheck_guard)
 # The guard's byte work, loaded by mlacheck.guard() from the package's own folder.
 install(TARGETS mlacheck_guard LIBRARY DESTINATION share/mlacheck/python/mlacheck COMPONENT tool)
 # The Python package (docs/python.md), pure Python: PYTHONPATH=<prefix>/share/mlacheck/python.
