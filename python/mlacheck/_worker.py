@@ -314,7 +314,7 @@ class Worker:
         for entry in self.blocks.values():  # a new process of the executable: its memory is new too
             if entry[3] is not None:
                 self.cuda.close(entry[3])
-        self.blocks, self.buffers = {}, {}
+        self.blocks, self.buffers, self.maps = {}, {}, {}
         for spec in msg["specs"]:
             op, module, name = spec["op"], spec["module"], spec["callable"]
             if module == "-":  # mlacheck.cases(): this process is the caller, with no function to import

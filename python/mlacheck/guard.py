@@ -207,9 +207,11 @@ def _tensors(value, name, out):
 
 
 def _traced(t):
-    """Whether t is a tensor subclass (torch.compile's fake and functional tensors): no bytes to watch."""
+    """Whether t is a tensor subclass with a __torch_dispatch__ of its own (torch.compile's fake and
+    functional tensors, wrappers): its storage holds no bytes of its own to watch. A plain subclass
+    (nn.Parameter, a user's) is watched as a tensor is."""
     import torch
-    return type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter)
+    return getattr(type(t), "__torch_dispatch__", None) is not getattr(torch.Tensor, "__torch_dispatch__", None)
 
 
 class _Guard:

@@ -45,6 +45,16 @@ def test_every_way_python_calls_an_op_is_watched_and_aten_ops_never_reach_the_gu
                        match=r"mlacheck_test2\.fill\.value .torch.ops.: stray write: 1 byte .*index \[2\] .past the view"):
         with mlacheck.guard(save=None):
             torch.ops.mlacheck_test2.fill(buf[:2], 2.0)
+    # A call on fake tensors (torch.compile tracing) passes unwatched, and is counted; a plain
+    # subclass (nn.Parameter) is watched as a tensor is.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as fake:
+        x, out = torch.empty(2, 4), torch.empty(4, 4)
+    with mlacheck.guard(save=None) as g:
+        with fake:
+            torch.ops.mlacheck_test.copy_rows(x, out[:2])
+        torch.ops.mlacheck_test.copy_rows(torch.nn.Parameter(torch.ones(2, 4)), torch.zeros(4, 4)[:2])
+    assert g.traced == 1 and g.calls == 1, (g.traced, g.calls)
     # Without poison no dispatch mode is pushed: the test's own aten ops run as they do unguarded.
     with mlacheck.guard(save=None):
         assert torch._C._len_torch_dispatch_stack() == 0
