@@ -240,13 +240,17 @@ std::string want(const std::vector<std::pair<const char*, const char*>>& fields)
 
 // ---- the stateless ops: one call, the answer written in place ----------------------------------------
 
+// In a dry run (op_arg_names_json): the names fill passes recorded, and true (nothing is sent).
+bool dry_run(const std::function<void(Args&)>& fill) {
+  if (dry_run_names == nullptr) return false;
+  Args a(0);
+  fill(a);
+  *dry_run_names = a.names();
+  return true;
+}
+
 int stateless(const char* op, const mlacheck_device* device, const std::function<void(Args&)>& fill) {
-  if (dry_run_names != nullptr) {  // a dry run: the names the call passes, and nothing sent
-    Args a(0);
-    fill(a);
-    *dry_run_names = a.names();
-    return 0;
-  }
+  if (dry_run(fill)) return 0;
   load_worker(device);
   const int64_t scope = python_worker::new_scope();
   Args a(scope);
@@ -336,12 +340,7 @@ struct PyObj {
 // Makes the object: fn(**args) in the worker, which must have the methods named.
 PyObj* make_object(const char* op, const mlacheck_device* device, const std::vector<const char*>& methods,
                       const std::function<void(Args&)>& fill) {
-  if (dry_run_names != nullptr) {  // a dry run: the names the factory is passed, and nothing made
-    Args a(0);
-    fill(a);
-    *dry_run_names = a.names();
-    return nullptr;
-  }
+  if (dry_run(fill)) return nullptr;
   load_worker(device);
   auto obj = std::make_unique<PyObj>();
   obj->op = op, obj->scope = python_worker::new_scope(), obj->device = *device;
