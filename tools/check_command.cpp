@@ -16,6 +16,7 @@
 #include "kernels/python_bridge.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
+#include "tools/adapters.h"
 #include "tools/flags.h"
 #include "properties/property_registry.h"
 #include "tools/report_formats.h"
@@ -342,7 +343,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     if (const int rc = flags::parse("check", args, f, out, err); rc >= 0) return rc;
     o.impls = f.list("impl");
     o.plugins = f.list("plugin");
-    o.python = f.list("python");
+    o.python = python_specs(f);
     o.suite = suite_options(f);
     o.suite.contract_probe = f.on("contract-probe");
     o.suite.only = f.list("property");

@@ -28,6 +28,7 @@
 #include "kernels/plugin.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
+#include "tools/adapters.h"
 #include "tools/flags.h"
 #include "tools/fuzz_log.h"
 #include "kernels/python_bridge.h"
@@ -214,7 +215,7 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
   o.seed_dirs = f.list("seeds");
   o.seeds_given = f.given("seeds");
   o.plugins = f.list("plugin");
-  o.python = f.list("python");
+  o.python = python_specs(f);
   o.time_s = f.integer("time");
   o.runs = f.given("runs") ? f.integer("runs") : -1;
   o.jobs = f.integer("jobs");

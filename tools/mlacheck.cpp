@@ -24,6 +24,7 @@
 #include "kernels/python_bridge.h"
 #include "tools/bench_command.h"
 #include "tools/check_command.h"
+#include "tools/adapters.h"
 #include "tools/flags.h"
 #include "tools/fuzz_command.h"
 #include "tools/mutants_command.h"
@@ -87,6 +88,12 @@ int cmd_list() {
     if (!contract->clauses.empty()) std::cout << std::string(32, ' ') << "contract: " << contract->describe() << '\n';
   }
   if (impls.empty()) std::cout << "  none registered in this build\n";
+  std::cout << "\nadapters of upstream kernels (--adapter NAME; docs/upstream.md):\n";
+  const std::vector<mlacheck::AdapterInfo> adapters = mlacheck::shipped_adapters();
+  for (const mlacheck::AdapterInfo& a : adapters) {
+    std::cout << "  " << a.name << std::string(a.name.size() < 40 ? 40 - a.name.size() : 1, ' ') << a.op << '\n';
+  }
+  if (adapters.empty()) std::cout << "  none: the Python package is not beside this executable\n";
   std::cout << "\ncontract terms (clauses a plugin's contract may use; N: a number or another quantity):\n";
   for (const OpInfo& op : spec_ops()) {
     const std::vector<std::string> terms = contract_terms(std::string(op.name));
@@ -149,7 +156,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& args) {
   if (const int rc = flags::parse(cmd, args, f, std::cout, std::cerr); rc >= 0) return rc;
   if (cmd == "list") {
     for (const std::string& path : f.list("plugin")) mlacheck::kernels::load_plugin_isolated(path);
-    mlacheck::kernels::load_python_isolated(f.list("python"));
+    mlacheck::kernels::load_python_isolated(mlacheck::python_specs(f));
     return f.given("contract-terms") ? cmd_list_contract_terms() : cmd_list();
   }
   if (cmd == "selfcheck") return cmd_selfcheck(f);

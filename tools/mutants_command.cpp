@@ -20,6 +20,7 @@
 #include "kernels/registry.h"
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
+#include "tools/adapters.h"
 #include "tools/flags.h"
 #include "properties/property_registry.h"
 #include "tools/report_formats.h"
@@ -282,7 +283,7 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
     o.only = f.list("only");
     o.save_dir = f.text("save");
     o.plugins = f.list("plugin");
-    o.python = f.list("python");
+    o.python = python_specs(f);
     flags::apply_max_mb(f);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");

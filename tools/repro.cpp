@@ -31,6 +31,7 @@
 #include "properties/property_registry.h"
 #include "tools/report_formats.h"
 #include "harness/memory_budget.h"
+#include "tools/adapters.h"
 #include "tools/flags.h"
 #include "tools/report_html.h"
 #ifdef MLACHECK_HAVE_CUDA
@@ -335,16 +336,7 @@ namespace {
 // MODULE:CALLABLE's callable is ignored). Its exit status: 0 clean, 1 the finding again, 2 setup.
 int repro_guard_call(const std::string& file, const std::vector<std::string>& imports, const std::string& emit,
                      std::ostream& out, std::ostream& err) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string package;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && fs::exists(exe.parent_path().parent_path() / "share/mlacheck/python/mlacheck/guard.py", ec)) {
-    package = (exe.parent_path().parent_path() / "share/mlacheck/python").string();
-  }
-#ifdef MLACHECK_SOURCE_DIR
-  if (package.empty()) package = std::string(MLACHECK_SOURCE_DIR) + "/python";
-#endif
+  const std::string package = python_package_dir();
   std::vector<std::string> argv = {kernels::python_worker::interpreter(), "-m", "mlacheck.rerun", file};
   for (std::string m : imports) {
     const size_t colon = m.rfind(':');
@@ -426,7 +418,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
   }
   if (files.empty()) return flags::usage_error(err, "repro", "no case file given");
   if (files.size() == 1 && std::filesystem::path(files[0]).extension() == ".call") {
-    return repro_guard_call(files[0], f.list("python"), f.text("emit"), out, err);
+    return repro_guard_call(files[0], python_specs(f), f.text("emit"), out, err);
   }
   if (f.given("emit")) return flags::usage_error(err, "repro", "--emit is for a .call file (a call the guard saved)");
   try {
@@ -434,7 +426,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
     // The probe's Python worker is lent to the first case's child (on --backend, else the host,
     // where saved cases run unless they say otherwise).
     const std::string backend = f.given("backend") ? f.text("backend") : "host";
-    kernels::load_python_isolated(f.list("python"), backend == "host" || backend == "cuda" ? backend : "");
+    kernels::load_python_isolated(python_specs(f), backend == "host" || backend == "cuda" ? backend : "");
   } catch (const Error& e) {
     err << flags::prefix("repro") << e.what() << '\n';
     return 2;

@@ -46,6 +46,14 @@
 
 namespace mlacheck {
 
+void PropertyTally::add_not_taken(int count, const std::string& why) {
+  const auto contract_refusal = [](const std::string& w) {
+    return w.empty() || w.find("outside the contract") != std::string::npos || w.find("within the contract") != std::string::npos;
+  };
+  if (not_taken == 0 || (contract_refusal(not_taken_why) && !contract_refusal(why))) not_taken_why = why;
+  not_taken += count;
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -368,7 +376,7 @@ class SuiteRun {
     memory.reset();
     if (!r.outside.empty()) {
       PropertyTally& t = row.tally[r.property];
-      if (t.not_taken++ == 0) t.not_taken_why = r.outside;
+      t.add_not_taken(1, r.outside);
       if (r.outside.rfind("beyond the Triton interpreter's reach", 0) == 0) {
         if (row.beyond_reach++ == 0) row.beyond_reach_why = stage + ": " + what + ": " + r.outside;
         return std::nullopt;
@@ -860,8 +868,7 @@ ChildEnd run_one_child(const SuiteOptions& o, const std::string& impl, const Row
     for (const auto& [name, t] : part.tally) {
       PropertyTally& mine = row.tally[name];
       mine.cases += t.cases;
-      if (mine.not_taken == 0) mine.not_taken_why = t.not_taken_why;
-      mine.not_taken += t.not_taken;
+      if (t.not_taken > 0) mine.add_not_taken(t.not_taken, t.not_taken_why);
     }
     for (const SuiteFinding* f : part.findings()) {
       if (!row.failed) {

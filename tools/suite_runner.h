@@ -90,11 +90,15 @@ struct SuiteFinding {
 };
 
 // What one property got in a row: the cases it ran, and those it did not take (outside the
-// implementation's contract, or beyond the Triton interpreter's reach), with the first reason.
+// implementation's contract, or beyond the Triton interpreter's reach), with one reason: the first,
+// unless a reason that is not the contract's comes later (a case the implementation cannot take at
+// all, such as reserved memory a Python callable is not lent, says more than a case's value outside
+// the contract: it may be why no case of the property ran).
 struct PropertyTally {
   int cases = 0;
   int not_taken = 0;
   std::string not_taken_why;
+  void add_not_taken(int count, const std::string& why);
 };
 
 struct SuiteResult {

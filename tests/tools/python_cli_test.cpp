@@ -245,6 +245,39 @@ TEST(PythonCli, AnUnknownModuleOrCallableIsOneLineAndExit2) {
       << r.out;
 }
 
+// --adapter NAME runs a shipped adapter (python/mlacheck/adapters/) by its MODULE.CALLABLE name;
+// `list` names every one with its op. An unknown name, or an adapter whose upstream library is not
+// there, is one line and exit 2 before any case.
+TEST(PythonCli, AnAdapterIsRunByNameAndWhatItLacksIsOneLine) {
+  CliResult r = run_mlacheck("list");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* row : {"vllm_cuda.top_k_per_row_decode", "vllm_cuda.indexer_k_quant_and_cache",
+                          "deepgemm.fp8_paged_mqa_logits", "vllm_triton.decode_metadata"}) {
+    EXPECT_TRUE(has(r.out, std::string("\n  ") + row + " ")) << row << "\n" << r.out;
+  }
+  EXPECT_TRUE(has(r.out, "vllm_cuda.indexer_k_quant_and_cache     indexer_k_cache_insert\n")) << r.out;
+  r = run_mlacheck("check --adapter vllm_cuda.no_such_kernel --budget 5");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "--adapter 'vllm_cuda.no_such_kernel' is not a shipped adapter (mlacheck list shows them: "))
+      << r.out;
+  SKIP_WITHOUT_TORCH();
+  // DeepGEMM is not installed here: the adapter's import says so, naming how to build it.
+  r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 30");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "DeepGEMM is not importable here")) << r.out;
+  // vLLM's compiled library is not in an empty upstream cache: said, with the command that fetches it.
+  const std::string cache = ::testing::TempDir() + "python_cli_empty_upstream";
+  std::filesystem::create_directories(cache);
+  setenv("MLACHECK_UPSTREAM_CACHE", cache.c_str(), 1);
+  r = run_mlacheck("repro x.case --adapter vllm_cuda.indexer_k_quant_and_cache");
+  unsetenv("MLACHECK_UPSTREAM_CACHE");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "scripts/upstream_cache.sh")) << r.out;
+}
+
 // --property runs one property alone. permutation_commutes on the twin that writes a row past out
 // reports the stray write (it read the failed run's values and crashed before this test).
 TEST(PythonCli, OnePropertyAloneReportsTheBuggyTwinsStrayWriteNotACrash) {

@@ -157,5 +157,26 @@ TEST(SuiteWire, SplitKeepsEmptyFields) {
   EXPECT_EQ(suite_wire::split_on("a,,b,", ','), (std::vector<std::string>{"a", "", "b", ""}));
 }
 
+// A property's tally keeps one reason for the cases it did not take: the first, unless a reason
+// that is not a contract refusal comes later (the cuda far properties of a Python callable: the
+// reserved memory it is not lent is why none ran, not the first case's value outside the contract).
+TEST(SuiteWire, ATallyPrefersAReasonThatIsNotTheContracts) {
+  PropertyTally t;
+  t.add_not_taken(1, "case: 'head_dim' is 4, outside the contract's head_dim = 128");
+  t.add_not_taken(3, "a Python callable can be lent only mlacheck's cudaMalloc buffers (x): reserved device memory is not lent on cuda");
+  t.add_not_taken(1, "case: 'head_dim' is 7, outside the contract's head_dim = 128");
+  EXPECT_EQ(t.not_taken, 5);
+  EXPECT_EQ(t.not_taken_why.find("a Python callable can be lent only"), 0u) << t.not_taken_why;
+  PropertyTally first;
+  first.add_not_taken(2, "beyond the Triton interpreter's reach: x");
+  first.add_not_taken(1, "reserved device memory is not lent on cuda");
+  EXPECT_EQ(first.not_taken, 3);
+  EXPECT_EQ(first.not_taken_why, "beyond the Triton interpreter's reach: x");
+  PropertyTally contract_only;
+  contract_only.add_not_taken(1, "case: 'k' is 9000, outside the contract's k <= 8192");
+  contract_only.add_not_taken(1, "case: 'k' is 9001, outside the contract's k <= 8192");
+  EXPECT_EQ(contract_only.not_taken_why, "case: 'k' is 9000, outside the contract's k <= 8192");
+}
+
 }  // namespace
 }  // namespace mlacheck

@@ -13,6 +13,7 @@ cuda backend only; nothing of vLLM is copied here.
 | top_k_per_row_prefill | topk_prefill | torch.ops._C.top_k_per_row_prefill, as sparse_attn_indexer.py calls it (509-518) |
 | persistent_topk | topk_decode | torch.ops._C.persistent_topk, as sparse_attn_indexer.py calls it for index_topk 512, 1024 and 2048 (643-656) |
 | indexer_decode_topk | topk_decode | the decode step's top-k as sparse_attn_indexer.py picks it (616-666): torch.ops._C.cooperative_topk where its condition holds (at most 64 rows, a row stride that is a multiple of 4, sm90 or newer but not sm120), else persistent_topk |
+| indexer_k_quant_and_cache | indexer_k_cache_insert | torch.ops._C_cache_ops.indexer_k_quant_and_cache (csrc/libtorch_stable/cache_kernels.cu), as sparse_attn_indexer.py calls it (400-406) |
 
 Each maps mlacheck's arguments onto the op's (numRows = the logits' rows, its strides, topK = k) and
 computes nothing. Each declares what sparse_attn_indexer.py guarantees it (docs/findings.md 6, 7):
@@ -39,6 +40,20 @@ on the host, SIGFPE), and `short_rows any-order` (every consumer of the indices,
 kernels, reads a row as a set and skips -1 wherever it stands). Their 1 MiB workspace
 (RADIX_TOPK_WORKSPACE_SIZE) is the caller's, reused from call to call (the workspace manager's), so
 it is kept here across calls too.
+
+indexer_k_quant_and_cache writes the indexer's fp8 K cache in the block-flat layout mlacheck's
+`indexer_k_cache_insert` checks (docs/ops.md 2.3): block b's codes of every slot, then its fp32
+scales. It is called with quant_block_size = head_dim (one scale per token: the indexer's
+quant_block_size 128 equals index_head_dim 128, models/deepseek_v32/attention.py 88), the cache as a
+[num_blocks, block_size, head_dim + 4] view of the same bytes (the kernel takes size(1) as the block
+size and stride(0) as the block stride), and the slot mapping as int64, which vLLM's slot mappings
+are. It declares what its callers guarantee:
+- `head_dim = 128`: index_head_dim of DeepSeek V3.2's config; the kernel reduces a token's amax
+  over one warp of 32 lanes x 4 values, so 128 is the quantization block it is written for;
+- `k_row_pad = 0`: the kernel reads token i at i * head_dim, not through k's row stride, and its
+  callers hand it a contiguous k: `torch.cat([k_pe, k_nope], dim=-1)` in deepseek_v2.py's
+  Indexer.forward (800, 826), `torch.empty_like` of the projection's slice in
+  models/deepseek_v32/attention.py (315), then `k[:num_tokens]` (sparse_attn_indexer.py 389).
 
 Run on an H100 under these (2026-12-06, docs/findings.md): top_k_per_row_decode FAILs only on
 finding 6's split path (corpus regression V5); top_k_per_row_prefill is PARTIAL (every property
@@ -140,4 +155,21 @@ def indexer_decode_topk(logits, next_n, seq_lens, k, out):
                                     int(seq_lens.max().item()))
     else:
         vllm_ops().persistent_topk(logits, seq_lens, out, _workspace(logits.device), int(k), logits.shape[1])
+    return None
+
+
+INSERT_CONTRACT = ["head_dim = 128", "k_row_pad = 0"]
+
+
+@implements("indexer_k_cache_insert", contract=INSERT_CONTRACT)
+def indexer_k_quant_and_cache(k, slot_mapping, kv_cache, block_size, ue8m0):
+    """sparse_attn_indexer.py 400-406: (k, kv_cache, slot_mapping, quant_block_size, scale_fmt); the
+    cache as vLLM allocates it, [num_blocks, block_size, head_dim + 4] bytes, here a view of mlacheck's
+    [num_blocks, block_stride] (the same first byte and block stride)."""
+    head_dim = k.shape[1]
+    cache = kv_cache.as_strided((kv_cache.shape[0], int(block_size), head_dim + 4),
+                                (kv_cache.stride(0), head_dim + 4, 1), kv_cache.storage_offset())
+    vllm_ops()  # loads the library, which registers _C_cache_ops too
+    torch.ops._C_cache_ops.indexer_k_quant_and_cache(k, cache, slot_mapping.to(torch.int64), head_dim,
+                                                     "ue8m0" if ue8m0 else "fp32")
     return None

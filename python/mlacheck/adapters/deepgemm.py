@@ -1,0 +1,68 @@
+"""mlacheck adapters for DeepGEMM's paged fp8 MQA logits, the indexer's decode logits of DeepSeek
+V3.2: `deep_gemm.fp8_paged_mqa_logits` with the schedule `deep_gemm.get_paged_mqa_logits_metadata`
+makes for it (csrc/apis/attention.hpp), as the DeepGEMM you have installed or built ships them
+(`import deep_gemm`; scripts/upstream.sh builds DeepGEMM's revision 54e2261 from a checkout in a
+scratch folder and puts it on PYTHONPATH). cuda backend only; nothing of DeepGEMM is copied here.
+
+    mlacheck check --backend cuda --adapter deepgemm.fp8_paged_mqa_logits --budget 60
+
+| callable | op | drives |
+|---|---|---|
+| fp8_paged_mqa_logits | paged_mqa_logits | get_paged_mqa_logits_metadata(context_lens, block_kv, get_num_sms()), then fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits=False), as vLLM 0.29.0's sparse_attn_indexer.py (603-613) and v1/attention/backends/mla/indexer.py (1041) call them through vllm/utils/deep_gemm.py for the decode step |
+
+The layouts are mlacheck's (docs/ops.md 2.1), which follow DeepGEMM's: q fp8 [B, next_n, H, D]
+with its scale folded into the weights, weights fp32 [B * next_n, H], the cache block-flat (a
+block's fp8 codes of every token, then its fp32 scales; DeepGEMM takes it as a [num_blocks,
+block_kv, 1, D + 4] tensor of those bytes, block stride = stride(0)), block_table int32 [B, W]
+with any row stride. The adapter maps arguments only: the cache is a 4-D view of the same bytes,
+the schedule is made for each call as vLLM's metadata builder makes it for each step, and since
+DeepGEMM returns a fresh logits tensor (rows padded to 256 floats) instead of writing a caller's,
+that result is copied into mlacheck's logits view. So mlacheck checks every value DeepGEMM
+computes, and sees no write of DeepGEMM's outside its own fresh tensor (it never holds the
+caller's buffer).
+
+It declares what DeepGEMM asserts on the host for sm90 and what vLLM's caller guarantees
+(sm90_fp8_mqa_logits.hpp's sm90_fp8_paged_mqa_logits and sm90_paged_mqa_logits_metadata; vLLM's
+sparse_attn_indexer.py):
+- `context_lens rank 2`: "Only 2D context lens is supported for now" (attention.hpp asserts
+  context_lens.dim() == 2); vLLM hands it decode_metadata.seq_lens, [B, next_n];
+- `mode one-of unclean`: clean_logits with 2-D lengths is asserted against; vLLM passes False and
+  masks past each row's length in its top-k;
+- `next_n <= 2`, `heads one-of 32 64`, `block_size = 64`: sm90's host asserts (next_n 1 or 2,
+  128 % num_heads with the kernel's instantiations, block_kv 64);
+- `head_dim = 128`: index_head_dim of DeepSeek V3.2, the only head size DeepGEMM's test runs on sm90;
+- `max_context_len >= 1`: vLLM passes max_model_len (sparse_attn_indexer.py 603-613).
+"""
+import torch
+
+try:
+    import deep_gemm
+except ImportError as e:  # one line, before any case: what is missing
+    raise ImportError("deepgemm.py: DeepGEMM is not importable here (%s): build it (scripts/upstream.sh deepgemm) "
+                      "or install it, and put it on PYTHONPATH" % e) from None
+
+try:
+    from mlacheck import implements
+except ImportError:  # a bare checkout run by file path: the package beside this folder
+    import os
+    import sys
+    sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    from mlacheck import implements
+
+SM90_CONTRACT = ["context_lens rank 2", "mode one-of unclean", "next_n <= 2", "heads one-of 32 64",
+                 "block_size = 64", "head_dim = 128", "max_context_len >= 1"]
+
+
+@implements("paged_mqa_logits", contract=SM90_CONTRACT)
+def fp8_paged_mqa_logits(q, kv_blocks, weights, context_lens, block_table, logits, block_size, max_context_len,
+                         clean, host_context_lens):
+    """The decode step's logits: the schedule for these lengths, then the kernel; its fresh result
+    copied into mlacheck's logits view [B * next_n, max_context_len]."""
+    head_dim = q.shape[-1]
+    cache = kv_blocks.as_strided((kv_blocks.shape[0], int(block_size), 1, head_dim + 4),
+                                 (kv_blocks.stride(0), head_dim + 4, head_dim + 4, 1), kv_blocks.storage_offset())
+    schedule = deep_gemm.get_paged_mqa_logits_metadata(context_lens, int(block_size), deep_gemm.get_num_sms())
+    out = deep_gemm.fp8_paged_mqa_logits(q, cache, weights, context_lens, block_table, schedule, int(max_context_len),
+                                         False)
+    logits.copy_(out)
+    return None
