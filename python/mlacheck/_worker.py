@@ -20,6 +20,7 @@ the first byte); back, a 4-byte length and lines of text:
     fail ONE LINE                       the callable refused, raised or misbehaved
     crashed FAULT ONE LINE              a CUDA fault that lost this process's context (it exits)
 """
+import faulthandler
 import importlib
 import inspect
 import json
@@ -735,6 +736,9 @@ class Compiling:
 COMPILING = Compiling()
 
 def main():
+    # A callable that crashes the interpreter (a segfault in an extension) leaves its Python stack on
+    # stderr, which mlacheck passes on with its "the Python worker was killed by signal 11" line.
+    faulthandler.enable()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.argv[1]))
     try:
         Worker(sock).serve()

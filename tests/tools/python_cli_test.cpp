@@ -278,6 +278,32 @@ TEST(PythonCli, AnAdapterIsRunByNameAndWhatItLacksIsOneLine) {
   EXPECT_TRUE(has(r.out, "scripts/upstream_cache.sh")) << r.out;
 }
 
+// The DeepGEMM adapter's mapping of mlacheck's arguments onto DeepGEMM's (the block-flat cache as
+// [num_blocks, 64, 1, 132] bytes, 1-D lengths as the [B, next_n] rows vLLM builds, the fresh result
+// copied into the logits view), checked without a GPU: a CPU stand-in of deep_gemm that computes
+// what DeepGEMM's test says it computes passes the whole suite inside the contract; the same with
+// one token's scale read from its neighbour fails.
+TEST(PythonCli, TheDeepGemmAdapterMapsItsArgumentsOntoAStandInThatPasses) {
+  SKIP_WITHOUT_TORCH();
+  const std::string fake = kFixtures + "fake_deep_gemm";
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("PYTHONPATH", (fake + (saved.empty() ? "" : ":" + saved)).c_str(), 1);
+  CliResult r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 20");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "paged_mqa_logits@py  PASS")) << r.out;
+  setenv("FAKE_DEEP_GEMM_BUG", "scale", 1);
+  r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 60 --fail-fast");
+  unsetenv("FAKE_DEEP_GEMM_BUG");
+  if (saved.empty()) {
+    unsetenv("PYTHONPATH");
+  } else {
+    setenv("PYTHONPATH", saved.c_str(), 1);
+  }
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "paged_mqa_logits@py  FAIL")) << r.out;
+}
+
 // --property runs one property alone. permutation_commutes on the twin that writes a row past out
 // reports the stray write (it read the failed run's values and crashed before this test).
 TEST(PythonCli, OnePropertyAloneReportsTheBuggyTwinsStrayWriteNotACrash) {

@@ -24,14 +24,22 @@ caller's buffer).
 It declares what DeepGEMM asserts on the host for sm90 and what vLLM's caller guarantees
 (sm90_fp8_mqa_logits.hpp's sm90_fp8_paged_mqa_logits and sm90_paged_mqa_logits_metadata; vLLM's
 sparse_attn_indexer.py):
-- `context_lens rank 2`: "Only 2D context lens is supported for now" (attention.hpp asserts
-  context_lens.dim() == 2); vLLM hands it decode_metadata.seq_lens, [B, next_n];
+- `context_lens rank 1`: DeepGEMM takes [B, next_n] lengths only ("Only 2D context lens is supported
+  for now", attention.hpp), and its schedule reads each request's last column alone, so a request's
+  rows must rise to their last (its test makes them so, ctx2d[:, -1] = ctx). vLLM hands it
+  decode_metadata.seq_lens, "(B, next_n) for native spec decode" (sparse_attn_indexer.py 578-581):
+  row j of request b is max(0, L_b - next_n + j + 1), which is what mlacheck's 1-D lengths mean
+  (docs/ops.md 2.1); the adapter writes them as that [B, next_n] tensor;
 - `mode one-of unclean`: clean_logits with 2-D lengths is asserted against; vLLM passes False and
   masks past each row's length in its top-k;
 - `next_n <= 2`, `heads one-of 32 64`, `block_size = 64`: sm90's host asserts (next_n 1 or 2,
   128 % num_heads with the kernel's instantiations, block_kv 64);
 - `head_dim = 128`: index_head_dim of DeepSeek V3.2, the only head size DeepGEMM's test runs on sm90;
-- `max_context_len >= 1`: vLLM passes max_model_len (sparse_attn_indexer.py 603-613).
+- `max_context_len >= 1`: vLLM passes max_model_len (sparse_attn_indexer.py 603-613);
+- `kv_offset = 0`, `block_stride = 8448`: the kernel loads the cache through TMA descriptors, whose
+  base and strides must be multiples of 16 bytes; vLLM's indexer cache is an allocation of its own
+  whose blocks are block_size x (head_dim + 4) = 64 x 132 bytes (deepseek_v2.py's
+  DeepseekV32IndexerCache.get_kv_cache_spec: head_size 132, uint8).
 """
 import torch
 
@@ -49,8 +57,8 @@ except ImportError:  # a bare checkout run by file path: the package beside this
     sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     from mlacheck import implements
 
-SM90_CONTRACT = ["context_lens rank 2", "mode one-of unclean", "next_n <= 2", "heads one-of 32 64",
-                 "block_size = 64", "head_dim = 128", "max_context_len >= 1"]
+SM90_CONTRACT = ["context_lens rank 1", "mode one-of unclean", "next_n <= 2", "heads one-of 32 64",
+                 "block_size = 64", "head_dim = 128", "max_context_len >= 1", "kv_offset = 0", "block_stride = 8448"]
 
 
 @implements("paged_mqa_logits", contract=SM90_CONTRACT)
@@ -59,6 +67,12 @@ def fp8_paged_mqa_logits(q, kv_blocks, weights, context_lens, block_table, logit
     """The decode step's logits: the schedule for these lengths, then the kernel; its fresh result
     copied into mlacheck's logits view [B * next_n, max_context_len]."""
     head_dim = q.shape[-1]
+    next_n = q.shape[1]
+    # Request b's rows j have length max(0, L_b - next_n + j + 1) (docs/ops.md 2.1, 1-D lengths),
+    # which DeepGEMM takes as the [B, next_n] tensor vLLM's metadata builder makes for a decode step.
+    rows = context_lens.to(torch.int32).unsqueeze(1) - next_n + 1 + torch.arange(next_n, dtype=torch.int32,
+                                                                                 device=context_lens.device)
+    context_lens = rows.clamp(min=0).to(torch.int32).contiguous()
     cache = kv_blocks.as_strided((kv_blocks.shape[0], int(block_size), 1, head_dim + 4),
                                  (kv_blocks.stride(0), head_dim + 4, head_dim + 4, 1), kv_blocks.storage_offset())
     schedule = deep_gemm.get_paged_mqa_logits_metadata(context_lens, int(block_size), deep_gemm.get_num_sms())
