@@ -26,12 +26,31 @@ version=$(sed -n 's/^vllm==\([0-9.]*\).*/\1/p' python/upstream.lock)
 root="$cache/vllm-$version"
 pip=".venv/bin/pip"
 [ -x "$pip" ] || pip="pip3"
+# One project's pin and hashes from the lock, as a requirements file of its own.
+pin_of() {  # NAME FILE
+  python3 - "$1" python/upstream.lock > "$2" <<'PY'
+import sys
+name, lines = sys.argv[1], open(sys.argv[2]).read().splitlines()
+start = [i for i, l in enumerate(lines) if l.startswith(name + "==")]
+if not start:
+    sys.exit("upstream: python/upstream.lock pins no %s" % name)
+i = start[0]
+out = [lines[i]]
+while out[-1].rstrip().endswith("\\") and i + 1 < len(lines):  # a continued line
+    i += 1
+    out.append(lines[i])
+print("\n".join(out))
+PY
+}
+vllm_pin=$(mktemp)
+pin_of vllm "$vllm_pin"
+trap 'rm -f "$vllm_pin"' EXIT
 
 if [ ! -f "$root/.mlacheck-complete" ]; then
   mkdir -p "$cache"
   echo "upstream: downloading vLLM $version's wheel (pinned by hash) into $cache"
   "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
-    -r python/upstream.lock -d "$cache"
+    -r "$vllm_pin" -d "$cache"
   wheel=$(ls "$cache"/vllm-"$version"-*.whl | head -1)
   rm -rf "$root" && mkdir -p "$root"
   # Only the Python sources: the adapters read vLLM's files, never its compiled extensions.
@@ -50,7 +69,7 @@ fi
 if [ "$compiled" = 1 ] && { [ ! -f "$root/vllm/_C_stable_libtorch.abi3.so" ] || [ ! -f "$root/vllm/_flashmla_C.abi3.so" ]; }; then
   tmp=$(mktemp -d)
   "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
-    -r python/upstream.lock -d "$tmp"
+    -r "$vllm_pin" -d "$tmp"
   python3 - "$(ls "$tmp"/vllm-"$version"-*.whl | head -1)" "$root" <<'PY'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
@@ -67,7 +86,7 @@ inject() {  # NAME FILE OLD NEW: the copy's one change, OLD found exactly once
   local copy="$root-$1" file="$2" old="$3" new="$4"
   [ -f "$copy/.mlacheck-complete" ] && return 0
   rm -rf "$copy" && mkdir -p "$copy"
-  cp -r "$root/vllm" "$copy/"
+  cp -r "$root"/. "$copy/" && rm -f "$copy/.mlacheck-complete"
   local before
   before=$(grep -cF "$old" "$copy/$file" || true)
   [ "$before" = 1 ] || { echo "upstream: $file has $before lines '$old', want 1" >&2; exit 1; }
@@ -81,3 +100,32 @@ inject bug-mla vllm/v1/attention/ops/triton_decode_attention.py \
   'mask_h[:, None] & (offs_n[None, :] < split_kv_end), qk, float("-inf")' \
   'mask_h[:, None] & (offs_n[None, :] <= split_kv_end), qk, float("-inf")'
 echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug and $root-bug-mla"
+
+# SGLang: the Python files of its DSA kernels (sglang/kernels/ops/attention/dsa/), and a copy with
+# one injected bug: the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).
+sversion=$(sed -n 's/^sglang==\([0-9.]*\).*/\1/p' python/upstream.lock)
+sroot="$cache/sglang-$sversion"
+if [ ! -f "$sroot/.mlacheck-complete" ]; then
+  spin=$(mktemp)
+  pin_of sglang "$spin"
+  echo "upstream: downloading SGLang $sversion's wheel (pinned by hash, 39 MB) into $cache"
+  "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
+    -r "$spin" -d "$cache"
+  rm -f "$spin"
+  wheel=$(ls "$cache"/sglang-"$sversion"-*.whl | head -1)
+  rm -rf "$sroot" && mkdir -p "$sroot"
+  python3 - "$wheel" "$sroot" <<'PY'
+import sys, zipfile
+wheel, root = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist() if n.startswith("sglang/kernels/ops/attention/dsa/") and n.endswith(".py")]
+    z.extractall(root, members=names)
+print("upstream: unpacked %d Python files of %s" % (len(names), wheel.rsplit("/", 1)[-1]))
+PY
+  rm -f "$wheel"
+  touch "$sroot/.mlacheck-complete"
+fi
+root="$sroot"
+inject bug sglang/kernels/ops/attention/dsa/transform_index.py \
+  'selected = in_row & (loaded_topk_indices >= 0)' 'selected = in_row & (loaded_topk_indices > 0)'
+echo "upstream: SGLang $sversion at $sroot; the injected-bug copy at $sroot-bug"
