@@ -1,4 +1,6 @@
-// The mlacheck command: entry point and subcommand dispatch.
+// The mlacheck command: its command line (cli_main, tools/cli_main.h) and subcommand dispatch. The
+// executable's main is tools/mlacheck_main.cpp; the command-line fuzzer (fuzz/cli_fuzzer.cpp) runs
+// cli_main in-process.
 //
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input (one line on stderr).
 #include <cerrno>
@@ -23,6 +25,7 @@
 #include "kernels/plugin.h"
 #include "kernels/python_bridge.h"
 #include "tools/bench_command.h"
+#include "tools/cli_main.h"
 #include "tools/check_command.h"
 #include "tools/adapters.h"
 #include "tools/flags.h"
@@ -180,6 +183,9 @@ int stdout_checked(const std::string& prefix, int rc) {
   const bool flushed = std::fflush(stdout) == 0;
   const int error = errno;
   if (flushed && std::cout.good() && !std::ferror(stdout)) return rc;
+  // A command that failed has said why in its one line (exit 2): the output it could not write
+  // then is not a second line (found by fuzz/cli_fuzzer: repro of a raw input, stdout on /dev/full).
+  if (rc == 2) return 2;
   std::cerr << prefix << "cannot write the output to stdout"
             << (error != 0 ? std::string(": ") + std::strerror(error) : std::string()) << '\n';
   return 2;
@@ -187,7 +193,7 @@ int stdout_checked(const std::string& prefix, int rc) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int mlacheck::cli_main(int argc, char** argv) {
   if (argc < 2) return usage_error("no command given");
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
