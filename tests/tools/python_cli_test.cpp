@@ -289,7 +289,7 @@ TEST(PythonCli, TheDeepGemmAdapterMapsItsArgumentsOntoAStandInThatPasses) {
   const char* old = std::getenv("PYTHONPATH");
   const std::string saved = old != nullptr ? old : "";
   setenv("PYTHONPATH", (fake + (saved.empty() ? "" : ":" + saved)).c_str(), 1);
-  CliResult r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 20");
+  CliResult r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 10");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "paged_mqa_logits@py  PASS")) << r.out;
   setenv("FAKE_DEEP_GEMM_BUG", "scale", 1);

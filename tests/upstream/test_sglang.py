@@ -45,7 +45,7 @@ def check(fn, tmp_path, budget, contract=None, src=None, fail_fast=False):
 
 @pytest.mark.parametrize("fn", ["transform_index_decode", "transform_index_decode_2048"])
 def test_the_decode_index_transform_passes_inside_its_callers_contract(fn, tmp_path):
-    rc, row = check(fn, tmp_path, 10)
+    rc, row = check(fn, tmp_path, 6)
     assert row["cases_run"] > 0 and not row["failures"], (row["result"], row["verdict"], row["case"])
     assert (rc, row["result"]) == (0, "PASS"), (row["result"], row["verdict"], row.get("unjudged"))
 
