@@ -2,6 +2,7 @@
 #include "kernels/plugin.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
@@ -282,7 +283,22 @@ int add_contract(void* context, const char* op, const char* name, const char* te
 
 }  // namespace
 
+namespace {
+
+// A path that names something other than a file (a FIFO, a folder, a device) is refused before
+// dlopen, which would block on a FIFO until the probe's timeout (found by fuzz/cli_fuzzer's author).
+void require_file_if_there(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;  // missing: dlopen's message says so
+  const char* kind = S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                     : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "a device" : "not a regular file";
+  throw Error("plugin " + path + ": is " + std::string(kind) + ", not a shared library file");
+}
+
+}  // namespace
+
 LoadedPlugin load_plugin(const std::string& path) {
+  require_file_if_there(path);
   const std::string what = "plugin " + path;
   // RTLD_NOW: a plugin missing a symbol fails here, with the loader's message, not mid-check.
   void* handle = ::dlopen(path.find('/') == std::string::npos ? ("./" + path).c_str() : path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -313,6 +329,7 @@ LoadedPlugin register_plugin(const mlacheck_plugin_info& info, const std::string
 }
 
 LoadedPlugin load_plugin_isolated(const std::string& path) {
+  require_file_if_there(path);
   IsolationOptions opts;
   opts.timeout_seconds = 60;
   const IsolatedOutcome probe = run_isolated(

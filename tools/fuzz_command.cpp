@@ -212,6 +212,8 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
   o.impl = f.text("impl");
   o.out_dir = f.text("out");
   o.harness_dir = f.text("harness-dir");
+  // An empty --harness-dir is a mistake, not "look where you would without it".
+  if (f.given("harness-dir") && o.harness_dir.empty()) return flags::usage_error(err, "fuzz", "--harness-dir is empty");
   o.seed_dirs = f.list("seeds");
   o.seeds_given = f.given("seeds");
   o.plugins = f.list("plugin");

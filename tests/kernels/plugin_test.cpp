@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -89,6 +91,16 @@ TEST(Plugin, WhatIsNotAPluginIsRefusedInOneLine) {
   const std::string no_symbol = error_of([] { load_plugin(FIXTURE_NO_SYMBOL); });
   EXPECT_NE(no_symbol.find("defines no 'mlacheck_plugin' symbol"), std::string::npos) << no_symbol;
   EXPECT_EQ(no_symbol.find('\n'), std::string::npos);
+  // A FIFO or a folder is refused by what it is, at once: dlopen would wait on a FIFO's writer
+  // (the isolated probe's 60 s), and the folder's loader message says less.
+  const std::string fifo = ::testing::TempDir() + "plugin_fifo.so";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { load_plugin_isolated(fifo); }).find("plugin " + fifo + ": is a FIFO, not a shared library file"),
+            std::string::npos);
+  std::remove(fifo.c_str());
+  EXPECT_NE(error_of([] { load_plugin(::testing::TempDir()); }).find(": is a folder, not a shared library file"),
+            std::string::npos);
 }
 
 TEST(Plugin, AnotherAbiVersionIsRefusedNamingBoth) {

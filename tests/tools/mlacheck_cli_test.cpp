@@ -234,7 +234,8 @@ TEST(MlacheckCli, ReproAllRunsAFoldersCases) {
 TEST(MlacheckCli, BadFuzzUsageIsOneLine) {
   for (const char* args : {"fuzz", "fuzz --target nope", "fuzz --target topk_decode --time 0",
                            "fuzz --target topk_decode --backend tpu", "fuzz --target topk_decode --frobnicate 1",
-                           "fuzz --target topk_decode --harness-dir /nonexistent", "decode --target topk_decode",
+                           "fuzz --target topk_decode --harness-dir /nonexistent", "fuzz --target topk_decode --harness-dir=",
+                           "decode --target topk_decode",
                            "encode only-one-arg"}) {
     const CliResult r = run_mlacheck(args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.out;
