@@ -151,20 +151,26 @@ class Worker:
 
     # ---- the socket ----------------------------------------------------------------------------
     def receive(self):
+        """The next request, or (None, []) when the process that sends them has gone: an end of
+        file, or a reset (it exited with our last reply unread: a budget that ended at that moment;
+        found by a CI run of mlacheck.cases under load)."""
         header, fds = b"", []
-        while len(header) < 4:
-            data, got, _, _ = socket.recv_fds(self.sock, 4 - len(header), 8)
-            if not data:
-                return None, []
-            header += data
-            fds += got
-        (n,) = struct.unpack("<I", header)
-        body = bytearray()
-        while len(body) < n:
-            chunk = self.sock.recv(min(1 << 20, n - len(body)))
-            if not chunk:
-                return None, []
-            body += chunk
+        try:
+            while len(header) < 4:
+                data, got, _, _ = socket.recv_fds(self.sock, 4 - len(header), 8)
+                if not data:
+                    return None, []
+                header += data
+                fds += got
+            (n,) = struct.unpack("<I", header)
+            body = bytearray()
+            while len(body) < n:
+                chunk = self.sock.recv(min(1 << 20, n - len(body)))
+                if not chunk:
+                    return None, []
+                body += chunk
+        except ConnectionResetError:
+            return None, []
         return json.loads(body.decode("utf-8")), fds
 
     def send(self, lines, msg=None):

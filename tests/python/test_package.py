@@ -243,3 +243,16 @@ def test_the_properties_asked_for_are_the_only_ones_drawn(tmp_path):
             case.run(topk_torch.topk_decode)
         assert run.verdict, str(run.verdict)
     assert served >= 1200 and far == 0, (served, far, seed)
+
+
+def test_a_sender_gone_with_a_reply_unread_ends_the_loop():
+    # mlacheck.cases() serves `mlacheck check` over a socket; when the check's budget ends just as a
+    # reply is sent, the check exits with it unread and the next receive is a reset, not an end of
+    # file. That is the run's end (its verdict is written), not an error (a CI run under load raised
+    # ConnectionResetError out of the loop).
+    import socket
+    from mlacheck import _worker
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    mine.sendall(b"a reply the other end never reads")
+    theirs.close()
+    assert _worker.Worker(mine).receive() == (None, [])
