@@ -98,7 +98,7 @@ prepare() {
 # makes it block 0, offset -1, and its codes and scale land before the slots of block 0. Built for
 # sm_90a against mlacheck's torch as upstream_guard.sh builds the top-k (the stable ABI), registered
 # alone in namespace _C_cache_ops as OUT/injected/vllm/_C_stable_libtorch.abi3.so, the name the
-# adapter loads (MLACHECK_VLLM_SRC=OUT/injected).
+# adapter loads (`run --injected` points MLACHECK_VLLM_SRC at it).
 injected_vllm() {
   local dir=$1
   local src="$cache/vllm-$version-sdist"
