@@ -365,8 +365,13 @@ def test_the_projects_own_examples_under_mlachecks_cases_give_the_guard_no_findi
     with mlacheck.guard(save=str(tmp_path)) as g:
         for case in run:
             case.run(impl)
-    assert run.verdict and not g.findings, (str(run.verdict), g.findings)
-    assert run.verdict.cases_run > 0 and (g.calls > 0 or module == "topk_torch"), (str(run.verdict), g.calls)
+    # No finding and no failure is the claim. On a loaded machine a property may be left without a case
+    # (PARTIAL, each such property saying so: the interpreter's predicted time past half the case
+    # timeout), which is no pass of that property and no failure either.
+    v = run.verdict
+    assert not g.findings and not v.failures and v.cases_run > 0, (str(v), g.findings)
+    assert v or (v.result == "PARTIAL" and "no case ran" in v.unjudged), str(v)
+    assert g.calls > 0 or module == "topk_torch", (str(v), g.calls)
 
 
 def test_a_host_storage_larger_than_half_the_memory_is_refused_in_one_line(monkeypatch):
