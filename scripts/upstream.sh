@@ -19,7 +19,8 @@
 # build: on the GPU machine, with its python3 and torch: unpacks the libraries into OUT/vsrc (the
 #   folder MLACHECK_VLLM_SRC names) and compiles DeepGEMM's one host unit, csrc/python_api.cpp, into
 #   its Python package as vLLM's tools/build_deepgemm_C.py does (one g++ call against torch's
-#   headers and libraries, C++20); DeepGEMM compiles its kernels itself when first called (nvcc).
+#   headers and libraries, C++20; $DEEPGEMM_CXXFLAGS, e.g. -g1, is appended); DeepGEMM compiles its
+#   kernels itself when first called (nvcc).
 # run --injected: the same on the copies with one injected bug each (prepare --injected: vLLM's K-cache
 #   insert; build: DeepGEMM's kernel), with --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
@@ -194,10 +195,15 @@ PY
       -I"$pyinc" -I"$cuda/include" -I"$cuda/include/cccl" -I"$src/csrc" -I"$src/deep_gemm/include" \
       -I"$src/third-party/fmt/include" "${tinc[@]/#/-I}" "$src/csrc/python_api.cpp" \
       "${tlib[@]/#/-L}" -L"$cuda/lib64" -ltorch -ltorch_python -ltorch_cpu -ltorch_cuda -lc10 -lc10_cuda \
-      -lcudart -lnvrtc -lcublasLt "${rpath[@]}" -o "$so.part" > "$out/deepgemm/build.log" 2>&1 ||
+      -lcudart -lnvrtc -lcublasLt "${rpath[@]}" ${DEEPGEMM_CXXFLAGS:-} -o "$so.part" > "$out/deepgemm/build.log" 2>&1 ||
       { grep -m 5 -i "error" "$out/deepgemm/build.log" >&2 || true; die "build: DeepGEMM's compile failed ($out/deepgemm/build.log)"; }
     mv "$so.part" "$so"
-    PYTHONPATH="$src" python3 -c "import deep_gemm; deep_gemm.fp8_paged_mqa_logits; deep_gemm.get_paged_mqa_logits_metadata" ||
+    # Loaded into the GPU machine's python3 with torch 2.11, this build crashed on its first kernel
+    # (a segmentation fault inside std::regex's constructor, in DeepGEMM's include parser,
+    # csrc/jit/include_parser.hpp) unless the libstdc++ it was compiled against was loaded first;
+    # with it preloaded the same build runs (docs/findings.md). `run` preloads the one named here.
+    readlink -f "$(${CXX:-g++} -print-file-name=libstdc++.so.6)" > "$out/deepgemm/libstdcxx"
+    LD_PRELOAD="$(cat "$out/deepgemm/libstdcxx")${LD_PRELOAD:+:$LD_PRELOAD}" PYTHONPATH="$src" python3 -c "import deep_gemm; deep_gemm.fp8_paged_mqa_logits; deep_gemm.get_paged_mqa_logits_metadata" ||
       die "build: the DeepGEMM just built does not import"
     echo "$me: DeepGEMM built in $(( $(date +%s) - s )) s: $so"
     if [ -d "$out/injected" ] && [ ! -d "$out/injected/deepgemm/src" ]; then
@@ -205,7 +211,7 @@ PY
       # one's offset (a one-word slip in sm90_fp8_paged_mqa_logits.cuh), so every other token's
       # logit is scaled by its neighbour's scale. The header is compiled at run time: the same _C.
       mkdir -p "$out/injected/deepgemm"
-      cp -r "$src" "$out/injected/deepgemm/src"
+      cp -r "$src" "$out/injected/deepgemm/src" && cp "$out/deepgemm/libstdcxx" "$out/injected/deepgemm/"
       local kernel="$out/injected/deepgemm/src/deep_gemm/include/deep_gemm/impls/sm90_fp8_paged_mqa_logits.cuh"
       sed -i 's/\(float scale_kv_1 = ptx::ld_shared(smem_kv_scales\[kv_stage_idx\] + sub_warp_offset + \)v_1_offset);/\1v_0_offset);  \/\/ mlacheck: injected bug/' "$kernel"
       grep -q "mlacheck: injected bug" "$kernel" || die "build: the DeepGEMM bug was not injected (another revision?)"
@@ -241,6 +247,10 @@ run() {
   [ -d "$out/vsrc/vllm" ] && export MLACHECK_VLLM_SRC="$out/vsrc"
   if [ -f "$out/deepgemm/src/deep_gemm/__init__.py" ]; then
     export PYTHONPATH="$out/deepgemm/src${PYTHONPATH:+:$PYTHONPATH}" DG_JIT_CACHE_DIR="$out/deepgemm/jit-cache"
+    if [ -s "$out/deepgemm/libstdcxx" ]; then  # the libstdc++ DeepGEMM was built against (see build)
+      export LD_PRELOAD="$(cat "$out/deepgemm/libstdcxx")${LD_PRELOAD:+:$LD_PRELOAD}"
+      echo "$me: LD_PRELOAD=$LD_PRELOAD (the libstdc++ DeepGEMM was built against)"
+    fi
   fi
   if [ ${#picked[@]} -eq 0 ]; then  # every adapter of a compiled upstream kernel whose library is here
     local name

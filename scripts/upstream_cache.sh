@@ -46,25 +46,33 @@ vllm_pin=$(mktemp)
 pin_of vllm "$vllm_pin"
 trap 'rm -f "$vllm_pin"' EXIT
 
-if [ ! -f "$root/.mlacheck-complete" ]; then
+# A release's Python files under PREFIX (nothing compiled), from its wheel pinned by hash in the
+# lock, into ROOT; pip's cache keeps the wheel for the next time.
+unpack_release() {  # NAME VERSION ROOT PREFIX
+  local name=$1 version=$2 root=$3 prefix=$4 pin wheel
+  [ -f "$root/.mlacheck-complete" ] && return 0
   mkdir -p "$cache"
-  echo "upstream: downloading vLLM $version's wheel (pinned by hash) into $cache"
+  pin=$(mktemp)
+  pin_of "$name" "$pin"
+  echo "upstream: downloading $name $version's wheel (pinned by hash) into $cache"
   "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
-    -r "$vllm_pin" -d "$cache"
-  wheel=$(ls "$cache"/vllm-"$version"-*.whl | head -1)
+    -r "$pin" -d "$cache"
+  rm -f "$pin"
+  wheel=$(ls "$cache/$name-$version"-*.whl | head -1)
   rm -rf "$root" && mkdir -p "$root"
-  # Only the Python sources: the adapters read vLLM's files, never its compiled extensions.
-  python3 - "$wheel" "$root" <<'PY'
+  python3 - "$wheel" "$root" "$prefix" <<'PY'
 import sys, zipfile
-wheel, root = sys.argv[1], sys.argv[2]
+wheel, root, prefix = sys.argv[1:4]
 with zipfile.ZipFile(wheel) as z:
-    names = [n for n in z.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+    names = [n for n in z.namelist() if n.startswith(prefix) and n.endswith(".py")]
     z.extractall(root, members=names)
 print("upstream: unpacked %d Python files of %s" % (len(names), wheel.rsplit("/", 1)[-1]))
 PY
-  rm -f "$wheel"  # pip's cache keeps it
+  rm -f "$wheel"
   touch "$root/.mlacheck-complete"
-fi
+}
+# vLLM: every Python file (about 300 MB of wheel the first time); the adapters read vLLM's files.
+unpack_release vllm "$version" "$root" vllm/
 
 if [ "$compiled" = 1 ] && { [ ! -f "$root/vllm/_C_stable_libtorch.abi3.so" ] || [ ! -f "$root/vllm/_flashmla_C.abi3.so" ]; }; then
   tmp=$(mktemp -d)
@@ -105,26 +113,7 @@ echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug and
 # one injected bug: the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).
 sversion=$(sed -n 's/^sglang==\([0-9.]*\).*/\1/p' python/upstream.lock)
 sroot="$cache/sglang-$sversion"
-if [ ! -f "$sroot/.mlacheck-complete" ]; then
-  spin=$(mktemp)
-  pin_of sglang "$spin"
-  echo "upstream: downloading SGLang $sversion's wheel (pinned by hash, 39 MB) into $cache"
-  "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
-    -r "$spin" -d "$cache"
-  rm -f "$spin"
-  wheel=$(ls "$cache"/sglang-"$sversion"-*.whl | head -1)
-  rm -rf "$sroot" && mkdir -p "$sroot"
-  python3 - "$wheel" "$sroot" <<'PY'
-import sys, zipfile
-wheel, root = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(wheel) as z:
-    names = [n for n in z.namelist() if n.startswith("sglang/kernels/ops/attention/dsa/") and n.endswith(".py")]
-    z.extractall(root, members=names)
-print("upstream: unpacked %d Python files of %s" % (len(names), wheel.rsplit("/", 1)[-1]))
-PY
-  rm -f "$wheel"
-  touch "$sroot/.mlacheck-complete"
-fi
+unpack_release sglang "$sversion" "$sroot" sglang/kernels/ops/attention/dsa/
 root="$sroot"
 inject bug sglang/kernels/ops/attention/dsa/transform_index.py \
   'selected = in_row & (loaded_topk_indices >= 0)' 'selected = in_row & (loaded_topk_indices > 0)'
