@@ -169,6 +169,21 @@ const Term kTerms[] = {
     {"mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q (times q_scale) in Q.K
     {"mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (times k_scale) in Q.K and P.V
     {"mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
+    // the indexer's K-cache gather (docs/ops.md 2.4): the cache's block stride is block_size x
+    // (head_dim + 4) rounded up to 4, plus block_pad 4-byte words; the table's row stride table_cols +
+    // table_row_pad entries; dst_k's row stride head_dim + dst_row_pad bytes; T = cu_seq_lens[B] +
+    // spare_rows
+    {"indexer_k_cache_gather", "head_dim", TermKind::kQuantity, "head_dim"},
+    {"indexer_k_cache_gather", "block_size", TermKind::kQuantity, "block_size"},
+    {"indexer_k_cache_gather", "block_pad", TermKind::kQuantity, "block_pad"},
+    {"indexer_k_cache_gather", "seq_lens", TermKind::kQuantity, "seq_lens"},
+    {"indexer_k_cache_gather", "table_cols", TermKind::kQuantity, "table_cols"},
+    {"indexer_k_cache_gather", "table_row_pad", TermKind::kQuantity, "table_row_pad"},
+    {"indexer_k_cache_gather", "dst_row_pad", TermKind::kQuantity, "dst_row_pad"},
+    {"indexer_k_cache_gather", "spare_rows", TermKind::kQuantity, "spare_rows"},
+    {"indexer_k_cache_gather", "kv_cache", TermKind::kLayout, "contiguous: block_pad=0 cache_lead=0 | padded-rows:"},
+    {"indexer_k_cache_gather", "block_table", TermKind::kLayout, "contiguous: table_row_pad=0 table_lead=0 | padded-rows:"},
+    {"indexer_k_cache_gather", "dst_k", TermKind::kLayout, "contiguous: dst_row_pad=0 dst_lead=0 | padded-rows:"},
     // the MLA decode impl: its calls' and replays' precision, as mla_decode's
     {"mla_decode_impl", "q", TermKind::kPrecision, MLA_PRECISIONS},
     {"mla_decode_impl", "kv", TermKind::kPrecision, MLA_PRECISIONS},

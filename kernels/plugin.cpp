@@ -17,6 +17,7 @@
 #include "core/contract.h"
 #include "core/error.h"
 #include "kernels/indexer_decode_step.h"
+#include "kernels/k_cache_gather_glue.h"
 #include "kernels/k_cache_insert_glue.h"
 #include "kernels/metadata_builder.h"
 #include "kernels/mla_decode_glue.h"
@@ -120,6 +121,14 @@ void indexer_k_cache_insert_slot(Device& device, const DeviceTensor& k, const De
   call<mlacheck_indexer_k_cache_insert_fn>("indexer_k_cache_insert", I, device, a);
 }
 template <size_t I>
+void indexer_k_cache_gather_slot(Device& device, const DeviceTensor& kv_cache, const DeviceTensor& block_table,
+                                 const DeviceTensor& cu_seq_lens, const DeviceTensor& dst_k, const DeviceTensor& dst_scale,
+                                 int64_t block_size) {
+  const mlacheck_indexer_k_cache_gather_args a{c_tensor(kv_cache), c_tensor(block_table), c_tensor(cu_seq_lens),
+                                               c_tensor(dst_k), c_tensor(dst_scale), block_size};
+  call<mlacheck_indexer_k_cache_gather_fn>("indexer_k_cache_gather", I, device, a);
+}
+template <size_t I>
 void sparse_mla_decode_slot(Device& device, const SparseMlaArgs& p) {
   const mlacheck_sparse_mla_decode_args a{c_tensor(p.q),         c_tensor(p.kv_cache),  c_tensor(p.indices),
                                           c_tensor(p.topk_length), c_tensor(p.attn_sink), c_tensor(p.out),
@@ -178,6 +187,7 @@ MLA_SLOT_TABLE(topk_to_global, decltype(topk_to_global))
 MLA_SLOT_TABLE(sparse_mla_decode, decltype(sparse_mla_decode))
 MLA_SLOT_TABLE(mla_decode, decltype(mla_decode))
 MLA_SLOT_TABLE(indexer_k_cache_insert, decltype(indexer_k_cache_insert))
+MLA_SLOT_TABLE(indexer_k_cache_gather, decltype(indexer_k_cache_gather))
 MLA_SLOT_TABLE(decode_metadata, MetadataFactory)
 MLA_SLOT_TABLE(mla_decode_impl, MlaImplFactory)
 MLA_SLOT_TABLE(indexer_decode_step, StepFactory)
@@ -191,7 +201,7 @@ const std::map<std::string, Adder>& adders() {
       {"topk_to_global", &add_topk_to_global}, {"sparse_mla_decode", &add_sparse_mla_decode},
       {"mla_decode", &add_mla_decode},         {"decode_metadata", &add_decode_metadata},
       {"mla_decode_impl", &add_mla_decode_impl}, {"indexer_decode_step", &add_indexer_decode_step},
-      {"indexer_k_cache_insert", &add_indexer_k_cache_insert},
+      {"indexer_k_cache_insert", &add_indexer_k_cache_insert}, {"indexer_k_cache_gather", &add_indexer_k_cache_gather},
   };
   return m;
 }
@@ -240,6 +250,12 @@ int add_impl(void* context, const char* op, const char* name, const char* summar
     return refuse(r, error, error_size,
                   "add: " + o + "@" + n + ": the plugin declares plugin ABI version " + std::to_string(r.abi_version) +
                       ", and " + o + " came with version 4: rebuild it against this mlacheck's "
+                      "include/mlacheck/plugin.h");
+  }
+  if (o == "indexer_k_cache_gather" && r.abi_version < 5) {
+    return refuse(r, error, error_size,
+                  "add: " + o + "@" + n + ": the plugin declares plugin ABI version " + std::to_string(r.abi_version) +
+                      ", and " + o + " came with version 5: rebuild it against this mlacheck's "
                       "include/mlacheck/plugin.h");
   }
   const std::string qualified = o + "@" + n;

@@ -18,7 +18,7 @@ namespace mlacheck::kernels {
 
 struct LoadedPlugin {
   std::string path, name;                    // name: the one the plugin gives itself
-  uint32_t abi_version = 0;                  // the plugin ABI version it was built against (1 to 3)
+  uint32_t abi_version = 0;                  // the plugin ABI version it was built against (1 to 5)
   std::vector<std::string> implementations;  // "op@name", in registration order
 };
 

@@ -3,7 +3,7 @@
 // once, then its methods), and their registration. The worker process and the memory it is lent
 // are kernels/python_worker.h.
 //
-// (Past 500 lines on purpose: the thirteen ops' argument lists are one translation between
+// (Past 500 lines on purpose: the fourteen ops' argument lists are one translation between
 // mlacheck's C interface and the worker's messages, read together.)
 #include "kernels/python_bridge.h"
 
@@ -327,6 +327,12 @@ int py_indexer_k_cache_insert(const mlacheck_device* d, const mlacheck_indexer_k
     x.integer("block_size", a->block_size).integer("ue8m0", a->ue8m0);
   });
 }
+int py_indexer_k_cache_gather(const mlacheck_device* d, const mlacheck_indexer_k_cache_gather_args* a, char*, size_t) {
+  return stateless("indexer_k_cache_gather", d, [&](Args& x) {
+    x.tensor("kv_cache", a->kv_cache).tensor("block_table", a->block_table).tensor("cu_seq_lens", a->cu_seq_lens);
+    x.tensor("dst_k", a->dst_k).tensor("dst_scale", a->dst_scale).integer("block_size", a->block_size);
+  });
+}
 
 // ---- the stateful ops: an object in the worker, its scope's memory kept open for its life ----------------
 
@@ -584,6 +590,10 @@ std::string op_arg_names_json() {
     mlacheck_indexer_k_cache_insert_args a{};
     py_indexer_k_cache_insert(nullptr, &a, nullptr, 0);
   });
+  add("indexer_k_cache_gather", [] {
+    mlacheck_indexer_k_cache_gather_args a{};
+    py_indexer_k_cache_gather(nullptr, &a, nullptr, 0);
+  });
   // The stateful ops: what their factory is passed (the object's methods are checked when it is made).
   add("decode_metadata", [] {
     mlacheck_decode_metadata_limits l{};
@@ -650,6 +660,9 @@ int register_python(const mlacheck_plugin_api* api) {
     if (op == "mla_decode") rc = MLACHECK_ADD_MLA_DECODE(api, name, summary.c_str(), py_mla_decode);
     if (op == "indexer_k_cache_insert") {
       rc = MLACHECK_ADD_INDEXER_K_CACHE_INSERT(api, name, summary.c_str(), py_indexer_k_cache_insert);
+    }
+    if (op == "indexer_k_cache_gather") {
+      rc = MLACHECK_ADD_INDEXER_K_CACHE_GATHER(api, name, summary.c_str(), py_indexer_k_cache_gather);
     }
     if (op == "decode_metadata") rc = MLACHECK_ADD_DECODE_METADATA(api, name, summary.c_str(), py_decode_metadata);
     if (op == "mla_decode_impl") rc = MLACHECK_ADD_MLA_DECODE_IMPL(api, name, summary.c_str(), py_mla_decode_impl);

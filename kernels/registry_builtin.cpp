@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "kernels/indexer_decode_step.h"
+#include "kernels/k_cache_gather_glue.h"
 #include "kernels/k_cache_insert_glue.h"
 #include "kernels/metadata_builder.h"
 #include "kernels/mutants/mutants.h"
@@ -52,6 +53,9 @@ Registry& registry() {
             });
     reg.add({"indexer_k_cache_insert", "ref", "fp8 keys with per-token fp32 / ue8m0 scales into the block-flat cache"},
             &indexer_k_cache_insert);
+    reg.add({"indexer_k_cache_gather", "ref",
+             "each request's fp8 codes and fp32 scales copied from the block-flat cache into token rows"},
+            &indexer_k_cache_gather);
     // The seeded-bug variants, as <op>@<bug id> (kernels/mutants/).
     register_mutants(reg);
     return reg;

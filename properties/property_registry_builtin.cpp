@@ -7,6 +7,7 @@
 #include "properties/pack_decode_properties.h"
 #include "properties/sparse_mla_properties.h"
 #include "properties/topk_properties.h"
+#include "properties/k_cache_gather_properties.h"
 #include "properties/k_cache_insert_properties.h"
 #include "properties/property_registry.h"
 
@@ -40,7 +41,7 @@ void register_determinism(PropertyRegistry& reg) {
   for (const char* base : {"paged_mqa_logits.equals_oracle", "mqa_logits.equals_oracle", "sparse_mla_decode.equals_oracle",
                            "mla_decode.equals_oracle", "pack_decode.slots_left_aligned", "unpack_decode.inverts_pack",
                            "topk_to_global.equals_oracle", "indexer_k_cache_insert.equals_oracle",
-                           "topk_decode.rows_admissible", "topk_prefill.rows_admissible"}) {
+                           "indexer_k_cache_gather.equals_oracle", "topk_decode.rows_admissible", "topk_prefill.rows_admissible"}) {
     PropertyEntry e = reg.find(base);
     e.name = e.op + ".deterministic";
     e.summary = "the cases of " + std::string(base) +
@@ -68,6 +69,7 @@ const PropertyRegistry& property_registry() {
     register_mla_decode_impl_properties(reg);
     register_decode_step_properties(reg);
     register_k_cache_insert_properties(reg);
+    register_k_cache_gather_properties(reg);
     register_determinism(reg);
     return reg;
   }();

@@ -59,6 +59,9 @@ const std::map<std::string, std::string>& named_checks() {
       {"mla_decode_impl@K2", "mla_decode_impl.nonuniform_query_lengths_refused"},  // shape contract
       {"indexer_k_cache_insert@L1", "indexer_k_cache_insert.equals_oracle"},  // the cache's layout
       {"topk_to_global@S1", "topk_to_global.equals_oracle"},                  // the -1 sentinel
+      {"indexer_k_cache_gather@G1", "indexer_k_cache_gather.equals_oracle"},  // the table's row stride
+      {"indexer_k_cache_gather@G2", "indexer_k_cache_gather.equals_oracle"},  // a request's first row
+      {"indexer_k_cache_gather@G3", "indexer_k_cache_gather.equals_oracle"},  // rows past the last request
       // Reads past a view whose values are never used: only the read fence sees them, in the first
       // launch of the op's kernel (core/read_fence.h).
       {"paged_mqa_logits@O1", "paged_mqa_logits.equals_oracle"},   // context_lens past [B, next_n]

@@ -10,6 +10,7 @@
 #include "harness/schedule.h"
 #include "properties/decode_metadata_gen.h"
 #include "properties/decode_step_gen.h"
+#include "properties/k_cache_gather_gen.h"
 #include "properties/k_cache_insert_gen.h"
 #include "properties/mla_decode_gen.h"
 #include "properties/mla_decode_impl_gen.h"

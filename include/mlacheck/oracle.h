@@ -9,6 +9,7 @@
 #include "core/topk_check.h"
 #include "oracle/decode_metadata.h"
 #include "oracle/decode_step.h"
+#include "oracle/k_cache_gather.h"
 #include "oracle/k_cache_insert.h"
 #include "oracle/mla_decode.h"
 #include "oracle/mqa_logits.h"

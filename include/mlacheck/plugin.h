@@ -69,8 +69,9 @@ extern "C" {
 #endif
 
 /* Version 2 added contract (mlacheck_plugin_api); version 3 the stateful decode_metadata builder;
- * version 4 indexer_k_cache_insert. mlacheck loads plugins of versions 1 to 4. */
-#define MLACHECK_PLUGIN_ABI_VERSION 4u
+ * version 4 indexer_k_cache_insert; version 5 indexer_k_cache_gather. mlacheck loads plugins of
+ * versions 1 to 5. */
+#define MLACHECK_PLUGIN_ABI_VERSION 5u
 #define MLACHECK_MAX_RANK 8
 
 /* Element types (docs/ops.md "Conventions"). */
@@ -180,6 +181,18 @@ typedef struct mlacheck_indexer_k_cache_insert_args {
   int64_t block_size;
   int32_t ue8m0;
 } mlacheck_indexer_k_cache_insert_args;
+
+/* docs/ops.md 2.4 (version 5): the inverse reader of 2.3. Token p of request b (p below
+ * cu_seq_lens[b + 1] - cu_seq_lens[b]) lives in slot p % block_size of block block_table[b, p /
+ * block_size] of kv_cache (uint8 [num_blocks, block_stride], block-flat as in 2.1); its D code bytes
+ * go to row t = cu_seq_lens[b] + p of dst_k (uint8 [T, D], unit column stride, any row stride) and
+ * its scale's 4 bytes to dst_scale[t] (float32 [T], contiguous), unchanged. block_table int32 [B, W]
+ * (unit column stride, any row stride; columns past a request's blocks hold anything); cu_seq_lens
+ * int32 [B + 1]. Rows from cu_seq_lens[B] to T are left as they are. */
+typedef struct mlacheck_indexer_k_cache_gather_args {
+  mlacheck_tensor kv_cache, block_table, cu_seq_lens, dst_k, dst_scale;
+  int64_t block_size;
+} mlacheck_indexer_k_cache_gather_args;
 
 /* docs/ops.md 4: q bf16 [b, s_q, h, 576]; kv_cache uint8 [num_blocks, page, 656] (fp8_ds_mla tokens);
  * indices int32 [b, s_q, topk]; topk_length int32 [b] and attn_sink fp32 [h] optional; out bf16
@@ -413,6 +426,8 @@ typedef int (*mlacheck_sparse_mla_decode_fn)(const mlacheck_device*, const mlach
 typedef int (*mlacheck_mla_decode_fn)(const mlacheck_device*, const mlacheck_mla_decode_args*, char*, size_t);
 typedef int (*mlacheck_indexer_k_cache_insert_fn)(const mlacheck_device*, const mlacheck_indexer_k_cache_insert_args*,
                                                   char*, size_t);
+typedef int (*mlacheck_indexer_k_cache_gather_fn)(const mlacheck_device*, const mlacheck_indexer_k_cache_gather_args*,
+                                                  char*, size_t);
 /* Stateful: makes a builder into *builder (0), or refuses (non-zero, why in error). */
 typedef int (*mlacheck_decode_metadata_fn)(const mlacheck_device*, const mlacheck_decode_metadata_limits*,
                                            const mlacheck_decode_metadata_buffers*,
@@ -433,7 +448,7 @@ typedef int (*mlacheck_indexer_decode_step_fn)(const mlacheck_device*, const mla
  * "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
  * "topk_to_global", "sparse_mla_decode", "mla_decode", from version 3 the stateful
  * "decode_metadata", "mla_decode_impl" and "indexer_decode_step", from version 4
- * "indexer_k_cache_insert"; name: letters, digits and '_'),
+ * "indexer_k_cache_insert", from version 5 "indexer_k_cache_gather"; name: letters, digits and '_'),
  * with a one-line summary; it returns 0, or non-zero after writing why into error (an unknown op, a name
  * taken). */
 typedef struct mlacheck_plugin_api {
@@ -489,6 +504,7 @@ MLACHECK_TYPED_(topk_to_global)
 MLACHECK_TYPED_(sparse_mla_decode)
 MLACHECK_TYPED_(mla_decode)
 MLACHECK_TYPED_(indexer_k_cache_insert)
+MLACHECK_TYPED_(indexer_k_cache_gather)
 MLACHECK_TYPED_(decode_metadata)
 MLACHECK_TYPED_(mla_decode_impl)
 MLACHECK_TYPED_(indexer_decode_step)
@@ -516,6 +532,9 @@ MLACHECK_TYPED_(indexer_decode_step)
 /* Version 4. */
 #define MLACHECK_ADD_INDEXER_K_CACHE_INSERT(api, name, summary, fn) \
   MLACHECK_ADD_(api, "indexer_k_cache_insert", name, summary, mlacheck_erase_indexer_k_cache_insert(fn))
+/* Version 5. */
+#define MLACHECK_ADD_INDEXER_K_CACHE_GATHER(api, name, summary, fn) \
+  MLACHECK_ADD_(api, "indexer_k_cache_gather", name, summary, mlacheck_erase_indexer_k_cache_gather(fn))
 /* Version 3: fn makes a decode metadata builder (see "stateful ops"). */
 #define MLACHECK_ADD_DECODE_METADATA(api, name, summary, fn) \
   MLACHECK_ADD_(api, "decode_metadata", name, summary, mlacheck_erase_decode_metadata(fn))

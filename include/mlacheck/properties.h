@@ -17,6 +17,7 @@
 #include "harness/verdict.h"
 #include "properties/decode_metadata_properties.h"
 #include "properties/decode_step_properties.h"
+#include "properties/k_cache_gather_properties.h"
 #include "properties/k_cache_insert_properties.h"
 #include "properties/mla_decode_impl_properties.h"
 #include "properties/mla_decode_properties.h"

@@ -45,6 +45,11 @@ void register_mla_decode_impl_mutants(Registry& reg);
 // L1 (indexer K-cache insert): slots written token-interleaved, so 2.1's reader takes scales out of
 // fp8 value bytes.
 void register_k_cache_insert_mutants(Registry& reg);
+// G1 (indexer K-cache gather, vLLM's cp_gather_indexer_k_quant_cache indexes its table with the
+// table's width): a request's table row taken at b x W, not at the row stride; G2: a row on a
+// request's end given to that request (its first row read as the previous request's token len); G3
+// rows past cu_seq_lens[B] not skipped.
+void register_k_cache_gather_mutants(Registry& reg);
 
 // O1 (paged indexer logits, after DeepGEMM #344): row lengths read past context_lens's view; D1
 // (after DeepGEMM #392): head sums added in arrival order, so the bits depend on the schedule.
@@ -65,6 +70,7 @@ inline void register_mutants(Registry& reg) {
   register_mla_decode_mutants(reg);
   register_mla_decode_impl_mutants(reg);
   register_k_cache_insert_mutants(reg);
+  register_k_cache_gather_mutants(reg);
   register_pack_decode_mutants(reg);
   register_paged_mqa_logits_mutants(reg);
   register_sparse_mla_mutants(reg);

@@ -23,8 +23,8 @@ __all__ = ["OPS", "Case", "Cases", "Verdict", "cases", "check", "binary", "imple
 
 # The ops a Python function can stand in for (docs/ops.md; docs/python.md gives each one's arguments).
 OPS = ("topk_decode", "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
-       "topk_to_global", "sparse_mla_decode", "mla_decode", "indexer_k_cache_insert", "decode_metadata",
-       "mla_decode_impl", "indexer_decode_step")
+       "topk_to_global", "sparse_mla_decode", "mla_decode", "indexer_k_cache_insert", "indexer_k_cache_gather",
+       "decode_metadata", "mla_decode_impl", "indexer_decode_step")
 
 
 def _require_op(op):

@@ -37,8 +37,8 @@ DTYPE_NAMES = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "fl
                "uint8")
 ELEMENT_BYTES = (8, 4, 2, 2, 1, 1, 1, 8, 4, 1)
 OPS = ("topk_decode", "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
-       "topk_to_global", "sparse_mla_decode", "mla_decode", "indexer_k_cache_insert", "decode_metadata",
-       "mla_decode_impl", "indexer_decode_step")
+       "topk_to_global", "sparse_mla_decode", "mla_decode", "indexer_k_cache_insert", "indexer_k_cache_gather",
+       "decode_metadata", "mla_decode_impl", "indexer_decode_step")
 
 
 def one_line(text, limit=600):

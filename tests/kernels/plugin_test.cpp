@@ -143,6 +143,13 @@ TEST(Plugin, AVersion3PluginCannotAddTheKCacheInsert) {
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
+TEST(Plugin, AVersion4PluginCannotAddTheKCacheGather) {
+  const std::string e = error_of([] { load_plugin(FIXTURE_V4_K_CACHE_GATHER); });
+  EXPECT_NE(e.find("declares plugin ABI version 4, and indexer_k_cache_gather came with version 5"), std::string::npos)
+      << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 // A stateful object's own allocations are guarded: a write past one is the call's error, with the
 // allocation's name; an allocation mlacheck cannot give fails make with the allocator's reason.
 TEST(Plugin, AStatefulObjectsOwnAllocationIsGuardedAndABadOneRefused) {

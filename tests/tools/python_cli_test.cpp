@@ -535,6 +535,36 @@ TEST(PythonCli, MutantsRunsACallableAsTheVariantOfTheRowItMirrors) {
   EXPECT_TRUE(has(r.out, "not a bug id of docs/bugs.md")) << r.out;
 }
 
+// The indexer's K-cache gather through --python (the op's arguments by name: kv_cache, block_table,
+// cu_seq_lens, dst_k, dst_scale, block_size): a torch gather passes every property of its op, each
+// with cases (a budget of cases, with room for a loaded machine: 10 s ran some 900 cases a property
+// here); its twin that reads the table's rows W entries apart (G1) fails equals_oracle with its case
+// saved, and mutants --python kills it as G1.
+TEST(PythonCli, TheKCacheGatherInTorchPassesAndItsTableWidthTwinFails) {
+  SKIP_WITHOUT_TORCH();
+  const std::string file = kFixtures + "k_cache_gather_torch.py";
+  CliResult r = run_mlacheck("check --python " + file + ":indexer_k_cache_gather --budget 10 --format json");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "\"result\": \"PASS\"")) << r.out;
+  for (const char* property : {"equals_oracle", "inverts_insert", "deterministic"}) {
+    const std::string entry = "\"name\": \"indexer_k_cache_gather." + std::string(property) + "\", \"result\": \"PASS\", \"cases\": ";
+    const size_t at = r.out.find(entry);
+    ASSERT_NE(at, std::string::npos) << property << ": " << r.out;
+    EXPECT_GT(std::atoi(r.out.c_str() + at + entry.size()), 0) << property << ": " << r.out;
+  }
+  const std::string dir = ::testing::TempDir() + "python_k_cache_gather_twin";
+  std::filesystem::remove_all(dir);
+  r = run_mlacheck("check --python " + file + ":table_rows_at_width --budget 120 --fail-fast --save " + dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "indexer_k_cache_gather@py  FAIL")) << r.out;
+  EXPECT_TRUE(has(r.out, "indexer_k_cache_gather.equals_oracle")) << r.out;
+  EXPECT_FALSE(has(r.out, "PASS")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/indexer_k_cache_gather-py.case")) << r.out;
+  r = run_mlacheck("mutants --python indexer_k_cache_gather=" + file + ":table_rows_at_width --budget 120");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "\nindexer_k_cache_gather@py (G1)  killed ")) << r.out;
+}
+
 // A callable named after no op, without OP= or @mlacheck.implements, is one line naming the ways.
 TEST(PythonCli, ACallableOfNoKnownOpIsOneLineSayingHowToNameIt) {
   SKIP_WITHOUT_TORCH();

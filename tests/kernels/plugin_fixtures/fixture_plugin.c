@@ -24,6 +24,8 @@
 #define FIXTURE_NAME "fixture_v2"
 #elif defined(FIXTURE_V3_K_CACHE)
 #define FIXTURE_NAME "fixture_v3"
+#elif defined(FIXTURE_V4_K_CACHE_GATHER)
+#define FIXTURE_NAME "fixture_v4"
 #elif defined(FIXTURE_STATEFUL)
 #define FIXTURE_NAME "fixture_stateful"
 #else
@@ -46,6 +48,15 @@ static int insert_keys(const mlacheck_device* device, const mlacheck_indexer_k_c
                        size_t error_size) {
   (void)device, (void)a;
   return mlacheck_error(error, error_size, "fixture: never inserts");
+}
+#endif
+
+#if defined(FIXTURE_V4_K_CACHE_GATHER)
+/* Never called: the registration is refused. */
+static int gather_keys(const mlacheck_device* device, const mlacheck_indexer_k_cache_gather_args* a, char* error,
+                       size_t error_size) {
+  (void)device, (void)a;
+  return mlacheck_error(error, error_size, "fixture: never gathers");
 }
 #endif
 
@@ -136,6 +147,9 @@ static int register_impls(const mlacheck_plugin_api* api) {
 #elif defined(FIXTURE_STATEFUL)
   if (MLACHECK_ADD_MLA_DECODE_IMPL(api, "fixture_stray", "writes past its own allocation", make_stray) != 0) return 1;
   return MLACHECK_ADD_MLA_DECODE_IMPL(api, "fixture_negative", "asks for -1 bytes", make_negative);
+#elif defined(FIXTURE_V4_K_CACHE_GATHER)
+  return MLACHECK_ADD_INDEXER_K_CACHE_GATHER(api, FIXTURE_NAME, "the K-cache gather from a version 4 plugin",
+                                             gather_keys);
 #elif defined(FIXTURE_V3_K_CACHE)
   return MLACHECK_ADD_INDEXER_K_CACHE_INSERT(api, FIXTURE_NAME, "the K-cache insert from a version 3 plugin",
                                              insert_keys);
@@ -166,6 +180,10 @@ MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlach
 #elif defined(FIXTURE_V3_K_CACHE)
 /* Declaring version 3, as a plugin built before the K-cache insert: adding one is refused. */
 MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {3, "fixture v3",
+                                                                                    register_impls};
+#elif defined(FIXTURE_V4_K_CACHE_GATHER)
+/* Declaring version 4, as a plugin built before the K-cache gather: adding one is refused. */
+MLACHECK_PLUGIN_EXTERN_C MLACHECK_PLUGIN_EXPORT const mlacheck_plugin_info mlacheck_plugin = {4, "fixture v4",
                                                                                     register_impls};
 #elif defined(FIXTURE_V1_CONTRACT)
 /* Built against version 2 but declaring version 1, as a plugin of version 1 would: contract() is
