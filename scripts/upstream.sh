@@ -22,7 +22,7 @@
 #   headers and libraries, C++20; $DEEPGEMM_CXXFLAGS, e.g. -g1, is appended); DeepGEMM compiles its
 #   kernels itself when first called (nvcc).
 # run --injected: the same on the copies with one injected bug each (prepare --injected: vLLM's K-cache
-#   insert; build: DeepGEMM's kernel), with --fail-fast; results in OUT/injected/results-injected.
+#   insert and gather; build: DeepGEMM's kernel), with --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
 #   whose library is there (all of them by default; --adapter picks), one after the other (six run
 #   at once on one H100 gave every adapter false failures, unwritten outputs and illegal addresses,
@@ -92,13 +92,14 @@ prepare() {
   du -sh "$out"/* | sed "s/^/$me: /"
 }
 
-# --injected: vLLM's indexer K-cache insert with one realistic bug, for the adapter's injected-bug
-# check: csrc/libtorch_stable/cache_kernels.cu of the release's source distribution (the one
+# --injected: vLLM's indexer K-cache insert and gather with one realistic bug each, for the
+# adapters' injected-bug checks: csrc/libtorch_stable/cache_kernels.cu of the release's source distribution (the one
 # scripts/upstream_guard.sh build unpacks) with indexer_k_quant_and_cache_kernel's padding test
 # `slot_idx < 0` made `slot_idx < -1`, so a padding token (slot -1) is not skipped: C++ division
-# makes it block 0, offset -1, and its codes and scale land before the slots of block 0. Built for
-# sm_90a against mlacheck's torch as upstream_guard.sh builds the top-k (the stable ABI), registered
-# alone in namespace _C_cache_ops as OUT/injected/vllm/_C_stable_libtorch.abi3.so, the name the
+# makes it block 0, offset -1, and its codes and scale land before the slots of block 0; and in
+# cp_gather_indexer_k_quant_cache_kernel the row test without `batch < 0` (below). Built for
+# sm_90a against mlacheck's torch as upstream_guard.sh builds the top-k (the stable ABI), the two
+# ops registered alone in namespace _C_cache_ops as OUT/injected/vllm/_C_stable_libtorch.abi3.so, the name the
 # adapter loads (`run --injected` points MLACHECK_VLLM_SRC at it).
 injected_vllm() {
   local dir=$1
@@ -119,18 +120,34 @@ injected_vllm() {
   sed -i 's|if (slot_idx < 0 \|\| (head_dim_idx >= head_dim)) {|if (slot_idx < -1 \|\| (head_dim_idx >= head_dim)) {  // mlacheck: injected bug|' \
     "$lib/cache_kernels.cu"
   grep -q "mlacheck: injected bug" "$lib/cache_kernels.cu" || die "--injected: the bug was not injected"
-  local schema
-  schema=$("$py" -c '
+  # The gather's second bug: the early return drops `batch < 0`, so a row past the last request
+  # (num_tokens "may be an allocation upper bound", the kernel's own comment) is read as request -1
+  # and written (docs/bugs.md G3's class).
+  local gather_test="if (head_idx >= head_dim || token_idx >= num_tokens || batch < 0) {"
+  grep -qF "$gather_test" "$lib/cache_kernels.cu" ||
+    die "--injected: cache_kernels.cu has no gather row test to inject the bug into (another vLLM release?)"
+  sed -i 's/if (head_idx >= head_dim || token_idx >= num_tokens || batch < 0) {/if (head_idx >= head_dim || token_idx >= num_tokens) {  \/\/ mlacheck: injected bug/' \
+    "$lib/cache_kernels.cu"
+  [ "$(grep -c "mlacheck: injected bug" "$lib/cache_kernels.cu")" = 2 ] || die "--injected: the gather's bug was not injected"
+  local schemas
+  schemas=$("$py" -c '
 import re, sys
 text = open(sys.argv[1]).read()
-m = re.search(r"ops\.def\(\s*((?:\"[^\"]*\"\s*)+)\);", text[text.index("\"indexer_k_quant_and_cache(") - 40:])
-print(m.group(1).strip())' "$lib/torch_bindings.cpp") || die "--injected: no schema of indexer_k_quant_and_cache in torch_bindings.cpp"
+for op in ("indexer_k_quant_and_cache", "cp_gather_indexer_k_quant_cache"):
+    m = re.search(r"ops\.def\(\s*((?:\"[^\"]*\"\s*)+)\);", text[text.index("\"%s(" % op) - 40:])
+    print("  ops.def(%s);" % " ".join(m.group(1).split("\n")).strip())' "$lib/torch_bindings.cpp") ||
+    die "--injected: no schema of indexer_k_quant_and_cache or cp_gather_indexer_k_quant_cache in torch_bindings.cpp"
   {
-    echo "// Written by mlacheck's scripts/upstream.sh --injected: the indexer K-cache insert alone, in _C_cache_ops."
+    echo "// Written by mlacheck's scripts/upstream.sh --injected: the indexer K-cache insert and gather alone, in _C_cache_ops."
     echo "#include <torch/csrc/stable/library.h>"
     echo "#include \"ops.h\""
-    echo "STABLE_TORCH_LIBRARY_FRAGMENT(_C_cache_ops, ops) { ops.def($schema); }"
-    echo "STABLE_TORCH_LIBRARY_IMPL(_C_cache_ops, CUDA, ops) { ops.impl(\"indexer_k_quant_and_cache\", TORCH_BOX(&indexer_k_quant_and_cache)); }"
+    echo "STABLE_TORCH_LIBRARY_FRAGMENT(_C_cache_ops, ops) {"
+    echo "$schemas"
+    echo "}"
+    echo "STABLE_TORCH_LIBRARY_IMPL(_C_cache_ops, CUDA, ops) {"
+    echo "  ops.impl(\"indexer_k_quant_and_cache\", TORCH_BOX(&indexer_k_quant_and_cache));"
+    echo "  ops.impl(\"cp_gather_indexer_k_quant_cache\", TORCH_BOX(&cp_gather_indexer_k_quant_cache));"
+    echo "}"
   } > "$lib/mlacheck_insert_registration.cu"
   local flags=(-std=c++20 -O3 -lineinfo -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
                --expt-relaxed-constexpr -DENABLE_FP8 -DUSE_CUDA -DTORCH_TARGET_VERSION=0x020B000000000000ULL
@@ -146,7 +163,7 @@ print(m.group(1).strip())' "$lib/torch_bindings.cpp") || die "--injected: no sch
   # The driver library too (the file's swap_blocks_batch looks up a driver entry point).
   "$nvcc" "${flags[@]}" "$stage"/*.o -shared -cudart static -Xlinker --no-as-needed -L"$torch_dir/lib" -ltorch \
     -ltorch_cpu -ltorch_cuda -lc10 -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -o "$dir/_C_stable_libtorch.abi3.so"
-  echo "vllm $version sdist, cache_kernels.cu with slot_idx < -1 in indexer_k_quant_and_cache_kernel (injected)" > "$dir/REVISIONS"
+  echo "vllm $version sdist, cache_kernels.cu with slot_idx < -1 in indexer_k_quant_and_cache_kernel and no batch < 0 in cp_gather_indexer_k_quant_cache_kernel's row test (injected)" > "$dir/REVISIONS"
   rm -rf "$stage"
 }
 
@@ -256,7 +273,8 @@ run() {
     local name
     while read -r name _; do
       case "$name" in
-        vllm_cuda.indexer_k_quant_and_cache) [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;
+        vllm_cuda.indexer_k_quant_and_cache|vllm_cuda.cp_gather_indexer_k_quant_cache)
+          [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;
         vllm_cuda.*|vllm_flashmla.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;  # no injected copy
         deepgemm.*) [ -f "$out/deepgemm/src/deep_gemm/__init__.py" ] && picked+=("$name") ;;
       esac

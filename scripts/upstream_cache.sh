@@ -88,8 +88,8 @@ PY
   rm -rf "$tmp"
 fi
 
-# The injected bugs, one per copy of the tree (vllm-<version>-<name>), each a comparison `<` made
-# `<=`: each copy must be caught by the `upstream` tests within 20 cases.
+# The injected bugs, one per copy of the tree (vllm-<version>-<name>): each copy must be caught by
+# the `upstream` tests within 20 cases.
 inject() {  # NAME FILE OLD NEW: the copy's one change, OLD found exactly once
   local copy="$root-$1" file="$2" old="$3" new="$4"
   [ -f "$copy/.mlacheck-complete" ] && return 0
@@ -101,13 +101,18 @@ inject() {  # NAME FILE OLD NEW: the copy's one change, OLD found exactly once
   OLD="$old" NEW="$new" python3 -c 'import os, sys; p = sys.argv[1]; s = open(p).read(); open(p, "w").write(s.replace(os.environ["OLD"], os.environ["NEW"]))' "$copy/$file"
   touch "$copy/.mlacheck-complete"
 }
-# The uniform-decode metadata kernel's store mask.
+# The uniform-decode metadata kernel's store mask, `<` made `<=`.
 inject bug vllm/v1/attention/backends/mla/indexer.py 'mask = off < expanded_bt_stride' 'mask = off <= expanded_bt_stride'
 # The grouped MLA decode kernel's key mask on the scores: one key past the split's end takes part.
 inject bug-mla vllm/v1/attention/ops/triton_decode_attention.py \
   'mask_h[:, None] & (offs_n[None, :] < split_kv_end), qk, float("-inf")' \
   'mask_h[:, None] & (offs_n[None, :] <= split_kv_end), qk, float("-inf")'
-echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug and $root-bug-mla"
+# ROCm's K-cache gather takes the block table's width for its row stride (what vLLM's CUDA gather
+# kernel does, docs/bugs.md G1): every request after the first reads another request's blocks when
+# the table is a view into a wider one.
+inject bug-gather vllm/v1/attention/ops/rocm_aiter_mla_sparse.py \
+  'block_table_stride = block_table.stride(0)' 'block_table_stride = block_table.shape[1]'
+echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla and $root-bug-gather"
 
 # SGLang: the Python files of its DSA kernels (sglang/kernels/ops/attention/dsa/), and a copy with
 # one injected bug: the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).

@@ -33,6 +33,10 @@ FLAT_PAST_V2 = "\n".join(["layout one-of flattened", "table_cols >= table_width"
 MLA_PAST_V1 = "\n".join(["q_len = 1", "q dtype bf16", "heads >= 2", "precision p bf16", "kv_cache dtype fp8",
                          "precision kv bf16", "seq_lens >= 1"])
 
+# ROCm's K-cache gather's adapter contract (vllm_triton.py ROCM_K_GATHER).
+ROCM_GATHER = "\n".join(["block_size = 1", "block_pad = 0", "dst_row_pad = 0", "spare_rows = 0",
+                         "head_dim one-of 4 8 16 32 64 128"])
+
 if not os.path.isfile(os.path.join(RELEASE, ".mlacheck-complete")):
     pytest.skip("skipped: vLLM 0.29.0 is not in the upstream cache %s (scripts/upstream_cache.sh puts it there)"
                 % CACHE, allow_module_level=True)
@@ -46,9 +50,9 @@ def mlacheck(args, env=None, timeout=600):
     return p.returncode, p.stdout
 
 
-def check(fn, tmp_path, budget, prop=None, env=None):
+def check(fn, tmp_path, budget, prop=None, env=None, extra=()):
     args = ["check", "--python", "%s:%s" % (ADAPTER, fn), "--budget", str(budget), "--seed", "1",
-            "--format", "json", "--save", str(tmp_path)]
+            "--format", "json", "--save", str(tmp_path)] + list(extra)
     for p in ([prop] if isinstance(prop, str) else prop or []):
         args += ["--property", p]
     rc, out = mlacheck(args, env)
@@ -82,6 +86,7 @@ def test_the_findings_reproduce(case, fn, impl, verdict):
 @pytest.mark.parametrize("fn, prop, contract, budget", [
     ("pack_decode", None, None, 6),
     ("indexer_k_cache_insert_rocm", None, None, 6),
+    ("cp_gather_indexer_k_quant_cache_rocm", None, None, 6),
     ("unpack_decode", None, None, 6),
     ("topk_to_global", None, None, 6),
     ("topk_to_global_rocm", None, None, 6),
@@ -111,17 +116,21 @@ def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, budget, tm
 # - bug: the uniform metadata kernel's store mask `off < expanded_bt_stride` made `<=`;
 # - bug-mla: the grouped decode kernel's score mask `offs_n < split_kv_end` made `<=` (one key past
 #   each split's end takes part in the softmax), judged under the kernel's declared bf16 precision:
-#   that slack does not hide a wrong answer.
+#   that slack does not hide a wrong answer;
+# - bug-gather: ROCm's K-cache gather takes the block table's width for its row stride.
 @pytest.mark.parametrize("copy, fn, prop, contract, verdicts", [
     ("bug", "decode_metadata", "decode_metadata.fast_path_equals_general_path", FLAT_PAST_V2,
      ("stray write", "guard of")),
     ("bug-mla", "mla_decode", "mla_decode.equals_oracle", MLA_PAST_V1, ("mla_decode o:",)),
+    ("bug-gather", "cp_gather_indexer_k_quant_cache_rocm", None, ROCM_GATHER,
+     ("the cache's",)),
 ])
 def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(copy, fn, prop, contract, verdicts, tmp_path):
     bug = RELEASE + "-" + copy
     assert os.path.isfile(os.path.join(bug, ".mlacheck-complete")), bug
     env = {"MLACHECK_VLLM_SRC": bug, "MLACHECK_PYTHON_CONTRACT": contract}
-    rc, row, out = check(fn, tmp_path, 30, prop, env)
+    # --fail-fast: the cases counted are those run until the first failure.
+    rc, row, out = check(fn, tmp_path, 30, prop, env, ["--fail-fast"])
     assert rc == 1 and row["result"] == "FAIL", (row["result"], row["verdict"], out[-2000:])
     assert row["cases_run"] <= 20, row
     assert any(v in row["verdict"] for v in verdicts), row["verdict"]
@@ -144,6 +153,7 @@ def test_the_declared_precision_is_what_passes_the_cancelling_case(contract, ver
     ("vllm_cuda.py", "top_k_per_row_decode", "_C_stable_libtorch.abi3.so"),
     ("vllm_cuda.py", "persistent_topk", "_C_stable_libtorch.abi3.so"),
     ("vllm_cuda.py", "indexer_decode_topk", "_C_stable_libtorch.abi3.so"),
+    ("vllm_cuda.py", "cp_gather_indexer_k_quant_cache", "_C_stable_libtorch.abi3.so"),
     ("vllm_flashmla.py", "sparse_decode", "_flashmla_C.abi3.so"),
 ])
 def test_the_compiled_kernels_adapters_say_in_one_line_what_they_lack(adapter, fn, library):
@@ -169,3 +179,15 @@ def test_the_top_k_reproducers_say_in_one_line_what_they_lack(example):
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert p.returncode == 2 and len(p.stdout.strip().splitlines()) == 1, p.stdout
     assert "needs a CUDA GPU" in p.stdout or "no library at /nonexistent" in p.stdout, p.stdout
+
+
+# Each clause of ROCm's gather that its kernel needs, left out, fails: from block size 16 the cache
+# it reads is tiled ("SHUFFLE"), another layout than the spec's; the kernel writes row t at
+# t x head_dim whatever dst_k's row stride.
+@pytest.mark.parametrize("dropped, verdict", [("block_size = 1", "the cache's"),
+                                              ("dst_row_pad = 0", "guard of dst_k")])
+def test_each_clause_of_the_rocm_gather_is_what_its_kernel_needs(dropped, verdict, tmp_path):
+    contract = "\n".join(c for c in ROCM_GATHER.split("\n") if c != dropped)
+    rc, row, out = check("cp_gather_indexer_k_quant_cache_rocm", tmp_path, 60, "indexer_k_cache_gather.equals_oracle",
+                         {"MLACHECK_PYTHON_CONTRACT": contract})
+    assert rc == 1 and row["result"] == "FAIL" and verdict in row["verdict"], (row["result"], row["verdict"])

@@ -14,6 +14,7 @@ cuda backend only; nothing of vLLM is copied here.
 | persistent_topk | topk_decode | torch.ops._C.persistent_topk, as sparse_attn_indexer.py calls it for index_topk 512, 1024 and 2048 (643-656) |
 | indexer_decode_topk | topk_decode | the decode step's top-k as sparse_attn_indexer.py picks it (616-666): torch.ops._C.cooperative_topk where its condition holds (at most 64 rows, a row stride that is a multiple of 4, sm90 or newer but not sm120), else persistent_topk |
 | indexer_k_quant_and_cache | indexer_k_cache_insert | torch.ops._C_cache_ops.indexer_k_quant_and_cache (csrc/libtorch_stable/cache_kernels.cu), as sparse_attn_indexer.py calls it (400-406) |
+| cp_gather_indexer_k_quant_cache | indexer_k_cache_gather | torch.ops._C_cache_ops.cp_gather_indexer_k_quant_cache (csrc/libtorch_stable/cache_kernels.cu), as sparse_attn_indexer.py calls it for each prefill chunk (453-462) |
 
 Each maps mlacheck's arguments onto the op's (numRows = the logits' rows, its strides, topK = k) and
 computes nothing. Each declares what sparse_attn_indexer.py guarantees it (docs/findings.md 6, 7):
@@ -172,4 +173,42 @@ def indexer_k_quant_and_cache(k, slot_mapping, kv_cache, block_size, ue8m0):
     vllm_ops()  # loads the library, which registers _C_cache_ops too
     torch.ops._C_cache_ops.indexer_k_quant_and_cache(k, cache, slot_mapping.to(torch.int64), head_dim,
                                                      "ue8m0" if ue8m0 else "fp32")
+    return None
+
+
+# sparse_attn_indexer.py's prefill (440-462) gathers each chunk's keys with
+# cp_gather_indexer_k_quant_cache(kv_cache, k_quant, k_scale, chunk.block_table, chunk.local_cu_seq_lens)
+# into the workspace: k_quant = k_quant_full[:chunk.max_local_total_seq_lens] fp8 [T, head_dim] and
+# k_scale [T, 4] bytes (_gather_workspace_shapes, 254-272), contiguous; T may be more than the
+# chunk's rows under decode context parallelism (max_local_total_seq_lens, indexer.py 1105-1117), so
+# rows past cu_seq_lens[B] stay in the cases (the kernel: "num_tokens may be an allocation upper
+# bound"). What its callers guarantee and the kernel needs:
+# - `block_size = 64`, `head_dim one-of 32 64 128`: the CUDA indexer's only block size and its head
+#   sizes (backends/mla/indexer.py 171-177); the kernel copies 16-byte vectors (float4) of the cache,
+#   so a block stride or head size that is not a multiple of 16 bytes is outside what it is built for;
+# - `block_pad = 0`: the cache is [num_blocks, block_size, head_dim + 4] bytes with nothing between
+#   blocks (deepseek_v2.py's DeepseekV32IndexerCache);
+# - `table_row_pad = 0`: the kernel reads request b's blocks at block_table[b * size(1) + ...], the
+#   table's width, not its row stride (docs/bugs.md G1's class); chunk.block_table is
+#   block_table[start_idx:end_idx] (indexer.py 1174), whole rows of the builder's contiguous table;
+# - `dst_row_pad = 0`: the scale of row t is stored at (t * dst_k.stride(0)) / head_dim floats, right
+#   only for contiguous rows, which the workspace slice is.
+GATHER_CONTRACT = ["block_size = 64", "head_dim one-of 32 64 128", "block_pad = 0", "table_row_pad = 0",
+                   "dst_row_pad = 0"]
+
+
+@implements("indexer_k_cache_gather", contract=GATHER_CONTRACT)
+def cp_gather_indexer_k_quant_cache(kv_cache, block_table, cu_seq_lens, dst_k, dst_scale, block_size):
+    """sparse_attn_indexer.py 456-462: (kv_cache, dst_k, dst_scale, block_table, cu_seq_lens), the cache
+    as vLLM allocates it, [num_blocks, block_size, head_dim + 4] bytes (a view of mlacheck's
+    [num_blocks, block_stride]), dst_k as fp8 and the scales as the workspace's [T, 4] bytes."""
+    if int(cu_seq_lens[-1]) == 0:  # the caller gathers only when the chunk has keys (sparse_attn_indexer.py 455)
+        return None
+    rows, head_dim = dst_k.shape
+    cache = kv_cache.as_strided((kv_cache.shape[0], int(block_size), head_dim + 4),
+                                (kv_cache.stride(0), head_dim + 4, 1), kv_cache.storage_offset())
+    vllm_ops()  # loads the library, which registers _C_cache_ops too
+    torch.ops._C_cache_ops.cp_gather_indexer_k_quant_cache(cache, dst_k.view(torch.float8_e4m3fn),
+                                                           dst_scale.view(torch.uint8).view(rows, 4),
+                                                           block_table, cu_seq_lens)
     return None

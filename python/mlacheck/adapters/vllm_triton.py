@@ -18,6 +18,7 @@ spec allows, the adapter's contract says so and cites the upstream line.
 | decode_metadata_native | decode_metadata, native 2-D | the same method's native branch (torch) |
 | mla_decode, mla_decode_bf16 | mla_decode (fp8 / bf16 cache) | v1/attention/ops/triton_decode_attention.py: decode_attention_fwd (kernels _fwd_grouped_kernel_stage1 / _fwd_kernel_stage1, _fwd_kernel_stage2), as v1/attention/backends/mla/triton_mla.py TritonMLAImpl.forward_mqa calls it |
 | indexer_k_cache_insert_rocm | indexer_k_cache_insert | v1/attention/ops/rocm_aiter_mla_sparse.py: indexer_k_quant_and_cache_triton (kernel _indexer_k_quant_and_cache_kernel), as rocm_aiter_sparse_attn_indexer calls it, at block size 1 |
+| cp_gather_indexer_k_quant_cache_rocm | indexer_k_cache_gather | v1/attention/ops/rocm_aiter_mla_sparse.py: cp_gather_indexer_k_quant_cache_triton (kernel _cp_gather_indexer_quant_cache_kernel), as rocm_aiter_sparse_attn_indexer calls it for a prefill chunk, at block size 1 |
 | pack_decode | pack_decode (fp8 q) | v1/attention/ops/common.py: pack_seq_triton (kernel _pack_seq_kernel), as model_executor/layers/sparse_attn_indexer.py calls it for fp8 q |
 | unpack_decode | unpack_decode | v1/attention/ops/common.py: unpack_seq_triton (kernel _unpack_seq_triton_kernel), as model_executor/layers/sparse_attn_indexer.py calls it |
 | topk_to_global | topk_to_global | v1/attention/backends/mla/sparse_utils.py: triton_convert_req_index_to_global_index (kernel _convert_req_index_to_global_index_kernel), as FlashMLASparseImpl calls it |
@@ -343,6 +344,52 @@ def indexer_k_cache_insert_rocm(k, slot_mapping, kv_cache, block_size, ue8m0):
         return None
     cache = kv_cache.view(kv_cache.shape[0], int(block_size), k.shape[-1] + 4)
     rocm_k_cache_writer()(k, cache, slot_mapping, 128, "ue8m0" if ue8m0 else "fp32")
+    return None
+
+
+# ---- indexer_k_cache_gather, ROCm's Triton reader (docs/ops.md 2.4) ----------------------------------
+
+def rocm_k_cache_gather():
+    """rocm_aiter_mla_sparse.py's cp_gather_indexer_k_quant_cache_triton and its kernels, loaded alone;
+    _ON_GFX950 false (the MI300/MI325 kernel: _cp_gather_indexer_quant_cache_kernel), fp8 as in
+    rocm_k_cache_writer."""
+    platform = types.SimpleNamespace(fp8_dtype=lambda: torch.float8_e4m3fn, is_rocm=lambda: True)
+    fns, _ = vllm_release.load_functions(
+        ROCM_SPARSE, ["_cp_gather_indexer_quant_cache_kernel", "_cp_gather_indexer_quant_cache_gfx950_kernel",
+                      "cp_gather_indexer_k_quant_cache_triton"],
+        {"torch": torch, "triton": triton, "tl": tl, "current_platform": platform, "_ON_GFX950": False})
+    return fns["cp_gather_indexer_k_quant_cache_triton"]
+
+
+# rocm_aiter_sparse_attn_indexer (rocm_aiter_mla_sparse.py 939-949) gathers each prefill chunk's keys
+# with cp_gather_indexer_k_quant_cache_triton(kv_cache, k_fp8, k_scale, chunk.block_table,
+# chunk.cu_seq_lens, token_to_seq=chunk.token_to_seq): k_fp8 = k_fp8_full[:chunk.total_seq_lens], so
+# exactly the chunk's rows (`spare_rows = 0`), contiguous [T, head_dim] (the kernel writes row t at
+# t * HEAD_DIM: `dst_row_pad = 0`), k_scale [T, 4] bytes viewed as fp32; the cache as the writer's,
+# [num_blocks, block_size, head_dim + 4] viewed [num_blocks, -1] (`block_pad = 0`), whose layout is
+# the spec's at block size 1 only ("NORMAL"; the tiled "SHUFFLE" from 16 up, as the writer's:
+# `block_size = 1`); head_dim a power of two (tl.arange(0, HEAD_DIM)). The table is read through its
+# row stride (block_table.stride(0)). token_to_seq is the request of each row, which
+# indexer.py's BuildPrefillChunkMetadataKernel writes (indexer.py 311-315) and the adapter computes
+# from cu_seq_lens the same way.
+ROCM_K_GATHER = ["block_size = 1", "block_pad = 0", "dst_row_pad = 0", "spare_rows = 0",
+                 "head_dim one-of 4 8 16 32 64 128"]
+
+
+@implements("indexer_k_cache_gather", contract=ROCM_K_GATHER)
+def cp_gather_indexer_k_quant_cache_rocm(kv_cache, block_table, cu_seq_lens, dst_k, dst_scale, block_size):
+    """rocm_aiter_mla_sparse.py cp_gather_indexer_k_quant_cache_triton (kernel
+    _cp_gather_indexer_quant_cache_kernel) on mlacheck's cache viewed [num_blocks, block_size,
+    head_dim + 4], the scales [T] fp32 as the caller's [T, 4] bytes."""
+    rows = dst_k.shape[0]
+    if rows == 0:
+        return None
+    head_dim = dst_k.shape[1]
+    lens = torch.diff(cu_seq_lens.to(torch.int64))
+    token_to_seq = torch.repeat_interleave(torch.arange(lens.numel(), dtype=torch.int32, device=lens.device), lens)
+    cache = kv_cache.view(kv_cache.shape[0], int(block_size), head_dim + 4)
+    rocm_k_cache_gather()(cache, dst_k.view(torch.float8_e4m3fn), dst_scale.view(torch.uint8).view(rows, 4),
+                          block_table, cu_seq_lens, token_to_seq.to(torch.int32))
     return None
 
 
