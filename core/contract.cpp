@@ -103,6 +103,8 @@ const Term kTerms[] = {
     {"paged_mqa_logits", "context_lens", TermKind::kLayout, "contiguous: lens_stride=1 | padded-rows: lens_stride=1"},
     {"paged_mqa_logits", "logits", TermKind::kLayout, "contiguous: logits_stride<=max_context_len | padded-rows:"},
     {"paged_mqa_logits", "block_table", TermKind::kLayout, "contiguous: table_row_pad=0 | padded-rows:"},
+    {"paged_mqa_logits", "q_offset", TermKind::kQuantity, "q_offset"},              // bytes before q
+    {"paged_mqa_logits", "weights_offset", TermKind::kQuantity, "weights_offset"},  // bytes before the weights
     {"paged_mqa_logits", "scales", TermKind::kDtype, "scales: fp32 ue8m0"},
     // ragged indexer logits
     {"mqa_logits", "rows", TermKind::kQuantity, "rows"},
@@ -110,6 +112,8 @@ const Term kTerms[] = {
     {"mqa_logits", "heads", TermKind::kQuantity, "heads"},
     {"mqa_logits", "head_dim", TermKind::kQuantity, "head_dim"},
     {"mqa_logits", "k", TermKind::kLayout, "contiguous: k_stride<=head_dim | padded-rows:"},
+    {"mqa_logits", "q_offset", TermKind::kQuantity, "q_offset"},
+    {"mqa_logits", "weights_offset", TermKind::kQuantity, "weights_offset"},
     {"mqa_logits", "logits", TermKind::kLayout, "contiguous: logits_stride<=keys_count | padded-rows:"},
     {"mqa_logits", "k_scale", TermKind::kLayout, "contiguous: scale_stride=1 | padded-rows: scale_stride=1"},
     {"mqa_logits", "ks", TermKind::kLayout, "contiguous: range_stride=1 | padded-rows: range_stride=1"},

@@ -73,6 +73,7 @@ struct PagedLogitsCase : CaseSchedule {
   int64_t page_base = 0;       // far pages: a read column's page is page_base + its table value
   int64_t num_blocks = 1, block_stride = 0, kv_offset = 0;  // bytes
   int64_t logits_stride = 1, logits_offset = 0;             // elements
+  int64_t q_offset = 0, weights_offset = 0;                 // bytes before q and the weights in their buffers
   kernels::LogitsMode mode = kernels::LogitsMode::kUnclean;
   bool pass_host_lens = false, ue8m0 = false;
   KeyPattern keys = KeyPattern::kRandom;
@@ -114,6 +115,7 @@ struct PrefillLogitsCase : CaseSchedule {
   std::vector<int32_t> ks, ke;  // [M] each, 0 <= ks <= ke <= N
   int64_t k_stride = 16, k_offset = 0, scale_stride = 1, range_stride = 1;  // elements / bytes for k
   int64_t logits_stride = 1, logits_offset = 0;                            // elements
+  int64_t q_offset = 0, weights_offset = 0;  // bytes before q and the weights in their buffers
   kernels::LogitsMode mode = kernels::LogitsMode::kUnclean;
   bool pass_host_ranges = false, ue8m0 = false;
   KeyPattern keys = KeyPattern::kRandom;
@@ -142,6 +144,13 @@ void logits_data_fields(V& v, Case& c) {
   v.named("keys", c.keys, keys, draw_key_pattern);
   v.integer("key_exponent", c.key_exponent, -kMaxKeyExponent, kMaxKeyExponent, draw_key_exponent);
   v.integer("poison", c.poison, 0x7E, 0x7F);
+  // Where q and the weights start in their buffers, in bytes (the weights' a multiple of 4): a
+  // kernel that loads them through TMA needs 16-byte aligned starts, which its contract can ask
+  // for ("q_offset one-of 0 16 32 48"). A case file written before these keys has them at 0.
+  if (v.present("q_offset", true)) {
+    v.integer("q_offset", c.q_offset, 0, 63, Favor{0, 16, 1, 7, 62});
+    v.multiple("weights_offset", c.weights_offset, 4, 0, 60, Favor{0, 16, 4, 28});
+  }
   v.schedule(c);
 }
 

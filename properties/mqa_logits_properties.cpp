@@ -144,9 +144,11 @@ PagedStaged stage_paged(const PagedLogitsCase& c, float weight_scale) {
   std::mt19937_64 rng(c.seed);
   const int64_t rows = c.rows(), H = c.H, D = c.D, bs = c.block_size;
   PagedStaged s;
-  s.q = Buffer("q", View::contiguous(DType::kFP8E4M3, {c.B, c.next_n, H, D}, int64_t(rng() % 64)), 64, c.poison);
+  rng();  // the draw that placed q before the case said where (q_offset): the data stays the same
+  s.q = Buffer("q", View::contiguous(DType::kFP8E4M3, {c.B, c.next_n, H, D}, c.q_offset), 64, c.poison);
   fill_uniform_fp8(s.q.host.data(), s.q.view, rng);
-  s.w = Buffer("weights", View::contiguous(DType::kF32, {rows, H}, 4 * int64_t(rng() % 16)), 64, c.poison);
+  rng();  // likewise the weights' (weights_offset)
+  s.w = Buffer("weights", View::contiguous(DType::kF32, {rows, H}, c.weights_offset), 64, c.poison);
   fill_uniform_f32(s.w.host.data(), s.w.view, rng, -1, 1, weight_scale);
   s.lens = Buffer(
       "context_lens",
@@ -297,9 +299,11 @@ PrefillStaged stage_prefill(const PrefillLogitsCase& c, float weight_scale) {
   std::mt19937_64 rng(c.seed);
   const int64_t M = c.M, N = c.N, H = c.H, D = c.D;
   PrefillStaged s;
-  s.q = Buffer("q", View::contiguous(DType::kFP8E4M3, {M, H, D}, int64_t(rng() % 64)), 64, c.poison);
+  rng();  // the draw that placed q before the case said where (q_offset): the data stays the same
+  s.q = Buffer("q", View::contiguous(DType::kFP8E4M3, {M, H, D}, c.q_offset), 64, c.poison);
   fill_uniform_fp8(s.q.host.data(), s.q.view, rng);
-  s.w = Buffer("weights", View::contiguous(DType::kF32, {M, H}, 4 * int64_t(rng() % 16)), 64, c.poison);
+  rng();  // likewise the weights' (weights_offset)
+  s.w = Buffer("weights", View::contiguous(DType::kF32, {M, H}, c.weights_offset), 64, c.poison);
   fill_uniform_f32(s.w.host.data(), s.w.view, rng, -1, 1, weight_scale);
   s.k = Buffer("k", View(DType::kFP8E4M3, {N, D}, {c.k_stride, 1}, c.k_offset), 64, c.poison);
   s.scale = Buffer("k_scale", View(DType::kF32, {N}, {c.scale_stride}, 12), 64, c.poison);

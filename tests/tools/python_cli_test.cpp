@@ -299,6 +299,16 @@ TEST(PythonCli, TheDeepGemmAdapterMapsItsArgumentsOntoAStandInThatPasses) {
   r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 60 --fail-fast --property "
                    "paged_mqa_logits.equals_oracle");
   unsetenv("FAKE_DEEP_GEMM_BUG");
+  // The stand-in refuses what DeepGEMM's TMA descriptors refuse, a q or weights start that is not
+  // 16-byte aligned: without the contract's q_offset and weights_offset clauses a case puts q at
+  // any byte (on an H100 every case of DeepGEMM itself failed so, before those keys existed).
+  setenv("MLACHECK_PYTHON_CONTRACT",
+         "context_lens rank 1\nmode one-of unclean\nnext_n <= 2\nheads one-of 32 64\nblock_size = 64\n"
+         "head_dim = 128\nmax_context_len >= 1\nkv_offset = 0\nblock_stride = 8448",
+         1);
+  const CliResult unaligned = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 60 --fail-fast "
+                                           "--property paged_mqa_logits.equals_oracle");
+  unsetenv("MLACHECK_PYTHON_CONTRACT");
   if (saved.empty()) {
     unsetenv("PYTHONPATH");
   } else {
@@ -306,6 +316,8 @@ TEST(PythonCli, TheDeepGemmAdapterMapsItsArgumentsOntoAStandInThatPasses) {
   }
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "paged_mqa_logits@py  FAIL")) << r.out;
+  EXPECT_EQ(unaligned.status, 1) << unaligned.out;
+  EXPECT_TRUE(has(unaligned.out, "not 16-byte aligned")) << unaligned.out;
 }
 
 // --property runs one property alone. permutation_commutes on the twin that writes a row past out

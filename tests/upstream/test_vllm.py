@@ -181,13 +181,13 @@ def test_the_top_k_reproducers_say_in_one_line_what_they_lack(example):
     assert "needs a CUDA GPU" in p.stdout or "no library at /nonexistent" in p.stdout, p.stdout
 
 
-# Each clause of ROCm's gather that its kernel needs, left out, fails: from block size 16 the cache
-# it reads is tiled ("SHUFFLE"), another layout than the spec's; the kernel writes row t at
-# t x head_dim whatever dst_k's row stride.
-@pytest.mark.parametrize("dropped, verdict", [("block_size = 1", "the cache's"),
-                                              ("dst_row_pad = 0", "guard of dst_k")])
-def test_each_clause_of_the_rocm_gather_is_what_its_kernel_needs(dropped, verdict, tmp_path):
-    contract = "\n".join(c for c in ROCM_GATHER.split("\n") if c != dropped)
-    rc, row, out = check("cp_gather_indexer_k_quant_cache_rocm", tmp_path, 60, "indexer_k_cache_gather.equals_oracle",
+# The clause of ROCm's gather its kernel needs most plainly, left out, fails: the kernel writes row t
+# at t x head_dim whatever dst_k's row stride, into the row padding, where the guard sees it. (The
+# other, `block_size = 1`, is the writer's: from block size 16 the cache is tiled, "SHUFFLE", and
+# its first cases fail too, by hand; not run here, for CI's time.) 20 s: the failure comes on the first
+# cases, and its shrinking in the interpreter takes what is left.
+def test_the_rocm_gather_needs_dst_rows_without_padding(tmp_path):
+    contract = "\n".join(c for c in ROCM_GATHER.split("\n") if c != "dst_row_pad = 0")
+    rc, row, out = check("cp_gather_indexer_k_quant_cache_rocm", tmp_path, 20, "indexer_k_cache_gather.equals_oracle",
                          {"MLACHECK_PYTHON_CONTRACT": contract})
-    assert rc == 1 and row["result"] == "FAIL" and verdict in row["verdict"], (row["result"], row["verdict"])
+    assert rc == 1 and row["result"] == "FAIL" and "guard of dst_k" in row["verdict"], (row["result"], row["verdict"])

@@ -40,6 +40,11 @@ sparse_attn_indexer.py):
   base and strides must be multiples of 16 bytes; vLLM's indexer cache is an allocation of its own
   whose blocks are block_size x (head_dim + 4) = 64 x 132 bytes (deepseek_v2.py's
   DeepseekV32IndexerCache.get_kv_cache_spec: head_size 132, uint8).
+- `q_offset one-of 0 16 32 48`, `weights_offset one-of 0 16 32 48`: q and the weights are loaded
+  through TMA descriptors too (make_tma_2d_desc in sm90_fp8_mqa_logits.hpp), whose global address
+  must be 16-byte aligned; vLLM hands it tensors torch allocated (offset 0). Before these keys
+  existed mlacheck placed q up to 63 bytes into its buffer, and every case was refused with
+  `CUDA_ERROR_INVALID_VALUE` from cuTensorMapEncodeTiled (an H100, 2026-12-06; docs/findings.md).
 """
 import torch
 
@@ -58,7 +63,8 @@ except ImportError:  # a bare checkout run by file path: the package beside this
     from mlacheck import implements
 
 SM90_CONTRACT = ["context_lens rank 1", "mode one-of unclean", "next_n <= 2", "heads one-of 32 64",
-                 "block_size = 64", "head_dim = 128", "max_context_len >= 1", "kv_offset = 0", "block_stride = 8448"]
+                 "block_size = 64", "head_dim = 128", "max_context_len >= 1", "kv_offset = 0", "block_stride = 8448",
+                 "q_offset one-of 0 16 32 48", "weights_offset one-of 0 16 32 48"]
 
 
 @implements("paged_mqa_logits", contract=SM90_CONTRACT)

@@ -187,14 +187,16 @@ def indexer_k_quant_and_cache(k, slot_mapping, kv_cache, block_size, ue8m0):
 #   sizes (backends/mla/indexer.py 171-177); the kernel copies 16-byte vectors (float4) of the cache,
 #   so a block stride or head size that is not a multiple of 16 bytes is outside what it is built for;
 # - `block_pad = 0`: the cache is [num_blocks, block_size, head_dim + 4] bytes with nothing between
-#   blocks (deepseek_v2.py's DeepseekV32IndexerCache);
+#   blocks (deepseek_v2.py's DeepseekV32IndexerCache); `cache_lead one-of 0 4` (4-byte words before
+#   block 0): the kernel's 16-byte vector loads need a 16-byte aligned cache, and the caller's is an
+#   allocation of its own (on an H100, cache_lead 3 is `misaligned address` on the first case);
 # - `table_row_pad = 0`: the kernel reads request b's blocks at block_table[b * size(1) + ...], the
 #   table's width, not its row stride (docs/bugs.md G1's class); chunk.block_table is
 #   block_table[start_idx:end_idx] (indexer.py 1174), whole rows of the builder's contiguous table;
 # - `dst_row_pad = 0`: the scale of row t is stored at (t * dst_k.stride(0)) / head_dim floats, right
 #   only for contiguous rows, which the workspace slice is.
-GATHER_CONTRACT = ["block_size = 64", "head_dim one-of 32 64 128", "block_pad = 0", "table_row_pad = 0",
-                   "dst_row_pad = 0"]
+GATHER_CONTRACT = ["block_size = 64", "head_dim one-of 32 64 128", "block_pad = 0", "cache_lead one-of 0 4",
+                   "table_row_pad = 0", "dst_row_pad = 0"]
 
 
 @implements("indexer_k_cache_gather", contract=GATHER_CONTRACT)

@@ -24,6 +24,13 @@ def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms):
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                          clean_logits=False):
     assert not clean_logits and context_lens.dim() == 2
+    # DeepGEMM loads q, the cache, its scales and the weights through TMA descriptors
+    # (make_tma_2d_desc / make_tma_3d_desc, csrc/jit_kernels/impls/runtime_utils.hpp), whose global
+    # addresses must be 16-byte aligned: cuTensorMapEncodeTiled refuses any other.
+    for name, t in (("q", q), ("kv_cache", kv_cache), ("weights", weights)):
+        if t.data_ptr() % 16:
+            raise RuntimeError("CUDA driver error: 1 (CUDA_ERROR_INVALID_VALUE, invalid argument): %s starts at an "
+                               "address that is not 16-byte aligned (a TMA descriptor's global address)" % name)
     B, N, H, D = q.shape
     num_blocks, blk = kv_cache.shape[0], kv_cache.shape[1]
     assert kv_cache.shape[2:] == (1, D + 4) and kv_cache.stride(1) == D + 4 and kv_cache.stride(3) == 1
