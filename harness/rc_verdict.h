@@ -11,7 +11,7 @@
 #include <rapidcheck.h>
 
 #include "harness/case_text.h"
-#include "properties/view_properties.h"
+#include "harness/verdict.h"
 
 namespace mlacheck {
 

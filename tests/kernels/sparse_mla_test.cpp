@@ -103,7 +103,7 @@ RC_GTEST_PROP(SparseMlaDecode, PermutingEachTopkRowChangesNothing, ()) {
 // slack plus ten times the table's tolerance it fails, and the verdict says the slack was used.
 TEST(SparseMlaDecode, LseMayMoveByItsSlackAndNoMore) {
   oracle::SparseMlaResult want{oracle::OracleTensor({1, 1, 1, kLatent}), oracle::OracleTensor({1, 1, 1}, 3.8352415),
-                               oracle::OracleTensor({1, 1, 1}, 2e-5)};
+                               oracle::OracleTensor({1, 1, 1}, 2e-5), oracle::OracleTensor({1, 1, 1, kLatent})};
   const std::vector<uint16_t> out(kLatent, 0);
   const HostTensor o{const_cast<uint16_t*>(out.data()), View::contiguous(DType::kBF16, {1, 1, 1, kLatent})};
   const Tolerance& tol = tolerance_for("sparse_mla_decode", "lse");

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -44,6 +46,49 @@ std::string missing() {
   } while (0)
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// `repro --all` over the case files of cases (the -0 seed case of each property of op, and the
+// regressions filter keeps), with args: one process and one Python worker for them all, not two
+// per file. Each file's ending: its verdict line ("PASS ...", "FAIL ...") or "mlacheck repro: ..."
+// (a case this implementation does not take).
+std::map<std::string, std::string> repro_each(const std::string& op, bool (*keep)(const std::string& name),
+                                              const std::string& args) {
+  const std::string dir = ::testing::TempDir() + "repro_each_" + op;
+  static std::map<std::string, bool> made;
+  if (!made[dir]) {  // the folder of the files, made once per op
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (const std::string& from : {kSource + "/corpus/" + op, kSource + "/corpus/regressions"}) {
+      const bool seed = from.find("regressions") == std::string::npos;
+      for (const auto& e : std::filesystem::directory_iterator(from)) {
+        const std::string name = e.path().filename().string();
+        if (e.path().extension() == ".case" && (seed ? has(name, "-0.case") : keep(name))) {
+          std::filesystem::copy_file(e.path(), dir + "/" + name);
+        }
+      }
+    }
+    made[dir] = true;
+  }
+  const CliResult r = run_mlacheck("repro --all " + dir + " " + args);
+  std::map<std::string, std::string> ending;
+  std::istringstream lines(r.out);
+  std::string line, current;
+  while (std::getline(lines, line)) {
+    if (line.rfind("repro ", 0) == 0) {
+      current = std::filesystem::path(line.substr(6, line.find(": ") - 6)).filename().string();
+    } else if (line.rfind("mlacheck repro: ", 0) == 0 && has(line, ".case: ")) {
+      const std::string rest = line.substr(16);
+      ending[std::filesystem::path(rest.substr(0, rest.find(".case: ") + 5)).filename().string()] = line;
+      current.clear();
+    } else if (!current.empty() && !ending.count(current)) {
+      ending[current] = line;
+    }
+  }
+  return ending;
+}
+
+bool any_regression(const std::string&) { return true; }
+bool topk_regression(const std::string& name) { return has(name, "topk"); }
 
 TEST(PythonCli, TheTorchExamplePassesTheWholeSuite) {
   SKIP_WITHOUT_TORCH();
@@ -148,31 +193,23 @@ TEST(PythonCli, TheBuggyTwinFailsWithTheViewRowAndColumnAndReproFailsAgain) {
 
 // The Python path and the C++ path give the same verdict on the same case file: a seed case of
 // each top-k decode property (-0) and every top-k regression, run through repro on topk_decode@ref
-// and on the torch example. Two Python starts per case file (the probe's and the case's; the whole
-// seed folder took 77 s beside other tests): the build without sanitizers runs it, as it runs the
+// and on the torch example, each side one `repro --all` (one Python worker for every file; two
+// starts per file before, and the whole seed folder took 77 s beside other tests): the build without sanitizers runs it, as it runs the
 // stateful examples' (SameVerdict below); the sanitizer build runs the bridge in every other test.
 TEST(PythonCorpus, SeedAndRegressionCasesOfTopkDecodeHaveTheSameVerdictOnTheTorchExampleAsOnTheReference) {
 #ifdef MLACHECK_SANITIZER_BUILD
   GTEST_SKIP() << "skipped: a sanitizer build (the build without sanitizers runs it)";
 #endif
   SKIP_WITHOUT_TORCH();
+  const auto ref = repro_each("topk_decode", topk_regression, "--impl topk_decode@ref");
+  const auto py = repro_each("topk_decode", topk_regression, "--python " + kGood + " --impl topk_decode@py");
   int compared = 0;
-  for (const std::string& dir : {kSource + "/corpus/topk_decode", kSource + "/corpus/regressions"}) {
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-      const std::string file = e.path().string();
-      const std::string name = e.path().filename().string();
-      const bool seed = dir.find("regressions") == std::string::npos;
-      if (e.path().extension() != ".case" || (seed && !has(name, "-0.case")) || (!seed && !has(name, "topk"))) {
-        continue;
-      }
-      const CliResult ref = run_mlacheck("repro " + file + " --impl topk_decode@ref");
-      if (ref.status == 2) continue;  // a regression of another op (its property takes no top-k impl)
-      const CliResult py = run_mlacheck("repro " + file + " --python " + kGood + " --impl topk_decode@py");
-      if (py.status == 2 && has(py.out, "runs on topk_decode@ref only")) continue;  // the ref kernel's own paths
-      EXPECT_EQ(py.status, ref.status) << file << "\nref: " << ref.out << "\npython: " << py.out;
-      EXPECT_EQ(has(py.out, "PASS"), has(ref.out, "PASS")) << file;
-      ++compared;
-    }
+  for (const auto& [file, ending] : ref) {
+    if (has(ending, "mlacheck repro: ")) continue;  // a regression of another op (its property takes no top-k impl)
+    ASSERT_TRUE(py.count(file)) << file;
+    if (has(py.at(file), "runs on topk_decode@ref only")) continue;  // the ref kernel's own paths
+    EXPECT_EQ(py.at(file).substr(0, 4), ending.substr(0, 4)) << file << "\nref: " << ending << "\npython: " << py.at(file);
+    ++compared;
   }
   EXPECT_GE(compared, 7) << "a seed case of each property any implementation runs, and the regressions";
 }
@@ -338,7 +375,8 @@ TEST(PythonCli, OnePropertyAloneReportsTheBuggyTwinsStrayWriteNotACrash) {
 
 // The same for the stateful ops: a seed case of each property (-0) and every regression of the op,
 // run through repro on OP@ref and on the torch example, end the same way (the whole seed folder
-// took 84 s for decode_metadata beside other tests: two Python starts per case file).
+// took 84 s for decode_metadata beside other tests: two Python starts per case file; now one
+// `repro --all` each, one Python worker for every file).
 class SameVerdict : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(SameVerdict, SeedAndRegressionCasesOfTheOpEndAsOnTheReference) {
@@ -347,19 +385,15 @@ TEST_P(SameVerdict, SeedAndRegressionCasesOfTheOpEndAsOnTheReference) {
 #endif
   SKIP_WITHOUT_TORCH();
   const std::string op = GetParam().first, spec = kSource + "/examples/python/" + GetParam().second;
+  const auto ref = repro_each(op, any_regression, "--impl " + op + "@ref");
+  const auto py = repro_each(op, any_regression, "--python " + spec + " --impl " + op + "@py");
   int compared = 0;
-  for (const std::string& dir : {kSource + "/corpus/" + op, kSource + "/corpus/regressions"}) {
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-      const std::string file = e.path().string(), name = e.path().filename().string();
-      const bool seed = dir.find("regressions") == std::string::npos;
-      if (e.path().extension() != ".case" || (seed && !has(name, "-0.case"))) continue;
-      const CliResult ref = run_mlacheck("repro " + file + " --impl " + op + "@ref");
-      if (ref.status == 2) continue;  // a case of another op
-      const CliResult py = run_mlacheck("repro " + file + " --python " + spec + " --impl " + op + "@py");
-      if (py.status == 2 && has(py.out, "@ref only")) continue;  // the ref kernel's own paths
-      EXPECT_EQ(py.status, ref.status) << file << "\nref: " << ref.out << "\npython: " << py.out;
-      ++compared;
-    }
+  for (const auto& [file, ending] : ref) {
+    if (has(ending, "mlacheck repro: ")) continue;  // a case of another op
+    ASSERT_TRUE(py.count(file)) << file;
+    if (has(py.at(file), "@ref only")) continue;  // the ref kernel's own paths
+    EXPECT_EQ(py.at(file).substr(0, 4), ending.substr(0, 4)) << file << "\nref: " << ending << "\npython: " << py.at(file);
+    ++compared;
   }
   EXPECT_GE(compared, 6) << op;
 }
