@@ -219,8 +219,10 @@ PY
     # (a segmentation fault inside std::regex's constructor, in DeepGEMM's include parser,
     # csrc/jit/include_parser.hpp) unless the libstdc++ it was compiled against was loaded first;
     # with it preloaded the same build runs (docs/findings.md). `run` preloads the one named here.
-    readlink -f "$(${CXX:-g++} -print-file-name=libstdc++.so.6)" > "$out/deepgemm/libstdcxx"
-    LD_PRELOAD="$(cat "$out/deepgemm/libstdcxx")${LD_PRELOAD:+:$LD_PRELOAD}" PYTHONPATH="$src" python3 -c "import deep_gemm; deep_gemm.fp8_paged_mqa_logits; deep_gemm.get_paged_mqa_logits_metadata" ||
+    local libstdcxx
+    libstdcxx=$(readlink -f "$(${CXX:-g++} -print-file-name=libstdc++.so.6)")
+    if [ -f "$libstdcxx" ]; then echo "$libstdcxx" > "$out/deepgemm/libstdcxx"; else rm -f "$out/deepgemm/libstdcxx"; fi
+    LD_PRELOAD="$(cat "$out/deepgemm/libstdcxx" 2>/dev/null)${LD_PRELOAD:+:$LD_PRELOAD}" PYTHONPATH="$src" python3 -c "import deep_gemm; deep_gemm.fp8_paged_mqa_logits; deep_gemm.get_paged_mqa_logits_metadata" ||
       die "build: the DeepGEMM just built does not import"
     echo "$me: DeepGEMM built in $(( $(date +%s) - s )) s: $so"
     if [ -d "$out/injected" ] && [ ! -d "$out/injected/deepgemm/src" ]; then
@@ -228,7 +230,8 @@ PY
       # one's offset (a one-word slip in sm90_fp8_paged_mqa_logits.cuh), so every other token's
       # logit is scaled by its neighbour's scale. The header is compiled at run time: the same _C.
       mkdir -p "$out/injected/deepgemm"
-      cp -r "$src" "$out/injected/deepgemm/src" && cp "$out/deepgemm/libstdcxx" "$out/injected/deepgemm/"
+      cp -r "$src" "$out/injected/deepgemm/src"
+      [ ! -f "$out/deepgemm/libstdcxx" ] || cp "$out/deepgemm/libstdcxx" "$out/injected/deepgemm/"
       local kernel="$out/injected/deepgemm/src/deep_gemm/include/deep_gemm/impls/sm90_fp8_paged_mqa_logits.cuh"
       sed -i 's/\(float scale_kv_1 = ptx::ld_shared(smem_kv_scales\[kv_stage_idx\] + sub_warp_offset + \)v_1_offset);/\1v_0_offset);  \/\/ mlacheck: injected bug/' "$kernel"
       grep -q "mlacheck: injected bug" "$kernel" || die "build: the DeepGEMM bug was not injected (another revision?)"
