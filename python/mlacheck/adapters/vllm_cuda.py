@@ -180,7 +180,7 @@ def indexer_k_quant_and_cache(k, slot_mapping, kv_cache, block_size, ue8m0):
 # cp_gather_indexer_k_quant_cache(kv_cache, k_quant, k_scale, chunk.block_table, chunk.local_cu_seq_lens)
 # into the workspace: k_quant = k_quant_full[:chunk.max_local_total_seq_lens] fp8 [T, head_dim] and
 # k_scale [T, 4] bytes (_gather_workspace_shapes, 254-272), contiguous; T may be more than the
-# chunk's rows under decode context parallelism (max_local_total_seq_lens, indexer.py 1105-1117), so
+# chunk's rows under decode context parallelism (max_local_total_seq_lens, indexer.py 1106-1121), so
 # rows past cu_seq_lens[B] stay in the cases (the kernel: "num_tokens may be an allocation upper
 # bound"). What its callers guarantee and the kernel needs:
 # - `block_size = 64`, `head_dim one-of 32 64 128`: the CUDA indexer's only block size and its head
