@@ -347,7 +347,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     o.suite = suite_options(f);
     o.suite.contract_probe = f.on("contract-probe");
     o.suite.only = f.list("property");
-    o.suite.shrink = true;
+    o.suite.shrink = !f.on("no-shrink");
     o.suite.every_property = !f.on("fail-fast");
     o.save_dir = f.text("save");
     o.format = f.text("format");

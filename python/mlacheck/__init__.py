@@ -161,7 +161,7 @@ def _property_flags(property):  # noqa: A002 - the keyword users pass
 
 
 def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
-          isolate=True, fail_fast=False):
+          isolate=True, fail_fast=False, shrink=True):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
 
     fn runs in a worker under this very Python (sys.executable), so it sees the torch, Triton and
@@ -171,7 +171,8 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
     module-level function, RuntimeError with mlacheck's one line for other bad input (a module that
     does not import, no torch, a backend not usable here). property ("topk_decode.rows_admissible",
     or a list of them) runs those properties alone. Every property is judged (v.failures lists each failing one);
-    fail_fast=True stops at the first failure. isolate=False runs fn in this process through
+    fail_fast=True stops at the first failure; shrink=False saves a failing random case as found
+    (by default it is made smaller in what is left of the budget). isolate=False runs fn in this process through
     cases() (a lambda or a closure will do; a CUDA fault then ends this process's CUDA context)."""
     _require_op(op)
     if not isolate:
@@ -186,6 +187,8 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
     cmd += _property_flags(property)
     if fail_fast:
         cmd += ["--fail-fast"]
+    if not shrink:
+        cmd += ["--no-shrink"]
     env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
     if contract is not None:
         env["MLACHECK_PYTHON_CONTRACT"] = contract if isinstance(contract, str) else "\n".join(contract)

@@ -91,6 +91,22 @@ def test_a_budget_that_judges_only_part_is_partial_not_pass():
     assert "PARTIAL" in str(v) and "topk_decode.far_rows: no case ran (the budget ended first" in v.unjudged, str(v)
 
 
+def test_shrink_false_asks_for_the_case_as_found(monkeypatch):
+    # The command check() runs: --no-shrink with shrink=False, nothing without (the flag itself is
+    # judged in ctest: PythonCli.ARandomFailureIsShrunkBeforeItIsSaved and MlacheckCli's R4 run).
+    import subprocess
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    for shrink in (False, True):
+        with pytest.raises(RuntimeError, match="stop here"):
+            mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, shrink=shrink)
+    assert "--no-shrink" in seen[0] and "--no-shrink" not in seen[1], seen
+
+
 def test_a_lambda_is_a_type_error():
     with pytest.raises(TypeError, match="module level"):
         mlacheck.check("topk_decode", lambda *a: None)

@@ -333,7 +333,7 @@ TEST(PythonCli, TheDeepGemmAdapterMapsItsArgumentsOntoAStandInThatPasses) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "paged_mqa_logits@py  PASS")) << r.out;
   setenv("FAKE_DEEP_GEMM_BUG", "scale", 1);
-  r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 60 --fail-fast --property "
+  r = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 60 --fail-fast --no-shrink --property "
                    "paged_mqa_logits.equals_oracle");
   unsetenv("FAKE_DEEP_GEMM_BUG");
   // The stand-in refuses what DeepGEMM's TMA descriptors refuse, a q or weights start that is not
@@ -343,7 +343,7 @@ TEST(PythonCli, TheDeepGemmAdapterMapsItsArgumentsOntoAStandInThatPasses) {
          "context_lens rank 1\nmode one-of unclean\nnext_n <= 2\nheads one-of 32 64\nblock_size = 64\n"
          "head_dim = 128\nmax_context_len >= 1\nkv_offset = 0\nblock_stride = 8448",
          1);
-  const CliResult unaligned = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 60 --fail-fast "
+  const CliResult unaligned = run_mlacheck("check --adapter deepgemm.fp8_paged_mqa_logits --budget 60 --fail-fast --no-shrink "
                                            "--property paged_mqa_logits.equals_oracle");
   unsetenv("MLACHECK_PYTHON_CONTRACT");
   if (saved.empty()) {
@@ -429,6 +429,13 @@ TEST(PythonCli, ARandomFailureIsShrunkBeforeItIsSaved) {
   std::ifstream in(dir + "/topk_decode-py.case");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_TRUE(has(text, "\ncols 41\n")) << text;
+  // --no-shrink saves the case as found: the same failure, the size it had before shrinking.
+  std::filesystem::remove_all(dir);
+  const CliResult found = run_mlacheck("check --python topk_decode=" + kFixtures + "topk_wrong_wide.py:topk_decode" +
+                                       " --budget 120 --fail-fast --no-shrink --corpus " + corpus + " --save " + dir);
+  EXPECT_EQ(found.status, 1) << found.out;
+  EXPECT_FALSE(has(found.out, "shrunk in")) << found.out;
+  EXPECT_EQ(static_cast<int>(std::filesystem::file_size(dir + "/topk_decode-py.case")), before) << found.out;
 }
 
 // The stateful examples on the host: each correct one passes its op's whole suite, and each buggy
@@ -445,7 +452,7 @@ CliResult expect_example(const Example& e, const std::string& budget) {
   std::filesystem::remove_all(dir);
   // A twin's first failure is what is asked (--fail-fast: its other properties would run to the budget).
   const CliResult r = run_mlacheck("check --python " + kSource + "/examples/python/" + e.file + ":" + e.callable +
-                                   " --budget " + budget + (e.passes ? "" : " --fail-fast") + " --save " + dir);
+                                   " --budget " + budget + (e.passes ? "" : " --fail-fast --no-shrink") + " --save " + dir);
   if (e.passes) {
     // PASS; or, on a machine loaded enough that a short budget leaves a property without a case
     // (an interpreted Triton call predicted past the case timeout's half is not run), PARTIAL with
@@ -600,7 +607,7 @@ TEST(PythonCli, TheKCacheGatherInTorchPassesAndItsTableWidthTwinFails) {
   }
   const std::string dir = ::testing::TempDir() + "python_k_cache_gather_twin";
   std::filesystem::remove_all(dir);
-  r = run_mlacheck("check --python " + file + ":table_rows_at_width --budget 120 --fail-fast --save " + dir);
+  r = run_mlacheck("check --python " + file + ":table_rows_at_width --budget 120 --fail-fast --no-shrink --save " + dir);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(has(r.out, "indexer_k_cache_gather@py  FAIL")) << r.out;
   EXPECT_TRUE(has(r.out, "indexer_k_cache_gather.equals_oracle")) << r.out;

@@ -34,7 +34,7 @@ def check(fn, tmp_path, budget, contract=None, src=None, fail_fast=False):
     if src is not None:
         env["MLACHECK_SGLANG_SRC"] = src
     args = [MLACHECK, "check", "--python", "%s:%s" % (ADAPTER, fn), "--budget", str(budget), "--seed", "1",
-            "--format", "json", "--save", str(tmp_path)] + (["--fail-fast"] if fail_fast else [])
+            "--format", "json", "--save", str(tmp_path)] + (["--fail-fast", "--no-shrink"] if fail_fast else [])
     p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                        timeout=600)
     out = p.stdout
