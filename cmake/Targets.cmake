@@ -46,6 +46,10 @@ function(mlacheck_add_gtest name)
   # sanitizer and the Release build, or two clones) never share a test's scratch folder (a Python
   # test's saved case was once overwritten by the other build's run of the same test).
   file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/test-tmp)
+  # The labels scripts/main.sh runs: its target main_job builds these binaries (CMakeLists.txt).
+  if(A_LABELS MATCHES "(^|;)(property|fuzz)(;|$)")
+    set_property(GLOBAL APPEND PROPERTY MLACHECK_MAIN_JOB_TARGETS ${name})
+  endif()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST NO_PRETTY_VALUES NO_PRETTY_TYPES
                        PROPERTIES LABELS "${A_LABELS}" COST ${A_COST}
                                   ENVIRONMENT "RC_PARAMS=max_success=${MLACHECK_PROPERTY_CASES}"
@@ -129,6 +133,7 @@ function(mlacheck_add_fuzzer name)
     return()
   endif()
   add_executable(${name} ${A_SOURCES})
+  set_property(GLOBAL APPEND PROPERTY MLACHECK_MAIN_JOB_TARGETS ${name})  # its ctest is label fuzz
   if(MLACHECK_FUZZ_ENGINE STREQUAL "-fsanitize=fuzzer")
     target_compile_options(${name} PRIVATE -fsanitize=fuzzer ${MLACHECK_WARNINGS})
   else()
