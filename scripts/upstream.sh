@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every shipped adapter of an upstream GPU kernel (python/mlacheck/adapters/: vLLM's compiled
-# library, FlashMLA's sparse decode as vLLM ships it, DeepGEMM's paged MQA logits) checked on a GPU
+# library, FlashMLA's sparse and dense decode as vLLM ships it, DeepGEMM's paged MQA logits) checked on a GPU
 # machine, with a JUnit file and a findings table (docs/upstream.md, "Every adapter on a GPU").
 # Three steps, because the GPU machine has no network:
 #
@@ -22,7 +22,8 @@
 #   headers and libraries, C++20; $DEEPGEMM_CXXFLAGS, e.g. -g1, is appended); DeepGEMM compiles its
 #   kernels itself when first called (nvcc).
 # run --injected: the same on the copies with one injected bug each (prepare --injected: vLLM's K-cache
-#   insert and gather; build: DeepGEMM's kernel), with --fail-fast; results in OUT/injected/results-injected.
+#   insert and gather, FlashMLA's two dense-decode interfaces; build: DeepGEMM's kernel), with
+#   --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
 #   whose library is there (all of them by default; --adapter picks), one after the other (six run
 #   at once on one H100 gave every adapter false failures, unwritten outputs and illegal addresses,
@@ -61,7 +62,9 @@ prepare() {
     xz -T0 -c "$root/_C_stable_libtorch.abi3.so" > "$out/vllm/_C_stable_libtorch.abi3.so.xz.part"
     mv "$out/vllm/_C_stable_libtorch.abi3.so.xz.part" "$out/vllm/_C_stable_libtorch.abi3.so.xz"
   fi
-  cp "$root/_flashmla_C.abi3.so" "$root/third_party/flashmla/flash_mla_interface.py" "$out/vllm/"
+  cp "$root/_flashmla_C.abi3.so" "$root/_flashmla_extension_C.abi3.so" "$root/third_party/flashmla/flash_mla_interface.py" \
+    "$out/vllm/"
+  cp "$root/v1/attention/ops/flashmla.py" "$out/vllm/ops_flashmla.py"
   echo "vllm $version (python/upstream.lock)" > "$out/vllm/REVISIONS"
   if [ -n "$dg" ]; then
     [ -f "$dg/csrc/python_api.cpp" ] || die "--deepgemm $dg: not a DeepGEMM checkout (no csrc/python_api.cpp)"
@@ -88,7 +91,7 @@ prepare() {
     tar -czf "$out/deepgemm/src.tar.gz" -C "$stage" src
     rm -rf "$stage"
   fi
-  [ "$injected" = 0 ] || injected_vllm "$out/injected/vllm"
+  [ "$injected" = 0 ] || { injected_vllm "$out/injected/vllm"; injected_flashmla "$out/injected/vllm"; }
   du -sh "$out"/* | sed "s/^/$me: /"
 }
 
@@ -176,8 +179,10 @@ build() {
     [ -f "$out/vsrc/vllm/_C_stable_libtorch.abi3.so" ] ||
       python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
         "$out/vllm/_C_stable_libtorch.abi3.so.xz" "$out/vsrc/vllm/_C_stable_libtorch.abi3.so"
-    cp "$out/vllm/_flashmla_C.abi3.so" "$out/vsrc/vllm/"
+    mkdir -p "$out/vsrc/vllm/v1/attention/ops"
+    cp "$out/vllm/_flashmla_C.abi3.so" "$out/vllm/_flashmla_extension_C.abi3.so" "$out/vsrc/vllm/"
     cp "$out/vllm/flash_mla_interface.py" "$out/vsrc/vllm/third_party/flashmla/"
+    cp "$out/vllm/ops_flashmla.py" "$out/vsrc/vllm/v1/attention/ops/flashmla.py"
     echo "$me: vLLM's libraries in $out/vsrc/vllm"
   fi
   if [ -f "$out/deepgemm/src.tar.gz" ]; then
@@ -203,6 +208,9 @@ PY
     [ -f "$pyinc/Python.h" ] || die "build: no Python.h in $pyinc (python3's development headers)"
     local so="$src/deep_gemm/_C$suffix" s
     s=$(date +%s)
+    if [ -f "$so" ] && [ "$so" -nt "$out/deepgemm/src.tar.gz" ] && [ -z "${DEEPGEMM_CXXFLAGS:-}" ]; then
+      echo "$me: DeepGEMM already built: $so"  # a second build call (vLLM's libraries carried later)
+    else
     echo "$me: compiling DeepGEMM's csrc/python_api.cpp (one unit, about a minute)"
     rm -f "$so"
     local rpath=() d
@@ -225,6 +233,7 @@ PY
     LD_PRELOAD="$(cat "$out/deepgemm/libstdcxx" 2>/dev/null)${LD_PRELOAD:+:$LD_PRELOAD}" PYTHONPATH="$src" python3 -c "import deep_gemm; deep_gemm.fp8_paged_mqa_logits; deep_gemm.get_paged_mqa_logits_metadata" ||
       die "build: the DeepGEMM just built does not import"
     echo "$me: DeepGEMM built in $(( $(date +%s) - s )) s: $so"
+    fi
     if [ -d "$out/injected" ] && [ ! -d "$out/injected/deepgemm/src" ]; then
       # The injected copy: the sm90 kernel reads the second KV scale of each pair at the first
       # one's offset (a one-word slip in sm90_fp8_paged_mqa_logits.cuh), so every other token's
@@ -238,6 +247,36 @@ PY
       echo "$me: DeepGEMM with the injected bug in $out/injected/deepgemm/src"
     fi
   fi
+}
+
+# --injected, FlashMLA's dense decode: the release's own libraries beside copies of its Python
+# interfaces with one realistic bug each (a wrapper that drops an argument on its way to the
+# kernel): third_party/flashmla/flash_mla_interface.py's dense branch passes causal=False to
+# dense_decode_fwd (a token of a multi-token step then sees the keys after it), and
+# v1/attention/ops/flashmla.py's flash_mla_with_kvcache_fp8 passes descale_q where descale_k goes
+# (K and V descaled by q's scale). The adapters vllm_flashmla.dense_decode and .dense_decode_fp8
+# load them from OUT/injected/vllm (`run --injected`).
+injected_flashmla() {
+  local dir=$1 root="$cache/vllm-$version/vllm"
+  mkdir -p "$dir/third_party/flashmla" "$dir/v1/attention/ops"
+  cp "$root/_flashmla_C.abi3.so" "$root/_flashmla_extension_C.abi3.so" "$dir/"
+  inject_line "$root/third_party/flashmla/flash_mla_interface.py" "$dir/third_party/flashmla/flash_mla_interface.py" \
+    "            softmax_scale, causal," "            softmax_scale, False,  # mlacheck: injected bug"
+  inject_line "$root/v1/attention/ops/flashmla.py" "$dir/v1/attention/ops/flashmla.py" \
+    "        descale_k," "        descale_q,  # mlacheck: injected bug"
+  echo "vllm $version wheel, FlashMLA's interfaces: causal=False in the dense branch of flash_mla_with_kvcache, descale_q for descale_k in flash_mla_with_kvcache_fp8 (injected)" >> "$dir/REVISIONS"
+}
+
+inject_line() {  # FROM TO OLD NEW: TO is FROM with the one line OLD (found exactly once) made NEW
+  local n
+  n=$(grep -cxF -- "$3" "$1" || true)
+  [ "$n" = 1 ] || die "--injected: $1 has $n lines '$3', want 1 (another vLLM release?)"
+  python3 - "$@" <<'PY'
+import sys
+src, dst, old, new = sys.argv[1:]
+lines = open(src).read().split("\n")
+open(dst, "w").write("\n".join(new if l == old else l for l in lines))
+PY
 }
 
 run() {
@@ -278,6 +317,8 @@ run() {
       case "$name" in
         vllm_cuda.indexer_k_quant_and_cache|vllm_cuda.cp_gather_indexer_k_quant_cache)
           [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;
+        vllm_flashmla.dense_decode|vllm_flashmla.dense_decode_fp8)
+          [ -f "$out/vsrc/vllm/third_party/flashmla/flash_mla_interface.py" ] && picked+=("$name") ;;
         vllm_cuda.*|vllm_flashmla.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;  # no injected copy
         deepgemm.*) [ -f "$out/deepgemm/src/deep_gemm/__init__.py" ] && picked+=("$name") ;;
       esac

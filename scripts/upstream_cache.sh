@@ -11,7 +11,8 @@
 # --compiled  also unpacks two of the release's compiled libraries beside the sources, for a GPU
 #             machine: vllm/_C_stable_libtorch.abi3.so (81 MB; the top-k kernels of
 #             python/mlacheck/adapters/vllm_cuda.py) and vllm/_flashmla_C.abi3.so (1.8 MB;
-#             FlashMLA's decode, python/mlacheck/adapters/vllm_flashmla.py).
+#             FlashMLA's decode, python/mlacheck/adapters/vllm_flashmla.py), and
+#             vllm/_flashmla_extension_C.abi3.so (0.2 MB; FlashMLA's fp8 dense decode, the same file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 compiled=0
@@ -74,14 +75,15 @@ PY
 # vLLM: every Python file (about 300 MB of wheel the first time); the adapters read vLLM's files.
 unpack_release vllm "$version" "$root" vllm/
 
-if [ "$compiled" = 1 ] && { [ ! -f "$root/vllm/_C_stable_libtorch.abi3.so" ] || [ ! -f "$root/vllm/_flashmla_C.abi3.so" ]; }; then
+if [ "$compiled" = 1 ] && { [ ! -f "$root/vllm/_C_stable_libtorch.abi3.so" ] || [ ! -f "$root/vllm/_flashmla_C.abi3.so" ] ||
+                             [ ! -f "$root/vllm/_flashmla_extension_C.abi3.so" ]; }; then
   tmp=$(mktemp -d)
   "$pip" download --quiet --disable-pip-version-check --no-deps --only-binary :all: --require-hashes \
     -r "$vllm_pin" -d "$tmp"
   python3 - "$(ls "$tmp"/vllm-"$version"-*.whl | head -1)" "$root" <<'PY'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
-    for lib in ("vllm/_C_stable_libtorch.abi3.so", "vllm/_flashmla_C.abi3.so"):
+    for lib in ("vllm/_C_stable_libtorch.abi3.so", "vllm/_flashmla_C.abi3.so", "vllm/_flashmla_extension_C.abi3.so"):
         z.extract(lib, sys.argv[2])
         print("upstream: unpacked " + lib)
 PY

@@ -160,6 +160,8 @@ def test_the_declared_precision_is_what_passes_the_cancelling_case(contract, ver
     ("vllm_cuda.py", "indexer_decode_topk", "_C_stable_libtorch.abi3.so"),
     ("vllm_cuda.py", "cp_gather_indexer_k_quant_cache", "_C_stable_libtorch.abi3.so"),
     ("vllm_flashmla.py", "sparse_decode", "_flashmla_C.abi3.so"),
+    ("vllm_flashmla.py", "dense_decode", "_flashmla_C.abi3.so"),
+    ("vllm_flashmla.py", "dense_decode_fp8", "_flashmla_C.abi3.so"),
 ])
 def test_the_compiled_kernels_adapters_say_in_one_line_what_they_lack(adapter, fn, library):
     # python/mlacheck/adapters/vllm_cuda.py and vllm_flashmla.py drive the wheel's compiled libraries

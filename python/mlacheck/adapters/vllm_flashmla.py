@@ -10,6 +10,8 @@ cuda backend only; nothing of FlashMLA or vLLM is copied here.
 | callable | op | drives (vllm-0.29.0/...) |
 |---|---|---|
 | sparse_decode | sparse_mla_decode | third_party/flashmla/flash_mla_interface.py `flash_mla_with_kvcache` (its sparse branch: torch.ops._flashmla_C.sparse_decode_fwd), as v1/attention/backends/mla/flashmla_sparse.py `FlashMLASparseImpl._fp8_flash_mla_kernel` calls it (847-882) |
+| dense_decode | mla_decode, bf16 cache | the same function's dense branch (torch.ops._flashmla_C.dense_decode_fwd, its tile scheduler made on the first call of a fresh `get_mla_metadata()`), as v1/attention/backends/mla/flashmla.py `FlashMLAImpl.forward_mqa` calls it for a bf16 cache (324-335) |
+| dense_decode_fp8 | mla_decode, fp8 cache | v1/attention/ops/flashmla.py `get_mla_metadata_dense_fp8` and `flash_mla_with_kvcache_fp8` (torch.ops._flashmla_extension_C, vllm/_flashmla_extension_C.abi3.so), as `FlashMLAMetadataBuilder._build_decode` (170-198) and `FlashMLAImpl.forward_mqa` (309-322) call them for an fp8 cache |
 
 The caller's arguments, mapped (nothing here computes a result):
 - `k_cache = kv_c_and_k_pe_cache.view(torch.uint8).unsqueeze(-2)`: the fp8_ds_mla cache [blocks,
@@ -64,9 +66,12 @@ import vllm_release  # noqa: E402
 from vllm_release import implements  # noqa: E402
 
 LIBRARY = "vllm/_flashmla_C.abi3.so"
+EXTENSION = "vllm/_flashmla_extension_C.abi3.so"
 INTERFACE = "vllm/third_party/flashmla/flash_mla_interface.py"
+OPS = "vllm/v1/attention/ops/flashmla.py"
 
 _PATH = vllm_release.compiled_library(LIBRARY, "vllm_flashmla.py", "FlashMLA's compiled CUDA kernels")
+_EXTENSION_PATH = vllm_release.compiled_library(EXTENSION, "vllm_flashmla.py", "FlashMLA's fp8 dense decode")
 
 _interface = None
 
@@ -77,7 +82,8 @@ def flashmla():
     loaded here."""
     global _interface
     if _interface is None:
-        torch.ops.load_library(_PATH)
+        if _PATH:  # None for a CPU stand-in of the release
+            torch.ops.load_library(_PATH)
         package = vllm_release.shim("vllm", __path__=[])
         library = vllm_release.shim("vllm._flashmla_C")
         package._flashmla_C = library
@@ -106,4 +112,92 @@ def sparse_decode(q, kv_cache, indices, topk_length, attn_sink, out, lse, softma
         softmax_scale=float(softmax_scale), topk_length=topk_length, attn_sink=attn_sink)  # topk_length: None
     out.copy_(o)
     lse.copy_(l)
+    return None
+
+
+# ---- FlashMLA's dense decode (mla_decode, docs/ops.md 5) ------------------------------------------
+#
+# vLLM's FLASHMLA backend (v1/attention/backends/mla/flashmla.py) on a DeepSeek model without the
+# sparse indexer. What its caller guarantees, each clause with its line:
+# - `page = 64`: get_supported_kernel_block_sizes returns [64] (58-59);
+# - `kv_cache contiguous`: the cache is the layer's kv_c_and_k_pe_cache, [num_blocks, 64, 576] one
+#   block after another, handed on as `.unsqueeze(-2)` (326, 311);
+# - `heads >= 1`, any q_len of the spec: the builder asks for uniform query lengths
+#   (`query_len_support = UNIFORM`, 113) and reshapes q to [B, q_len, H, 576]
+#   (`reshape_query_for_spec_decode`, 287); mlacheck's q_len 1 to 8 lies inside its reorder
+#   threshold of 128 (114);
+# - causal: `causal=True` (319, 332): token t of q_len sees keys [0, L - q_len + t + 1), the spec's rule;
+# - the bf16 cache: q bf16 (no query quantization without an fp8 cache: model_executor/layers/
+#   attention/attention.py 459-464), softmax_scale = self.scale (the layer's base scale), and no
+#   descaling, so `q_scale = 1`, `k_scale = 1` (vLLM's _q_scale and _k_scale of an unquantized cache);
+# - the fp8 cache: MLA layers quantize q to fp8 (`supports_quant_query_input = True`,
+#   model_executor/layers/attention/mla_attention.py 3145; attention.py 459-464, 511-512) with the
+#   layer's per-tensor _q_scale, and the kernel takes descale_q = _q_scale, descale_k = _k_scale
+#   (320-321): `q dtype fp8`, `kv_cache dtype fp8`.
+# FlashMLA returns lse as [B, H, q_len] (flash_mla_interface.py's docstring; forward_mqa permutes it
+# for its consumer, 338-343); mlacheck's lse is [B, q_len, H], so it is copied transposed. out is
+# FlashMLA's own fresh tensor (the caller passes none), copied into mlacheck's view: as for the
+# sparse decode, a write past o's view is FlashMLA's tensor's, not seen here.
+# FlashMLA's split-KV schedule is its own (mlacheck's num_splits and workspace are not passed).
+DENSE_CONTRACT = ["page = 64", "kv_cache contiguous"]
+
+
+def _copy_outputs(out_t, lse_t, o, lse):
+    o.copy_(out_t)
+    lse.copy_(lse_t.transpose(1, 2))
+
+
+@implements("mla_decode", contract=DENSE_CONTRACT + ["q dtype bf16", "kv_cache dtype bf16", "q_scale = 1",
+                                                     "k_scale = 1"])
+def dense_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
+    """flashmla.py 324-335: flash_mla_with_kvcache(q, k_cache=cache.unsqueeze(-2), block_table,
+    cache_seqlens=seq_lens, head_dim_v=512, tile_scheduler_metadata=get_mla_metadata(...)[0],
+    softmax_scale=self.scale, causal=True, is_fp8_kvcache=False); the scheduler object is fresh for
+    each step, as `_build_decode` makes it (170-175)."""
+    if q.numel() == 0:
+        return None
+    m = flashmla()
+    sched, _ = m.get_mla_metadata(seq_lens, q.shape[1] * q.shape[2], 1, is_fp8_kvcache=False)
+    out_t, lse_t = m.flash_mla_with_kvcache(
+        q=q, k_cache=kv_cache.unsqueeze(-2), block_table=block_table, cache_seqlens=seq_lens, head_dim_v=512,
+        tile_scheduler_metadata=sched, softmax_scale=float(base_scale), causal=True, is_fp8_kvcache=False)
+    _copy_outputs(out_t, lse_t, o, lse)
+    return None
+
+
+_fp8_fns = None
+
+
+def flashmla_fp8():
+    """ops/flashmla.py's get_mla_metadata_dense_fp8 and flash_mla_with_kvcache_fp8 as written, the
+    extension library loaded (the module itself imports vllm.platforms and vLLM's logger)."""
+    global _fp8_fns
+    if _fp8_fns is None:
+        if _EXTENSION_PATH:
+            torch.ops.load_library(_EXTENSION_PATH)
+        _fp8_fns, _ = vllm_release.load_functions(
+            OPS, ["get_mla_metadata_dense_fp8", "flash_mla_with_kvcache_fp8"],
+            {"torch": torch, "_is_flashmla_available": lambda: (True, None),
+             "_raise_flashmla_unavailable": None})
+    return _fp8_fns
+
+
+@implements("mla_decode", contract=DENSE_CONTRACT + ["q dtype fp8", "kv_cache dtype fp8"])
+def dense_decode_fp8(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale,
+                     num_splits):
+    """flashmla.py 176-198 and 309-322: tile_scheduler_metadata, num_splits =
+    get_mla_metadata_dense_fp8(seq_lens, q_len x heads, 1), then flash_mla_with_kvcache_fp8(q,
+    cache.unsqueeze(-2), block_table, seq_lens, 512, those, softmax_scale=self.scale, causal=True,
+    descale_q=_q_scale.reshape(1), descale_k=_k_scale.reshape(1))."""
+    if q.numel() == 0:
+        return None
+    fns = flashmla_fp8()
+    sched, splits = fns["get_mla_metadata_dense_fp8"](seq_lens, q.shape[1] * q.shape[2], 1)
+    descale_q = torch.tensor([float(q_scale)], dtype=torch.float32, device=q.device)
+    descale_k = torch.tensor([float(k_scale)], dtype=torch.float32, device=q.device)
+    out_t, lse_t = fns["flash_mla_with_kvcache_fp8"](
+        q=q, k_cache=kv_cache.unsqueeze(-2), block_table=block_table, cache_seqlens=seq_lens, head_dim_v=512,
+        tile_scheduler_metadata=sched, num_splits=splits, softmax_scale=float(base_scale), causal=True,
+        descale_q=descale_q, descale_k=descale_k)
+    _copy_outputs(out_t, lse_t, o, lse)
     return None

@@ -75,7 +75,10 @@ def upstream_path(rel):
 def compiled_library(rel, adapter, kernels):
     """The path of one of the release's compiled libraries (rel under the release root), for an
     adapter that drives its CUDA kernels: what is missing, said in one line (mlacheck then stops
-    with it, exit 2), when the library is not in the cache or torch sees no GPU."""
+    with it, exit 2), when the library is not in the cache or torch sees no GPU. None for a stand-in
+    release (a vllm/MLACHECK_STANDIN file): CI's CPU test of an adapter's argument mapping."""
+    if os.path.isfile(os.path.join(source_root(), "vllm", "MLACHECK_STANDIN")):
+        return None  # a CPU stand-in of the release (tests/upstream/fake_vllm): its Python files compute, no library
     path = os.path.join(source_root(), rel)
     if not os.path.isfile(path):
         raise MissingRelease("%s is not in the upstream cache (bash scripts/upstream_cache.sh --compiled puts it there)"
