@@ -6,6 +6,12 @@ include(GoogleTest)
 
 set(MLACHECK_WARNINGS -Wall -Wextra)
 set(MLACHECK_PROPERTY_CASES 1000 CACHE STRING "RapidCheck cases per property in ctest runs")
+# Compile options of the test binaries' own sources (tests/**/*_test.cpp), after the build type's:
+# the sanitizer preset sets -O0. Those files hold RapidCheck's and GoogleTest's templates and the
+# properties' calls, not the work a case does (the kernels, oracles and checks are in the -O2
+# libraries they link), and at -O0 they compile about 3x faster (decode_metadata_test.cpp under
+# ASan: 25.9 s at -O2 -g, 9.0 s at -O0; docs/building.md).
+set(MLACHECK_TEST_COMPILE_OPTIONS "" CACHE STRING "Compile options appended for the test binaries' own sources (e.g. -O0)")
 
 # mlacheck_add_library(name SOURCES ... DEPS ...): a static library of the project's code. The
 # libraries of the layers a kernel project builds on (core, oracle, kernels, harness, properties)
@@ -34,7 +40,7 @@ endfunction()
 function(mlacheck_add_gtest name)
   cmake_parse_arguments(A "" "COST" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${A_SOURCES})
-  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MLACHECK_WARNINGS}>)
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MLACHECK_WARNINGS} ${MLACHECK_TEST_COMPILE_OPTIONS}>)
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
   if(NOT A_COST)
     set(A_COST 0)

@@ -42,9 +42,12 @@ record() { results+=("$(printf '  %-5s %-18s %s' "$1" "$2" "$3")"); }
 next=()
 status=0
 
-bash scripts/setup.sh
-mkdir -p "$asan"
 job_start=$SECONDS
+heading "setting up (scripts/setup.sh: Debian's packages, the Python environment)"
+t=$SECONDS
+bash scripts/setup.sh
+echo "set up in $(took $t)"
+mkdir -p "$asan"
 
 heading "building the sanitizer preset ($asan: clang 14, ASan + UBSan, libFuzzer, $cases cases per property)"
 t=$SECONDS
@@ -208,7 +211,7 @@ else
   status=1
 fi
 
-heading "main job summary ($(took $job_start) after setup; every step's output in $logs/)"
+heading "main job summary ($(took $job_start), setup included; every step's output in $logs/)"
 printf '%s\n' "${results[@]}"
 if [ $status -eq 0 ]; then
   echo "main job: all checks passed"

@@ -4,7 +4,7 @@
 # machine, with a JUnit file and a findings table (docs/upstream.md, "Every adapter on a GPU").
 # Three steps, because the GPU machine has no network:
 #
-#   scripts/upstream.sh prepare OUT [--deepgemm CHECKOUT] [--injected]
+#   scripts/upstream.sh prepare OUT [--deepgemm CHECKOUT] [--injected] [--from-source]
 #                                                           here: what the GPU machine needs, in OUT
 #   scripts/upstream.sh build OUT                           there: unpack vLLM's libraries, build DeepGEMM
 #   scripts/upstream.sh run OUT [--budget S] [--adapter NAME]... [--injected]
@@ -15,7 +15,10 @@
 #   given a DeepGEMM checkout with its submodules (`git clone --recursive`, then `git checkout REV`),
 #   the sources its build and its run-time compiler need, laid out as DeepGEMM's setup.py lays them
 #   out (OUT/deepgemm/src.tar.gz, 3 MB, with the revisions in REVISIONS). Carry OUT/vllm and
-#   OUT/deepgemm in separate calls if a call carries at most 64 MiB (the device tool's limit).
+#   OUT/deepgemm in separate calls if a call carries at most 64 MiB (the device tool's limit), or
+#   use --from-source: OUT/vllm then holds, instead of the wheel's 81 MB library, the indexer K-cache
+#   insert and gather compiled from the release's sdist unmodified (4 MB, nvcc, sm_90a; the top-k
+#   adapters are then not run), and the whole of OUT travels in one call.
 # build: on the GPU machine, with its python3 and torch: unpacks the libraries into OUT/vsrc (the
 #   folder MLACHECK_VLLM_SRC names) and compiles DeepGEMM's one host unit, csrc/python_api.cpp, into
 #   its Python package as vLLM's tools/build_deepgemm_C.py does (one g++ call against torch's
@@ -46,18 +49,23 @@ cache="${MLACHECK_UPSTREAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlacheck/upstr
 
 prepare() {
   local out=$1; shift
-  local dg="" injected=0
+  local dg="" injected=0 from_source=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --deepgemm) [ $# -ge 2 ] || die "--deepgemm takes a checkout"; dg=$2; shift 2 ;;
       --injected) injected=1; shift ;;
-      *) die "prepare: unknown argument '$1' (takes --deepgemm CHECKOUT, --injected)" ;;
+      --from-source) from_source=1; shift ;;
+      *) die "prepare: unknown argument '$1' (takes --deepgemm CHECKOUT, --injected, --from-source)" ;;
     esac
   done
   mkdir -p "$out/vllm"
   bash scripts/upstream_cache.sh --compiled
   local root="$cache/vllm-$version/vllm"
-  if [ ! -f "$out/vllm/_C_stable_libtorch.abi3.so.xz" ]; then
+  if [ "$from_source" = 1 ]; then
+    rm -f "$out/vllm/_C_stable_libtorch.abi3.so.xz"
+    [ -f "$out/vllm/FROM_SOURCE" ] || cache_ops_library "$out/vllm" 0
+  elif [ ! -f "$out/vllm/_C_stable_libtorch.abi3.so.xz" ]; then
+    rm -f "$out/vllm/FROM_SOURCE" "$out/vllm/_C_stable_libtorch.abi3.so"
     echo "$me: packing vLLM $version's _C_stable_libtorch.abi3.so (xz, a minute)"
     xz -T0 -c "$root/_C_stable_libtorch.abi3.so" > "$out/vllm/_C_stable_libtorch.abi3.so.xz.part"
     mv "$out/vllm/_C_stable_libtorch.abi3.so.xz.part" "$out/vllm/_C_stable_libtorch.abi3.so.xz"
@@ -65,7 +73,11 @@ prepare() {
   cp "$root/_flashmla_C.abi3.so" "$root/_flashmla_extension_C.abi3.so" "$root/third_party/flashmla/flash_mla_interface.py" \
     "$out/vllm/"
   cp "$root/v1/attention/ops/flashmla.py" "$out/vllm/ops_flashmla.py"
-  echo "vllm $version (python/upstream.lock)" > "$out/vllm/REVISIONS"
+  if [ "$from_source" = 1 ]; then
+    echo "vllm $version (python/upstream.lock): the wheel's FlashMLA libraries; _C_stable_libtorch.abi3.so holds only the indexer K-cache insert and gather, compiled from the sdist's csrc/libtorch_stable/cache_kernels.cu unmodified" > "$out/vllm/REVISIONS"
+  else
+    echo "vllm $version (python/upstream.lock)" > "$out/vllm/REVISIONS"
+  fi
   if [ -n "$dg" ]; then
     [ -f "$dg/csrc/python_api.cpp" ] || die "--deepgemm $dg: not a DeepGEMM checkout (no csrc/python_api.cpp)"
     [ -d "$dg/third-party/cutlass/include/cute" ] && [ -f "$dg/third-party/fmt/include/fmt/format.h" ] ||
@@ -91,7 +103,7 @@ prepare() {
     tar -czf "$out/deepgemm/src.tar.gz" -C "$stage" src
     rm -rf "$stage"
   fi
-  [ "$injected" = 0 ] || { injected_vllm "$out/injected/vllm"; injected_flashmla "$out/injected/vllm"; }
+  [ "$injected" = 0 ] || { cache_ops_library "$out/injected/vllm" 1; injected_flashmla "$out/injected/vllm"; }
   du -sh "$out"/* | sed "s/^/$me: /"
 }
 
@@ -104,11 +116,15 @@ prepare() {
 # sm_90a against mlacheck's torch as upstream_guard.sh builds the top-k (the stable ABI), the two
 # ops registered alone in namespace _C_cache_ops as OUT/injected/vllm/_C_stable_libtorch.abi3.so, the name the
 # adapter loads (`run --injected` points MLACHECK_VLLM_SRC at it).
-injected_vllm() {
-  local dir=$1
+#
+# --from-source: the same library without the bugs (cache_ops_library DIR 0), in place of the wheel's
+# 57 MB of xz: the two cache ops as the release's source has them, for a device whose carry cannot
+# take the wheel's library beside the rest (the top-k adapters then have no library and are not run).
+cache_ops_library() {  # DIR INJECT(0|1)
+  local dir=$1 inject=$2
   local src="$cache/vllm-$version-sdist"
   [ -f "$src/csrc/libtorch_stable/cache_kernels.cu" ] ||
-    die "--injected needs vLLM's source distribution at $src (bash scripts/upstream_guard.sh build unpacks it)"
+    die "--injected and --from-source need vLLM's source distribution at $src (bash scripts/upstream_guard.sh build unpacks it)"
   local py
   py=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/mlacheck/pyenv-*/bin/python 2>/dev/null | head -1)
   [ -n "$py" ] || die "--injected: no mlacheck Python environment with torch (bash scripts/setup.sh)"
@@ -118,6 +134,7 @@ injected_vllm() {
   stage=$(mktemp -d)
   cp -r "$src/csrc" "$stage/csrc"
   local lib="$stage/csrc/libtorch_stable"
+  if [ "$inject" = 1 ]; then
   grep -q "if (slot_idx < 0 || (head_dim_idx >= head_dim)) {" "$lib/cache_kernels.cu" ||
     die "--injected: cache_kernels.cu has no padding test to inject the bug into (another vLLM release?)"
   sed -i 's|if (slot_idx < 0 \|\| (head_dim_idx >= head_dim)) {|if (slot_idx < -1 \|\| (head_dim_idx >= head_dim)) {  // mlacheck: injected bug|' \
@@ -132,6 +149,7 @@ injected_vllm() {
   sed -i 's/if (head_idx >= head_dim || token_idx >= num_tokens || batch < 0) {/if (head_idx >= head_dim || token_idx >= num_tokens) {  \/\/ mlacheck: injected bug/' \
     "$lib/cache_kernels.cu"
   [ "$(grep -c "mlacheck: injected bug" "$lib/cache_kernels.cu")" = 2 ] || die "--injected: the gather's bug was not injected"
+  fi
   local schemas
   schemas=$("$py" -c '
 import re, sys
@@ -156,7 +174,7 @@ for op in ("indexer_k_quant_and_cache", "cp_gather_indexer_k_quant_cache"):
                --expt-relaxed-constexpr -DENABLE_FP8 -DUSE_CUDA -DTORCH_TARGET_VERSION=0x020B000000000000ULL
                -DTORCH_EXTENSION_NAME=_C_stable_libtorch -I"$torch_dir/include" -I"$torch_dir/include/torch/csrc/api/include"
                -I"$stage/csrc" -I"$lib")
-  echo "$me: compiling vLLM's cache_kernels.cu with the injected bug (sm_90a)"
+  echo "$me: compiling vLLM's cache_kernels.cu$([ "$inject" = 1 ] && echo " with the injected bugs") (sm_90a)"
   local u
   for u in cache_kernels mlacheck_insert_registration; do
     "$nvcc" "${flags[@]}" -c "$lib/$u.cu" -o "$stage/$u.o" > "$stage/$u.log" 2>&1 ||
@@ -166,7 +184,11 @@ for op in ("indexer_k_quant_and_cache", "cp_gather_indexer_k_quant_cache"):
   # The driver library too (the file's swap_blocks_batch looks up a driver entry point).
   "$nvcc" "${flags[@]}" "$stage"/*.o -shared -cudart static -Xlinker --no-as-needed -L"$torch_dir/lib" -ltorch \
     -ltorch_cpu -ltorch_cuda -lc10 -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -o "$dir/_C_stable_libtorch.abi3.so"
-  echo "vllm $version sdist, cache_kernels.cu with slot_idx < -1 in indexer_k_quant_and_cache_kernel and no batch < 0 in cp_gather_indexer_k_quant_cache_kernel's row test (injected)" > "$dir/REVISIONS"
+  if [ "$inject" = 1 ]; then
+    echo "vllm $version sdist, cache_kernels.cu with slot_idx < -1 in indexer_k_quant_and_cache_kernel and no batch < 0 in cp_gather_indexer_k_quant_cache_kernel's row test (injected)" > "$dir/REVISIONS"
+  else
+    touch "$dir/FROM_SOURCE"
+  fi
   rm -rf "$stage"
 }
 
@@ -174,11 +196,16 @@ build() {
   local out=$1
   [ -d "$out" ] || die "build: no folder $out (scripts/upstream.sh prepare makes it)"
   out=$(cd "$out" && pwd)
-  if [ -f "$out/vllm/_C_stable_libtorch.abi3.so.xz" ]; then
+  if [ -f "$out/vllm/_C_stable_libtorch.abi3.so.xz" ] || [ -f "$out/vllm/FROM_SOURCE" ]; then
     mkdir -p "$out/vsrc/vllm/third_party/flashmla"
-    [ -f "$out/vsrc/vllm/_C_stable_libtorch.abi3.so" ] ||
-      python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
-        "$out/vllm/_C_stable_libtorch.abi3.so.xz" "$out/vsrc/vllm/_C_stable_libtorch.abi3.so"
+    if [ -f "$out/vllm/FROM_SOURCE" ]; then  # prepare --from-source: the cache ops alone, not xz-packed
+      cp "$out/vllm/_C_stable_libtorch.abi3.so" "$out/vllm/FROM_SOURCE" "$out/vsrc/vllm/"
+    else
+      rm -f "$out/vsrc/vllm/FROM_SOURCE"
+      [ -f "$out/vsrc/vllm/_C_stable_libtorch.abi3.so" ] && [ "$out/vsrc/vllm/_C_stable_libtorch.abi3.so" -nt "$out/vllm/_C_stable_libtorch.abi3.so.xz" ] ||
+        python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+          "$out/vllm/_C_stable_libtorch.abi3.so.xz" "$out/vsrc/vllm/_C_stable_libtorch.abi3.so"
+    fi
     mkdir -p "$out/vsrc/vllm/v1/attention/ops"
     cp "$out/vllm/_flashmla_C.abi3.so" "$out/vllm/_flashmla_extension_C.abi3.so" "$out/vsrc/vllm/"
     cp "$out/vllm/flash_mla_interface.py" "$out/vsrc/vllm/third_party/flashmla/"
@@ -319,7 +346,8 @@ run() {
           [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;
         vllm_flashmla.dense_decode|vllm_flashmla.dense_decode_fp8)
           [ -f "$out/vsrc/vllm/third_party/flashmla/flash_mla_interface.py" ] && picked+=("$name") ;;
-        vllm_cuda.*|vllm_flashmla.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;  # no injected copy
+        vllm_cuda.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && [ ! -f "$out/vsrc/vllm/FROM_SOURCE" ] && picked+=("$name") ;;
+        vllm_flashmla.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;  # no injected copy
         deepgemm.*) [ -f "$out/deepgemm/src/deep_gemm/__init__.py" ] && picked+=("$name") ;;
       esac
     done < <("$m" list | sed -n '/^adapters of upstream kernels/,/^$/p' | tail -n +2)
@@ -364,7 +392,7 @@ PY
   ! grep -qv " 0$" "$rcs"
 }
 
-[ $# -ge 2 ] || die "usage: scripts/upstream.sh prepare OUT [--deepgemm CHECKOUT] [--injected] | build OUT | run OUT [--budget S] [--adapter NAME]... [--injected]"
+[ $# -ge 2 ] || die "usage: scripts/upstream.sh prepare OUT [--deepgemm CHECKOUT] [--injected] [--from-source] | build OUT | run OUT [--budget S] [--adapter NAME]... [--injected]"
 cmd=$1; shift
 case "$cmd" in
   prepare) prepare "$@" ;;
