@@ -18,7 +18,7 @@ tests=$((jobs + 1))
 # RapidCheck cases per property: 250 under the sanitizers (they cost about 5x; what they add is
 # memory errors in the kernel code, which 250 cases reach), 1000 in the Release build. The main job
 # configures fewer in the same build folder, so both are pinned here.
-cmake --preset asan -DMLACHECK_PROPERTY_CASES=250 >/dev/null
+cmake --preset asan -DMLACHECK_PROPERTY_CASES=250 -DMLACHECK_TEST_COMPILE_OPTIONS= >/dev/null  # -O2 (main.sh's -O0 undone)
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$tests"
 

@@ -17,7 +17,10 @@ import topk_torch_buggy  # noqa: E402
 
 
 def test_the_torch_example_passes():
-    v = mlacheck.check("topk_decode", topk_torch.topk_decode, budget=4)  # every property must run a case (hundreds run in 4 s)
+    # Every property must run a case. Hundreds run in 4 s on an idle machine, but one random case of
+    # seed 1 (126 rows of 587,801 columns) takes 6.5 s alone, and in CI's parallel sanitizer run a
+    # budget of 4 s left topk_decode.deterministic with no case (PARTIAL, 2026-12-07): 30 s.
+    v = mlacheck.check("topk_decode", topk_torch.topk_decode, budget=30)
     assert v, str(v)
     assert v.cases_run > 0
     assert str(v).startswith("topk_decode@py  PASS")
@@ -257,7 +260,9 @@ def test_the_properties_asked_for_are_the_only_ones_drawn(tmp_path):
             served += 1
             far += case.logits.untyped_storage().nbytes() > (1 << 30)
             case.run(topk_torch.topk_decode)
-        assert run.verdict, str(run.verdict)
+        # A run of 3 s may end before a case of each asked property (PARTIAL, "not judged", under
+        # CI's load); what this test asks is that nothing failed and no far case was drawn.
+        assert run.verdict.result in ("PASS", "PARTIAL") and not run.verdict.failures, str(run.verdict)
     assert served >= 1200 and far == 0, (served, far, seed)
 
 
