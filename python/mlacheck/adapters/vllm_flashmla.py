@@ -139,7 +139,16 @@ def sparse_decode(q, kv_cache, indices, topk_length, attn_sink, out, lse, softma
 # FlashMLA's own fresh tensor (the caller passes none), copied into mlacheck's view: as for the
 # sparse decode, a write past o's view is FlashMLA's tensor's, not seen here.
 # FlashMLA's split-KV schedule is its own (mlacheck's num_splits and workspace are not passed).
-DENSE_CONTRACT = ["page = 64", "kv_cache contiguous"]
+#
+# - `q_offset = 0`, `kv_offset = 0`: q and the cache start at their storage's start, which torch
+#   allocates 256-byte aligned. q is a fresh tensor (`torch.cat(q, dim=-1)` of forward_mqa, 283, or
+#   the query quantization's output) and the cache is the layer's own allocation. FlashMLA loads
+#   both through TMA descriptors, whose global address must be 16-byte aligned. On an H100
+#   (2026-12-07) a case with q 28 bytes into its buffer gave "Error: Failed to initialize the TMA
+#   descriptor 1", then the kernel ran anyway and the next CUDA call failed with "an illegal
+#   instruction was encountered" (combine.cu 196). The fp8 path gave "misaligned address".
+#   docs/findings.md 11. (Under this contract neither has run on a GPU yet.)
+DENSE_CONTRACT = ["page = 64", "kv_cache contiguous", "q_offset = 0", "kv_offset = 0"]
 
 
 def _copy_outputs(out_t, lse_t, o, lse):
