@@ -122,10 +122,10 @@ def sparse_decode(q, kv_cache, indices, topk_length, attn_sink, out, lse, softma
 # - `page = 64`: get_supported_kernel_block_sizes returns [64] (58-59);
 # - `kv_cache contiguous`: the cache is the layer's kv_c_and_k_pe_cache, [num_blocks, 64, 576] one
 #   block after another, handed on as `.unsqueeze(-2)` (326, 311);
-# - `heads >= 1`, any q_len of the spec: the builder asks for uniform query lengths
-#   (`query_len_support = UNIFORM`, 113) and reshapes q to [B, q_len, H, 576]
-#   (`reshape_query_for_spec_decode`, 287); mlacheck's q_len 1 to 8 lies inside its reorder
-#   threshold of 128 (114);
+# - no clause on heads or q_len: the builder asks for uniform query lengths
+#   (`query_len_support = UNIFORM`, 112) and reshapes q to [B, q_len, H, 576]
+#   (`reshape_query_for_spec_decode`, 276); mlacheck's q_len 1 to 8 lies inside its reorder
+#   threshold of 128 (113);
 # - causal: `causal=True` (319, 332): token t of q_len sees keys [0, L - q_len + t + 1), the spec's rule;
 # - the bf16 cache: q bf16 (no query quantization without an fp8 cache: model_executor/layers/
 #   attention/attention.py 459-464), softmax_scale = self.scale (the layer's base scale), and no
@@ -134,20 +134,19 @@ def sparse_decode(q, kv_cache, indices, topk_length, attn_sink, out, lse, softma
 #   model_executor/layers/attention/mla_attention.py 3145; attention.py 459-464, 511-512) with the
 #   layer's per-tensor _q_scale, and the kernel takes descale_q = _q_scale, descale_k = _k_scale
 #   (320-321): `q dtype fp8`, `kv_cache dtype fp8`.
-# FlashMLA returns lse as [B, H, q_len] (flash_mla_interface.py's docstring; forward_mqa permutes it
-# for its consumer, 338-343); mlacheck's lse is [B, q_len, H], so it is copied transposed. out is
-# FlashMLA's own fresh tensor (the caller passes none), copied into mlacheck's view: as for the
-# sparse decode, a write past o's view is FlashMLA's tensor's, not seen here.
-# FlashMLA's split-KV schedule is its own (mlacheck's num_splits and workspace are not passed).
-#
 # - `q_offset = 0`, `kv_offset = 0`: q and the cache start at their storage's start, which torch
-#   allocates 256-byte aligned. q is a fresh tensor (`torch.cat(q, dim=-1)` of forward_mqa, 283, or
+#   allocates 256-byte aligned. q is a fresh tensor (`torch.cat(q, dim=-1)` of forward_mqa, 270, or
 #   the query quantization's output) and the cache is the layer's own allocation. FlashMLA loads
 #   both through TMA descriptors, whose global address must be 16-byte aligned. On an H100
 #   (2026-12-07) a case with q 28 bytes into its buffer gave "Error: Failed to initialize the TMA
 #   descriptor 1", then the kernel ran anyway and the next CUDA call failed with "an illegal
 #   instruction was encountered" (combine.cu 196). The fp8 path gave "misaligned address".
 #   docs/findings.md 11. (Under this contract neither has run on a GPU yet.)
+# FlashMLA returns lse as [B, H, q_len] (flash_mla_interface.py's docstring; forward_mqa permutes it
+# for its consumer, 340-346); mlacheck's lse is [B, q_len, H], so it is copied transposed. out is
+# FlashMLA's own fresh tensor (the caller passes none), copied into mlacheck's view: as for the
+# sparse decode, a write past o's view is FlashMLA's tensor's, not seen here.
+# FlashMLA's split-KV schedule is its own (mlacheck's num_splits and workspace are not passed).
 DENSE_CONTRACT = ["page = 64", "kv_cache contiguous", "q_offset = 0", "kv_offset = 0"]
 
 
