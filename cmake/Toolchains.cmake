@@ -75,21 +75,26 @@ endif()
 # libFuzzer comes with clang (-fsanitize=fuzzer).
 set(MLACHECK_HAVE_FUZZ OFF)
 set(MLACHECK_FUZZ_COVERAGE OFF)
+set(MLACHECK_FUZZ_COVERAGE_HOOKS OFF)
 if(MLACHECK_FUZZ STREQUAL "OFF")
   message(STATUS "mlacheck: libFuzzer off: MLACHECK_FUZZ=OFF")
 elseif(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   set(MLACHECK_HAVE_FUZZ ON)
   message(STATUS "mlacheck: libFuzzer on: ${CMAKE_CXX_COMPILER}")
   # Coverage of the kernels and glue, not only of the harness. Binaries without libFuzzer get the
-  # hooks from the sanitizer runtime, so this needs a sanitizer build (the asan preset). Only where
+  # hooks from the sanitizer runtime, or without one from core/coverage_hooks.cpp. Only where
   # the fuzzer should steer (see mlacheck_fuzz_coverage): the kernels get counters and comparison
   # hooks, the case parsers and checks counters only, and the toolkit's own loops (guarded memory,
   # the host executor, the oracle) nothing; hooks there cost a third of a small case's time.
+  set(MLACHECK_FUZZ_COVERAGE ON)
   if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*address")
-    set(MLACHECK_FUZZ_COVERAGE ON)
     message(STATUS "mlacheck: libFuzzer coverage of kernels/ (edges + comparisons) and properties/ (edges)")
   else()
-    message(STATUS "mlacheck: libFuzzer coverage of the harnesses only (no -fsanitize=address in CMAKE_CXX_FLAGS)")
+    # No sanitizer runtime to lend its weak hooks to the binaries without libFuzzer (the tool, the
+    # tests, plugins): core/coverage_hooks.cpp, in mlacheck_core, has them, empty.
+    set(MLACHECK_FUZZ_COVERAGE_HOOKS ON)
+    message(STATUS "mlacheck: libFuzzer coverage of kernels/ (edges + comparisons) and properties/ (edges); "
+                   "empty hooks in mlacheck_core for the binaries without libFuzzer")
   endif()
 else()
   _mlacheck_toolchain_off("libFuzzer" "${MLACHECK_FUZZ}"
@@ -120,7 +125,8 @@ endfunction()
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/python/requirements.lock")
 if(NOT DEFINED MLACHECK_DEFAULT_PYTHON)
   set(MLACHECK_DEFAULT_PYTHON "")
-  if(EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+  # A link is enough: scripts/main.sh makes it while the environment is still being made.
+  if(EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python" OR IS_SYMLINK "${PROJECT_SOURCE_DIR}/.venv")
     get_filename_component(_mlacheck_pyenv "${PROJECT_SOURCE_DIR}/.venv" REALPATH)
     set(MLACHECK_DEFAULT_PYTHON "${_mlacheck_pyenv}/bin/python")
   endif()

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The main job: set up; build the sanitizer preset (clang, ASan+UBSan, libFuzzer) that every check
-# below runs in, and the Release preset whose mlacheck is installed on the PATH; then the
-# self-checks, the property suite and every fuzz harness's ctest, a short fuzzing campaign on every
-# op's harness and the kill matrix of the seeded-bug variants, each printed as it runs, and a last
-# block saying what passed, where the fuzz cases went and what to run next. Every step's whole
-# output is also kept in build/asan/main-logs/.
+# The main job: set up; build the default preset (clang 14, Release, the libFuzzer harnesses with
+# coverage of the kernels), the one build every step below runs in and the one installed on the
+# PATH; then the self-checks, the property suite and every fuzz harness's ctest, a short fuzzing
+# campaign on every op and the kill matrix of the seeded-bug variants, each printed as it runs and
+# timed, and a last block saying what passed, where the fuzz cases went and what to run next. Every
+# step's whole output is also kept in build/default/main-logs/. The sanitizer build (ASan + UBSan:
+# the three seeded reads past a view whose values are never used, host-side memory errors) is
+# scripts/test.sh's, with the rest of the suite.
 #
 # Environment:
 #   MLACHECK_MAIN_CASES         RapidCheck cases per property (default 100; the test command runs
 #                               250 under the sanitizers and 1000 in Release)
 #   MLACHECK_MAIN_FUZZ_SECONDS  seconds of fuzzing per op harness (default 10)
-#   MLACHECK_PREFIX             where the Release tool (bin/, share/mlacheck/corpus) and the fuzz
-#                               harnesses (fuzz/) are installed (default /opt/mlacheck as root,
-#                               else ~/.local/opt/mlacheck)
+#   MLACHECK_PREFIX             where the tool (bin/, share/mlacheck/corpus, share/mlacheck/plugins)
+#                               and the fuzz harnesses (fuzz/) are installed (default /opt/mlacheck as
+#                               root, else ~/.local/opt/mlacheck)
 #   MLACHECK_BIN_DIR            the folder on the PATH that gets the link `mlacheck` (default
 #                               /usr/local/bin as root, else ~/.local/bin)
 #   MLACHECK_INSTALL=0          install nothing
@@ -23,11 +25,10 @@ repo=$(pwd)
 jobs=$(nproc)
 cases="${MLACHECK_MAIN_CASES:-100}"
 fuzz_seconds="${MLACHECK_MAIN_FUZZ_SECONDS:-10}"
-asan=build/asan
 release=build/default
-logs="$asan/main-logs"
-fuzz_out="$asan/main-fuzz"
-tool="$asan/tools/mlacheck"
+logs="$release/main-logs"
+fuzz_out="$release/main-fuzz"
+tool="$release/tools/mlacheck"
 
 # How long since $1 (a value of SECONDS), in words.
 took() {
@@ -43,42 +44,44 @@ next=()
 status=0
 
 job_start=$SECONDS
-heading "setting up (scripts/setup.sh: Debian's packages, the Python environment)"
+heading "setting up (scripts/setup.sh: Debian's packages; scripts/pyenv.sh: the Python environment, made while the build runs)"
 t=$SECONDS
-bash scripts/setup.sh
-echo "set up in $(took $t)"
-mkdir -p "$asan"
-
-heading "building the sanitizer preset ($asan: clang 14, ASan + UBSan, libFuzzer, $cases cases per property)"
-t=$SECONDS
+bash scripts/setup.sh --no-python
 mkdir -p "$logs"
-# The test binaries' own sources and the generators at -O0 (MLACHECK_TEST_COMPILE_OPTIONS): the
-# target main_job cold in 6 min 49 s instead of 8 min 52 s, its property suite 6 s slower
-# (docs/building.md). scripts/test.sh builds them at -O2 again: CI's whole sanitizer suite with
-# them at -O0 took 754 s, against 466 s at -O2 a day before (on a faster machine; not separated).
-if ! cmake --preset asan -DMLACHECK_PROPERTY_CASES="$cases" -DMLACHECK_TEST_COMPILE_OPTIONS=-O0 \
-     >"$logs/configure-asan.log" 2>&1; then
-  cat "$logs/configure-asan.log"
-  echo "main job: configuring the asan preset failed (above; also in $logs/configure-asan.log)"
+# The Python environment (about 0.9 GB from PyPI the first time) downloads and unpacks beside the
+# build, which does not need it, only its path (baked into mlacheck as --python's default): .venv
+# links to where it will be (pyenv.sh --path) before the build is configured.
+pyenv_python=$(bash scripts/pyenv.sh --path)
+ln -sfn "$(dirname "$(dirname "$pyenv_python")")" .venv
+bash scripts/pyenv.sh >"$logs/pyenv.log" 2>&1 &
+pyenv_pid=$!
+echo "packages set up in $(took $t); the Python environment is being made beside the build ($logs/pyenv.log)"
+
+heading "building the default preset ($release: clang 14, Release, libFuzzer harnesses; $cases cases per property)"
+t=$SECONDS
+# The test binaries' own sources and the generators at -O0 (MLACHECK_TEST_COMPILE_OPTIONS): they
+# hold RapidCheck's and GoogleTest's templates, not a case's work (docs/building.md). scripts/test.sh
+# builds them at -O2 again.
+if ! cmake --preset default -DMLACHECK_PROPERTY_CASES="$cases" -DMLACHECK_TEST_COMPILE_OPTIONS=-O0 \
+     >"$logs/configure.log" 2>&1; then
+  cat "$logs/configure.log"
+  echo "main job: configuring the default preset failed (above; also in $logs/configure.log)"
   exit 1
 fi
 # Only what the stages below run (the target main_job: the tool, the fuzz harnesses, the property
-# and fuzz test binaries); scripts/test.sh builds the rest.
-cmake --build --preset asan -j "$jobs" --target main_job ||
-  { echo "main job: building the asan preset failed (the errors are above)"; exit 1; }
+# and fuzz test binaries) and the example plugin with its buggy twin, installed beside the tool as
+# a plugin to try `check` on; scripts/test.sh builds the rest.
+cmake --build --preset default -j "$jobs" --target main_job mlacheck_example_plugin mlacheck_example_plugin_buggy ||
+  { echo "main job: building the default preset failed (the errors are above)"; exit 1; }
 echo "built in $(took $t)"
 
-heading "building mlacheck in the Release preset ($release: g++, -O2, no sanitizers), the one installed"
 t=$SECONDS
-if ! cmake --preset default >"$logs/configure-default.log" 2>&1; then
-  cat "$logs/configure-default.log"
-  echo "main job: configuring the default preset failed (above; also in $logs/configure-default.log)"
+if ! wait $pyenv_pid; then
+  cat "$logs/pyenv.log"
+  echo "main job: making the Python environment failed (above; also in $logs/pyenv.log)"
   exit 1
 fi
-# With the example plugin and its buggy twin, installed beside it: a plugin to try `check` on.
-cmake --build --preset default -j "$jobs" --target mlacheck mlacheck_example_plugin mlacheck_example_plugin_buggy ||
-  { echo "main job: building mlacheck in the default preset failed (the errors are above)"; exit 1; }
-echo "built in $(took $t)"
+echo "$(tail -1 "$logs/pyenv.log") (waited $(took $t) for it after the build)"
 
 if [ "${MLACHECK_INSTALL:-1}" != 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
@@ -89,10 +92,10 @@ if [ "${MLACHECK_INSTALL:-1}" != 0 ]; then
     bin_dir="${MLACHECK_BIN_DIR:-$HOME/.local/bin}"
   fi
   heading "installing mlacheck in $prefix, linked from $bin_dir/mlacheck"
-  # The tool from the Release build; the fuzz harnesses from the sanitizer build, where they belong
-  # (the installed mlacheck finds them in $prefix/fuzz, its seeds in $prefix/share/mlacheck/corpus).
+  # The tool and the fuzz harnesses (the installed mlacheck finds them in $prefix/fuzz, its seeds in
+  # $prefix/share/mlacheck/corpus).
   if cmake --install "$release" --prefix "$prefix" --component tool >"$logs/install.log" 2>&1 &&
-     cmake --install "$asan" --prefix "$prefix" --component fuzz >>"$logs/install.log" 2>&1 &&
+     cmake --install "$release" --prefix "$prefix" --component fuzz >>"$logs/install.log" 2>&1 &&
      mkdir -p "$bin_dir" && ln -sfn "$prefix/bin/mlacheck" "$bin_dir/mlacheck" &&
      "$bin_dir/mlacheck" list >/dev/null 2>>"$logs/install.log"; then
     echo "installed: $prefix/bin/mlacheck (Release), $prefix/fuzz/ (the harnesses), $prefix/share/mlacheck/corpus/," \
@@ -124,7 +127,7 @@ if [ "${MLACHECK_INSTALL:-1}" != 0 ]; then
     status=1
   fi
 fi
-echo "the steps below run the sanitizer build: $tool"
+echo "the steps below run this build: $tool"
 
 heading "self-checks (mlacheck selfcheck)"
 t=$SECONDS
@@ -145,7 +148,7 @@ t=$SECONDS
 rc=0
 # Only the "Start N: name" lines ctest prints when a test begins are left out (the end lines name
 # every test again, with its result and time).
-ctest --preset asan -L 'property|fuzz' -j "$jobs" --output-on-failure 2>&1 |
+ctest --preset default -L 'property|fuzz' -j "$jobs" --output-on-failure 2>&1 |
   sed -u '/^ *Start  *[0-9][0-9]*: /d' | tee "$logs/ctest.log" || rc=$?
 line=$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$logs/ctest.log" | tail -1 || true)
 # ctest counts a skipped test as passed: the skipped ones are counted apart (each says why above).
@@ -155,7 +158,7 @@ if [ $rc -eq 0 ]; then
   record PASS "property suite" "${line:-passed} ($(took $t))"
 else
   record FAIL "property suite" "${line:-ctest exited $rc} ($(took $t)); the failed tests' output is above"
-  next+=("ctest --preset asan --rerun-failed --output-on-failure   # rerun only the tests that failed")
+  next+=("ctest --preset default --rerun-failed --output-on-failure   # rerun only the tests that failed")
   status=1
 fi
 
@@ -177,7 +180,7 @@ if [ $rc -eq 0 ]; then
   record PASS fuzzing "no crash: ${spent:-every harness} of fuzzing (--time $fuzz_seconds); the grown corpora are in $fuzz_out/<target>/corpus/ ($(took $t))"
 elif [ $rc -eq 1 ]; then
   record FAIL fuzzing "${#found[@]} crash case(s) in $fuzz_out/<target>/cases/, each replayed by mlacheck repro ($(took $t))"
-  for f in "${found[@]:0:3}"; do next+=("$tool repro $f   # a fuzz finding, under the sanitizers"); done
+  for f in "${found[@]:0:3}"; do next+=("$tool repro $f   # a fuzz finding, replayed"); done
   status=1
 else
   record FAIL fuzzing "mlacheck fuzz exited $rc, its message is above ($(took $t)); $logs/fuzz.log"
@@ -185,7 +188,7 @@ else
   status=1
 fi
 
-heading "kill matrix: every seeded-bug variant of docs/bugs.md on the host backend (mlacheck mutants)"
+heading "kill matrix: the seeded-bug variants of docs/bugs.md on the host backend (mlacheck mutants; this build runs all but the 3 that need the sanitizer build)"
 echo "a line per variant as it starts; the table follows when all have run"
 t=$SECONDS
 rc=0
@@ -227,7 +230,8 @@ if [ $status -eq 0 ]; then
          "mlacheck check --plugin $prefix/share/mlacheck/plugins/libmlacheck_example_plugin_buggy.so --budget 20"
          "                                   # a plugin to try (its correct twin: libmlacheck_example_plugin.so)")
   next+=(
-         "mlacheck check --plugin ./libmy_kernels.so --budget 60           # your kernels (docs/plugins.md)")
+         "mlacheck check --plugin ./libmy_kernels.so --budget 60           # your kernels (docs/plugins.md)"
+         "bash scripts/test.sh               # the whole suite, with the sanitizer build (the 3 variants this build cannot run)")
 else
   echo "main job: FAILED (the FAIL rows above; each step's output is above and in $logs/)"
 fi

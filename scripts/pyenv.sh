@@ -16,6 +16,10 @@ lock=python/requirements.lock
 hash=$(sha256sum "$lock" | cut -c1-12)
 env_dir="${MLACHECK_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mlacheck/pyenv-$hash}"
 base=/usr/bin/python3
+# --path: where the environment is (or will be), without making it: scripts/main.sh configures its
+# build with this interpreter while the environment is still being made.
+if [ "${1:-}" = --path ]; then echo "$env_dir/bin/python"; exit 0; fi
+[ $# -eq 0 ] || { echo "pyenv: unknown argument '$1' (usage: scripts/pyenv.sh [--path])" >&2; exit 2; }
 
 if [ -f "$env_dir/.mlacheck-complete" ] && [ -x "$env_dir/bin/python" ]; then
   ln -sfn "$env_dir" .venv

@@ -4,11 +4,25 @@
 # Triton 3.6, pytest, pinned with hashes in python/requirements.lock). Nothing else is downloaded.
 #
 # The CUDA toolkit is not a Debian package here: CUDA builds use /usr/local/cuda when present.
+#
+#   scripts/setup.sh [--no-python]   --no-python: the packages only (scripts/main.sh makes the Python
+#                                    environment beside its build: scripts/pyenv.sh)
 set -euo pipefail
+python_env=1
+case "${1:-}" in
+  "") ;;
+  --no-python) python_env=0 ;;
+  *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--no-python])" >&2; exit 2 ;;
+esac
+# Then the Python environment, unless --no-python.
+python_step() {
+  [ $python_env -eq 1 ] || exit 0
+  exec bash "$(dirname "$0")/pyenv.sh"
+}
 
 packages=(
-  cmake ninja-build g++ ccache     # the default host build (ccache: a second build compiles nothing again)
-  clang-14 libclang-rt-14-dev      # the sanitizer build and libFuzzer
+  cmake ninja-build g++ ccache     # the builds (g++: nvcc's host compiler, the GPU bundle; ccache: a second build compiles nothing again)
+  clang-14 libclang-rt-14-dev      # the default and sanitizer builds, libFuzzer
   libeigen3-dev                    # the oracle
   librapidcheck-dev                # properties
   libgtest-dev libgmock-dev        # tests
@@ -27,7 +41,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exec bash "$(dirname "$0")/pyenv.sh"
+  python_step
 fi
 
 sudo=""
@@ -40,4 +54,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: installed ${#missing[@]} packages"
-exec bash "$(dirname "$0")/pyenv.sh"
+python_step

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test suite: set up, build the sanitizer preset (clang 14, ASan + UBSan, libFuzzer) and run
 # every ctest label (unit, property, corpus, mutants, fuzz, hip, upstream; gpu tests report
-# "skipped: no GPU" without one). Then build the default g++ preset (with CUDA when nvcc is present) and run its
-# suite too, so both compilers stay clean and the GPU tests at least build.
+# "skipped: no GPU" without one). Then build the default preset (clang 14, Release, libFuzzer; with
+# CUDA when nvcc is present: the build scripts/main.sh installs) and run its suite too, so that the
+# installed build is tested as it ships and the GPU tests at least build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,7 +23,7 @@ cmake --preset asan -DMLACHECK_PROPERTY_CASES=250 -DMLACHECK_TEST_COMPILE_OPTION
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$tests"
 
-cmake --preset default -DMLACHECK_PROPERTY_CASES=1000 >/dev/null
+cmake --preset default -DMLACHECK_PROPERTY_CASES=1000 -DMLACHECK_TEST_COMPILE_OPTIONS= >/dev/null  # as main.sh's, at -O2
 cmake --build --preset default -j "$jobs"
 # What the sanitizer suite has just run on the host is not run again here:
 # - the Python tests: they drive the same Python code through the same bridge, and cost minutes of
@@ -31,8 +32,11 @@ cmake --build --preset default -j "$jobs"
 # - the command-line suites of check, repro and the suite runner (MlacheckCli, SuiteRunner) and the
 #   plugin commands (PluginCli) but their first test, which loads Release plugins into the Release
 #   tool (the pair a user installs): the same host code, already run under ASan and UBSan.
-# Every other test (kernels, oracles, properties at 1000 cases, corpus, mutants.matrix, install)
-# runs in both builds.
-again='python[.](package|env)|PythonCli[.]|Interpreted/PythonTritonExamples|Stateful/PythonExamples'
+# - the command line's fuzzer, `fuzz --python` and the fuzzing scripts (cli_fuzzer, PythonFuzz,
+#   fuzz_continuous, fuzz_throughput): the same code again.
+# Every other test (kernels, oracles, properties at 1000 cases, corpus, mutants.matrix, install, the
+# op harnesses this build installs and their kernels' coverage) runs in both builds.
+again='python[.](package|env)|PythonCli[.]|PythonFuzz[.]|Interpreted/PythonTritonExamples|Stateful/PythonExamples'
 again="$again|MlacheckCli[.]|SuiteRunner[.]|PluginCli[.][A-SU-Z]|PluginCli[.]TheBuggyTwin"
+again="$again|cli_fuzzer|fuzz_continuous[.]|fuzz_throughput[.]"
 ctest --preset default -j "$tests" -E "^($again)"

@@ -94,7 +94,7 @@ std::string missing_check(const std::string& variant, const std::string& backend
   if (backend != "host") return "a read past a view, which no fence sees on " + backend;
   if (!ReadFence::available()) {
     return "a read past a view, which only the read fence sees: this build has no AddressSanitizer (the sanitizer "
-           "build runs it: cmake --preset asan, or scripts/main.sh, which builds it)";
+           "build runs it: cmake --preset asan, or scripts/test.sh, which builds it)";
   }
   return "";
 }
