@@ -141,13 +141,21 @@ def sparse_decode(q, kv_cache, indices, topk_length, attn_sink, out, lse, softma
 #   (2026-12-07) a case with q 28 bytes into its buffer gave "Error: Failed to initialize the TMA
 #   descriptor 1", then the kernel ran anyway and the next CUDA call failed with "an illegal
 #   instruction was encountered" (combine.cu 196). The fp8 path gave "misaligned address".
-#   docs/findings.md 11. (Under this contract neither has run on a GPU yet.)
+#   docs/findings.md 11.
+# - seq_lens >= q_len: a decode request's seq_len counts its own query tokens
+#   (model_executor/layers/attention/mla_attention.py 2446: a prefill's context is seq_lens minus
+#   its query lengths; 2502: the decode rows get the same seq_lens[:num_decodes]), so each query
+#   token sees at least its own key. On an H100 (2026-12-07) rows that see no key came back with lse
+#   = +inf where the spec says -inf (FlashMLA's convention: vLLM's DCP merge, v1/attention/ops/
+#   dcp.py 114, maps +inf to -inf), and a request of seq_len 0 crashed the kernel (an illegal memory
+#   access). docs/findings.md 12. Not covered: under decode context parallelism a rank's local
+#   seq_lens (mla_attention.py 2488) may be below q_len.
 # FlashMLA returns lse as [B, H, q_len] (flash_mla_interface.py's docstring; forward_mqa permutes it
 # for its consumer, 340-346); mlacheck's lse is [B, q_len, H], so it is copied transposed. out is
 # FlashMLA's own fresh tensor (the caller passes none), copied into mlacheck's view: as for the
 # sparse decode, a write past o's view is FlashMLA's tensor's, not seen here.
 # FlashMLA's split-KV schedule is its own (mlacheck's num_splits and workspace are not passed).
-DENSE_CONTRACT = ["page = 64", "kv_cache contiguous", "q_offset = 0", "kv_offset = 0"]
+DENSE_CONTRACT = ["page = 64", "kv_cache contiguous", "q_offset = 0", "kv_offset = 0", "seq_lens >= q_len"]
 
 
 def _copy_outputs(out_t, lse_t, o, lse):
