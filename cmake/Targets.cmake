@@ -7,7 +7,8 @@ include(GoogleTest)
 set(MLACHECK_WARNINGS -Wall -Wextra)
 set(MLACHECK_PROPERTY_CASES 1000 CACHE STRING "RapidCheck cases per property in ctest runs")
 # Compile options of the test binaries' own sources (tests/**/*_test.cpp), after the build type's:
-# scripts/main.sh sets -O0 for the sanitizer build it runs its stages in. Those files hold RapidCheck's and GoogleTest's templates and the
+# scripts/main.sh sets -O0 for the build it runs its stages in (the default preset). Those files
+# hold RapidCheck's and GoogleTest's templates and the
 # properties' calls, not the work a case does (the kernels, oracles and checks are in the -O2
 # libraries they link), and at -O0 they compile about 3x faster (decode_metadata_test.cpp under
 # ASan: 25.9 s at -O2 -g, 9.0 s at -O0; docs/building.md).

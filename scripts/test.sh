@@ -18,8 +18,8 @@ tests=$((jobs + 1))
 
 # RapidCheck cases per property: 250 under the sanitizers (they cost about 5x; what they add is
 # memory errors in the kernel code, which 250 cases reach), 1000 in the Release build. The main job
-# configures fewer in the same build folder, so both are pinned here.
-cmake --preset asan -DMLACHECK_PROPERTY_CASES=250 -DMLACHECK_TEST_COMPILE_OPTIONS= >/dev/null  # -O2 (main.sh's -O0 undone)
+# configures fewer, and its test sources at -O0, in the default build folder, so both are pinned here.
+cmake --preset asan -DMLACHECK_PROPERTY_CASES=250 -DMLACHECK_TEST_COMPILE_OPTIONS= >/dev/null
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$tests"
 
