@@ -36,6 +36,9 @@ struct Term {
 // take ("precision p bf16": P is rounded to bf16 before P.V). The oracles' slack follows them
 // (docs/ops.md section 7, "Declared precision").
 #define MLA_PRECISIONS "fp32 tf32 bf16"
+// P alone may also be rounded to fp8 e4m3 (FlashMLA's fp8 dense decode feeds P.V's fp8 tensor-core
+// product with P as e4m3): a relative 2^-4, and 2^-10 absolute where e4m3 is subnormal.
+#define MLA_P_PRECISIONS "fp32 tf32 bf16 fp8"
 
 #define MLA_FINITE_TOPK_NOTE "no NaN, -inf or extreme values in the rows: the finite row patterns only"
 #define MLA_SHORT_ROWS_NOTE                                                                              \
@@ -158,7 +161,7 @@ const Term kTerms[] = {
      "slot conversion produce nothing else)"},
     {"sparse_mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q in Q.K
     {"sparse_mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (decoded with their tile scales)
-    {"sparse_mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
+    {"sparse_mla_decode", "p", TermKind::kPrecision, MLA_P_PRECISIONS},   // the probabilities in P.V
     // dense MLA decode
     {"mla_decode", "batch", TermKind::kQuantity, "batch"},
     {"mla_decode", "q_len", TermKind::kQuantity, "q_len"},
@@ -172,7 +175,7 @@ const Term kTerms[] = {
     {"mla_decode", "kv_cache", TermKind::kDtype, "kv_dtype: bf16 fp8"},
     {"mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q (times q_scale) in Q.K
     {"mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (times k_scale) in Q.K and P.V
-    {"mla_decode", "p", TermKind::kPrecision, MLA_PRECISIONS},   // the probabilities in P.V
+    {"mla_decode", "p", TermKind::kPrecision, MLA_P_PRECISIONS},   // the probabilities in P.V
     // the indexer's K-cache gather (docs/ops.md 2.4): the cache's block stride is block_size x
     // (head_dim + 4) rounded up to 4, plus block_pad 4-byte words; the table's row stride table_cols +
     // table_row_pad entries; dst_k's row stride head_dim + dst_row_pad bytes; T = cu_seq_lens[B] +
@@ -191,7 +194,7 @@ const Term kTerms[] = {
     // the MLA decode impl: its calls' and replays' precision, as mla_decode's
     {"mla_decode_impl", "q", TermKind::kPrecision, MLA_PRECISIONS},
     {"mla_decode_impl", "kv", TermKind::kPrecision, MLA_PRECISIONS},
-    {"mla_decode_impl", "p", TermKind::kPrecision, MLA_PRECISIONS},
+    {"mla_decode_impl", "p", TermKind::kPrecision, MLA_P_PRECISIONS},
 };
 #undef MLA_FINITE_TOPK
 #undef MLA_FINITE_TOPK_NOTE

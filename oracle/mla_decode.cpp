@@ -96,6 +96,15 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       Eigen::Map<Matrix> o_slack(out.o_slack.values.data() + row * kLatent, H, kLatent);
       o_slack.noalias() = P * K.topLeftCorner(len, kLatent).cwiseAbs();
       o_slack.array().colwise() *= factor;
+      if (u.p_abs > 0) {
+        // P rounded to fp8: each probability, as the kernel holds it (relative to a running maximum, at
+        // most 1), is also off by up to p_abs absolutely; scaled back and normalised that is p_abs / l
+        // of each |V_s| (1/l being the row's largest normalised probability), grown as the rest.
+        const Eigen::ArrayXd abs_factor = u.p_abs * grow * (1 + 0x1p-8) * std::abs(in.k_scale) *
+                                          P.rowwise().maxCoeff().array();
+        const Eigen::RowVectorXd column_sums = K.topLeftCorner(len, kLatent).cwiseAbs().colwise().sum();
+        o_slack.noalias() += abs_factor.matrix() * column_sums;
+      }
       // lse's own sum: ln l of an fp32 l summed from len exponentials (each within 2u) one after
       // another errs by up to gamma_(len + 2) (o_slack above has its own sum term already).
       const double sum_terms = static_cast<double>(len + 2) * kU;

@@ -1,6 +1,8 @@
 // The roundings an MLA decode implementation declares beyond fp32 (its contract's precision clauses,
 // core/contract.h), shared by the dense and sparse MLA oracles: the unit roundoff of the values its
-// products take (tf32 2^-11, bf16 2^-8), 0 for fp32, whose rounding the oracles' slacks always allow.
+// products take (tf32 2^-11, bf16 2^-8, fp8 e4m3 2^-4), 0 for fp32, whose rounding the oracles'
+// slacks always allow. e4m3 is subnormal below 2^-6, where a probability (at most 1: exp of its score
+// less a running maximum) is rounded to a multiple of 2^-9, off by up to 2^-10 whatever its size.
 #pragma once
 
 #include <map>
@@ -12,17 +14,21 @@ struct MlaPrecision {
   double q = 0;   // q (times q_scale), as Q.K takes it
   double kv = 0;  // K and V (times their scales), as Q.K and P.V take them
   double p = 0;   // the probabilities, as P.V takes them
+  double p_abs = 0;  // and the absolute part of their rounding (fp8: 2^-10, half e4m3's subnormal step)
   bool declared() const { return q > 0 || kv > 0 || p > 0; }
 };
 
-// The units of a contract's precision clauses (Contract::precision: operand -> fp32, tf32 or bf16).
+// The units of a contract's precision clauses (Contract::precision: operand -> fp32, tf32, bf16, or
+// for p fp8).
 inline MlaPrecision mla_precision_of(const std::map<std::string, std::string>& declared) {
-  const auto unit = [](const std::string& format) { return format == "bf16" ? 0x1p-8 : format == "tf32" ? 0x1p-11 : 0.0; };
+  const auto unit = [](const std::string& format) {
+    return format == "fp8" ? 0x1p-4 : format == "bf16" ? 0x1p-8 : format == "tf32" ? 0x1p-11 : 0.0;
+  };
   MlaPrecision u;
   for (const auto& [operand, format] : declared) {
     if (operand == "q") u.q = unit(format);
     if (operand == "kv") u.kv = unit(format);
-    if (operand == "p") u.p = unit(format);
+    if (operand == "p") u.p = unit(format), u.p_abs = format == "fp8" ? 0x1p-10 : 0.0;
   }
   return u;
 }

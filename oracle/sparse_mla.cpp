@@ -96,6 +96,10 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
         const double factor = (grow - 1 + gamma_sum * grow) * (1 + 0x1p-8) * sink_factor / sum(h);
         Eigen::Map<Matrix> slack(r.out_slack.values.data() + ((b * S + s) * H + h) * kDsMlaLatent, 1, kDsMlaLatent);
         slack.noalias() = factor * (p.row(h) * k.topLeftCorner(n, kDsMlaLatent).cwiseAbs());
+        if (u.p_abs > 0) {  // P rounded to fp8: p_abs of each |V_s| besides (p is at most 1 here), as mla_decode.cpp
+          slack.noalias() += u.p_abs * grow * (1 + 0x1p-8) * sink_factor / sum(h) *
+                             k.topLeftCorner(n, kDsMlaLatent).cwiseAbs().colwise().sum();
+        }
       }
     }
   }

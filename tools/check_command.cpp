@@ -348,6 +348,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     o.suite.contract_probe = f.on("contract-probe");
     o.suite.only = f.list("property");
     o.suite.shrink = !f.on("no-shrink");
+    o.suite.fuzz = !f.on("no-fuzz");
     o.suite.every_property = !f.on("fail-fast");
     o.save_dir = f.text("save");
     o.format = f.text("format");

@@ -211,10 +211,11 @@ class SuiteRun {
   }
 
   // Stages 1-3 until the end of the suite's share of the budget, or the first failure (without
-  // every_property), or every property failed; the property suite may take up to a third of it.
+  // every_property), or every property failed; the property suite may take up to a third of it
+  // (all of it without fuzz, which then ends the run after the regressions).
   void judge(SuiteResult& row) {
     const Clock::time_point deadline = clock_.main_end;
-    const Clock::time_point suite_deadline = start_ + (clock_.main_end - start_) / 3;
+    const Clock::time_point suite_deadline = o_.fuzz ? start_ + (clock_.main_end - start_) / 3 : deadline;
     const std::vector<const PropertyEntry*> props = properties();
     bool stop = false;
     for (const PropertyEntry* p : props) {
@@ -236,7 +237,7 @@ class SuiteRun {
                        "regressions", deadline, row);
     }
     // Random cases of any property of the op, or of the selected ones in turn.
-    for (int r = 0; !stop && Clock::now() < deadline; ++r) {
+    for (int r = 0; o_.fuzz && !stop && Clock::now() < deadline; ++r) {
       const PropertyEntry* p = o_.only.empty() ? nullptr : props[static_cast<size_t>(r) % props.size()];
       if (p != nullptr && dead_.count(p->name)) continue;
       if (auto k = run_random(p, r, "fuzz", deadline, row)) stop = record(row, *k);

@@ -64,6 +64,9 @@ struct SuiteOptions {
   // Judge every property: after a property's first failure, leave it out and run the others on
   // (check); false: stop at the first failure (mutants, which counts kills; check --fail-fast).
   bool every_property = false;
+  // Random fuzzing after the regressions until the budget ends (check); false (check --no-fuzz): the
+  // run ends after the regressions, and the property suite may take the whole budget.
+  bool fuzz = true;
 };
 
 // Throws mlacheck::Error with one line when impl's contract bounds a name that is neither a term of

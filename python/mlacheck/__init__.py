@@ -161,7 +161,7 @@ def _property_flags(property):  # noqa: A002 - the keyword users pass
 
 
 def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
-          isolate=True, fail_fast=False, shrink=True):
+          isolate=True, fail_fast=False, shrink=True, fuzz=True):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
 
     fn runs in a worker under this very Python (sys.executable), so it sees the torch, Triton and
@@ -172,11 +172,13 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
     does not import, no torch, a backend not usable here). property ("topk_decode.rows_admissible",
     or a list of them) runs those properties alone. Every property is judged (v.failures lists each failing one);
     fail_fast=True stops at the first failure; shrink=False saves a failing random case as found
-    (by default it is made smaller in what is left of the budget). isolate=False runs fn in this process through
+    (by default it is made smaller in what is left of the budget); fuzz=False ends after the
+    properties and the regressions (a fixed set of cases, which the budget only caps). isolate=False runs fn in this process through
     cases() (a lambda or a closure will do; a CUDA fault then ends this process's CUDA context)."""
     _require_op(op)
     if not isolate:
-        run = Cases(op, budget=budget, backend=backend, seed=seed, save=save, contract=contract, property=property)
+        run = Cases(op, budget=budget, backend=backend, seed=seed, save=save, contract=contract, property=property,
+                    fuzz=fuzz)
         for case in run:
             case.run(fn)
         return run.verdict
@@ -189,6 +191,8 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
         cmd += ["--fail-fast"]
     if not shrink:
         cmd += ["--no-shrink"]
+    if not fuzz:
+        cmd += ["--no-fuzz"]
     env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
     if contract is not None:
         env["MLACHECK_PYTHON_CONTRACT"] = contract if isinstance(contract, str) else "\n".join(contract)
@@ -252,10 +256,11 @@ class Cases:
         print(run.verdict)                # the row `mlacheck check` prints
 
     The code under test runs in this process, not in a child: a CUDA fault here ends this
-    process's CUDA context (check() runs a function in a child instead). Stateless ops only."""
+    process's CUDA context (check() runs a function in a child instead). Stateless ops only.
+    fuzz=False ends the loop after the properties and the regressions, as check(fuzz=False)."""
 
     def __init__(self, op, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
-                 cases=None):
+                 cases=None, fuzz=True):
         _require_op(op)
         if op in ("decode_metadata", "mla_decode_impl", "indexer_decode_step"):
             raise ValueError("mlacheck: cases() serves stateless ops; %s is an object: use check()" % op)
@@ -267,6 +272,8 @@ class Cases:
         self.cmd += _property_flags(property)
         if cases is not None:
             self.cmd += ["--cases", str(cases)]
+        if not fuzz:
+            self.cmd += ["--no-fuzz"]
         self.contract = contract
 
     def __iter__(self):
@@ -321,17 +328,18 @@ class Cases:
         self.verdict = Verdict(json.loads(out)["implementations"][0], self.save)
 
 
-def cases(op, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None, cases=None):
+def cases(op, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None, cases=None,
+          fuzz=True):
     """The cases of op's suite as a loop in this process (see Cases)."""
     return Cases(op, budget=budget, backend=backend, seed=seed, save=save, contract=contract, property=property,
-                 cases=cases)
+                 cases=cases, fuzz=fuzz)
 
 
 class CheckFailed(AssertionError):
     """A failed check as a test failure: the verdict, the failing case and the file it was saved in."""
 
 
-def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases"):
+def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", fuzz=True):
     """A pytest test (a plain function taking no arguments) that runs op's suite on fn:
 
         # test_my_kernels.py
@@ -341,14 +349,15 @@ def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases")
 
     It passes when the suite passes and fails with the CLI's row, the case's text and the saved
     case file (rerun it with `mlacheck repro FILE --python ...`). Being an ordinary test function,
-    it works with pytest -x and -k. Bad input (an op without Python support, a lambda)
+    it works with pytest -x and -k. fuzz=False: the properties and regressions alone, so the test
+    takes the time its cases take rather than the budget (check(fuzz=False)). Bad input (an op without Python support, a lambda)
     is raised here, when the test module is collected."""
     _require_op(op)
     _spec(fn)  # refuse a lambda or a nested function at collection, not when the test runs
 
     def test():
         __tracebackhide__ = True  # pytest's report starts at the verdict, not this frame
-        v = check(op, fn, budget=budget, backend=backend, seed=seed, save=save)
+        v = check(op, fn, budget=budget, backend=backend, seed=seed, save=save, fuzz=fuzz)
         if not v:
             raise CheckFailed("%s\n%s" % (v, v.case))
 
@@ -361,7 +370,7 @@ def test_of(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases")
 # ---- the pytest plugin: `pytest -p mlacheck` ------------------------------------------------------
 
 
-def property(op, budget=10, backend="host", seed=None, contract=None):  # noqa: A001 - the decorator's name
+def property(op, budget=10, backend="host", seed=None, contract=None, fuzz=True):  # noqa: A001 - the decorator's name
     """Marks a module-level function as op's implementation, for `pytest -p mlacheck` to turn into
     one test per property of op (`test_file.py::my_topk[topk_decode.rows_admissible]`), each
     running that property's seed cases, regressions and random cases for budget seconds. The
@@ -371,13 +380,14 @@ def property(op, budget=10, backend="host", seed=None, contract=None):  # noqa: 
         def my_topk(logits, next_n, seq_lens, k, out): ...
 
     A failure shows the verdict, the failing case and the saved case file. Tests are independent
-    (each saves under mlacheck-cases/<property>), so -x, -k and pytest-xdist's -n work."""
+    (each saves under mlacheck-cases/<property>), so -x, -k and pytest-xdist's -n work. fuzz=False:
+    seed cases, --cases random ones and regressions only, ending when they are done."""
     _require_op(op)
 
     def mark(fn):
         _spec(fn)  # a lambda or nested function is refused at import, not when the tests run
         implements(op, contract)(fn)
-        fn.mlacheck_property = dict(op=op, budget=budget, backend=backend, seed=seed, contract=contract)
+        fn.mlacheck_property = dict(op=op, budget=budget, backend=backend, seed=seed, contract=contract, fuzz=fuzz)
         return fn
 
     return mark
@@ -387,7 +397,7 @@ def _property_test(fn, prop, options, save):
     def run():
         __tracebackhide__ = True  # pytest's report starts at the verdict, not this frame
         v = check(options["op"], fn, budget=options["budget"], backend=options["backend"], seed=options["seed"],
-                  save=save, contract=options["contract"], property=prop)
+                  save=save, contract=options["contract"], property=prop, fuzz=options.get("fuzz", True))
         if not v:
             raise CheckFailed("%s\n%s" % (v, v.case))
     run.__doc__ = "mlacheck: %s on %s" % (prop, _spec(fn))

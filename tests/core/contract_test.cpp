@@ -78,8 +78,12 @@ TEST(Contract, PrecisionClausesAreDeclarationsNotLimits) {
   EXPECT_EQ(c.limits.size(), 1u);  // heads only
   EXPECT_EQ(c.describe(), "precision p bf16; precision kv tf32; heads >= 2");
   const std::vector<std::string> terms = contract_terms("mla_decode");
-  EXPECT_NE(std::find(terms.begin(), terms.end(), "precision p fp32|tf32|bf16"), terms.end());
-  EXPECT_NE(error_of("mla_decode", "precision p fp16").find("unknown format 'fp16' (fp32, tf32, bf16)"), std::string::npos);
+  EXPECT_NE(std::find(terms.begin(), terms.end(), "precision p fp32|tf32|bf16|fp8"), terms.end());
+  EXPECT_NE(std::find(terms.begin(), terms.end(), "precision q fp32|tf32|bf16"), terms.end());
+  EXPECT_NE(error_of("mla_decode", "precision p fp16").find("unknown format 'fp16' (fp32, tf32, bf16, fp8)"), std::string::npos);
+  // fp8 is P's alone (an fp8 P.V product); q and K reach Q.K as they are stored or in a wider format.
+  EXPECT_NE(error_of("mla_decode", "precision q fp8").find("unknown format 'fp8' (fp32, tf32, bf16)"), std::string::npos);
+  EXPECT_EQ(parse_contract("mla_decode", "precision p fp8").precision.at("p"), "fp8");
   EXPECT_NE(error_of("mla_decode", "precision v bf16").find("'v' is no precision operand of mla_decode (q, kv, p)"),
             std::string::npos);
   EXPECT_NE(error_of("mla_decode", "precision p").find("a precision clause is 'precision OPERAND FORMAT'"), std::string::npos);

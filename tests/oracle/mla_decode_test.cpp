@@ -188,6 +188,55 @@ TEST(MlaDecode, ADeclaredBf16RoundingOfPAllowsWhatItCostsWhereVCancels) {
               1e-12);
 }
 
+// FlashMLA's fp8 dense decode rounds P to e4m3 for its fp8 P.V product (each probability as it holds
+// it: exp of the score less the running maximum, at most 1) and divides by the unrounded sum. e4m3
+// keeps 3 bits (2^-4 relative) and is subnormal below 2^-6 (a step of 2^-9, so up to 2^-10 off
+// whatever the value). Two cases: where V cancels, the relative part is what the kernel costs, more
+// than a bf16 declaration allows; where many keys sit 7 below the maximum (p = e^-7 < 2^-10, which
+// e4m3 flushes to 0), the absolute part is, far more than the relative part alone allows.
+TEST(MlaDecode, ADeclaredFp8RoundingOfPAllowsWhatItCostsRelativeAndSubnormal) {
+  const auto e4m3 = [](double x) { return double(fp8_e4m3_to_float(float_to_fp8_e4m3(float(x)))); };
+  {
+    Case c{Buffer(DType::kBF16, {1, 1, 1, 576}), Buffer(DType::kBF16, {1, 64, 576}), block_table({{0}}, 1),
+           seq_lens({3})};
+    const double v[3] = {851968, -851968, 1};
+    const double score[3] = {0.2890625, 0.3203125, 0.0};  // p0 = e^-1/32, near the middle of an e4m3 step
+    for (int64_t s = 0; s < 3; ++s) c.kv.set_row({0, s}, {{0, v[s]}, {512, score[s]}});
+    c.q.set_row({0, 0, 0}, {{512, 1.0}});
+    MlaDecodeInputs in = c.inputs();
+    const double want = mla_decode(in).o.at({0, 0, 0, 0});
+    double l = 0, kernel = 0;
+    for (int s = 0; s < 3; ++s) l += std::exp(score[s] - score[1]);
+    for (int s = 0; s < 3; ++s) kernel += e4m3(std::exp(score[s] - score[1])) * v[s];
+    const double err = std::fabs(kernel / l - want), table = 0x1p-10 + 0x1p-8 * std::fabs(want);
+    in.precision = mla_precision_of({{"p", "bf16"}});
+    EXPECT_GT(err, mla_decode(in).o_slack.at({0, 0, 0, 0}) + table) << "bf16 would hide e4m3's cost";
+    in.precision = mla_precision_of({{"p", "fp8"}});
+    const double slack = mla_decode(in).o_slack.at({0, 0, 0, 0});
+    EXPECT_LE(err, slack + table);
+    EXPECT_LT(slack, 2 * (0x1p-3 * 851968 + 0x1p-10 * 2 * 851968));  // what the rounding can cost, with margin
+  }
+  {
+    constexpr int kKeys = 60;  // key 0: score 0, V 0; keys 1..59: score -7, V 1000 (p = e^-7 < 2^-10)
+    Case c{Buffer(DType::kBF16, {1, 1, 1, 576}), Buffer(DType::kBF16, {1, 64, 576}), block_table({{0}}, 1),
+           seq_lens({kKeys})};
+    for (int64_t s = 1; s < kKeys; ++s) c.kv.set_row({0, s}, {{0, 1000.0}, {512, -7.0}});
+    c.kv.set_row({0, 0}, {{512, 0.0}});
+    c.q.set_row({0, 0, 0}, {{512, 1.0}});
+    MlaDecodeInputs in = c.inputs();
+    const double want = mla_decode(in).o.at({0, 0, 0, 0});
+    const double p = std::exp(-7.0), l = 1 + (kKeys - 1) * p;
+    ASSERT_EQ(e4m3(p), 0.0);
+    const double kernel = (kKeys - 1) * e4m3(p) * 1000.0 / l;
+    const double err = std::fabs(kernel - want), table = 0x1p-10 + 0x1p-8 * std::fabs(want);
+    in.precision = mla_precision_of({{"p", "fp8"}});
+    const MlaDecodeResult declared = mla_decode(in);
+    EXPECT_LE(err, declared.o_slack.at({0, 0, 0, 0}) + table);
+    in.precision.p_abs = 0;  // the relative part alone
+    EXPECT_GT(err, mla_decode(in).o_slack.at({0, 0, 0, 0}) + table) << "the case no longer shows the subnormal step";
+  }
+}
+
 // Key 1 of two is NaN (never set) in every dim. Token 0 of q_len 2 sees key 0 only and must not
 // notice (a 0 * NaN from a masked key would); token 1 sees the NaN, as it should.
 TEST(MlaDecode, AKeyAfterATokensPositionNeverReachesIt) {

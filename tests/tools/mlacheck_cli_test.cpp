@@ -486,4 +486,28 @@ TEST(MlacheckCli, CheckJudgesEveryPropertyAndFailFastStopsAtTheFirst) {
       << "--fail-fast: one failure, one file\n" << first.out;
 }
 
+// --no-fuzz: the property suite (seed cases, --cases random cases per property) and the regressions,
+// then the run ends, whatever is left of the budget: the same cases every run, two more per property
+// for two more --cases. (Were the fuzzing stage run, each would take its 600 s, past ctest's timeout.)
+TEST(MlacheckCli, NoFuzzRunsTheSuiteAndTheRegressionsAndEnds) {
+  int properties = 0;  // those the row judged, each with its own entry
+  const auto cases_run = [&](const std::string& extra) {
+    const CliResult r = run_mlacheck("check --impl topk_decode@ref --budget 600 --no-fuzz --format json " + extra);
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("\"result\": \"PASS\""), std::string::npos) << r.out;
+    properties = 0;
+    for (size_t at = r.out.find("{\"name\": \"topk_decode."); at != std::string::npos;
+         at = r.out.find("{\"name\": \"topk_decode.", at + 1)) {
+      ++properties;
+    }
+    const size_t at = r.out.find("\"cases_run\": ");
+    return at == std::string::npos ? -1 : std::atoi(r.out.c_str() + at + 13);
+  };
+  const int two = cases_run("--cases 2"), again = cases_run("--cases 2"), four = cases_run("--cases 4");
+  EXPECT_EQ(properties, 4);
+  EXPECT_GT(two, 2 * properties);  // the seed cases and regressions, and two random cases of each property
+  EXPECT_EQ(again, two);
+  EXPECT_EQ(four - two, 2 * properties);
+}
+
 }  // namespace

@@ -198,7 +198,14 @@ def flashmla_fp8():
     return _fp8_fns
 
 
-@implements("mla_decode", contract=DENSE_CONTRACT + ["q dtype fp8", "kv_cache dtype fp8"])
+# "precision p fp8": the fp8 dense kernel rounds P to e4m3 for its fp8 P.V product, with no scaling, and
+# divides by the sum of the unrounded P (FlashMLA csrc/extension/sm90/dense_fp8/flash_fwd_mla_kernel.h,
+# compute_attn_1rowblock_splitkv_mla: `convert_type_out(tOrP_acc, tOrP)` into the fp8 Element type;
+# softmax.h sums the fp32 P; read at FlashMLA 46d64a8, vLLM's fork, whose dense_fp8 kernel files were
+# last changed by its "vLLM Modifications" commit; the revision vLLM 0.29.0 pins, 0397728, is not
+# public). Without it a correct run of the kernel is reported at 446x the table's tolerance
+# (docs/findings.md 13).
+@implements("mla_decode", contract=DENSE_CONTRACT + ["q dtype fp8", "kv_cache dtype fp8", "precision p fp8"])
 def dense_decode_fp8(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale,
                      num_splits):
     """flashmla.py 176-198 and 309-322: tile_scheduler_metadata, num_splits =
