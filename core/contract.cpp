@@ -109,6 +109,10 @@ const Term kTerms[] = {
     {"paged_mqa_logits", "q_offset", TermKind::kQuantity, "q_offset"},              // bytes before q
     {"paged_mqa_logits", "weights_offset", TermKind::kQuantity, "weights_offset"},  // bytes before the weights
     {"paged_mqa_logits", "scales", TermKind::kDtype, "scales: fp32 ue8m0"},
+    // each q_h . k as the kernel accumulates it: fp22 (13 fraction bits) is Hopper's fp8 tensor-core
+    // accumulator, which DeepGEMM's sm90 kernel keeps for all of head_dim (docs/ops.md 2.1)
+    {"paged_mqa_logits", "qk", TermKind::kPrecision, "fp32 fp22",
+     "qk is each q_h . k as the kernel accumulates it (fp22: 13 fraction bits, as Hopper's fp8 tensor cores keep)"},
     // ragged indexer logits
     {"mqa_logits", "rows", TermKind::kQuantity, "rows"},
     {"mqa_logits", "keys", TermKind::kQuantity, "keys_count"},
@@ -632,8 +636,9 @@ std::vector<std::pair<std::string, std::string>> contract_term_lines(const std::
       }
       case TermKind::kFlag: meaning = t->note ? t->note : items_in_words(t->spec); break;
       case TermKind::kPrecision:
-        meaning = std::string("a declaration, no limit: ") + t->name +
-                  " is rounded to that format where the kernel computes; the oracle's slack follows (docs/ops.md 7)";
+        meaning = std::string("a declaration, no limit: ") +
+                  (t->note ? t->note : t->name + std::string(" is rounded to that format where the kernel computes")) +
+                  "; the oracle's slack follows (docs/ops.md 7)";
         break;
       case TermKind::kDeclaration:
         meaning = std::string("a declaration, no limit: ") + (t->note ? t->note : "");

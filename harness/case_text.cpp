@@ -775,6 +775,23 @@ CaseText& CaseText::within(std::shared_ptr<const Contract> contract) {
 }
 
 
+bool CaseText::admits(const std::string& key, int64_t v) const {
+  try {
+    const Narrowed n = narrow(key, v, v);
+    return n.among.empty() || n.among.front() == v;
+  } catch (const OutsideContract&) {
+    return false;
+  }
+}
+
+bool CaseText::admits(const std::string& key, const std::string& w) const {
+  if (!contract_) return true;
+  for (const KeyLimit* l : contract_->limits_on(key)) {
+    if (!l->words.empty() && std::find(l->words.begin(), l->words.end(), w) == l->words.end()) return false;
+  }
+  return true;
+}
+
 CaseText::Narrowed CaseText::narrow(const std::string& key, int64_t lo, int64_t hi) const {
   Narrowed n{lo, hi, "", {}};
   if (!contract_) return n;

@@ -164,6 +164,11 @@ class CaseText {
 
   // Reads every later value within contract (nullptr, or an empty contract: the whole spec).
   CaseText& within(std::shared_ptr<const Contract> contract);
+  // Whether the contract lets key take v, or the word w (true without a contract or a limit on key):
+  // for a property that runs a variant of the case it read (the cache moved, another mode), which
+  // is no case of the implementation when its contract excludes it.
+  bool admits(const std::string& key, int64_t v) const;
+  bool admits(const std::string& key, const std::string& w) const;
   const Contract* contract() const { return contract_.get(); }
 
   bool operator==(const CaseText& o) const { return entries_ == o.entries_; }

@@ -118,6 +118,9 @@ LogitsResult paged_mqa_logits(const PagedMqaLogitsInputs& in) {
 
   const OracleTensor qv = load(in.q), wv = load(in.weights);
   const int64_t W = t.size(1), bs = in.kv.block_size;
+  MLA_REQUIRE(in.qk_unit >= 0 && D * in.qk_unit < 0.5, "paged logits: qk_unit ", in.qk_unit, " is no unit roundoff");
+  const double gamma = static_cast<double>(D) * in.qk_unit / (1 - static_cast<double>(D) * in.qk_unit);
+  if (in.qk_unit > 0) res.slack = OracleTensor({rows, in.max_context_len}, 0.0);
   const int64_t chunk = 4096;  // keys per GEMM: the scores of a chunk stay in cache
   Matrix k;
   Vector scale;
@@ -132,11 +135,18 @@ LogitsResult paged_mqa_logits(const PagedMqaLogitsInputs& in) {
       gather_keys(in.kv, in.block_table, b, t0, t1, k, scale);
       // One GEMM for all next_n * H query rows of the request: scores [t1 - t0, next_n * H].
       const Matrix scores = k * qb.transpose();
+      const Matrix magnitudes = in.qk_unit > 0 ? Matrix(k.cwiseAbs() * qb.cwiseAbs().transpose()) : Matrix();
       for (int64_t j = 0; j < next_n; ++j) {
         const int64_t r = b * next_n + j, end = std::min(t1, res.row_end[static_cast<size_t>(r)]);
         if (end <= t0) continue;
         weigh(scores.middleCols(j * H, H), wv.values.data() + r * H, scale, end - t0,
               res.logits.values.data() + r * in.max_context_len + t0);
+        if (in.qk_unit > 0) {
+          const Eigen::Map<const Vector> w_row(wv.values.data() + r * H, H);
+          Eigen::Map<Vector>(res.slack.values.data() + r * in.max_context_len + t0, end - t0) =
+              gamma * (magnitudes.middleCols(j * H, H).topRows(end - t0) * w_row.cwiseAbs())
+                          .cwiseProduct(scale.head(end - t0).cwiseAbs());
+        }
       }
     }
   }

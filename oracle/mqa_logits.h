@@ -40,12 +40,21 @@ struct PagedMqaLogitsInputs {
   HostTensor context_lens;  // int32 [B] or C-contiguous [B, next_n]
   HostTensor block_table;   // int32 [B, W], unit column stride, any row stride
   int64_t max_context_len = 0;
+  // The unit roundoff of the implementation's declared accumulation of each q_h . k (its contract's
+  // "precision qk fp22": 2^-13), 0 for fp32, whose rounding the table's tolerance covers.
+  double qk_unit = 0;
 };
 
 struct LogitsResult {
   OracleTensor logits;               // [rows, columns]: the clean-mode answer (-inf outside each row's range)
   std::vector<int64_t> row_begin;    // columns [row_begin, row_end) of row r are specified in either mode
   std::vector<int64_t> row_end;
+  // [rows, columns], only with a declared qk_unit u (else empty): how far a logit may move from the
+  // declared accumulation, |k_scale[t]| * sum_h |w[r, h]| * gamma_D(u) * sum_d |q[r, h, d] k[t, d]|
+  // with gamma_n = n u / (1 - n u): every one of a score's D additions errs by at most u of its
+  // result, so the score by gamma_D of the sum of its products' magnitudes, and relu and the
+  // weighted sum carry that through (docs/ops.md 2.1, "Declared accumulation").
+  OracleTensor slack;
   // Whether column c of row r has one right value in this mode (always true in clean mode).
   bool specified(int64_t r, int64_t c, LogitsMode mode) const {
     return mode == LogitsMode::kClean || (c >= row_begin[static_cast<size_t>(r)] && c < row_end[static_cast<size_t>(r)]);

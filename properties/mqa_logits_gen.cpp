@@ -127,11 +127,19 @@ void draw_prefill_ranges(const PrefillLogitsCase& c, std::vector<int32_t>& ks, s
 
 void paged_logits_to_text(const PagedLogitsCase& c, CaseText& out) { write_case(c, out); }
 void prefill_logits_to_text(const PrefillLogitsCase& c, CaseText& out) { write_case(c, out); }
-PagedLogitsCase paged_logits_from_text(const CaseText& t) { return read_case<PagedLogitsCase>(t); }
+namespace {
+PagedLogitsCase with_variants_admitted(const CaseText& t, PagedLogitsCase c) {
+  c.misaligned_cache_admitted = t.admits("kv_offset", c.kv_offset + 4);
+  c.both_modes_admitted = t.admits("mode", std::string("clean")) && t.admits("mode", std::string("unclean"));
+  return c;
+}
+}  // namespace
+
+PagedLogitsCase paged_logits_from_text(const CaseText& t) { return with_variants_admitted(t, read_case<PagedLogitsCase>(t)); }
 PagedLogitsCase paged_logits_far_from_text(const CaseText& t) {
   gen::PagedCaseShape far;
   far.far_pages = true;
-  return read_case<PagedLogitsCase>(t, far);
+  return with_variants_admitted(t, read_case<PagedLogitsCase>(t, far));
 }
 PrefillLogitsCase prefill_logits_from_text(const CaseText& t) { return read_case<PrefillLogitsCase>(t); }
 

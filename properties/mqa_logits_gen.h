@@ -76,6 +76,13 @@ struct PagedLogitsCase : CaseSchedule {
   int64_t q_offset = 0, weights_offset = 0;                 // bytes before q and the weights in their buffers
   kernels::LogitsMode mode = kernels::LogitsMode::kUnclean;
   bool pass_host_lens = false, ue8m0 = false;
+  // Not case keys: whether the implementation's contract takes the variants two properties run
+  // besides the case (fast_path_equals_general_path: the cache 4 bytes further; clean_equals_unclean:
+  // both modes). Where it does not, those properties do not take the case (outside the contract).
+  bool misaligned_cache_admitted = true, both_modes_admitted = true;
+  // Not a case key: the unit roundoff of the implementation's declared accumulation of q . k (its
+  // contract's "precision qk fp22"), which the oracle's slack follows; 0: fp32.
+  double qk_unit = 0;
   KeyPattern keys = KeyPattern::kRandom;
   int key_exponent = 0;   // every key scale times 2^key_exponent: huge (> 0) and tiny (< 0) logits
   uint8_t poison = 0x7F;  // unread bytes: 0x7F fp8 NaN keys; 0x7E 448 with a huge scale

@@ -89,6 +89,7 @@ std::vector<float> dense(Buffer& logits) {
 
 // Compares got ([rows, cols] dense) with the oracle where the mode specifies a value, both divided by
 // 2^key_exponent (exact) so that the table's tolerance applies at the generators' magnitudes.
+// want.slack (a declared accumulation's, when there is one) is taken off each element's error first.
 Verdict compare_with_oracle(const std::vector<float>& got, const oracle::LogitsResult& want, LogitsMode mode,
                             int key_exponent, const char* op) {
   const int64_t rows = want.logits.shape[0], cols = want.logits.shape[1];
@@ -99,6 +100,11 @@ Verdict compare_with_oracle(const std::vector<float>& got, const oracle::LogitsR
       w[i] = std::ldexp(want.logits.at({r, col}), -key_exponent);
       g[i] = want.specified(r, col, oracle_mode(mode)) ? std::ldexp(double(got[i]), -key_exponent) : w[i];
     }
+  }
+  if (!want.slack.values.empty()) {
+    std::vector<double> slack(want.slack.values.size());
+    for (size_t i = 0; i < slack.size(); ++i) slack[i] = std::ldexp(want.slack.values[i], -key_exponent);
+    move_by_slack(g, w, slack);
   }
   const CompareReport rep = compare_close(HostTensor(g.data(), View::contiguous(DType::kF64, {rows, cols})),
                                           HostTensor(w.data(), View::contiguous(DType::kF64, {rows, cols})),
@@ -230,7 +236,7 @@ PagedLogitsOutcome run_paged_logits(Device& device, PagedMqaLogitsFn* impl, cons
   PagedLogitsOutcome out;
   if (options.compare_with_oracle) {
     out.want = oracle::paged_mqa_logits({s.q.host_tensor(), {s.kv.host_tensor(), c.block_size, c.D}, s.w.host_tensor(),
-                                         s.lens.host_tensor(), s.table.host_tensor(), c.max_context_len});
+                                         s.lens.host_tensor(), s.table.host_tensor(), c.max_context_len, c.qk_unit});
   }
   if (options.tamper) options.tamper(s.lens, s.table);
   out.failure = launch_paged(device, impl, c, s, c.pass_host_lens && !options.tamper);
@@ -247,6 +253,10 @@ Verdict paged_logits_equal_oracle(Device& device, PagedMqaLogitsFn* impl, const 
 }
 
 Verdict paged_logits_fast_path_equals_general_path(Device& device, PagedMqaLogitsFn* impl, const PagedLogitsCase& c) {
+  if (!c.misaligned_cache_admitted) {
+    throw OutsideContract("case: the general path's run moves the cache to kv_offset " +
+                          std::to_string(c.kv_offset + 4) + ", outside the contract");
+  }
   PagedRunOptions guards_only;
   guards_only.compare_with_oracle = false;
   const PagedLogitsOutcome given = run_paged_logits(device, impl, c, guards_only);
@@ -261,6 +271,7 @@ Verdict paged_logits_fast_path_equals_general_path(Device& device, PagedMqaLogit
 }
 
 Verdict paged_logits_clean_equals_unclean(Device& device, PagedMqaLogitsFn* impl, const PagedLogitsCase& c) {
+  if (!c.both_modes_admitted) throw OutsideContract("case: the property runs both modes, and one is outside the contract");
   PagedRunOptions guards_only;
   guards_only.compare_with_oracle = false;
   PagedLogitsCase clean = c, unclean = c;
@@ -446,6 +457,14 @@ Verdict paged_logits_rows_independent_of_batch(Device& device, PagedMqaLogitsFn*
 Verdict paged_logits_equal_prefill_over_gathered_keys(Device& device, PagedMqaLogitsFn* impl, MqaLogitsFn* prefill,
                                                       const PagedLogitsCase& c) {
   PagedStaged s = stage_paged(c, 1.0f);
+  // A declared accumulation (qk_unit): the paged oracle's slack for it, taken off the paged logits'
+  // error (the prefill reference accumulates in fp32).
+  const std::vector<double> declared_slack =
+      c.qk_unit > 0 ? oracle::paged_mqa_logits({s.q.host_tensor(), {s.kv.host_tensor(), c.block_size, c.D},
+                                                s.w.host_tensor(), s.lens.host_tensor(), s.table.host_tensor(),
+                                                c.max_context_len, c.qk_unit})
+                          .slack.values
+                    : std::vector<double>();
   if (Verdict v = launch_paged(device, impl, c, s, c.pass_host_lens)) return "paged: " + *v;
   const std::vector<float> paged = dense(s.logits);
 
@@ -495,6 +514,16 @@ Verdict paged_logits_equal_prefill_over_gathered_keys(Device& device, PagedMqaLo
           std::ldexp(double(gathered[static_cast<size_t>(r * N + at + t)]), -c.key_exponent);
     }
   }
+  if (!declared_slack.empty()) {
+    std::vector<double> slack(a.size(), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t t = 0; t < c.row_len(r / c.next_n, r % c.next_n); ++t) {
+        const size_t i = static_cast<size_t>(r * cols + t);
+        slack[i] = std::ldexp(declared_slack[i], -c.key_exponent);
+      }
+    }
+    move_by_slack(a, want, slack);
+  }
   const CompareReport rep = compare_close(HostTensor(a.data(), View::contiguous(DType::kF64, {rows, cols})),
                                           HostTensor(want.data(), View::contiguous(DType::kF64, {rows, cols})),
                                           tolerance_for("mqa_logits", "logits"));
@@ -504,6 +533,14 @@ Verdict paged_logits_equal_prefill_over_gathered_keys(Device& device, PagedMqaLo
 
 // ---- registry ----------------------------------------------------------------------------------------
 
+PagedLogitsCase paged_logits_declared(PagedLogitsCase c, const std::string& impl) {
+  const std::shared_ptr<const Contract> contract =
+      kernels::registry().contains(impl) ? kernels::registry().contract(impl) : nullptr;
+  const auto qk = contract ? contract->precision.find("qk") : std::map<std::string, std::string>::const_iterator();
+  c.qk_unit = contract && qk != contract->precision.end() && qk->second == "fp22" ? 0x1p-13 : 0.0;
+  return c;
+}
+
 void register_mqa_logits_properties(PropertyRegistry& r) {
   using PagedVerdict = Verdict (*)(Device&, PagedMqaLogitsFn*, const PagedLogitsCase&);
   using PrefillVerdict = Verdict (*)(Device&, MqaLogitsFn*, const PrefillLogitsCase&);
@@ -511,7 +548,7 @@ void register_mqa_logits_properties(PropertyRegistry& r) {
     r.add(make_property<PagedLogitsCase>(
         std::string("paged_mqa_logits.") + name, "paged_mqa_logits", summary, paged_logits_from_text,
         [f](Device& device, const std::string& impl, const PagedLogitsCase& c) {
-          return f(device, kernels::registry().find<PagedMqaLogitsFn>(impl), c);
+          return f(device, kernels::registry().find<PagedMqaLogitsFn>(impl), paged_logits_declared(c, impl));
         }));
   };
   const auto prefill = [&r](const char* name, const char* summary, PrefillVerdict f) {
@@ -537,14 +574,16 @@ void register_mqa_logits_properties(PropertyRegistry& r) {
       "paged_mqa_logits.far_pages", "paged_mqa_logits",
       "pages read across byte 2^31 or 2^32 of an 8 GiB cache, only they backed: the oracle's logits, no other page read",
       paged_logits_far_from_text, [](Device& device, const std::string& impl, const PagedLogitsCase& c) {
-        return paged_logits_equal_oracle(device, kernels::registry().find<PagedMqaLogitsFn>(impl), c);
+        return paged_logits_equal_oracle(device, kernels::registry().find<PagedMqaLogitsFn>(impl),
+                                         paged_logits_declared(c, impl));
       }));
   r.add(make_property<PagedLogitsCase>(
       "paged_mqa_logits.equals_prefill_over_gathered_keys", "paged_mqa_logits",
       "each request's logits equal mqa_logits@ref's over its keys gathered contiguously (mqa_logits tolerance)",
       paged_logits_from_text, [](Device& device, const std::string& impl, const PagedLogitsCase& c) {
         return paged_logits_equal_prefill_over_gathered_keys(device, kernels::registry().find<PagedMqaLogitsFn>(impl),
-                                                             kernels::registry().find<MqaLogitsFn>("mqa_logits@ref"), c);
+                                                             kernels::registry().find<MqaLogitsFn>("mqa_logits@ref"),
+                                                             paged_logits_declared(c, impl));
       }));
   prefill("equals_oracle", "every row's logits equal the oracle's over [ks, ke) (-inf elsewhere in clean mode)",
           &prefill_logits_equal_oracle);

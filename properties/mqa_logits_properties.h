@@ -50,6 +50,9 @@ Verdict paged_logits_equal_oracle(kernels::Device& device, PagedMqaLogitsFn* imp
 // Path equivalence: the case as given (on the reference kernel, the block-64 fast path when
 // c.fast_path_shape()) and the same cache 4 bytes off 16-byte alignment (the general path, which
 // any block size takes) give the same logits, bit for bit, on every specified column.
+// c with the unit roundoff impl's contract declares for q . k ("precision qk fp22": 2^-13; else 0).
+PagedLogitsCase paged_logits_declared(PagedLogitsCase c, const std::string& impl);
+
 Verdict paged_logits_fast_path_equals_general_path(kernels::Device& device, PagedMqaLogitsFn* impl,
                                                   const PagedLogitsCase& c);
 

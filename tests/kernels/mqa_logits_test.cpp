@@ -460,6 +460,38 @@ void expect_refused(const CaseText& good, const std::string& from, const std::st
   }
 }
 
+// Two properties run a variant of the case besides it: fast_path_equals_general_path the cache 4
+// bytes further, clean_equals_unclean both modes. Under a contract that excludes the variant
+// (DeepGEMM's adapter: kv_offset = 0, mode one-of unclean) the variant is no case of the
+// implementation, so the property does not take the case (outside the contract, never a failure);
+// the other properties run it as ever. (Before, the general path ran DeepGEMM on a cache its TMA
+// descriptor refuses and reported CUDA_ERROR_INVALID_VALUE: docs/findings.md 14.)
+TEST(MqaLogitsCaseText, AVariantOutsideTheContractIsNotTakenByItsProperty) {
+  PagedLogitsCase c;
+  c.B = 2, c.next_n = 2, c.H = 4, c.D = 16, c.block_size = 4, c.lens = {6, 3}, c.max_context_len = 8;
+  c.W = 2, c.num_blocks = 3, c.table = {2, 0, 1, -1}, c.block_stride = 80, c.logits_stride = 8;
+  CaseText t = paged_text("fast_path_equals_general_path", c);
+  const PagedLogitsCase free = paged_logits_from_text(t);
+  EXPECT_TRUE(free.misaligned_cache_admitted && free.both_modes_admitted);
+  t.within(std::make_shared<const Contract>(parse_contract("paged_mqa_logits", "kv_offset = 0; mode one-of unclean")));
+  const PagedLogitsCase held = paged_logits_from_text(t);
+  EXPECT_FALSE(held.misaligned_cache_admitted);
+  EXPECT_FALSE(held.both_modes_admitted);
+  const auto device = make_device(Backend::kHost);
+  EXPECT_THROW(paged_logits_fast_path_equals_general_path(*device, &paged_mqa_logits, held), OutsideContract);
+  EXPECT_THROW(paged_logits_clean_equals_unclean(*device, &paged_mqa_logits, held), OutsideContract);
+  EXPECT_FALSE(paged_logits_equal_oracle(*device, &paged_mqa_logits, held).has_value());
+  EXPECT_FALSE(paged_logits_fast_path_equals_general_path(*device, &paged_mqa_logits, free).has_value());
+  // A contract that lets the offset move: the variant is a case of it.
+  t.within(std::make_shared<const Contract>(parse_contract("paged_mqa_logits", "kv_offset <= 64")));
+  EXPECT_TRUE(paged_logits_from_text(t).misaligned_cache_admitted);
+  EXPECT_TRUE(t.admits("kv_offset", 64));
+  EXPECT_FALSE(t.admits("kv_offset", 68));
+  t.within(std::make_shared<const Contract>(parse_contract("paged_mqa_logits", "q_offset one-of 0 16")));
+  EXPECT_TRUE(t.admits("q_offset", 16));
+  EXPECT_FALSE(t.admits("q_offset", 8));
+}
+
 // A hand-edited case with a value out of range or inconsistent is refused with one line.
 TEST(MqaLogitsCaseText, MalformedCasesAreRefusedWithOneLine) {
   PagedLogitsCase c;

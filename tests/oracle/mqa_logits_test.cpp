@@ -101,6 +101,49 @@ TEST(PagedMqaLogits, HandWorkedRequestWithOneDimensionalLengths) {
   EXPECT_FALSE(r.specified(1, 3, LogitsMode::kUnclean));
 }
 
+// A kernel whose q . k accumulator keeps 13 fraction bits (Hopper's fp8 tensor cores: fp22), each
+// addition's result truncated, as the declaration "precision qk fp22" says. Its score of a key whose
+// products are 448 * 448, then 126 of 1.125, then -448 * 448 is 0 (each 1.125 is lost against 2^17.6,
+// whose fp22 step is 16) where the exact score is 141.75: far outside the table's tolerance, and
+// inside the declared slack, gamma_128(2^-13) of the products' magnitudes (401,550) = 6,330.
+TEST(PagedMqaLogits, ADeclaredFp22AccumulationAllowsWhatItCostsAndNoMore) {
+  PagedCase c;
+  c.D = 128, c.bs = 64, c.num_blocks = 1, c.W = 1, c.max_ctx = 1;
+  c.allocate();
+  std::vector<uint8_t> key(128, f8(1.0f));
+  key[0] = f8(448.0f), key[127] = f8(448.0f);
+  c.q.assign(128, f8(1.125f));
+  c.q[0] = f8(448.0f), c.q[127] = f8(-448.0f);
+  store_indexer_token(c.kv(), 0, 0, key.data(), 1.0f);
+  c.page(0, 0) = 0, c.ctx = {1}, c.weights = {1.0f};
+  const auto fp22 = [](double x) {  // truncated to 13 fraction bits
+    if (x == 0) return 0.0;
+    int e = 0;
+    const double m = std::frexp(x, &e);  // x = m 2^e, 0.5 <= |m| < 1
+    return std::ldexp(std::trunc(std::ldexp(m, 14)), e - 14);
+  };
+  double kernel = 0;
+  for (int d = 0; d < 128; ++d) {
+    kernel = fp22(kernel + double(fp8_e4m3_to_float(c.q[static_cast<size_t>(d)])) * fp8_e4m3_to_float(key[static_cast<size_t>(d)]));
+  }
+  kernel = std::max(kernel, 0.0);
+  PagedMqaLogitsInputs in = c.inputs();
+  const LogitsResult exact = paged_mqa_logits(in);
+  EXPECT_TRUE(exact.slack.values.empty());  // nothing declared: the table alone
+  EXPECT_EQ(exact.logits.at({0, 0}), 141.75);
+  EXPECT_EQ(kernel, 0.0);
+  const double err = std::fabs(kernel - exact.logits.at({0, 0})), table = 1e-3 + 1e-4 * 141.75;
+  EXPECT_GT(err, table) << "undeclared, the kernel is reported";
+  in.qk_unit = 0x1p-13;
+  const LogitsResult declared = paged_mqa_logits(in);
+  EXPECT_EQ(declared.logits.values, exact.logits.values);  // the answer does not change, only its slack
+  const double magnitude = 2 * 448.0 * 448.0 + 126 * 1.125, gamma = 128 * 0x1p-13 / (1 - 128 * 0x1p-13);
+  EXPECT_NEAR(declared.slack.at({0, 0}), gamma * magnitude, 1e-9 * magnitude);
+  EXPECT_LE(err, declared.slack.at({0, 0}) + table);
+  // A wrong answer of the size of the products themselves is still far outside it.
+  EXPECT_LT(declared.slack.at({0, 0}), 0.02 * magnitude);
+}
+
 TEST(PagedMqaLogits, TwoDimensionalLengthsAreReadPerRow) {
   PagedCase c = hand_worked();
   c.two_d = true;

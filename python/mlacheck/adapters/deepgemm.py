@@ -45,6 +45,14 @@ sparse_attn_indexer.py):
   must be 16-byte aligned; vLLM hands it tensors torch allocated (offset 0). Before these keys
   existed mlacheck placed q up to 63 bytes into its buffer, and every case was refused with
   `CUDA_ERROR_INVALID_VALUE` from cuTensorMapEncodeTiled (an H100, 2026-12-06; docs/findings.md).
+- `precision qk fp22`: each score q_h . k is four fp8 wgmma instructions of K = 32 into one fp32
+  accumulator register set, waited on once, with no promotion of partial sums to CUDA cores
+  (deep_gemm/include/deep_gemm/impls/sm90_fp8_paged_mqa_logits.cuh, sm90_fp8_paged_mqa_logits: the
+  `for k < kHeadDim / WGMMA::K` loop of WGMMA::wgmma into `accum`, then warpgroup_wait<0>); Hopper's
+  fp8 tensor cores keep such sums with 13 fraction bits (fp22), as DeepSeek-V3's report (section
+  3.3.2, "about 14 bits") and SageAttention2 measured. relu, the weights, the sum over heads and the
+  key scale are fp32 (the same file). Without the declaration every compared case was reported at
+  3x to 5x the table's tolerance (docs/findings.md 14).
 """
 import torch
 
@@ -64,7 +72,7 @@ except ImportError:  # a bare checkout run by file path: the package beside this
 
 SM90_CONTRACT = ["context_lens rank 1", "mode one-of unclean", "next_n <= 2", "heads one-of 32 64",
                  "block_size = 64", "head_dim = 128", "max_context_len >= 1", "kv_offset = 0", "block_stride = 8448",
-                 "q_offset one-of 0 16 32 48", "weights_offset one-of 0 16 32 48"]
+                 "q_offset one-of 0 16 32 48", "weights_offset one-of 0 16 32 48", "precision qk fp22"]
 
 
 @implements("paged_mqa_logits", contract=SM90_CONTRACT)
