@@ -69,7 +69,7 @@ TEST(PluginCli, TheBuggyTwinFailsWithAVerdictAndACaseThatReproFails) {
 void expect_example_and_twin(const std::string& op, const std::string& plugin, const std::string& twin,
                              const std::vector<std::string>& needles) {
   const std::string dir = ::testing::TempDir() + "plugin_cli_" + op;
-  const CliResult r = run_mlacheck("check --plugin " + plugin + " --budget 8 --save " + dir);
+  const CliResult r = run_mlacheck("check --plugin " + plugin + " --budget 8 --no-fuzz --save " + dir);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find(op + "@example  PASS"), std::string::npos) << r.out;
   // The twin's first failure is what is asked (--fail-fast: the others would run to the budget). It

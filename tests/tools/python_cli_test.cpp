@@ -112,7 +112,7 @@ TEST(PythonCli, ACheckStartsOnePythonWorkerForItsProbeAndItsCases) {
   // own worker start once outran the probe's measured one and the row ran no case (exit 1); and a
   // case timeout no loaded machine reaches, so no slow case hands the row to a second worker.
   const CliResult r = run_mlacheck("check --python " + kFixtures + "topk_counts_starts.py:topk_decode --budget 8 "
-                                   "--case-timeout 120 --property topk_decode.rows_admissible --save " + dir);
+                                   "--case-timeout 120 --property topk_decode.rows_admissible --no-fuzz --save " + dir);
   const auto count = [&] {
     std::ifstream in(starts);
     int n = 0;
@@ -450,9 +450,11 @@ struct Example {
 CliResult expect_example(const Example& e, const std::string& budget) {
   const std::string dir = ::testing::TempDir() + "python_example_" + e.file;
   std::filesystem::remove_all(dir);
-  // A twin's first failure is what is asked (--fail-fast: its other properties would run to the budget).
+  // A twin's first failure is what is asked (--fail-fast: its other properties would run to the budget);
+  // an example that passes runs the property suite and the regressions, not the budget (--no-fuzz).
   const CliResult r = run_mlacheck("check --python " + kSource + "/examples/python/" + e.file + ":" + e.callable +
-                                   " --budget " + budget + (e.passes ? "" : " --fail-fast --no-shrink") + " --save " + dir);
+                                   " --budget " + budget + (e.passes ? " --no-fuzz" : " --fail-fast --no-shrink") +
+                                   " --save " + dir);
   if (e.passes) {
     // PASS; or, on a machine loaded enough that a short budget leaves a property without a case
     // (an interpreted Triton call predicted past the case timeout's half is not run), PARTIAL with
