@@ -39,6 +39,9 @@ struct Term {
 // P alone may also be rounded to fp8 e4m3 (FlashMLA's fp8 dense decode feeds P.V's fp8 tensor-core
 // product with P as e4m3): a relative 2^-4, and 2^-10 absolute where e4m3 is subnormal.
 #define MLA_P_PRECISIONS "fp32 tf32 bf16 fp8"
+// Q.K's accumulator: fp22 (13 fraction bits) is Hopper's fp8 tensor cores', which FlashMLA's fp8 dense
+// decode keeps for all 576 dims (docs/ops.md 7).
+#define MLA_QK_NOTE "qk is each score q . K as the kernel accumulates it (fp22: 13 fraction bits, as Hopper's fp8 tensor cores keep)"
 
 #define MLA_FINITE_TOPK_NOTE "no NaN, -inf or extreme values in the rows: the finite row patterns only"
 #define MLA_SHORT_ROWS_NOTE                                                                              \
@@ -180,6 +183,7 @@ const Term kTerms[] = {
     {"mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q (times q_scale) in Q.K
     {"mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (times k_scale) in Q.K and P.V
     {"mla_decode", "p", TermKind::kPrecision, MLA_P_PRECISIONS},   // the probabilities in P.V
+    {"mla_decode", "qk", TermKind::kPrecision, "fp32 fp22", MLA_QK_NOTE},
     // the indexer's K-cache gather (docs/ops.md 2.4): the cache's block stride is block_size x
     // (head_dim + 4) rounded up to 4, plus block_pad 4-byte words; the table's row stride table_cols +
     // table_row_pad entries; dst_k's row stride head_dim + dst_row_pad bytes; T = cu_seq_lens[B] +
@@ -199,6 +203,7 @@ const Term kTerms[] = {
     {"mla_decode_impl", "q", TermKind::kPrecision, MLA_PRECISIONS},
     {"mla_decode_impl", "kv", TermKind::kPrecision, MLA_PRECISIONS},
     {"mla_decode_impl", "p", TermKind::kPrecision, MLA_P_PRECISIONS},
+    {"mla_decode_impl", "qk", TermKind::kPrecision, "fp32 fp22", MLA_QK_NOTE},
 };
 #undef MLA_FINITE_TOPK
 #undef MLA_FINITE_TOPK_NOTE

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -346,8 +347,9 @@ class Lender {
         const int64_t id = next_id_++;
         it = open_.emplace(b.handle, Open{id, scope, b.base}).first;
         base_of_[id] = b.base;
-        blocks_json_ += std::string(blocks_json_.empty() ? "" : ",") + "{\"id\":" + std::to_string(id) +
-                        ",\"bytes\":" + std::to_string(b.bytes) + ",\"ipc\":\"" + b.handle + "\"}";
+        pending_.emplace_back(id, "{\"id\":" + std::to_string(id) + ",\"bytes\":" + std::to_string(b.bytes) +
+                                      ",\"ipc\":\"" + b.handle + "\"}");
+        if (!hooked_) cuda::set_before_free(&before_free), hooked_ = true;
       }
       block = it->second.id;
       offset = static_cast<const uint8_t*>(t.data) - static_cast<const uint8_t*>(b.base);
@@ -386,8 +388,10 @@ class Lender {
 
   // The "blocks" and "drop" members of the next message (each once), and the file to attach.
   std::string take_members(int* fd) {
-    std::string s = ",\"blocks\":[" + blocks_json_ + "],\"drop\":[" + drop_json_ + "]";
-    blocks_json_.clear(), drop_json_.clear();
+    std::string blocks = blocks_json_;
+    for (const auto& [id, json] : pending_) blocks += (blocks.empty() ? "" : ",") + json;
+    std::string s = ",\"blocks\":[" + blocks + "],\"drop\":[" + drop_json_ + "]";
+    blocks_json_.clear(), drop_json_.clear(), pending_.clear();
     *fd = fd_;
     fd_ = -1;
     return s;
@@ -410,6 +414,38 @@ class Lender {
     }
   }
   int64_t new_scope() { return next_scope_++; }
+  // Just before mlacheck frees the cuda allocation at base (its cache full or emptied): the worker
+  // closes its mapping of it now, as CUDA asks of an importer before the exporter frees (a mapping
+  // kept open past the free, for the next call on a cached block, was undefined behaviour: on an
+  // H100 a later cuIpcOpenMemHandle failed with CUDA_ERROR_INVALID_VALUE mid-check, and the blocks
+  // of that message after it were never opened, a KeyError on the next call naming one; 2026-12-07).
+  // A block not sent yet is only forgotten. Nothing is thrown (a worker gone has nothing open).
+  static void before_free(void* base) noexcept {
+    try {
+      Lender& l = of_this_process();
+      for (auto it = l.open_.begin(); it != l.open_.end(); ++it) {
+        if (it->second.base != base) continue;
+        const int64_t id = it->second.id;
+        const std::string handle = it->first;
+        l.open_.erase(it);
+        l.base_of_.erase(id);
+        l.kept_.erase(std::remove(l.kept_.begin(), l.kept_.end(), handle), l.kept_.end());
+        const auto pending = std::find_if(l.pending_.begin(), l.pending_.end(),
+                                          [id](const auto& p) { return p.first == id; });
+        if (pending != l.pending_.end()) {
+          l.pending_.erase(pending);
+          return;
+        }
+        if (!python_worker::started()) return;
+        l.drop_json_ += std::string(l.drop_json_.empty() ? "" : ",") + std::to_string(id);
+        int fd = -1;
+        const std::string message = "{\"cmd\":\"drop\",\"op\":\"-\"" + l.take_members(&fd) + "}";
+        (void)python_worker::request(message, fd);
+        return;
+      }
+    } catch (...) {
+    }
+  }
   void set_backend(int32_t b) { backend_ = b; }
   int32_t backend() const { return backend_; }
 
@@ -421,7 +457,9 @@ class Lender {
   int32_t backend_ = MLACHECK_BACKEND_HOST;
   bool arena_sent_ = false;
   int fd_ = -1;
-  std::string blocks_json_, drop_json_;
+  std::string blocks_json_, drop_json_;                 // the host arena's block; the ids to close
+  std::vector<std::pair<int64_t, std::string>> pending_;  // cuda blocks to open with the next message
+  bool hooked_ = false;
   static constexpr size_t kKeptOpen = 64;
   std::map<std::string, Open> open_;  // by IPC handle
   std::vector<std::string> kept_;     // handles of ended scopes, oldest first

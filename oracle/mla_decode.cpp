@@ -78,7 +78,9 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       const Matrix magnitudes = Q.cwiseAbs() * K.topRows(len).cwiseAbs().transpose();  // sum_d |q_d K_d|
       Eigen::Map<Eigen::VectorXd> lse_slack(out.lse_slack.values.data() + row, H);
       const MlaPrecision& u = in.precision;
-      lse_slack = std::abs(softmax_scale) * (kGamma + u.q + u.kv + u.q * u.kv) * magnitudes.rowwise().maxCoeff() +
+      // Q.K's sum: fp32's gamma_578, or a declared accumulator's (fp22) in its place.
+      const double sum_gamma = u.qk > 0 ? (kDim + 2) * u.qk / (1 - (kDim + 2) * u.qk) : kGamma;
+      lse_slack = std::abs(softmax_scale) * (sum_gamma + u.q + u.kv + u.q * u.kv) * magnitudes.rowwise().maxCoeff() +
                   4 * kU * P.cwiseAbs().rowwise().maxCoeff();
       const Eigen::VectorXd m = P.rowwise().maxCoeff();  // subtracted first so exp never overflows
       P = (P.colwise() - m).array().exp().matrix();

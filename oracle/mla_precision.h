@@ -15,7 +15,8 @@ struct MlaPrecision {
   double kv = 0;  // K and V (times their scales), as Q.K and P.V take them
   double p = 0;   // the probabilities, as P.V takes them
   double p_abs = 0;  // and the absolute part of their rounding (fp8: 2^-10, half e4m3's subnormal step)
-  bool declared() const { return q > 0 || kv > 0 || p > 0; }
+  double qk = 0;     // Q.K's accumulation (fp22: 2^-13, Hopper's fp8 tensor cores), in place of fp32's
+  bool declared() const { return q > 0 || kv > 0 || p > 0 || qk > 0; }
 };
 
 // The units of a contract's precision clauses (Contract::precision: operand -> fp32, tf32, bf16, or
@@ -29,6 +30,7 @@ inline MlaPrecision mla_precision_of(const std::map<std::string, std::string>& d
     if (operand == "q") u.q = unit(format);
     if (operand == "kv") u.kv = unit(format);
     if (operand == "p") u.p = unit(format), u.p_abs = format == "fp8" ? 0x1p-10 : 0.0;
+    if (operand == "qk" && format == "fp22") u.qk = 0x1p-13;
   }
   return u;
 }

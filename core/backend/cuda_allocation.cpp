@@ -36,6 +36,8 @@ bool cache_enabled() {
 // CaptureBody scopes alive on this thread.
 thread_local int capture_bodies = 0;
 
+void (*before_free_hook)(void* base) noexcept = nullptr;
+
 // Freed blocks by size class, up to a total; never destroyed (blocks may be live at exit, and the
 // CUDA context may be gone before static destructors run). A block given back may still be in use
 // by queued work, as cudaFree would wait for: it waits in `unsynced_` until a take() that finds
@@ -74,8 +76,15 @@ class BlockCache {
   }
   void release_all() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [size, p] : blocks_) (void)free_(p);
-    for (auto& [size, p] : unsynced_) (void)free_(p);  // cudaFree waits for the device itself
+    const bool device = free_ == &cudaFree;
+    for (auto& [size, p] : blocks_) {
+      if (device && before_free_hook) before_free_hook(p);
+      (void)free_(p);
+    }
+    for (auto& [size, p] : unsynced_) {  // cudaFree waits for the device itself
+      if (device && before_free_hook) before_free_hook(p);
+      (void)free_(p);
+    }
     blocks_.clear();
     unsynced_.clear();
     cached_ = 0;
@@ -154,6 +163,7 @@ void* acquire(BlockCache& cache, size_t bytes, size_t& capacity, Alloc alloc, co
 void release(BlockCache& cache, void* p, size_t capacity, cudaError_t (*free_fn)(void*)) noexcept {
   if (!p) return;
   if (cache_enabled() && cache.put(p, capacity)) return;
+  if (free_fn == &cudaFree && before_free_hook) before_free_hook(p);
   (void)outside_capture([&] { return free_fn(p); });
 }
 
@@ -180,6 +190,8 @@ void note_live(void* p, size_t capacity, bool live) noexcept {
 }
 
 }  // namespace
+
+void set_before_free(void (*hook)(void* base) noexcept) { before_free_hook = hook; }
 
 bool ipc_block_of(const void* p, IpcBlock* out, std::string* why) {
   const auto at = reinterpret_cast<uintptr_t>(p);

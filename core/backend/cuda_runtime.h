@@ -159,6 +159,12 @@ struct IpcBlock {
   std::string handle;  // 128 hex digits
 };
 bool ipc_block_of(const void* p, IpcBlock* out, std::string* why);
+// Called with a DeviceAllocation's first byte just before it is freed (cudaFree: the cache is full,
+// or emptied), never when it only goes back to the cache: another process that opened its IPC handle
+// must close it first ("calling cudaFree on an exported memory region before calling
+// cudaIpcCloseMemHandle in the importing context will result in undefined behavior", the CUDA
+// runtime's reference). One hook (the Python worker's lender); noexcept by contract.
+void set_before_free(void (*hook)(void* base) noexcept);
 
 // Page-locked host bytes from cudaMallocHost, given back on destruction (to a cache like
 // DeviceAllocation's); move-only. Copies between them and the device run at full link speed and

@@ -215,6 +215,13 @@ TEST(MlaDecode, ADeclaredFp8RoundingOfPAllowsWhatItCostsRelativeAndSubnormal) {
     const double slack = mla_decode(in).o_slack.at({0, 0, 0, 0});
     EXPECT_LE(err, slack + table);
     EXPECT_LT(slack, 2 * (0x1p-3 * 851968 + 0x1p-10 * 2 * 851968));  // what the rounding can cost, with margin
+    // The same kernel's Q.K in an fp22 accumulator (13 fraction bits; "precision qk fp22"): every
+    // score within gamma_578(2^-13) of sum_d |q_d K_d| (here 0.3203125: q is e_512) times the scale,
+    // in place of fp32's gamma_578(2^-24).
+    const double plain_lse = mla_decode(c.inputs()).lse_slack.at({0, 0, 0});
+    in.precision = mla_precision_of({{"p", "fp8"}, {"qk", "fp22"}});
+    const double gamma22 = 578 * 0x1p-13 / (1 - 578 * 0x1p-13), gamma32 = 578 * 0x1p-24 / (1 - 578 * 0x1p-24);
+    EXPECT_NEAR(mla_decode(in).lse_slack.at({0, 0, 0}) - plain_lse, (gamma22 - gamma32) * 0.3203125, 1e-12);
   }
   {
     constexpr int kKeys = 60;  // key 0: score 0, V 0; keys 1..59: score -7, V 1000 (p = e^-7 < 2^-10)

@@ -204,8 +204,13 @@ def flashmla_fp8():
 # softmax.h sums the fp32 P; read at FlashMLA 46d64a8, vLLM's fork, whose dense_fp8 kernel files were
 # last changed by its "vLLM Modifications" commit; the revision vLLM 0.29.0 pins, 0397728, is not
 # public). Without it a correct run of the kernel is reported at 446x the table's tolerance
-# (docs/findings.md 13).
-@implements("mla_decode", contract=DENSE_CONTRACT + ["q dtype fp8", "kv_cache dtype fp8", "precision p fp8"])
+# (docs/findings.md 13). "precision qk fp22": Q.K is one fp8 wgmma GEMM over all 576 dims into fp32
+# registers (flash::gemm</*zero_init=*/true>(tiled_mma, tSrQ, tSrK, tSrS) of the same function, an
+# e4m3 x e4m3 -> fp32 SS wgmma), with no promotion of partial sums: Hopper's fp8 tensor cores keep
+# those with 13 fraction bits (docs/ops.md 2.1). Without it lse was reported at up to 4,267x the
+# table's tolerance on an H100 (docs/findings.md 13).
+@implements("mla_decode", contract=DENSE_CONTRACT + ["q dtype fp8", "kv_cache dtype fp8", "precision p fp8",
+                                                     "precision qk fp22"])
 def dense_decode_fp8(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale,
                      num_splits):
     """flashmla.py 176-198 and 309-322: tile_scheduler_metadata, num_splits =
