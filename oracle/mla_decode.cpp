@@ -82,6 +82,13 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       const double sum_gamma = u.qk > 0 ? (kDim + 2) * u.qk / (1 - (kDim + 2) * u.qk) : kGamma;
       lse_slack = std::abs(softmax_scale) * (sum_gamma + u.q + u.kv + u.q * u.kv) * magnitudes.rowwise().maxCoeff() +
                   4 * kU * P.cwiseAbs().rowwise().maxCoeff();
+      // A score slack so wide that e^(2d) would overflow, or lift a key whose probability underflows
+      // to 0 in double into view (a declared fp22 accumulation on scores of 10^5, say): o's slack is
+      // then taken key by key in log space, each weight's bound capped at what a weight can be (r).
+      // (Without it e^(2d) was inf and inf * 0 gave a NaN slack where a column of V is 0: o reported
+      // wrong there, from FlashMLA's fp8 dense decode on an H100, 2026-12-07.)
+      const bool vast = (2 * (lse_slack.array() + 4 * kU)).maxCoeff() > 600;
+      const Matrix scores = vast ? P : Matrix();
       const Eigen::VectorXd m = P.rowwise().maxCoeff();  // subtracted first so exp never overflows
       P = (P.colwise() - m).array().exp().matrix();
       const Eigen::VectorXd l = P.rowwise().sum();
@@ -96,14 +103,29 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
       const Eigen::ArrayXd grow = rounded * (2 * (lse_slack.array() + 4 * kU)).exp();
       const Eigen::ArrayXd factor = (grow - 1 + gamma_sum * grow) * (1 + 0x1p-8) * std::abs(in.k_scale);
       Eigen::Map<Matrix> o_slack(out.o_slack.values.data() + row * kLatent, H, kLatent);
-      o_slack.noalias() = P * K.topLeftCorner(len, kLatent).cwiseAbs();
-      o_slack.array().colwise() *= factor;
+      if (!vast) {
+        o_slack.noalias() = P * K.topLeftCorner(len, kLatent).cwiseAbs();
+        o_slack.array().colwise() *= factor;
+      } else {
+        // Weight s moves from p_s to at most min(p_s r e^(2d), r): log p_s + 2d, capped at 0, then r
+        // (1 + gamma) of that less p_s itself, times |V_s| (the same bound as factor's, term by term).
+        const Eigen::ArrayXd two_d = 2 * (lse_slack.array() + 4 * kU);
+        const Eigen::ArrayXd log_l = m.array() + l.array().log();
+        Matrix bound = scores;
+        bound.array().colwise() -= log_l;
+        bound.array().colwise() += two_d;
+        bound = bound.cwiseMin(0.0).array().exp().matrix();
+        const auto V = K.topLeftCorner(len, kLatent).cwiseAbs();
+        o_slack.noalias() = (rounded * (1 + gamma_sum)) * (bound * V) - P * V;
+        o_slack *= (1 + 0x1p-8) * std::abs(in.k_scale);
+      }
       if (u.p_abs > 0) {
         // P rounded to fp8: each probability, as the kernel holds it (relative to a running maximum, at
         // most 1), is also off by up to p_abs absolutely; scaled back and normalised that is p_abs / l
-        // of each |V_s| (1/l being the row's largest normalised probability), grown as the rest.
-        const Eigen::ArrayXd abs_factor = u.p_abs * grow * (1 + 0x1p-8) * std::abs(in.k_scale) *
-                                          P.rowwise().maxCoeff().array();
+        // of each |V_s| (1/l being the row's largest normalised probability), grown as the rest, and
+        // never more than p_abs itself (the kernel's own normaliser is at least 1).
+        const Eigen::ArrayXd abs_factor = u.p_abs * (grow * P.rowwise().maxCoeff().array()).min(1.0) * (1 + 0x1p-8) *
+                                          std::abs(in.k_scale);
         const Eigen::RowVectorXd column_sums = K.topLeftCorner(len, kLatent).cwiseAbs().colwise().sum();
         o_slack.noalias() += abs_factor.matrix() * column_sums;
       }

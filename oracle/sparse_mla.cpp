@@ -92,10 +92,19 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
             std::abs(in.softmax_scale) * (kGamma + u.q + u.kv + u.q * u.kv) * magnitude(h) + 4 * kU * largest(h);
         r.lse_slack.at({b, h, s}) = lse_slack;
         if (!u.declared()) continue;
-        const double grow = rounded * std::exp(2 * (lse_slack + 4 * kU));
+        const double two_d = 2 * (lse_slack + 4 * kU);
+        const double grow = rounded * std::exp(two_d);
         const double factor = (grow - 1 + gamma_sum * grow) * (1 + 0x1p-8) * sink_factor / sum(h);
         Eigen::Map<Matrix> slack(r.out_slack.values.data() + ((b * S + s) * H + h) * kDsMlaLatent, 1, kDsMlaLatent);
-        slack.noalias() = factor * (p.row(h) * k.topLeftCorner(n, kDsMlaLatent).cwiseAbs());
+        if (two_d <= 600) {
+          slack.noalias() = factor * (p.row(h) * k.topLeftCorner(n, kDsMlaLatent).cwiseAbs());
+        } else {  // e^(2d) past exp's range: key by key in log space, each weight's bound capped (mla_decode.cpp)
+          const Eigen::RowVectorXd bound =
+              (scores.row(h).array() - m(h) - std::log(sum(h)) + two_d).min(0.0).exp().matrix();
+          const auto V = k.topLeftCorner(n, kDsMlaLatent).cwiseAbs();
+          slack.noalias() = (rounded * (1 + gamma_sum)) * (bound * V) - (p.row(h) / sum(h)) * V;
+          slack *= (1 + 0x1p-8) * sink_factor;
+        }
         if (u.p_abs > 0) {  // P rounded to fp8: p_abs of each |V_s| besides (p is at most 1 here), as mla_decode.cpp
           slack.noalias() += u.p_abs * grow * (1 + 0x1p-8) * sink_factor / sum(h) *
                              k.topLeftCorner(n, kDsMlaLatent).cwiseAbs().colwise().sum();

@@ -244,6 +244,29 @@ TEST(MlaDecode, ADeclaredFp8RoundingOfPAllowsWhatItCostsRelativeAndSubnormal) {
   }
 }
 
+// A declared accumulation so coarse against the scores that e^(2d) overflows (fp22 on products of
+// 10^4: d = 756): key 2's products cancel to a score of 0 but set d, and key 1 sits at -1000, a
+// probability of 0 in double that a score error of d could still lift to almost all of the weight.
+// o's slack must say so where key 1's V is 1 (about 1, not 0 and not inf), and stay 0 where every V
+// is 0 (not inf * 0 = NaN, which reported FlashMLA's fp8 decode wrong there on an H100).
+TEST(MlaDecode, AScoreSlackBeyondExpsRangeGivesAFiniteSlackThatCoversEveryKey) {
+  Case c{Buffer(DType::kBF16, {1, 1, 1, 576}), Buffer(DType::kBF16, {1, 64, 576}), block_table({{0}}, 1),
+         seq_lens({3})};
+  c.kv.set_row({0, 0}, {{512, 0.0}});                      // score 0, V 0
+  c.kv.set_row({0, 1}, {{1, 1.0}, {512, -1000.0}});        // score -1000, V e1
+  c.kv.set_row({0, 2}, {{512, 4992.0}, {513, -4992.0}});   // score 0, sum |q K| 9984, V 0
+  c.q.set_row({0, 0, 0}, {{512, 1.0}, {513, 1.0}});
+  MlaDecodeInputs in = c.inputs();
+  in.precision = mla_precision_of({{"qk", "fp22"}});
+  const MlaDecodeResult r = mla_decode(in);
+  EXPECT_EQ(r.o.at({0, 0, 0, 1}), 0.0);
+  EXPECT_GT(2 * r.lse_slack.at({0, 0, 0}), 1000.0);
+  EXPECT_EQ(r.o_slack.at({0, 0, 0, 0}), 0.0);  // every V of column 0 is 0
+  EXPECT_TRUE(std::isfinite(r.o_slack.at({0, 0, 0, 1})));
+  EXPECT_GT(r.o_slack.at({0, 0, 0, 1}), 0.99);  // key 1 may take nearly all the weight
+  EXPECT_LT(r.o_slack.at({0, 0, 0, 1}), 1.1);   // and no more than all of it
+}
+
 // Key 1 of two is NaN (never set) in every dim. Token 0 of q_len 2 sees key 0 only and must not
 // notice (a 0 * NaN from a masked key would); token 1 sees the NaN, as it should.
 TEST(MlaDecode, AKeyAfterATokensPositionNeverReachesIt) {

@@ -163,8 +163,11 @@ def _copy_outputs(out_t, lse_t, o, lse):
     lse.copy_(lse_t.transpose(1, 2))
 
 
+# "precision p bf16": the bf16 dense kernel is the fp8 one's template with bf16 elements, and rounds P
+# to them for its P.V product in the same statement (convert_type_out(tOrP_acc, tOrP), below). Without
+# it a correct run was reported at 1.3x the table's tolerance where V cancels (an H100, 2026-12-07).
 @implements("mla_decode", contract=DENSE_CONTRACT + ["q dtype bf16", "kv_cache dtype bf16", "q_scale = 1",
-                                                     "k_scale = 1"])
+                                                     "k_scale = 1", "precision p bf16"])
 def dense_decode(q, kv_cache, block_table, seq_lens, workspace, o, lse, base_scale, q_scale, k_scale, num_splits):
     """flashmla.py 324-335: flash_mla_with_kvcache(q, k_cache=cache.unsqueeze(-2), block_table,
     cache_seqlens=seq_lens, head_dim_v=512, tile_scheduler_metadata=get_mla_metadata(...)[0],
