@@ -84,7 +84,7 @@ TEST(Contract, PrecisionClausesAreDeclarationsNotLimits) {
   // fp8 is P's alone (an fp8 P.V product); q and K reach Q.K as they are stored or in a wider format.
   EXPECT_NE(error_of("mla_decode", "precision q fp8").find("unknown format 'fp8' (fp32, tf32, bf16)"), std::string::npos);
   EXPECT_EQ(parse_contract("mla_decode", "precision p fp8").precision.at("p"), "fp8");
-  EXPECT_NE(error_of("mla_decode", "precision v bf16").find("'v' is no precision operand of mla_decode (q, kv, p)"),
+  EXPECT_NE(error_of("mla_decode", "precision v bf16").find("'v' is no precision operand of mla_decode (q, kv, p, qk)"),
             std::string::npos);
   EXPECT_NE(error_of("mla_decode", "precision p").find("a precision clause is 'precision OPERAND FORMAT'"), std::string::npos);
   EXPECT_NE(error_of("mla_decode", "precision p bf16; precision p tf32").find("declared twice"), std::string::npos);

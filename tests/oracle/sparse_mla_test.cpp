@@ -204,6 +204,30 @@ TEST(SparseMlaDecode, ADeclaredBf16RoundingOfPAllowsWhatItCostsWhereVCancels) {
   EXPECT_GT(std::fabs(dropped - want), 100 * (declared.out_slack.at({0, 0, 0, 0}) + table));
 }
 
+// Declared roundings so wide against the scores that e^(2d) overflows: key 2's products cancel to a
+// score of 0 but sum to 29.4M (d = 3,584 with q and K declared bf16), key 1 sits at -1000. o's slack
+// must be finite and cover the weight moving anywhere between the keys: o is 14,336 (key 2's V half
+// weighted), any mix of the three V (0, 1, 28,672) lies within 14,336 of it, and no further.
+TEST(SparseMlaDecode, AScoreSlackBeyondExpsRangeGivesAFiniteSlackThatCoversEveryKey) {
+  Problem p;
+  p.topk = 3, p.num_blocks = 1, p.page = 3, p.softmax_scale = 1.0 / 64;
+  p.allocate();
+  put_token(p, 0, 0.0f, {1, 1, 1, 1}, 0.0f);                  // score 0, V 0
+  put_token(p, 1, 1.0f, {1, 1, 1, 1}, -1008.0f);              // score (512 - 64 * 1008) / 64 = -1000, V 1
+  put_token(p, 2, 448.0f, {64, 64, 64, 64}, -229376.0f);      // score (512 * 28672 - 64 * 229376) / 64 = 0
+  p.set_q(0, 0, 0, 1.0f, 1.0f);
+  set_row(p, 0, 0, {0, 1, 2});
+  SparseMlaInputs in = p.inputs();
+  in.precision = MlaPrecision{0x1p-8, 0x1p-8, 0};
+  const SparseMlaResult r = sparse_mla_decode(in);
+  EXPECT_NEAR(r.out.at({0, 0, 0, 0}), 14336.0, 1e-6);
+  EXPECT_GT(2 * r.lse_slack.at({0, 0, 0}), 600.0);
+  const double slack = r.out_slack.at({0, 0, 0, 0});
+  EXPECT_TRUE(std::isfinite(slack)) << slack;
+  EXPECT_GT(slack, 14000.0);
+  EXPECT_LT(slack, 15000.0);
+}
+
 TEST(SparseMlaDecode, TwoTokensWorkedByHandSkippingEveryInvalidIndex) {
   Problem p = two_token_problem(1, 1, 1, 7);
   // -1, slot 4 == num_slots, other negatives and a far slot are skipped: only A (slot 0) and B (slot 3) count.
