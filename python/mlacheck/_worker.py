@@ -36,6 +36,7 @@ import types
 DTYPE_NAMES = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "uint8", "int64", "int32",
                "uint8")
 ELEMENT_BYTES = (8, 4, 2, 2, 1, 1, 1, 8, 4, 1)
+# The ops a Python function can stand in for; the package's mlacheck.OPS is this tuple.
 OPS = ("topk_decode", "topk_prefill", "paged_mqa_logits", "mqa_logits", "pack_decode", "unpack_decode",
        "topk_to_global", "sparse_mla_decode", "mla_decode", "indexer_k_cache_insert", "indexer_k_cache_gather",
        "decode_metadata", "mla_decode_impl", "indexer_decode_step")
