@@ -94,7 +94,7 @@ def test_a_budget_that_judges_only_part_is_partial_not_pass():
     assert "PARTIAL" in str(v) and "topk_decode.far_rows: no case ran (the budget ended first" in v.unjudged, str(v)
 
 
-def test_shrink_false_asks_for_the_case_as_found(monkeypatch):
+def test_shrink_false_and_fuzz_false_ask_for_their_flags(monkeypatch):
     # The command check() runs: --no-shrink with shrink=False, nothing without (the flag itself is
     # judged in ctest: PythonCli.ARandomFailureIsShrunkBeforeItIsSaved and MlacheckCli's R4 run).
     import subprocess
@@ -108,6 +108,16 @@ def test_shrink_false_asks_for_the_case_as_found(monkeypatch):
         with pytest.raises(RuntimeError, match="stop here"):
             mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, shrink=shrink)
     assert "--no-shrink" in seen[0] and "--no-shrink" not in seen[1], seen
+    # fuzz=False asks for --no-fuzz (judged in ctest: MlacheckCli.NoFuzzRunsTheSuiteAndTheRegressionsAndEnds),
+    # from check(), test_of() and cases() alike.
+    seen.clear()
+    for fuzz in (False, True):
+        with pytest.raises(RuntimeError, match="stop here"):
+            mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1, fuzz=fuzz)
+    with pytest.raises(RuntimeError, match="stop here"):
+        mlacheck.test_of("topk_decode", topk_torch.topk_decode, budget=1, fuzz=False)()
+    assert "--no-fuzz" in seen[0] and "--no-fuzz" not in seen[1] and "--no-fuzz" in seen[2], seen
+    assert "--no-fuzz" in mlacheck.cases("topk_decode", fuzz=False).cmd
 
 
 def test_a_lambda_is_a_type_error():
