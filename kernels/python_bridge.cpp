@@ -190,6 +190,7 @@ Reply exchange(const std::string& op, const mlacheck_device* device, const std::
   // call the interpreter's cost model skips sends nothing, and must not take them (the next call
   // would name a block the worker was never lent: KeyError 0, found by fuzzing).
   const auto request = [&] {
+    python_worker::settle_before_lending(device->backend, device->stream);
     int fd = -1;
     const std::string message = json + python_worker::take_members(&fd) + "}";
     return python_worker::request(message, fd);

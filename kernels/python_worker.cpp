@@ -556,6 +556,18 @@ void* address(int64_t block, int64_t offset) { return Lender::of_this_process().
 std::string take_members(int* fd) { return Lender::of_this_process().take_members(fd); }
 int64_t new_scope() { return Lender::of_this_process().new_scope(); }
 void end_scope(int64_t scope) { Lender::of_this_process().end_scope(scope); }
+// Without it, six checks at once on one H100 reported outputs left at the poison in every adapter
+// (docs/findings.md 15): beside another context's work the GPU may run this process's queued fills
+// after the worker's kernel. A device-wide wait: the fills may be queued on any of this process's
+// streams.
+void settle_before_lending(int32_t backend, [[maybe_unused]] void* stream) {
+#if defined(MLACHECK_HAVE_CUDA)
+  if (backend != MLACHECK_BACKEND_CUDA || cuda::capturing(static_cast<cudaStream_t>(stream))) return;
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (this process's work on the buffers lent to Python)");
+#else
+  (void)backend;
+#endif
+}
 
 std::string interpreter() {
   const char* env = std::getenv("MLACHECK_PYTHON");

@@ -69,5 +69,10 @@ std::string take_members(int* fd);
 int64_t new_scope();
 // Ends a scope: its blocks stay open in the worker for later calls, the oldest closed past 64.
 void end_scope(int64_t scope);
+// Before a message that hands the worker lent cuda memory: waits until this process's queued GPU
+// work is done (the poison fills, the inputs' copies, earlier launches). The worker is another
+// process with a CUDA context of its own, and nothing orders its kernels after this process's
+// work. Nothing on the host, nor while stream is capturing a graph.
+void settle_before_lending(int32_t backend, void* stream);
 
 }  // namespace mlacheck::kernels::python_worker

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "oracle/mla_weight_slack.h"
 
 namespace mlacheck::oracle {
 namespace {
@@ -107,17 +108,14 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
         o_slack.noalias() = P * K.topLeftCorner(len, kLatent).cwiseAbs();
         o_slack.array().colwise() *= factor;
       } else {
-        // Weight s moves from p_s to at most min(p_s r e^(2d), r): log p_s + 2d, capped at 0, then r
-        // (1 + gamma) of that less p_s itself, times |V_s| (the same bound as factor's, term by term).
-        const Eigen::ArrayXd two_d = 2 * (lse_slack.array() + 4 * kU);
-        const Eigen::ArrayXd log_l = m.array() + l.array().log();
-        Matrix bound = scores;
-        bound.array().colwise() -= log_l;
-        bound.array().colwise() += two_d;
-        bound = bound.cwiseMin(0.0).array().exp().matrix();
-        const auto V = K.topLeftCorner(len, kLatent).cwiseAbs();
-        o_slack.noalias() = (rounded * (1 + gamma_sum)) * (bound * V) - P * V;
-        o_slack *= (1 + 0x1p-8) * std::abs(in.k_scale);
+        // Weight s moves up to min(p_s r e^(2d), r) (1 + gamma) or down to 0 (mla_weight_slack.h).
+        const Matrix V = K.topLeftCorner(len, kLatent).cwiseAbs();
+        for (int64_t h = 0; h < H; ++h) {
+          const double two_d = 2 * (lse_slack(h) + 4 * kU);
+          const Eigen::RowVectorXd log_p = scores.row(h).array() - (m(h) + std::log(l(h)));
+          o_slack.row(h) = vast_weight_slack(log_p, P.row(h), two_d, rounded * (1 + gamma_sum), V) *
+                           ((1 + 0x1p-8) * std::abs(in.k_scale));
+        }
       }
       if (u.p_abs > 0) {
         // P rounded to fp8: each probability, as the kernel holds it (relative to a running maximum, at

@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 
 #include "core/error.h"
+#include "oracle/mla_weight_slack.h"
 #include "oracle/quantize.h"
 
 namespace mlacheck::oracle {
@@ -98,12 +99,12 @@ SparseMlaResult sparse_mla_decode(const SparseMlaInputs& in) {
         Eigen::Map<Matrix> slack(r.out_slack.values.data() + ((b * S + s) * H + h) * kDsMlaLatent, 1, kDsMlaLatent);
         if (two_d <= 600) {
           slack.noalias() = factor * (p.row(h) * k.topLeftCorner(n, kDsMlaLatent).cwiseAbs());
-        } else {  // e^(2d) past exp's range: key by key in log space, each weight's bound capped (mla_decode.cpp)
-          const Eigen::RowVectorXd bound =
-              (scores.row(h).array() - m(h) - std::log(sum(h)) + two_d).min(0.0).exp().matrix();
-          const auto V = k.topLeftCorner(n, kDsMlaLatent).cwiseAbs();
-          slack.noalias() = (rounded * (1 + gamma_sum)) * (bound * V) - (p.row(h) / sum(h)) * V;
-          slack *= (1 + 0x1p-8) * sink_factor;
+        } else {  // e^(2d) past exp's range: key by key in log space (mla_weight_slack.h)
+          const Eigen::RowVectorXd log_p = scores.row(h).array() - (m(h) + std::log(sum(h)));
+          const Eigen::RowVectorXd weights = p.row(h) / sum(h);
+          slack.noalias() = vast_weight_slack(log_p, weights, two_d, rounded * (1 + gamma_sum),
+                                              k.topLeftCorner(n, kDsMlaLatent).cwiseAbs()) *
+                            ((1 + 0x1p-8) * sink_factor);
         }
         if (u.p_abs > 0) {  // P rounded to fp8: p_abs of each |V_s| besides (p is at most 1 here), as mla_decode.cpp
           slack.noalias() += u.p_abs * grow * (1 + 0x1p-8) * sink_factor / sum(h) *

@@ -7,7 +7,7 @@
 #   scripts/upstream.sh prepare OUT [--deepgemm CHECKOUT] [--injected] [--from-source]
 #                                                           here: what the GPU machine needs, in OUT
 #   scripts/upstream.sh build OUT                           there: unpack vLLM's libraries, build DeepGEMM
-#   scripts/upstream.sh run OUT [--budget S] [--adapter NAME]... [--injected]
+#   scripts/upstream.sh run OUT [--budget S] [--jobs N] [--seed N] [--adapter NAME]... [--injected]
 #                                                           there: check each adapter for S seconds
 #
 # prepare: vLLM's libraries from the upstream cache (scripts/upstream_cache.sh --compiled, the
@@ -28,9 +28,9 @@
 #   insert and gather, FlashMLA's two dense-decode interfaces; build: DeepGEMM's kernel), with
 #   --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
-#   whose library is there (all of them by default; --adapter picks), one after the other (six run
-#   at once on one H100 gave every adapter false failures, unwritten outputs and illegal addresses,
-#   docs/upstream.md: the GPU is not shared); OUT/results/NAME.xml, NAME.log (the check's table), failing cases in NAME-cases/,
+#   whose library is there (all of them by default; --adapter picks), N at a time on the one GPU
+#   (--jobs, default 1: each check its own process, Python worker and CUDA context; docs/upstream.md
+#   says what ran at once); OUT/results/NAME.xml, NAME.log (the check's table), failing cases in NAME-cases/,
 #   and OUT/results/findings.md, one row per adapter: verdict, cases, the first failure of each
 #   failing property. The check's budget is its fuzzing: seed and regression cases, then random
 #   cases until S (600: the ten minutes docs/upstream.md asks of each adapter).
@@ -308,16 +308,19 @@ PY
 
 run() {
   local out=$1; shift
-  local budget=600 picked=() injected=0
+  local budget=600 jobs=1 seed=1 picked=() injected=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --budget) [ $# -ge 2 ] || die "--budget takes seconds"; budget=$2; shift 2 ;;
+      --jobs) [ $# -ge 2 ] || die "--jobs takes a count"; jobs=$2; shift 2 ;;
+      --seed) [ $# -ge 2 ] || die "--seed takes a number"; seed=$2; shift 2 ;;
       --adapter) [ $# -ge 2 ] || die "--adapter takes a name"; picked+=("$2"); shift 2 ;;
       --injected) injected=1; shift ;;
-      *) die "run: unknown argument '$1' (takes --budget S, --adapter NAME, --injected)" ;;
+      *) die "run: unknown argument '$1' (takes --budget S, --jobs N, --seed N, --adapter NAME, --injected)" ;;
     esac
   done
   [[ "$budget" =~ ^[0-9]+$ && "$budget" -ge 1 ]] || die "--budget '$budget' is not a whole number of seconds"
+  [[ "$jobs" =~ ^[0-9]+$ && "$jobs" -ge 1 ]] || die "--jobs '$jobs' is not a count of 1 or more"
   [ -d "$out" ] || die "run: no folder $out"
   out=$(cd "$out" && pwd)
   local results="$out/results" fail_fast=()
@@ -354,16 +357,21 @@ run() {
   fi
   [ ${#picked[@]} -gt 0 ] || die "run: no adapter's library in $out (scripts/upstream.sh build)"
   mkdir -p "$results"
-  echo "$me: ${#picked[@]} adapter(s), ${budget} s each, one after the other: ${picked[*]}"
-  local a rcs="$results/.rcs"
+  echo "$me: ${#picked[@]} adapter(s), ${budget} s each, $jobs at a time: ${picked[*]}"
+  local a running=0 rcs="$results/.rcs"
   : > "$rcs"
   for a in "${picked[@]}"; do
-    local rc=0
-    timeout $((budget + 600)) "$m" check --backend cuda --adapter "$a" --budget "$budget" --format junit \
-      "${fail_fast[@]}" --save "$results/$a-cases" > "$results/$a.xml" 2> "$results/$a.log" || rc=$?
-    echo "$a $rc" >> "$rcs"
-    echo "$me: $a: exit $rc ($(grep -c '<failure' "$results/$a.xml" || true) properties failed or unjudged)"
+    (
+      rc=0
+      timeout $((budget + 600)) "$m" check --backend cuda --adapter "$a" --budget "$budget" --seed "$seed" --format junit \
+        "${fail_fast[@]}" --save "$results/$a-cases" > "$results/$a.xml" 2> "$results/$a.log" || rc=$?
+      echo "$a $rc" >> "$rcs"
+      echo "$me: $a: exit $rc ($(grep -c '<failure' "$results/$a.xml" || true) properties failed or unjudged)"
+    ) &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
   done
+  wait || true
   python3 - "$results" "${picked[@]}" <<'PY'
 import os, sys, xml.etree.ElementTree as ET
 res, names = sys.argv[1], sys.argv[2:]
@@ -392,7 +400,7 @@ PY
   ! grep -qv " 0$" "$rcs"
 }
 
-[ $# -ge 2 ] || die "usage: scripts/upstream.sh prepare OUT [--deepgemm CHECKOUT] [--injected] [--from-source] | build OUT | run OUT [--budget S] [--adapter NAME]... [--injected]"
+[ $# -ge 2 ] || die "usage: scripts/upstream.sh prepare OUT [--deepgemm CHECKOUT] [--injected] [--from-source] | build OUT | run OUT [--budget S] [--jobs N] [--seed N] [--adapter NAME]... [--injected]"
 cmd=$1; shift
 case "$cmd" in
   prepare) prepare "$@" ;;

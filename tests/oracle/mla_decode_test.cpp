@@ -267,6 +267,32 @@ TEST(MlaDecode, AScoreSlackBeyondExpsRangeGivesAFiniteSlackThatCoversEveryKey) {
   EXPECT_LT(r.o_slack.at({0, 0, 0, 1}), 1.1);   // and no more than all of it
 }
 
+// The same regime the other way round: key 0 holds all the weight in exact arithmetic and key 1 sits
+// 35 below it, well within a score slack of 2d > 600, so a kernel may hand all the weight to key 1
+// (FlashMLA's fp8 dense decode did so on an H100 with two scores 34.5 apart near 10^5: o was key 1's
+// V, docs/findings.md 15). o's slack must cover key 0's weight falling to 0 (it allowed key 0 only
+// to grow before, capped at 1: the kernel was reported 36x to 206x past it), and no more than that.
+TEST(MlaDecode, AScoreSlackBeyondExpsRangeLetsTheHeaviestKeyLoseItsWeight) {
+  Case c{Buffer(DType::kBF16, {1, 1, 1, 576}), Buffer(DType::kBF16, {1, 64, 576}), block_table({{0}}, 1),
+         seq_lens({3})};
+  c.kv.set_row({0, 0}, {{0, 1.0}});                        // score 0, V e0
+  c.kv.set_row({0, 1}, {{1, 1.0}, {512, -35.0}});          // score -35, V e1
+  c.kv.set_row({0, 2}, {{512, 4992.0}, {513, -6016.0}});   // score -1024, sum |q K| 11008, V 0
+  c.q.set_row({0, 0, 0}, {{512, 1.0}, {513, 1.0}});
+  MlaDecodeInputs in = c.inputs();
+  in.precision = mla_precision_of({{"qk", "fp22"}});
+  const MlaDecodeResult r = mla_decode(in);
+  ASSERT_GT(2 * r.lse_slack.at({0, 0, 0}), 600.0);
+  ASSERT_NEAR(r.o.at({0, 0, 0, 0}), 1.0, 1e-12);
+  const double kernel[2] = {0.0, 1.0};  // all the weight on key 1: o = V_1
+  for (int64_t col = 0; col < 2; ++col) {
+    const double err = std::fabs(kernel[col] - r.o.at({0, 0, 0, col}));
+    EXPECT_LE(err, r.o_slack.at({0, 0, 0, col})) << "column " << col;
+    EXPECT_LT(r.o_slack.at({0, 0, 0, col}), 1.01) << "column " << col;  // no more than all of the weight
+  }
+  EXPECT_EQ(r.o_slack.at({0, 0, 0, 2}), 0.0);  // every V of column 2 is 0
+}
+
 // Key 1 of two is NaN (never set) in every dim. Token 0 of q_len 2 sees key 0 only and must not
 // notice (a 0 * NaN from a masked key would); token 1 sees the NaN, as it should.
 TEST(MlaDecode, AKeyAfterATokensPositionNeverReachesIt) {

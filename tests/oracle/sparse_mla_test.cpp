@@ -74,7 +74,7 @@ struct Problem {
         HostTensor(kv.data(), View(DType::kU8, {num_blocks, page, kDsMlaTokenBytes},
                                    {block_stride(), token_stride(), 1}, kv_offset)),
         HostTensor(indices.data(), View(DType::kI32, {b, s_q, topk}, {s_q * ir, ir, 1})),
-        std::nullopt, softmax_scale, std::nullopt};
+        std::nullopt, softmax_scale, std::nullopt, MlaPrecision{}};
     if (topk_length) in.topk_length = HostTensor(topk_length->data(), View::contiguous(DType::kI32, {b}));
     if (sink) in.attn_sink = HostTensor(sink->data(), View::contiguous(DType::kF32, {h}));
     return in;
@@ -226,6 +226,29 @@ TEST(SparseMlaDecode, AScoreSlackBeyondExpsRangeGivesAFiniteSlackThatCoversEvery
   EXPECT_TRUE(std::isfinite(slack)) << slack;
   EXPECT_GT(slack, 14000.0);
   EXPECT_LT(slack, 15000.0);
+}
+
+// Key 0 holds all the weight in exact arithmetic, key 1 sits 35 below it and key 2's products set
+// 2d past 600: a kernel may hand all the weight to key 1, so o's slack must cover key 0's V falling
+// out of o entirely (mla_weight_slack.h; the dense oracle's test of the same name says where it was
+// met), and no more.
+TEST(SparseMlaDecode, AScoreSlackBeyondExpsRangeLetsTheHeaviestKeyLoseItsWeight) {
+  Problem p;
+  p.topk = 3, p.num_blocks = 1, p.page = 3, p.softmax_scale = 1.0 / 64;
+  p.allocate();
+  put_token(p, 0, 1.0f, {1, 1, 1, 1}, -8.0f);                 // score (512 - 64 * 8) / 64 = 0, V 1
+  put_token(p, 1, 0.0f, {1, 1, 1, 1}, -35.0f);                // score -35, V 0
+  put_token(p, 2, 0.0f, {64, 64, 64, 64}, -229376.0f);        // score -229376 (its rope alone), V 0
+  p.set_q(0, 0, 0, 1.0f, 1.0f);
+  set_row(p, 0, 0, {0, 1, 2});
+  SparseMlaInputs in = p.inputs();
+  in.precision = MlaPrecision{0x1p-8, 0x1p-8, 0};
+  const SparseMlaResult r = sparse_mla_decode(in);
+  ASSERT_GT(2 * r.lse_slack.at({0, 0, 0}), 600.0);
+  ASSERT_NEAR(r.out.at({0, 0, 0, 0}), 1.0, 1e-9);
+  const double slack = r.out_slack.at({0, 0, 0, 0});
+  EXPECT_GE(slack, 1.0);   // o = V_1 = 0: key 0's weight fallen to 0
+  EXPECT_LT(slack, 1.01);  // and no more than all of it
 }
 
 TEST(SparseMlaDecode, TwoTokensWorkedByHandSkippingEveryInvalidIndex) {
