@@ -4,7 +4,8 @@
 # In: $SRC/mlacheck (the source), $CC $CXX $CFLAGS $CXXFLAGS (compilers and the sanitizer and
 # coverage flags), $LIB_FUZZING_ENGINE (how a harness links its engine), $WORK (scratch; the build
 # tree goes to $WORK/mlacheck-build).
-# Out, in $OUT, for each harness fuzz/<name>_fuzzer.cpp:
+# Out, in $OUT, for each harness (an op's, generated for each row of core/ops.def, and each other
+# fuzz/<name>_fuzzer.cpp):
 #   <name>_fuzzer                  the harness (host backend: CUDA and HIP are off)
 #   <name>_fuzzer_seed_corpus.zip  its seeds: the target's corpus/<name>/*.case encoded to fuzz inputs
 #                                  with `mlacheck encode`, plus the corpus/regressions cases of its
@@ -27,8 +28,11 @@ cmake -S "$src" -B "$build" -G Ninja \
   -DMLACHECK_CUDA=OFF -DMLACHECK_HIP=OFF -DMLACHECK_FUZZ=ON \
   -DMLACHECK_FUZZ_ENGINE="$LIB_FUZZING_ENGINE"
 
-# Every harness but the all-targets one (the same code as the per-target harnesses, for GPU machines).
+# Every harness but the all-targets one (the same code as the per-target harnesses, for GPU machines):
+# one per op of the op table (its source generated at configure time), and the text, view and
+# command-line harnesses of fuzz/.
 fuzzers=()
+while read -r op; do fuzzers+=("${op}_fuzzer"); done < <(sed -n 's/^MLACHECK_OP(\([a-z_0-9]*\),.*/\1/p' "$src/core/ops.def")
 for f in "$src"/fuzz/*_fuzzer.cpp; do
   f=${f##*/}
   [ "$f" = all_targets_fuzzer.cpp ] || fuzzers+=("${f%.cpp}")

@@ -543,6 +543,15 @@ std::vector<const KeyLimit*> Contract::limits_on(std::string_view case_key) cons
 
 std::string Contract::describe() const { return clauses.empty() ? "the whole spec" : joined(clauses, "; "); }
 
+double precision_unit(const std::string& format) {
+  if (format == "fp22") return 0x1p-13;
+  if (format == "tf32") return 0x1p-11;
+  if (format == "bf16") return 0x1p-8;
+  if (format == "fp8") return 0x1p-4;
+  MLA_REQUIRE(format == "fp32", "precision: unknown format '", format, "' (fp32, tf32, bf16, fp8 or fp22)");
+  return 0;
+}
+
 Contract parse_contract(const std::string& op, std::string_view text) {
   MLA_REQUIRE(find_op(op) != nullptr, "contract: unknown op '", op, "'");
   Contract c;

@@ -70,7 +70,7 @@ struct Contract {
   std::string op;
   std::vector<std::string> clauses;  // as declared, one per clause, normalized ("k in [1, 2048]")
   std::vector<KeyLimit> limits;
-  std::map<std::string, std::string> precision;  // operand -> fp32, tf32 or bf16, as declared
+  std::map<std::string, std::string> precision;  // operand -> a format of precision_unit, as declared
   std::map<std::string, std::string> declared;   // a declaration term -> its word ("padding" -> "any")
   bool empty() const { return limits.empty(); }
   // The limits on case_key, in declaration order (several clauses may bound one key).
@@ -78,6 +78,11 @@ struct Contract {
   // "k <= 2048; out contiguous", or "the whole spec" when empty.
   std::string describe() const;
 };
+
+// The unit roundoff of a declared precision format (`precision OPERAND FORMAT`): 0 for fp32, whose
+// rounding every slack allows, 2^-11 for tf32, 2^-8 for bf16, 2^-4 for fp8 (e4m3's relative part),
+// 2^-13 for fp22 (an accumulator keeping 13 fraction bits, as Hopper's fp8 tensor cores do).
+double precision_unit(const std::string& format);
 
 // Parses a contract for op. Throws mlacheck::Error with one line naming the clause and what is
 // wrong: an unknown name or layout, an empty range ("k in [10, 5]"), a word the key does not take.

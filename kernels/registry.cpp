@@ -46,6 +46,11 @@ std::shared_ptr<const Contract> Registry::contract(std::string_view qualified) c
   return e->contract;
 }
 
+std::map<std::string, std::string> Registry::declared_precision(std::string_view qualified) const {
+  const Entry* e = lookup(qualified);
+  return e != nullptr && e->contract ? e->contract->precision : std::map<std::string, std::string>{};
+}
+
 const Registry::Entry* Registry::lookup(std::string_view qualified) const {
   const std::string q = qualify(qualified);
   for (const Entry& e : entries_) {

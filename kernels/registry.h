@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -44,6 +45,9 @@ class Registry {
   // implementations take the whole spec (an empty contract). Throws for an unknown implementation.
   void set_contract(std::string_view qualified, Contract contract);
   std::shared_ptr<const Contract> contract(std::string_view qualified) const;
+  // Its contract's precision clauses (operand -> format); none for an unknown implementation or
+  // one without a contract (the oracles then allow fp32's rounding only).
+  std::map<std::string, std::string> declared_precision(std::string_view qualified) const;
   // Every implementation, ordered by op (docs/ops.md order) then name.
   std::vector<ImplementationInfo> list() const;
 

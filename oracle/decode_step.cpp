@@ -90,7 +90,7 @@ SparseMlaResult decode_step_attention(const DecodeStepInputs& in, const HostTens
               g.to_string());
   return sparse_mla_decode({HostTensor(in.mla_q.base, with_single_query(in.mla_q.view)), in.mla_cache,
                             HostTensor(global_indices.base, with_single_query(g)), std::nullopt, in.softmax_scale,
-                            in.attn_sink});
+                            in.attn_sink, MlaPrecision{}});
 }
 
 }  // namespace mlacheck::oracle

@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 
+#include "core/contract.h"
+
 namespace mlacheck::oracle {
 
 struct MlaPrecision {
@@ -19,18 +21,15 @@ struct MlaPrecision {
   bool declared() const { return q > 0 || kv > 0 || p > 0 || qk > 0; }
 };
 
-// The units of a contract's precision clauses (Contract::precision: operand -> fp32, tf32, bf16, or
-// for p fp8).
+// The units of a contract's precision clauses (Contract::precision: operand -> format, each term's
+// formats checked when the contract was parsed; precision_unit gives each its unit roundoff).
 inline MlaPrecision mla_precision_of(const std::map<std::string, std::string>& declared) {
-  const auto unit = [](const std::string& format) {
-    return format == "fp8" ? 0x1p-4 : format == "bf16" ? 0x1p-8 : format == "tf32" ? 0x1p-11 : 0.0;
-  };
   MlaPrecision u;
   for (const auto& [operand, format] : declared) {
-    if (operand == "q") u.q = unit(format);
-    if (operand == "kv") u.kv = unit(format);
-    if (operand == "p") u.p = unit(format), u.p_abs = format == "fp8" ? 0x1p-10 : 0.0;
-    if (operand == "qk" && format == "fp22") u.qk = 0x1p-13;
+    if (operand == "q") u.q = precision_unit(format);
+    if (operand == "kv") u.kv = precision_unit(format);
+    if (operand == "p") u.p = precision_unit(format), u.p_abs = format == "fp8" ? 0x1p-10 : 0.0;
+    if (operand == "qk") u.qk = precision_unit(format);
   }
   return u;
 }

@@ -356,9 +356,7 @@ Verdict mla_decode_batch_permutation_commutes(Device& device, MlaDecodeFn* fn, c
 }
 
 oracle::MlaPrecision mla_decode_precision(const std::string& impl) {
-  if (!kernels::registry().contains(impl)) return {};
-  const std::shared_ptr<const Contract> contract = kernels::registry().contract(impl);
-  return contract ? oracle::mla_precision_of(contract->precision) : oracle::MlaPrecision{};
+  return oracle::mla_precision_of(kernels::registry().declared_precision(impl));
 }
 
 void register_mla_decode_properties(PropertyRegistry& r) {

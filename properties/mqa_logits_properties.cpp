@@ -534,10 +534,9 @@ Verdict paged_logits_equal_prefill_over_gathered_keys(Device& device, PagedMqaLo
 // ---- registry ----------------------------------------------------------------------------------------
 
 PagedLogitsCase paged_logits_declared(PagedLogitsCase c, const std::string& impl) {
-  const std::shared_ptr<const Contract> contract =
-      kernels::registry().contains(impl) ? kernels::registry().contract(impl) : nullptr;
-  const auto qk = contract ? contract->precision.find("qk") : std::map<std::string, std::string>::const_iterator();
-  c.qk_unit = contract && qk != contract->precision.end() && qk->second == "fp22" ? 0x1p-13 : 0.0;
+  const std::map<std::string, std::string> declared = kernels::registry().declared_precision(impl);
+  const auto qk = declared.find("qk");
+  c.qk_unit = qk == declared.end() ? 0.0 : precision_unit(qk->second);
   return c;
 }
 

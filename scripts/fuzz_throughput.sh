@@ -4,7 +4,7 @@
 # rules refuse and those past the budgets included), cases checked per second (the inputs that
 # decoded to a case within the budgets and had their property checked), coverage, and the
 # harness's own count of refused, skipped (past a budget) and slow inputs. The throughput table of
-# docs/benchmarks.md comes from it.
+# docs/log/benchmarks.md comes from it.
 #
 #   scripts/fuzz_throughput.sh [--build DIR] [--seconds S] [--backend host|cuda] [--targets "a b"]
 #

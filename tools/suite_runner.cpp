@@ -6,7 +6,10 @@
 // (the result line through the pipe, the progress file of a child that crashed, hung or ran out
 // of budget, the rerun on @ref that tells a finding from a false positive) share the row's clock,
 // the result's wire format and the progress file's, and are read together when either changes.
+// What the cases are (the corpus's files, the random cases' bytes, the shrinking walk) is apart, in
+// tools/suite_cases.h.
 #include "tools/suite_runner.h"
+#include "tools/suite_cases.h"
 #include "tools/suite_wire.h"
 
 #include "kernels/case_clock.h"
@@ -143,27 +146,6 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-// The .case files of dir whose property passes keep, sorted by name.
-std::vector<std::pair<fs::path, CaseText>> case_files(const fs::path& dir,
-                                                       const std::function<bool(const PropertyEntry&)>& keep) {
-  std::vector<std::pair<fs::path, CaseText>> out;
-  std::error_code ec;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.is_regular_file() && e.path().extension() == ".case") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  for (const fs::path& f : files) {
-    try {
-      CaseText c = CaseText::parse(read_input_file(f.string()));  // bounded: a corpus folder is the user's
-      if (keep(property_registry().find(c.word("property")))) out.emplace_back(f, std::move(c));
-    } catch (const Error&) {
-      // A malformed file is the corpus tests' business (corpus/CMakeLists.txt), not a kill.
-    }
-  }
-  return out;
-}
-
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -205,7 +187,9 @@ class SuiteRun {
   SuiteRun(const SuiteOptions& o, const std::string& impl, const std::string& progress_file, const RowClock& clock,
            const std::string& found_file = "", const std::set<std::string>& skip = {})
       : o_(o), impl_(impl), op_(impl.substr(0, impl.find('@'))), progress_(progress_file), found_(found_file),
-        target_(find_target(op_)), clock_(clock), start_(clock.start), dead_(skip) {
+        target_(find_target(op_)),
+        random_(o.seed, impl, target_, fs::path(corpus_root(o.corpus)) / target_.name, o.start_seconds == 0),
+        clock_(clock), start_(clock.start), dead_(skip) {
     case_clock::state().progress_file = progress_file;  // for an implementation's own allowance
     case_clock::state().case_timeout = case_timeout(o);
   }
@@ -248,7 +232,7 @@ class SuiteRun {
   // smaller case that crashes costs only the shrinking, never the finding).
   void shrink_random(SuiteFinding& found, Clock::time_point until, SuiteResult& row) {
     const PropertyEntry* p = found.random_property.empty() ? nullptr : &property_registry().find(found.random_property);
-    const std::string bytes = random_input(p, found.random_index, found.stage);
+    const std::string bytes = random_.bytes(p, found.random_index, found.stage);
     const FuzzCase fc = decode_fuzz_input(target_, bytes, impl_, o_.backend);
     shrink(bytes, *fc.property, found.stage, fc.property->name + " random case " + std::to_string(found.random_index),
            until, row, found);
@@ -287,7 +271,7 @@ class SuiteRun {
       alive();  // most draws are inside the contract and run nothing: not a case running long
       FuzzCase fc;
       try {
-        fc = decode_fuzz_input(target_, random_input(nullptr, r, "probe"), op_ + "@ref", o_.backend);
+        fc = decode_fuzz_input(target_, random_.bytes(nullptr, r, "probe"), op_ + "@ref", o_.backend);
       } catch (const Error&) {
         continue;  // refused by the case rules
       }
@@ -438,7 +422,7 @@ class SuiteRun {
     alive();  // a draw the case rules refuse runs nothing
     FuzzCase fc;
     try {
-      fc = decode_fuzz_input(target_, random_input(p, r, stage), impl_, o_.backend);
+      fc = decode_fuzz_input(target_, random_.bytes(p, r, stage), impl_, o_.backend);
     } catch (const Error&) {
       return std::nullopt;  // refused by the case rules
     }
@@ -448,11 +432,10 @@ class SuiteRun {
     return k;
   }
 
-  // A random case that failed, made smaller: its bytes with a chunk removed or zeroed (halves, then
-  // quarters, ... single bytes), kept whenever the same property still fails on the implementation
-  // and holds on <op>@ref (run_one's test) on a case of shorter text, then each byte lowered (a case
-  // of no longer text), until nothing smaller fails, 200 tries or the deadline.
-  // Small bytes decode to small cases (harness/case_bytes.h), so the saved case shrinks too.
+  // A random case that failed, made smaller (shrink_bytes: chunks removed or zeroed, then bytes
+  // lowered): a candidate is kept whenever the same property still fails on the implementation the
+  // same way and holds on <op>@ref (run_one's test) on a case of shorter text (or, lowering a
+  // byte, no longer), until nothing smaller fails, 200 tries or the deadline.
   void shrink(std::string bytes, const PropertyEntry& property, const std::string& stage, const std::string& what,
               Clock::time_point deadline, SuiteResult& row, SuiteFinding& found) {
     const std::string before = found.case_text;
@@ -487,115 +470,17 @@ class SuiteRun {
       ++kept;
       return true;
     };
-    for (size_t chunk = std::max<size_t>(1, bytes.size() / 2); chunk >= 1 && tries < 200; chunk /= 2) {
-      for (size_t at = 0; at < bytes.size() && tries < 200;) {
-        std::string removed = bytes;
-        removed.erase(at, chunk);
-        if (attempt(removed)) {
-          bytes = removed;
-          continue;  // the same place again: it holds the next chunk now
-        }
-        std::string zeroed = bytes;
-        bool changed = false;
-        for (size_t i = at; i < std::min(bytes.size(), at + chunk); ++i) changed |= zeroed[i] != 0, zeroed[i] = 0;
-        if (changed && attempt(zeroed)) bytes = zeroed;
-        at += chunk;
-      }
-      if (chunk == 1) break;
-    }
-    // Then each byte lowered as far as the failure stays, by halves between 0 (its zeroing, above)
-    // and its value: a width, a count or a length shrinks by steps no removal takes (a top-k wrong
-    // past 40 columns, found at 216, ends at 41).
-    for (size_t at = 0; at < bytes.size() && tries < 200; ++at) {
-      int lo = 0, hi = static_cast<uint8_t>(bytes[at]);
-      while (hi - lo > 1 && tries < 200 && Clock::now() < until) {
-        const int mid = lo + (hi - lo) / 2;
-        std::string lowered = bytes;
-        lowered[at] = static_cast<char>(mid);
-        if (attempt(lowered, true)) {
-          bytes = lowered, hi = mid;
-        } else {
-          lo = mid;
-        }
-      }
-    }
+    shrink_bytes(std::move(bytes), attempt, [&] { return tries >= 200 || Clock::now() >= until; });
     if (kept > 0) {
       found.verdict += " (shrunk in " + std::to_string(tries) + " tries: " + std::to_string(before.size()) + " to " +
                        std::to_string(found.case_text.size()) + " bytes of case text)";
     }
   }
 
-  // The bytes of random case r of property p (nullptr: any property of the target, as the fuzzer's
-  // first byte picks one), seeded by the implementation, the property (or salt) and r.
-  // A quarter of the random cases of a C++ implementation, where the property (or the op) has seed
-  // cases, are a seed's bytes with one to four bytes changed: random bytes decode mostly to small cases (harness/case_bytes.h), and the
-  // seeds hold the shapes they seldom reach (long rows of every value pattern, k = 2048, many
-  // splits), so the neighbours of those shapes are drawn too.
-  std::string random_input(const PropertyEntry* p, int r, const std::string& salt) const {
-    std::seed_seq seq{o_.seed, std::hash<std::string>{}(impl_), std::hash<std::string>{}(p ? p->name : salt),
-                      static_cast<uint64_t>(r)};
-    std::mt19937_64 rng(seq);
-    // Not for a Python implementation (start_seconds > 0): its calls cost milliseconds to seconds
-    // (Triton's interpreter), and a budget of them goes further on small random cases.
-    if (r % 4 == 3 && o_.start_seconds == 0) {
-      const std::vector<std::string>& seeds = seed_bytes(p);
-      if (!seeds.empty()) {
-        std::string mutated = seeds[static_cast<size_t>(r / 4) % seeds.size()];
-        // With a property chosen (--property), the bytes that pick it are left alone: a changed one
-        // would draw a case of a property that was not asked for.
-        const size_t keep = p ? property_prefix(p).size() : 0;
-        const int changes = 1 + static_cast<int>(rng() % 4);
-        for (int i = 0; i < changes && mutated.size() > keep; ++i) {
-          mutated[keep + rng() % (mutated.size() - keep)] =
-              static_cast<char>(rng() % 4 == 0 ? rng() % 256 : rng() % 16);
-        }
-        return mutated;
-      }
-    }
-    std::string bytes = p ? property_prefix(p) : std::string();
-    // Mostly small bytes, so mostly small cases (a byte's value is how far into its range a value
-    // lies, harness/case_bytes.h), and now and then any byte, for the large values.
-    const size_t n = 8 + rng() % 248;
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t roll = rng() % 16;
-      bytes.push_back(static_cast<char>(roll < 12 ? rng() % 16 : roll < 15 ? rng() % 224 : rng() % 256));
-    }
-    return bytes;
-  }
-
-  // The fuzz bytes that pick p among its target's properties (a case's first bytes).
-  std::string property_prefix(const PropertyEntry* p) const {
-    const std::vector<const PropertyEntry*> all = fuzz_target_properties(target_);
-    const int64_t index = std::find(all.begin(), all.end(), p) - all.begin();
-    ByteWriter w;
-    w.in_range(index, 0, static_cast<int64_t>(all.size()) - 1);
-    return w.bytes();
-  }
-
-  // The fuzz bytes of p's seed cases (nullptr: of every property of the op), those that encode,
-  // read once.
-  const std::vector<std::string>& seed_bytes(const PropertyEntry* p) const {
-    const std::string key = p ? p->name : "";
-    const auto known = seed_bytes_.find(key);
-    if (known != seed_bytes_.end()) return known->second;
-    std::vector<std::string> bytes;
-    const auto files = p ? seeds_of(*p)
-                         : case_files(fs::path(corpus_root(o_.corpus)) / target_.name,
-                                      [&](const PropertyEntry& e) { return e.op == op_; });
-    for (const auto& [path, text] : files) {
-      try {
-        bytes.push_back(encode_fuzz_input(text.format()));
-      } catch (const Error&) {
-        // a seed the codec cannot write (an explicit value list past its limits): run as a seed only
-      }
-    }
-    return seed_bytes_.emplace(key, std::move(bytes)).first->second;
-  }
-
   const SuiteOptions& o_;
-  mutable std::map<std::string, std::vector<std::string>> seed_bytes_;
   std::string impl_, op_, progress_, found_;
   const FuzzTarget& target_;
+  RandomCases random_;  // the random cases' bytes (tools/suite_cases.h)
   RowClock clock_;
   Clock::time_point start_;
   std::set<std::string> dead_;  // properties that failed (here or in an earlier child): not run again

@@ -97,6 +97,16 @@ TEST(Contract, PrecisionClausesAreDeclarationsNotLimits) {
   EXPECT_EQ(parse_contract("mla_decode_impl", "precision p bf16").precision.at("p"), "bf16");
 }
 
+// Each format's unit roundoff, which the oracles' slacks are derived from (docs/ops.md 2.1 and 7).
+TEST(Contract, EachPrecisionFormatHasItsUnitRoundoff) {
+  EXPECT_EQ(precision_unit("fp32"), 0.0);  // every slack allows fp32's rounding already
+  EXPECT_EQ(precision_unit("tf32"), 0x1p-11);
+  EXPECT_EQ(precision_unit("bf16"), 0x1p-8);
+  EXPECT_EQ(precision_unit("fp8"), 0x1p-4);
+  EXPECT_EQ(precision_unit("fp22"), 0x1p-13);
+  EXPECT_THROW(precision_unit("fp16"), Error);
+}
+
 TEST(Contract, DeclarationsRelaxACheckAndLimitNoCase) {
   const Contract c = parse_contract("pack_decode", "padding any; next_n <= 4");
   EXPECT_EQ(c.declared.at("padding"), "any");

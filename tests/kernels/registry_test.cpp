@@ -39,6 +39,19 @@ TEST(Registry, RefusesWithOneClearLine) {
   EXPECT_THROW(r.add({"topk_decode", "a@b", ""}, &thrice), Error);
 }
 
+// The oracles' slack follows the precision an implementation's contract declares; an implementation
+// without a contract, or one not registered, declares none (fp32's rounding only).
+TEST(Registry, DeclaredPrecisionIsTheContractsOrNone) {
+  Registry r;
+  r.add({"mla_decode", "ref", ""}, &twice);
+  r.add({"mla_decode", "fp8", ""}, &thrice);
+  r.set_contract("mla_decode@fp8", parse_contract("mla_decode", "precision p fp8; precision qk fp22; heads >= 2"));
+  const std::map<std::string, std::string> declared = r.declared_precision("mla_decode@fp8");
+  EXPECT_EQ(declared, (std::map<std::string, std::string>{{"p", "fp8"}, {"qk", "fp22"}}));
+  EXPECT_TRUE(r.declared_precision("mla_decode@ref").empty());
+  EXPECT_TRUE(r.declared_precision("mla_decode@nosuch").empty());
+}
+
 TEST(Registry, BuiltInEntriesAreTheGlueFunctions) {
   EXPECT_EQ(registry().find<decltype(pack_decode)>("pack_decode@ref"), &pack_decode);
   EXPECT_EQ(registry().find<decltype(topk_to_global)>("topk_to_global"), &topk_to_global);

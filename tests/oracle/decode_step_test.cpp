@@ -121,7 +121,7 @@ TEST(DecodeStep, HandWorkedBatchWithPaddingAndAShortRow) {
   const SparseMlaResult want =
       sparse_mla_decode({HostTensor(c.mla_q.data(), View::contiguous(DType::kBF16, {4, 1, 2, 576})), in.mla_cache,
                          HostTensor(global.data(), View::contiguous(DType::kI32, {4, 1, 3})), std::nullopt,
-                         c.softmax_scale, std::nullopt});
+                         c.softmax_scale, std::nullopt, MlaPrecision{}});
   EXPECT_EQ(r.attention.out.values, want.out.values);
   EXPECT_EQ(r.attention.lse.values, want.lse.values);
   EXPECT_EQ(r.attention.out.shape, (std::vector<int64_t>{4, 1, 2, 512}));
