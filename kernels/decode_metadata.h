@@ -59,8 +59,10 @@ struct NativeContextLensParams {
 // one decision changed.
 enum class MetadataBug {
   kNone,
-  kU3NoClampAtZero,     // U3 (vLLM #51538): ctx = L - d + t + 1 unclamped, negative for a padding request
-  kU6UniformOneLonger,  // U6: the uniform path's context length one past the general path's
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/decode_metadata_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 #define MLA_DECODE_METADATA_LAUNCHERS                                           \

@@ -25,15 +25,10 @@ struct KCacheGatherParams {
 // compile time; kNone is production.
 enum class KCacheGatherBug {
   kNone,
-  // G1: request b's table row taken at b x W (the table's columns), not at its row stride: right
-  // for a contiguous table, another row's (or the padding's) block ids for a view into a wider one.
-  kG1TableRowsAtWidth,
-  // G2: row t given to the request whose end is >= t (not > t): each request's first row is read as
-  // the previous one's token len_b, a slot past its keys.
-  kG2RequestEndInclusive,
-  // G3 (T an upper bound, as vLLM 0.29.0's gather kernel is launched): rows from cu_seq_lens[B] to T, T an allocation's upper bound,
-  // not skipped: each is read as the last request's token past its keys and written.
-  kG3RowsPastTheLastRequest,
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/k_cache_gather_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 #define MLA_K_CACHE_GATHER_LAUNCHERS                                                      \

@@ -21,10 +21,10 @@ struct KCacheInsertParams {
 // compile time; kNone is production.
 enum class KCacheBug {
   kNone,
-  kL1TokenInterleaved,  // L1: each slot written as [D codes, 4 scale bytes], not 2.1's block-flat layout
-  // W4 (32-bit offsets): the slot's block offset, block id x block stride, computed in int32: right
-  // while the cache is under 2 GiB; past byte 2^31 the key is written 4 GiB before its block.
-  kW4BlockOffsetIn32Bits,
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/k_cache_insert_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 #define MLA_K_CACHE_INSERT_LAUNCHERS                                                      \

@@ -53,20 +53,10 @@ struct MlaDecodeParams {
 // one decision changed.
 enum class MlaDecodeBug {
   kNone,
-  kT5MergeNoEmptyRow,  // T5 (vLLM #51065): the merge has no branch for a row without keys: 0 / 0 = NaN
-  // O2: the split kernel loads the page id of every slot of a 64-key tile, not only of the tile's
-  // keys, and masks the tail afterwards: the last tile of a row reads block_table past the row's
-  // columns (its padding, the next row, or past the table). The ids read are never used.
-  kO2TablePastTile,
-  // W3 (32-bit offsets): a key's element offset in the cache, page id x block stride + slot x token
-  // stride, computed in int32. Right while the cache is under 2^31 elements (2 GiB of fp8 keys, 4
-  // GiB of bf16); past that it turns negative and the key is dropped as if its page were outside
-  // the cache, and past 2^32 elements it wraps to a key 2^32 elements lower.
-  kW3KeyOffsetIn32Bits,
-  // D4 (the merge made parallel over splits): the splits' weights and weighted values added into
-  // shared sums with float atomics by 4 warps, in the order they arrive, instead of summed in split
-  // order: every result within rounding of the oracle, its last bits (lse's first) set by the schedule.
-  kD4MergeInArrivalOrder,
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/mla_decode_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 #define MLA_MLA_DECODE_LAUNCHERS                                    \

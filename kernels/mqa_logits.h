@@ -103,19 +103,10 @@ struct MqaLogitsParams {
 // time: kNone is production.
 enum class PagedLogitsBug {
   kNone,
-  // O1 (after DeepGEMM #344): every row slot of a block loads its row's length, not only the rows the
-  // block has, and the extra ones are masked afterwards: the last request's block reads
-  // context_lens past its view (lens[B, ...]). The values are never used, so results stay right.
-  kO1LengthsPastRows,
-  // D1 (a racy reduction, after DeepGEMM #392's logits that failed 20-launch bitwise consistency):
-  // the head slots' partial logits are added into one shared accumulator with atomics, in arrival
-  // order, instead of summed in slot order. Every result stays within rounding of the oracle; the
-  // bits depend on the schedule.
-  kD1HeadSumsInArrivalOrder,
-  // W1 (32-bit offsets): a KV block's byte offset, page id times block stride, computed in 32 bits.
-  // Right while the cache is under 2 GiB; past byte 2^31 the offset wraps negative and the keys are
-  // read from up to 2 GiB before the cache (past 2^32, from 4 GiB lower in it).
-  kW1BlockOffsetIn32Bits,
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/paged_mqa_logits_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 // clang-format off

@@ -55,9 +55,10 @@ struct TopkToGlobalParams {
 // compile time: kNone is production.
 enum class TopkToGlobalBug {
   kNone,
-  // S1 (after vLLM #45324, invalid slots returned as 0): an index with no slot (-1, or a block column
-  // past the table) is written as 0, a valid slot of the cache, where the contract says -1.
-  kS1InvalidAsZero,
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/pack_decode_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 #define MLA_PACK_DECODE_LAUNCHERS                                  \

@@ -50,28 +50,10 @@ struct SparseMlaParams {
 // compile time: kNone is production.
 enum class SparseMlaBug {
   kNone,
-  // O3: a key's scales are fetched from its slot's address before the slot is checked, and dropped
-  // afterwards when it is invalid: slot -1 (an unused top-k entry) reads the bytes before the
-  // cache's first token, a slot past the cache reads past it. The values are never used.
-  kO3ScalesBeforeSlotCheck,
-  // H1 (after vLLM #51035, a sparse decode kernel that spun forever): the row's tile count computed
-  // as (n - 1) / 32 + 1 in unsigned 64-bit arithmetic, so an empty row (topk_length 0) walks 2^59
-  // tiles of nothing, two barriers each: the kernel does not end. (In 32 bits it was 2^27 tiles,
-  // which an H100 walks in about 13 s: slow, not endless.)
-  kH1TilesOfAnEmptyRow,
-  // H2: the same count in unsigned 32-bit arithmetic, as the kernel of vLLM #51035 had it: 2^27
-  // tiles of nothing for an empty row, which an H100 walks in about 13 s. It ends, and is wrong all
-  // the same: a loop whose work has nothing to do with the case's, told from a slow case by work.
-  kH2TilesOfAnEmptyRow32,
-  // D2 (a missing barrier): the barrier between staging a tile's keys in shared memory and reading
-  // them for the scores is left out, so a thread may read keys another thread has not staged yet
-  // (on a GPU, another warp's; on the host backend, any thread that runs later).
-  kD2NoBarrierAfterStaging,
-  // W2 (32-bit offsets): a slot's byte offset in the cache, block x block stride + offset x token
-  // stride, computed in int32. Right while the cache is under 2 GiB (3.27 M slots of 656 bytes);
-  // past byte 2^31 it turns negative and the key is dropped as if its slot were invalid, past
-  // 2^32 it wraps to a token 4 GiB lower in the cache.
-  kW2SlotOffsetIn32Bits,
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/sparse_mla_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 #define MLA_SPARSE_MLA_LAUNCHERS                                                 \

@@ -23,10 +23,10 @@ const char* topk_path_name(TopkPath path);
 // The seeded-bug variants' decisions inside the production glue (docs/bugs.md); kNone is production.
 enum class TopkBug {
   kNone,
-  kR4FastPathForAnyLargeK,  // R4 (vLLM #42072): the dispatch compares k >= 2048 where it must compare ==
-  kD3TiesByArrival,         // D3 (after ATOM #1832): values tied across the threshold taken as threads arrive
-  kW5RowOffsetIn32Bits,     // W5: a logits row's element offset, row x row stride, computed in int32
-  kN1NanDroppedOnPrefill,   // N1: the last radix pass over a long prefill row skips NaN keys
+#define MLACHECK_BUG(variant, check, needs, enumerator) enumerator,
+#include "kernels/topk_bugs.def"
+#undef MLACHECK_BUG
+#undef MLACHECK_HOOK_BUG
 };
 
 // The path the glue takes for k: the fast path exactly when k == kTopkFastK.

@@ -22,6 +22,7 @@
 #include "harness/memory_budget.h"
 #include "tools/adapters.h"
 #include "tools/flags.h"
+#include "kernels/mutants/bugs.h"
 #include "properties/property_registry.h"
 #include "tools/report_formats.h"
 #include "tools/suite_runner.h"
@@ -32,51 +33,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The check each row of docs/bugs.md names ("what must catch it"), as the property that carries it.
+// The check each row of docs/bugs.md names ("what must catch it"), as the property that carries it
+// (the bugs tables, kernels/mutants/bugs.h).
 const std::map<std::string, std::string>& named_checks() {
-  static const std::map<std::string, std::string> m = {
-      {"decode_metadata@U1", "decode_metadata.equals_oracle"},              // non-uniform batch
-      {"decode_metadata@U2", "decode_metadata.equals_oracle"},              // rows == tokens
-      {"decode_metadata@U3", "decode_metadata.equals_oracle"},              // lengths in [0, L]
-      {"decode_metadata@U5", "decode_metadata.steps_equal_oracle"},         // shrinking batches
-      {"decode_metadata@U6", "decode_metadata.fast_path_equals_general_path"},  // path equivalence
-      {"decode_metadata@C1", "decode_metadata.equals_oracle"},              // strides of the view
-      {"decode_metadata@C2", "decode_metadata.steps_equal_oracle"},         // address stability
-      {"decode_metadata@C3", "decode_metadata.equals_oracle"},              // shape against next_n'
-      {"indexer_decode_step@R1", "indexer_decode_step.equals_oracle"},  // guard of the top-k rows
-      {"indexer_decode_step@R2", "indexer_decode_step.equals_oracle"},
-      {"topk_decode@R4", "topk_decode.rows_admissible"},
-      {"topk_decode@D3", "topk_decode.deterministic"},
-      {"topk_decode@W5", "topk_decode.far_rows"},                       // rows past 2^31 elements
-      {"topk_prefill@N1", "topk_prefill.rows_admissible"},              // NaN keys of long prefill rows
-      {"mla_decode@T5", "mla_decode.equals_oracle"},                    // defined output for empty rows
-      {"mla_decode_impl@T1", "mla_decode_impl.replay_equals_eager"},    // replay after lengths grow
-      {"mla_decode_impl@T2", "mla_decode_impl.engine_sequence"},        // address stability
-      {"mla_decode_impl@T3", "mla_decode_impl.engine_sequence"},        // freed memory written by a replay
-      {"mla_decode_impl@T4", "mla_decode_impl.engine_sequence"},        // freed inside the capture, written
-      {"mla_decode_impl@K1", "mla_decode_impl.calls_equal_oracle"},     // scales change between calls
-      {"mla_decode_impl@K3", "mla_decode_impl.calls_equal_oracle"},     // the workspace never moves
-      {"mla_decode_impl@K2", "mla_decode_impl.nonuniform_query_lengths_refused"},  // shape contract
-      {"indexer_k_cache_insert@L1", "indexer_k_cache_insert.equals_oracle"},  // the cache's layout
-      {"topk_to_global@S1", "topk_to_global.equals_oracle"},                  // the -1 sentinel
-      {"indexer_k_cache_gather@G1", "indexer_k_cache_gather.equals_oracle"},  // the table's row stride
-      {"indexer_k_cache_gather@G2", "indexer_k_cache_gather.equals_oracle"},  // a request's first row
-      {"indexer_k_cache_gather@G3", "indexer_k_cache_gather.equals_oracle"},  // rows past the last request
-      // Reads past a view whose values are never used: only the read fence sees them, in the first
-      // launch of the op's kernel (core/read_fence.h).
-      {"paged_mqa_logits@O1", "paged_mqa_logits.equals_oracle"},   // context_lens past [B, next_n]
-      {"mla_decode@O2", "mla_decode.equals_oracle"},               // block_table past a row's blocks
-      {"sparse_mla_decode@O3", "sparse_mla_decode.equals_oracle"},  // slot -1's scales
-      {"sparse_mla_decode@H1", "sparse_mla_decode.equals_oracle"},  // hang: an empty row
-      {"sparse_mla_decode@H2", "sparse_mla_decode.equals_oracle"},  // hang: 2^27 tiles of an empty row
-      {"paged_mqa_logits@D1", "paged_mqa_logits.deterministic"},    // bits by the schedule
-      {"mla_decode@D4", "mla_decode.deterministic"},                // the merge's sums by the schedule
-      {"paged_mqa_logits@W1", "paged_mqa_logits.far_pages"},        // a block offset in 32 bits
-      {"sparse_mla_decode@W2", "sparse_mla_decode.far_slots"},      // a slot offset in 32 bits
-      {"mla_decode@W3", "mla_decode.far_pages"},                    // a key offset in 32 bits
-      {"indexer_k_cache_insert@W4", "indexer_k_cache_insert.far_slots"},  // a write offset in 32 bits
-      {"sparse_mla_decode@D2", "sparse_mla_decode.equals_oracle"},  // keys read before they are staged
-  };
+  static const std::map<std::string, std::string> m = [] {
+    std::map<std::string, std::string> out;
+    for (const kernels::SeededBug& b : kernels::seeded_bugs()) out.emplace(b.variant, b.check);
+    return out;
+  }();
   return m;
 }
 
@@ -84,8 +48,9 @@ const std::map<std::string, std::string>& named_checks() {
 // this build or backend lacks that check they are listed as not run, never counted as survivors.
 // "" when the variant needs nothing, else why it cannot be run here.
 std::string missing_check(const std::string& variant, const std::string& backend) {
-  static const std::set<std::string> reads = {"paged_mqa_logits@O1", "mla_decode@O2", "sparse_mla_decode@O3"};
-  if (reads.count(variant) == 0) return "";
+  const auto& bugs = kernels::seeded_bugs();
+  const auto row = std::find_if(bugs.begin(), bugs.end(), [&](const kernels::SeededBug& b) { return variant == b.variant; });
+  if (row == bugs.end() || !row->needs_read_fence) return "";
   if (backend == "cuda") {
     return ReadFence::device_fences() ? ""
                                       : "a read past a view, which on cuda only memcheck with the views as NVTX "
@@ -263,7 +228,7 @@ void print_json(const Options& o, const std::vector<Row>& rows, const NotRun& no
 const std::string& named_check_of(const std::string& variant) {
   const auto it = named_checks().find(variant);
   MLA_REQUIRE(it != named_checks().end(), "seeded-bug variant '", variant,
-              "' names no check (add its docs/bugs.md row's property to tools/mutants_command.cpp)");
+              "' names no check (add its row, with its docs/bugs.md row's property, to its op's kernels/<family>_bugs.def)");
   return it->second;
 }
 

@@ -3,7 +3,11 @@
 // usage is one line and exit 2.
 #include "tools/mutants_command.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
+
+#include "kernels/mutants/bugs.h"
 
 #include <algorithm>
 #include <memory>
@@ -38,6 +42,20 @@ TEST(Mutants, EveryVariantNamesAPropertyOfItsOp) {
     EXPECT_EQ(p.op, v.substr(0, v.find('@'))) << v << " names " << p.name;
     EXPECT_FALSE(p.ref_only) << v << " names a ref-only property, which never runs on a variant";
   }
+}
+
+// The bugs tables (kernels/<family>_bugs.def, read by kernels/mutants/bugs.h) and the registry name
+// the same variants: a variant registered without a row has no named check, a row without a
+// variant names a bug nothing seeds. The read variants are the three of docs/bugs.md's "reads".
+TEST(Mutants, TheBugsTablesAndTheRegistryNameTheSameVariants) {
+  std::set<std::string> rows, reads;
+  for (const kernels::SeededBug& b : kernels::seeded_bugs()) {
+    EXPECT_TRUE(rows.insert(b.variant).second) << b.variant << " has two rows";
+    if (b.needs_read_fence) reads.insert(b.variant);
+  }
+  const std::vector<std::string> variants = seeded_variants();
+  EXPECT_EQ(rows, std::set<std::string>(variants.begin(), variants.end()));
+  EXPECT_EQ(reads, (std::set<std::string>{"paged_mqa_logits@O1", "mla_decode@O2", "sparse_mla_decode@O3"}));
 }
 
 TEST(Mutants, R4IsKilledAndTheMatrixSaysByWhat) {
