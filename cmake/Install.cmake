@@ -45,7 +45,7 @@ endif()
 install(TARGETS ${mlacheck_libraries} EXPORT mlacheckTargets ARCHIVE DESTINATION lib COMPONENT development)
 foreach(layer core oracle kernels harness properties)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION include/mlacheck/internal/${layer}
-          COMPONENT development FILES_MATCHING PATTERN "*.h")
+          COMPONENT development FILES_MATCHING PATTERN "*.h" PATTERN "*.def")  # .def: tables headers include
 endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mlacheck/ DESTINATION include/mlacheck
         COMPONENT development FILES_MATCHING PATTERN "*.h")

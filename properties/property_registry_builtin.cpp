@@ -1,14 +1,6 @@
-// The built-in properties: each op's properties file registers its own.
-#include "properties/decode_metadata_properties.h"
-#include "properties/decode_step_properties.h"
-#include "properties/mla_decode_impl_properties.h"
-#include "properties/mla_decode_properties.h"
-#include "properties/mqa_logits_properties.h"
-#include "properties/pack_decode_properties.h"
-#include "properties/sparse_mla_properties.h"
-#include "properties/topk_properties.h"
-#include "properties/k_cache_gather_properties.h"
-#include "properties/k_cache_insert_properties.h"
+// The built-in properties: each properties family of the op table (core/ops.def) registers its own
+// with register_<family>_properties (properties/<family>_properties.h); the build lists the families
+// (properties/CMakeLists.txt writes property_families.inc), so a new family is registered by its row.
 #include "properties/property_registry.h"
 
 #include <cstdlib>
@@ -17,6 +9,10 @@
 #include "harness/testbed.h"
 
 namespace mlacheck {
+
+#define MLACHECK_PROPERTY_FAMILY(family) void register_##family##_properties(PropertyRegistry& r);
+#include "property_families.inc"
+#undef MLACHECK_PROPERTY_FAMILY
 
 namespace {
 
@@ -60,16 +56,9 @@ void register_determinism(PropertyRegistry& reg) {
 const PropertyRegistry& property_registry() {
   static const PropertyRegistry r = [] {
     PropertyRegistry reg;
-    register_decode_metadata_properties(reg);
-    register_mqa_logits_properties(reg);
-    register_topk_properties(reg);
-    register_pack_decode_properties(reg);
-    register_sparse_mla_properties(reg);
-    register_mla_decode_properties(reg);
-    register_mla_decode_impl_properties(reg);
-    register_decode_step_properties(reg);
-    register_k_cache_insert_properties(reg);
-    register_k_cache_gather_properties(reg);
+#define MLACHECK_PROPERTY_FAMILY(family) register_##family##_properties(reg);
+#include "property_families.inc"
+#undef MLACHECK_PROPERTY_FAMILY
     register_determinism(reg);
     return reg;
   }();
