@@ -293,6 +293,34 @@ TEST(MlaDecode, AScoreSlackBeyondExpsRangeLetsTheHeaviestKeyLoseItsWeight) {
   EXPECT_EQ(r.o_slack.at({0, 0, 0, 2}), 0.0);  // every V of column 2 is 0
 }
 
+// The log-space branch is taken for every head of a token once one head needs it: a head beside it
+// whose own score slack is small (q of 2^-20: 2d about 0.0016) must keep a slack of its own size,
+// close to what it gets alone, not every weight's whole value (letting each weight fall to 0 where
+// 2d is small gave it a third of |V|).
+TEST(MlaDecode, AHeadOfSmallScoreSlackKeepsItsOwnSlackBesideAVastOne) {
+  const auto slack_of_small_head = [](bool beside_vast) {
+    const int64_t heads = beside_vast ? 2 : 1;
+    Case c{Buffer(DType::kBF16, {1, 1, heads, 576}), Buffer(DType::kBF16, {1, 64, 576}), block_table({{0}}, 1),
+           seq_lens({3})};
+    c.kv.set_row({0, 0}, {{0, 1.0}});                        // V e0
+    c.kv.set_row({0, 1}, {{1, 1.0}, {512, -35.0}});          // V e1
+    c.kv.set_row({0, 2}, {{512, 4992.0}, {513, -6016.0}});   // V 0, sum |K| 11008
+    c.q.set_row({0, 0, heads - 1}, {{512, 0x1p-20}, {513, 0x1p-20}});
+    if (beside_vast) c.q.set_row({0, 0, 0}, {{512, 1.0}, {513, 1.0}});
+    MlaDecodeInputs in = c.inputs();
+    in.precision = mla_precision_of({{"qk", "fp22"}});
+    const MlaDecodeResult r = mla_decode(in);
+    if (beside_vast) EXPECT_GT(2 * r.lse_slack.at({0, 0, 0}), 600.0);
+    EXPECT_LT(2 * r.lse_slack.at({0, 0, heads - 1}), 0.01);
+    return r.o_slack.at({0, 0, heads - 1, 0});
+  };
+  const double alone = slack_of_small_head(false), beside = slack_of_small_head(true);
+  EXPECT_GT(alone, 0.0);
+  EXPECT_GT(beside, 0.0);
+  EXPECT_LT(beside, 2 * alone) << "alone " << alone;
+  EXPECT_LT(beside, 0.01);
+}
+
 // Key 1 of two is NaN (never set) in every dim. Token 0 of q_len 2 sees key 0 only and must not
 // notice (a 0 * NaN from a masked key would); token 1 sees the NaN, as it should.
 TEST(MlaDecode, AKeyAfterATokensPositionNeverReachesIt) {
