@@ -25,7 +25,7 @@
 #   headers and libraries, C++20; $DEEPGEMM_CXXFLAGS, e.g. -g1, is appended); DeepGEMM compiles its
 #   kernels itself when first called (nvcc).
 # run --injected: the same on the copies with one injected bug each (prepare --injected: vLLM's K-cache
-#   insert and gather, FlashMLA's two dense-decode interfaces; build: DeepGEMM's kernel), with
+#   insert and gather, FlashMLA's dense and sparse decode interfaces; build: DeepGEMM's kernel), with
 #   --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
 #   whose library is there (all of them by default; --adapter picks), N at a time on the one GPU
@@ -281,17 +281,22 @@ PY
 # kernel): third_party/flashmla/flash_mla_interface.py's dense branch passes causal=False to
 # dense_decode_fwd (a token of a multi-token step then sees the keys after it), and
 # v1/attention/ops/flashmla.py's flash_mla_with_kvcache_fp8 passes descale_q where descale_k goes
-# (K and V descaled by q's scale). The adapters vllm_flashmla.dense_decode and .dense_decode_fp8
-# load them from OUT/injected/vllm (`run --injected`).
+# (K and V descaled by q's scale); and its sparse branch passes None where attn_sink goes to
+# sparse_decode_fwd (a head's sink ignored: out not scaled by 1 / (1 + exp(sink - lse))). The
+# adapters vllm_flashmla.dense_decode, .dense_decode_fp8 and .sparse_decode load them from
+# OUT/injected/vllm (`run --injected`).
 injected_flashmla() {
   local dir=$1 root="$cache/vllm-$version/vllm"
   mkdir -p "$dir/third_party/flashmla" "$dir/v1/attention/ops"
   cp "$root/_flashmla_C.abi3.so" "$root/_flashmla_extension_C.abi3.so" "$dir/"
   inject_line "$root/third_party/flashmla/flash_mla_interface.py" "$dir/third_party/flashmla/flash_mla_interface.py" \
     "            softmax_scale, causal," "            softmax_scale, False,  # mlacheck: injected bug"
+  inject_line "$dir/third_party/flashmla/flash_mla_interface.py" "$dir/third_party/flashmla/flash_mla_interface.py" \
+    "            q, k_cache, indices_in_kvcache, topk_length, attn_sink," \
+    "            q, k_cache, indices_in_kvcache, topk_length, None,  # mlacheck: injected bug"
   inject_line "$root/v1/attention/ops/flashmla.py" "$dir/v1/attention/ops/flashmla.py" \
     "        descale_k," "        descale_q,  # mlacheck: injected bug"
-  echo "vllm $version wheel, FlashMLA's interfaces: causal=False in the dense branch of flash_mla_with_kvcache, descale_q for descale_k in flash_mla_with_kvcache_fp8 (injected)" >> "$dir/REVISIONS"
+  echo "vllm $version wheel, FlashMLA's interfaces: causal=False in the dense branch of flash_mla_with_kvcache, attn_sink None in its sparse branch, descale_q for descale_k in flash_mla_with_kvcache_fp8 (injected)" >> "$dir/REVISIONS"
 }
 
 inject_line() {  # FROM TO OLD NEW: TO is FROM with the one line OLD (found exactly once) made NEW
@@ -347,10 +352,9 @@ run() {
       case "$name" in
         vllm_cuda.indexer_k_quant_and_cache|vllm_cuda.cp_gather_indexer_k_quant_cache)
           [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;
-        vllm_flashmla.dense_decode|vllm_flashmla.dense_decode_fp8)
+        vllm_flashmla.*)  # the injected copy: the sink dropped (sparse), causal, descale_k (dense)
           [ -f "$out/vsrc/vllm/third_party/flashmla/flash_mla_interface.py" ] && picked+=("$name") ;;
         vllm_cuda.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && [ ! -f "$out/vsrc/vllm/FROM_SOURCE" ] && picked+=("$name") ;;
-        vllm_flashmla.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;  # no injected copy
         deepgemm.*) [ -f "$out/deepgemm/src/deep_gemm/__init__.py" ] && picked+=("$name") ;;
       esac
     done < <("$m" list | sed -n '/^adapters of upstream kernels/,/^$/p' | tail -n +2)
