@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -149,8 +150,13 @@ Verdict k_cache_insert_equals_oracle(Device& device, KCacheInsertFn* insert, con
     std::memcpy(&got, s.cache.bytes() + sat, 4);
     std::memcpy(&exp, want.data() + sat, 4);
     if (std::memcmp(&got, &exp, 4) != 0) {
-      return where + ": scale " + std::to_string(got) + ", the oracle's " + std::to_string(exp) +
-             (c.ue8m0 ? " (ue8m0)" : " (fp32)");
+      // Nine digits and the bits: scales an ulp apart print alike at std::to_string's six.
+      const auto text = [](float f) {
+        char b[48];
+        std::snprintf(b, sizeof b, "%.9g (0x%08x)", static_cast<double>(f), float_bits(f));
+        return std::string(b);
+      };
+      return where + ": scale " + text(got) + ", the oracle's " + text(exp) + (c.ue8m0 ? " (ue8m0)" : " (fp32)");
     }
   }
   return std::nullopt;

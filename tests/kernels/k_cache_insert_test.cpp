@@ -162,6 +162,10 @@ TEST(KCacheInsert, WrongWritersAreReported) {
     return k_cache_insert_equals_oracle(*device, &scale_one_ulp_up, c);
   });
   EXPECT_NE(ulp.find(": scale "), std::string::npos) << ulp;
+  // The two scales print apart (their bits), where six digits would print them alike.
+  const size_t got_bits = ulp.find("(0x"), want_bits = ulp.find("(0x", got_bits + 1);
+  ASSERT_NE(want_bits, std::string::npos) << ulp;
+  EXPECT_NE(ulp.substr(got_bits, 12), ulp.substr(want_bits, 12)) << ulp;
   const std::string padding = first_failure([&](const KCacheInsertCase& c) {
     return k_cache_insert_equals_oracle(*device, &writes_padding_tokens, c);
   });

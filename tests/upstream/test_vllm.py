@@ -179,16 +179,30 @@ def test_the_compiled_kernels_adapters_say_in_one_line_what_they_lack(adapter, f
     assert "upstream_cache.sh --compiled" in out and library in out, out
 
 
-@pytest.mark.parametrize("example", ["vllm_topk_short_rows.py", "vllm_persistent_topk_probe.py"])
+@pytest.mark.parametrize("example", ["vllm_topk_short_rows.py", "vllm_persistent_topk_probe.py",
+                                     "vllm_topk_split_col_stride.py"])
 def test_the_top_k_reproducers_say_in_one_line_what_they_lack(example):
-    # examples/upstream/vllm_topk_short_rows.py and vllm_persistent_topk_probe.py (findings 6 and 7's
-    # reproducers for vLLM's maintainers) need a GPU and the compiled library: without either, one
+    # examples/upstream/vllm_topk_short_rows.py, vllm_persistent_topk_probe.py and
+    # vllm_topk_split_col_stride.py (findings 6, 7 and 16's reproducers for vLLM's maintainers) need a GPU and the compiled library: without either, one
     # line and exit 2, never a pass.
     example = os.path.join(SOURCE, "examples", "upstream", example)
     p = subprocess.run([sys.executable, example, "/nonexistent/_C_stable_libtorch.abi3.so"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert p.returncode == 2 and len(p.stdout.strip().splitlines()) == 1, p.stdout
     assert "needs a CUDA GPU" in p.stdout or "no library at /nonexistent" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("fn, verdict", [("top_k_split", "FAIL  1 of 1 rows invalid; first: row 0: not the k largest"),
+                                         ("top_k_split_fixed", "PASS")])
+def test_the_split_top_k_case_reaches_the_short_piece_defect(fn, verdict):
+    # corpus/regressions/V9 (finding 16) was derived from an H100 failure, not replayed on a GPU: a
+    # torch stand-in of the release's split path (tests/tools/python/vllm_topk_split_standin.py) with
+    # the short piece's logits read at column stride 1 fails on it, the same stand-in reading them
+    # at the row's stride passes, so the case reaches that read and nothing else decides it.
+    standin = os.path.join(SOURCE, "tests", "tools", "python", "vllm_topk_split_standin.py")
+    case = os.path.join(REGRESSIONS, "V9-vllm-topk-split-short-piece-ignores-col-stride.case")
+    rc, out = mlacheck(["repro", case, "--python", "topk_decode=%s:%s" % (standin, fn), "--impl", "topk_decode@py"])
+    assert rc == (1 if verdict.startswith("FAIL") else 0) and verdict in out, out[-2000:]
 
 
 # The clause of ROCm's gather its kernel needs most plainly, left out, fails: the kernel writes row t

