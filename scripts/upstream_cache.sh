@@ -114,7 +114,19 @@ inject bug-mla vllm/v1/attention/ops/triton_decode_attention.py \
 # the table is a view into a wider one.
 inject bug-gather vllm/v1/attention/ops/rocm_aiter_mla_sparse.py \
   'block_table_stride = block_table.stride(0)' 'block_table_stride = block_table.shape[1]'
-echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla and $root-bug-gather"
+# The decode query packer and unpacker take a request's first row as if every request before it were
+# as long as this one (the non-uniform decode lengths class, docs/bugs.md U1): wrong rows for every
+# request after the first when lengths differ.
+inject bug-pack vllm/v1/attention/ops/common.py '    in_row = in_start + off_t' '    in_row = pid_b * seq_len + off_t'
+inject bug-unpack vllm/v1/attention/ops/common.py '    out_row = in_start + off_t' '    out_row = pid_b * seq_len + off_t'
+# The global-index conversion's block-table guard without its upper bound: an index past the
+# request's table row reads the next row's block (docs/bugs.md O2's class).
+inject bug-global vllm/v1/attention/backends/mla/sparse_utils.py \
+  '    valid_block = (block_id < max_num_blocks_per_req) & (block_id >= 0)' '    valid_block = block_id >= 0'
+# ROCm's K-cache insert does not skip a padding token (slot -1): the same bug as the CUDA insert's
+# injected copy (scripts/upstream.sh --injected), its codes and scale written before block 0.
+inject bug-insert vllm/v1/attention/ops/rocm_aiter_mla_sparse.py '    if slot_id < 0:' '    if slot_id < -1:'
+echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla, $root-bug-gather, $root-bug-pack, $root-bug-unpack, $root-bug-global and $root-bug-insert"
 
 # SGLang: the Python files of its DSA kernels (sglang/kernels/ops/attention/dsa/), and a copy with
 # one injected bug: the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).

@@ -33,6 +33,10 @@ FLAT_PAST_V2 = "\n".join(["layout one-of flattened", "table_cols >= table_width"
 MLA_PAST_V1 = "\n".join(["q_len = 1", "q dtype bf16", "heads >= 2", "precision p bf16", "kv_cache dtype fp8",
                          "precision kv bf16", "seq_lens >= 1"])
 
+# The same for the bf16 cache's adapter (vllm_triton.py mla_decode_bf16).
+MLA16_PAST_V1 = "\n".join(["q_len = 1", "q dtype bf16", "heads >= 2", "precision p bf16", "kv_cache dtype bf16",
+                           "k_scale = 1", "seq_lens >= 1"])
+
 # ROCm's K-cache gather's adapter contract (vllm_triton.py ROCM_K_GATHER).
 ROCM_GATHER = "\n".join(["block_size = 1", "block_pad = 0", "dst_row_pad = 0", "spare_rows = 0",
                          "head_dim one-of 4 8 16 32 64 128"])
@@ -131,11 +135,19 @@ def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, budget, tm
      ("stray write", "guard of"), 90),
     ("bug-mla", "mla_decode", "mla_decode.equals_oracle", MLA_PAST_V1, ("mla_decode o:", "mla_decode lse:"), 90),
     ("bug-gather", "cp_gather_indexer_k_quant_cache_rocm", None, ROCM_GATHER, ("the cache's",), 90),
+    ("bug-mla", "mla_decode_bf16", "mla_decode.equals_oracle", MLA16_PAST_V1, ("mla_decode o", "mla_decode lse"), 90),
+    ("bug-pack", "pack_decode", None, None, ("does not hold token",), 90),
+    # The unpacker's rows land past its output: a store past the buffer ends the worker (a crash).
+    ("bug-unpack", "unpack_decode", None, None, ("the Python worker closed its end during the call", "crashed"), 90),
+    ("bug-global", "topk_to_global", None, None, ("the oracle says",), 90),
+    ("bug-insert", "indexer_k_cache_insert_rocm", None, None, ("guard of kv_cache",), 90),
 ])
 def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(copy, fn, prop, contract, verdicts, budget, tmp_path):
     bug = RELEASE + "-" + copy
     assert os.path.isfile(os.path.join(bug, ".mlacheck-complete")), bug
-    env = {"MLACHECK_VLLM_SRC": bug, "MLACHECK_PYTHON_CONTRACT": contract}
+    env = {"MLACHECK_VLLM_SRC": bug}
+    if contract:  # else the adapter's own
+        env["MLACHECK_PYTHON_CONTRACT"] = contract
     # --fail-fast: the cases counted are those run until the first failure; --no-shrink: the verdict
     # is what is asked, not a smaller case (shrinking would take what is left of the budget).
     rc, row, out = check(fn, tmp_path, budget, prop, env, ["--fail-fast", "--no-shrink"])
