@@ -126,7 +126,10 @@ inject bug-global vllm/v1/attention/backends/mla/sparse_utils.py \
 # ROCm's K-cache insert does not skip a padding token (slot -1): the same bug as the CUDA insert's
 # injected copy (scripts/upstream.sh --injected), its codes and scale written before block 0.
 inject bug-insert vllm/v1/attention/ops/rocm_aiter_mla_sparse.py '    if slot_id < 0:' '    if slot_id < -1:'
-echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla, $root-bug-gather, $root-bug-pack, $root-bug-unpack, $root-bug-global and $root-bug-insert"
+# The metadata builder's native branch without its clamp at 0 (the bug vLLM's #51538 fixed): a
+# padding request's first token gets context length -1.
+inject bug-native vllm/v1/attention/backends/mla/indexer.py '                ).clamp_(min=0)' '                )'
+echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla, $root-bug-gather, $root-bug-pack, $root-bug-unpack, $root-bug-global, $root-bug-insert and $root-bug-native"
 
 # SGLang: the Python files of its DSA kernels (sglang/kernels/ops/attention/dsa/), and a copy with
 # one injected bug: the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).

@@ -141,6 +141,7 @@ def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, budget, tm
     ("bug-unpack", "unpack_decode", None, None, ("the Python worker closed its end during the call", "crashed"), 90),
     ("bug-global", "topk_to_global", None, None, ("the oracle says",), 90),
     ("bug-insert", "indexer_k_cache_insert_rocm", None, None, ("guard of kv_cache",), 90),
+    ("bug-native", "decode_metadata_native", "decode_metadata.equals_oracle", None, ("outside [0, L",), 90),
 ])
 def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(copy, fn, prop, contract, verdicts, budget, tmp_path):
     bug = RELEASE + "-" + copy
