@@ -126,10 +126,14 @@ inject bug-global vllm/v1/attention/backends/mla/sparse_utils.py \
 # ROCm's K-cache insert does not skip a padding token (slot -1): the same bug as the CUDA insert's
 # injected copy (scripts/upstream.sh --injected), its codes and scale written before block 0.
 inject bug-insert vllm/v1/attention/ops/rocm_aiter_mla_sparse.py '    if slot_id < 0:' '    if slot_id < -1:'
+# ROCm's own global-index conversion taking the offset in a block as if the block size were a power
+# of two (`tok % BLOCK_SIZE` made `tok & (BLOCK_SIZE - 1)`): wrong slots for any other block size.
+inject bug-global-rocm vllm/v1/attention/backends/mla/rocm_aiter_mla_sparse.py \
+  '    inblock_off = tok % BLOCK_SIZE' '    inblock_off = tok & (BLOCK_SIZE - 1)'
 # The metadata builder's native branch without its clamp at 0 (the bug vLLM's #51538 fixed): a
 # padding request's first token gets context length -1.
 inject bug-native vllm/v1/attention/backends/mla/indexer.py '                ).clamp_(min=0)' '                )'
-echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla, $root-bug-gather, $root-bug-pack, $root-bug-unpack, $root-bug-global, $root-bug-insert and $root-bug-native"
+echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla, $root-bug-gather, $root-bug-pack, $root-bug-unpack, $root-bug-global, $root-bug-insert, $root-bug-native and $root-bug-global-rocm"
 
 # SGLang: the Python files of its DSA kernels (sglang/kernels/ops/attention/dsa/), and a copy with
 # one injected bug: the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).
@@ -139,4 +143,7 @@ unpack_release sglang "$sversion" "$sroot" sglang/kernels/ops/attention/dsa/
 root="$sroot"
 inject bug sglang/kernels/ops/attention/dsa/transform_index.py \
   'selected = in_row & (loaded_topk_indices >= 0)' 'selected = in_row & (loaded_topk_indices > 0)'
-echo "upstream: SGLang $sversion at $sroot; the injected-bug copy at $sroot-bug"
+# And the 2048-wide kernel (transform_index_page_table_decode_kernel) with the same `>= 0` made `> 0`.
+inject bug-2048 sglang/kernels/ops/attention/dsa/transform_index.py \
+  '    mask = loaded_topk_indices >= 0' '    mask = loaded_topk_indices > 0'
+echo "upstream: SGLang $sversion at $sroot; the injected-bug copies at $sroot-bug and $sroot-bug-2048"

@@ -63,9 +63,10 @@ def test_each_contract_clause_is_what_the_kernel_needs(fn, dropped, verdict, tmp
     assert rc == 1 and row["result"] == "FAIL" and verdict in row["verdict"], (row["result"], row["verdict"])
 
 
-# upstream_cache.sh's copy sglang-<version>-bug: the tiled kernel's `loaded_topk_indices >= 0` made
-# `> 0`, so index 0 is taken for "no index".
-def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(tmp_path):
-    rc, row = check("transform_index_decode", tmp_path, 60, src=RELEASE + "-bug", fail_fast=True)
+# upstream_cache.sh's copies sglang-<version>-bug and -bug-2048: the tiled kernel's, then the 2048-wide
+# kernel's `loaded_topk_indices >= 0` made `> 0`, so index 0 is taken for "no index".
+@pytest.mark.parametrize("fn, copy", [("transform_index_decode", "-bug"), ("transform_index_decode_2048", "-bug-2048")])
+def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(fn, copy, tmp_path):
+    rc, row = check(fn, tmp_path, 60, src=RELEASE + copy, fail_fast=True)
     assert rc == 1 and row["result"] == "FAIL" and row["cases_run"] <= 20, (row["result"], row["cases_run"])
     assert "local 0 -> -1" in row["verdict"], row["verdict"]

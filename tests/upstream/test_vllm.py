@@ -142,6 +142,7 @@ def test_the_kernels_pass_what_the_findings_leave(fn, prop, contract, budget, tm
     ("bug-global", "topk_to_global", None, None, ("the oracle says",), 90),
     ("bug-insert", "indexer_k_cache_insert_rocm", None, None, ("guard of kv_cache",), 90),
     ("bug-native", "decode_metadata_native", "decode_metadata.equals_oracle", None, ("outside [0, L",), 90),
+    ("bug-global-rocm", "topk_to_global_rocm", None, None, ("the oracle says",), 90),
 ])
 def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(copy, fn, prop, contract, verdicts, budget, tmp_path):
     bug = RELEASE + "-" + copy
