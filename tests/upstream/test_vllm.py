@@ -193,17 +193,29 @@ def test_the_compiled_kernels_adapters_say_in_one_line_what_they_lack(adapter, f
     assert "upstream_cache.sh --compiled" in out and library in out, out
 
 
-@pytest.mark.parametrize("example", ["vllm_topk_short_rows.py", "vllm_persistent_topk_probe.py",
-                                     "vllm_topk_split_col_stride.py"])
+@pytest.mark.parametrize("example", ["vllm_topk_short_rows.py", "vllm_persistent_topk_probe.py"])
 def test_the_top_k_reproducers_say_in_one_line_what_they_lack(example):
-    # examples/upstream/vllm_topk_short_rows.py, vllm_persistent_topk_probe.py and
-    # vllm_topk_split_col_stride.py (findings 6, 7 and 16's reproducers for vLLM's maintainers) need a GPU and the compiled library: without either, one
+    # examples/upstream/vllm_topk_short_rows.py and vllm_persistent_topk_probe.py (findings 6 and 7's
+    # reproducers for vLLM's maintainers) need a GPU and the compiled library: without either, one
     # line and exit 2, never a pass.
     example = os.path.join(SOURCE, "examples", "upstream", example)
     p = subprocess.run([sys.executable, example, "/nonexistent/_C_stable_libtorch.abi3.so"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert p.returncode == 2 and len(p.stdout.strip().splitlines()) == 1, p.stdout
     assert "needs a CUDA GPU" in p.stdout or "no library at /nonexistent" in p.stdout, p.stdout
+
+
+def test_the_split_top_k_reproducer_skips_with_its_reason_without_a_gpu():
+    # examples/upstream/test_vllm_topk_split_col_stride.py (finding 16's pytest reproducer): without a
+    # GPU every case is skipped and says why, never passed.
+    example = os.path.join(SOURCE, "examples", "upstream", "test_vllm_topk_split_col_stride.py")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", example],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the reproducer runs for real (scripts/upstream.sh's machine)")
+    assert p.returncode == 0 and "4 skipped" in p.stdout and "SKIPPED [4]" in p.stdout, p.stdout[-2000:]
+    assert "skipped: no GPU" in p.stdout and "passed" not in p.stdout, p.stdout[-2000:]
 
 
 @pytest.mark.parametrize("fn, verdict", [("top_k_split", "FAIL  1 of 1 rows invalid; first: row 0: not the k largest"),
