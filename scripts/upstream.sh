@@ -25,7 +25,8 @@
 #   headers and libraries, C++20; $DEEPGEMM_CXXFLAGS, e.g. -g1, is appended); DeepGEMM compiles its
 #   kernels itself when first called (nvcc).
 # run --injected: the same on the copies with one injected bug each (prepare --injected: vLLM's K-cache
-#   insert and gather, FlashMLA's dense and sparse decode interfaces; build: DeepGEMM's kernel), with
+#   insert and gather, its decode top-k, FlashMLA's dense and sparse decode interfaces; build:
+#   DeepGEMM's kernel), with
 #   --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
 #   whose library is there (all of them by default; --adapter picks), N at a time on the one GPU
@@ -103,7 +104,7 @@ prepare() {
     tar -czf "$out/deepgemm/src.tar.gz" -C "$stage" src
     rm -rf "$stage"
   fi
-  [ "$injected" = 0 ] || { cache_ops_library "$out/injected/vllm" 1; injected_flashmla "$out/injected/vllm"; }
+  [ "$injected" = 0 ] || { cache_ops_library "$out/injected/vllm" 1; injected_flashmla "$out/injected/vllm"; injected_topk "$out/injected/topk"; }
   du -sh "$out"/* | sed "s/^/$me: /"
 }
 
@@ -299,6 +300,23 @@ injected_flashmla() {
   echo "vllm $version wheel, FlashMLA's interfaces: causal=False in the dense branch of flash_mla_with_kvcache, attn_sink None in its sparse branch, descale_q for descale_k in flash_mla_with_kvcache_fp8 (injected)" >> "$dir/REVISIONS"
 }
 
+# --injected, vLLM's compiled decode top-k: scripts/upstream_guard.sh build compiles the release's
+# sampler.cu, topk.cu and cooperative_topk.cu from its sdist (the four top-k ops alone, namespace _C,
+# sm_90a) clean and with one injected bug in topKPerRowDecode (the last row's block also stores its
+# first index one row past the end of the indices tensor). The bug build, named as the wheel's
+# library, is OUT/injected/topk/vllm/_C_stable_libtorch.abi3.so, which `run --injected` hands the
+# adapter vllm_cuda.top_k_per_row_decode (MLACHECK_VLLM_SRC=OUT/injected/topk).
+injected_topk() {
+  local dir=$1 g
+  [ -f "$dir/vllm/_C_stable_libtorch.abi3.so" ] && return 0
+  g=$(mktemp -d)
+  bash scripts/upstream_guard.sh build "$g" | sed "s/^/$me: /" || die "--injected: scripts/upstream_guard.sh build failed"
+  mkdir -p "$dir/vllm"
+  cp "$g/libvllm_topk_bug.so" "$dir/vllm/_C_stable_libtorch.abi3.so"
+  echo "vllm $version sdist, sampler.cu, topk.cu and cooperative_topk.cu with scripts/upstream_guard.sh's injected bug (topKPerRowDecode's last row stores one row past the output)" > "$dir/vllm/REVISIONS"
+  rm -rf "$g"
+}
+
 inject_line() {  # FROM TO OLD NEW: TO is FROM with the one line OLD (found exactly once) made NEW
   local n
   n=$(grep -cxF -- "$3" "$1" || true)
@@ -352,6 +370,12 @@ run() {
       case "$name" in
         vllm_cuda.indexer_k_quant_and_cache|vllm_cuda.cp_gather_indexer_k_quant_cache)
           [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;
+        vllm_cuda.top_k_per_row_decode)  # its injected copy: upstream_guard.sh's bug build (injected_topk)
+          if [ "$injected" = 1 ]; then
+            [ -f "$out/topk/vllm/_C_stable_libtorch.abi3.so" ] && picked+=("$name")
+          else
+            [ -d "$out/vsrc/vllm" ] && [ ! -f "$out/vsrc/vllm/FROM_SOURCE" ] && picked+=("$name")
+          fi ;;
         vllm_flashmla.*)  # the injected copy: the sink dropped (sparse), causal, descale_k (dense)
           [ -f "$out/vsrc/vllm/third_party/flashmla/flash_mla_interface.py" ] && picked+=("$name") ;;
         vllm_cuda.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && [ ! -f "$out/vsrc/vllm/FROM_SOURCE" ] && picked+=("$name") ;;
@@ -367,6 +391,7 @@ run() {
   for a in "${picked[@]}"; do
     (
       rc=0
+      [ "$injected" = 1 ] && [ "$a" = vllm_cuda.top_k_per_row_decode ] && export MLACHECK_VLLM_SRC="$out/topk"
       timeout $((budget + 600)) "$m" check --backend cuda --adapter "$a" --budget "$budget" --seed "$seed" --format junit \
         "${fail_fast[@]}" --save "$results/$a-cases" > "$results/$a.xml" 2> "$results/$a.log" || rc=$?
       echo "$a $rc" >> "$rcs"
