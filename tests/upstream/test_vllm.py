@@ -208,12 +208,12 @@ def test_the_top_k_reproducers_say_in_one_line_what_they_lack(example):
 def test_the_split_top_k_reproducer_skips_with_its_reason_without_a_gpu():
     # examples/upstream/test_vllm_topk_split_col_stride.py (finding 16's pytest reproducer): without a
     # GPU every case is skipped and says why, never passed.
-    example = os.path.join(SOURCE, "examples", "upstream", "test_vllm_topk_split_col_stride.py")
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", example],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     import torch
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: the reproducer runs for real (scripts/upstream.sh's machine)")
+    example = os.path.join(SOURCE, "examples", "upstream", "test_vllm_topk_split_col_stride.py")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", example],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert p.returncode == 0 and "4 skipped" in p.stdout and "SKIPPED [4]" in p.stdout, p.stdout[-2000:]
     assert "skipped: no GPU" in p.stdout and "passed" not in p.stdout, p.stdout[-2000:]
 
