@@ -189,7 +189,7 @@ Verdict lengths_in_range(const MetadataStep& c, const MetadataOutcome& o) {
       const int64_t at = flat ? qsl[static_cast<size_t>(b)] + t : b * n + t;
       const int32_t x = flat ? o.seq_lens[static_cast<size_t>(at)] : o.context_lens[static_cast<size_t>(at)];
       if (x < 0 || x > c.seq_lens[static_cast<size_t>(b)]) {
-        return "request " + str(b) + " token " + str(t) + ": context length " + str(x) + " outside [0, L = " +
+        return "request " + str(b) + " token " + str(t) + ": context length " + int32_text(x) + " outside [0, L = " +
                str(c.seq_lens[static_cast<size_t>(b)]) + "]";
       }
     }
@@ -210,7 +210,7 @@ Verdict compare_with_oracle(const MetadataLimits& l, const MetadataStep& c, Meta
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t w = c.W; w < width; ++w) {
         const int32_t x = o.block_table[static_cast<size_t>(r * width + w)];
-        if (x != 0) return "block_table row " + str(r) + " column " + str(w) + " (past the source's " + str(c.W) + ") is " + str(x) + ", not 0";
+        if (x != 0) return "block_table row " + str(r) + " column " + str(w) + " (past the source's " + str(c.W) + ") is " + int32_text(x) + ", not 0";
       }
     }
     return std::nullopt;
@@ -220,7 +220,7 @@ Verdict compare_with_oracle(const MetadataLimits& l, const MetadataStep& c, Meta
   if (Verdict v = first_difference("context_lens", o.context_lens.data(), n, want.context_lens.data(), c.B(), n)) return v;
   for (int64_t i = c.B() * n; i < l.max_requests * l.next_n; ++i) {
     const int32_t x = o.context_lens[static_cast<size_t>(i)];
-    if (x != 0) return "context_lens element " + str(i) + " past the live [" + str(c.B()) + ", " + str(want.next_n_live) + "] is " + str(x) + ", not 0";
+    if (x != 0) return "context_lens element " + str(i) + " past the live [" + str(c.B()) + ", " + str(want.next_n_live) + "] is " + int32_text(x) + ", not 0";
   }
   return std::nullopt;
 }
@@ -321,7 +321,7 @@ Verdict decode_metadata_fast_path_equals_general_path(Device& device, MetadataBu
     const auto at = std::mismatch(a.begin(), a.end(), b.begin());
     if (at.first != a.end()) {
       return std::string("fast path ") + buffers[i].first + " element " + str(at.first - a.begin()) + " is " +
-             str(*at.second) + ", the general path's " + str(*at.first);
+             int32_text(*at.second) + ", the general path's " + int32_text(*at.first);
     }
   }
   return std::nullopt;
@@ -348,15 +348,15 @@ Verdict decode_metadata_layouts_agree(Device& device, MetadataBuildFn* build, Me
       const int32_t fx = f.seq_lens[static_cast<size_t>(row)], nx = n.context_lens[static_cast<size_t>(b * native_row + t)];
       if (fx != nx) {
         return "request " + str(b) + " token " + str(t) + ": flattened row " + str(row) + " has context length " +
-               str(fx) + ", native element (" + str(b) + ", " + str(t) + ") " + str(nx);
+               int32_text(fx) + ", native element (" + str(b) + ", " + str(t) + ") " + int32_text(nx);
       }
       if (f.decode_lens[static_cast<size_t>(row)] != 1) {
-        return "flattened row " + str(row) + " has decode_len " + str(f.decode_lens[static_cast<size_t>(row)]) + ", not 1";
+        return "flattened row " + str(row) + " has decode_len " + int32_text(f.decode_lens[static_cast<size_t>(row)]) + ", not 1";
       }
       for (int64_t w = 0; w < c.W; ++w) {
         if (f.block_table[static_cast<size_t>(row * width + w)] != table[static_cast<size_t>(b * c.W + w)]) {
           return "flattened row " + str(row) + " (request " + str(b) + " token " + str(t) + ") holds another request's block-table row (column " +
-                 str(w) + ": " + str(f.block_table[static_cast<size_t>(row * width + w)]) + ", want " +
+                 str(w) + ": " + int32_text(f.block_table[static_cast<size_t>(row * width + w)]) + ", want " +
                  str(table[static_cast<size_t>(b * c.W + w)]) + ")";
         }
       }
