@@ -28,13 +28,6 @@ const char* class_name(FloatClass c) {
   return "?";
 }
 
-std::string fmt(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
-
 bool same_shape(const HostTensor& a, const HostTensor& b, CompareReport& r) {
   if (a.view.shape() == b.view.shape()) return true;
   r.ok = false;
@@ -75,11 +68,18 @@ void walk_pair(const HostTensor& a, const HostTensor& b, F&& f) {
 
 }  // namespace
 
+std::string value_text(double x) {
+  std::ostringstream os;
+  os.precision(9);
+  os << x;
+  return os.str();
+}
+
 std::string CompareReport::describe() const {
   if (ok) {
     std::ostringstream os;
     os << "ok: " << elements << " elements";
-    if (cosine_distance != 0) os << ", cosine distance " << fmt(cosine_distance);
+    if (cosine_distance != 0) os << ", cosine distance " << value_text(cosine_distance);
     return os.str();
   }
   return what;
@@ -104,7 +104,7 @@ CompareReport compare_exact(const HostTensor& actual, const HostTensor& expected
     r.ok = false;
     std::ostringstream os;
     os << r.mismatches << " of " << r.elements << " elements differ (exact comparison); first at "
-       << shape_string(r.worst) << ": got " << fmt(r.worst_actual) << ", expected " << fmt(r.worst_expected);
+       << shape_string(r.worst) << ": got " << value_text(r.worst_actual) << ", expected " << value_text(r.worst_expected);
     r.what = os.str();
   }
   return r;
@@ -158,14 +158,14 @@ CompareReport compare_close(const HostTensor& actual, const HostTensor& expected
     r.worst_actual = special_a;
     r.worst_expected = special_b;
     os << special_mismatches << " of " << r.elements << " elements have the wrong special value; first at "
-       << shape_string(first_special) << ": got " << class_name(classify(special_a)) << " (" << fmt(special_a)
-       << "), expected " << class_name(classify(special_b)) << " (" << fmt(special_b) << ")";
+       << shape_string(first_special) << ": got " << class_name(classify(special_a)) << " (" << value_text(special_a)
+       << "), expected " << class_name(classify(special_b)) << " (" << value_text(special_b) << ")";
   } else if (r.mismatches > 0) {
     os << r.mismatches << " of " << r.elements << " elements exceed |a-b| <= " << tol.atol << " + "
-       << tol.rtol << "*|b|; worst at " << shape_string(r.worst) << ": got " << fmt(r.worst_actual)
-       << ", expected " << fmt(r.worst_expected) << " (" << fmt(worst_ratio) << "x the allowed difference)";
+       << tol.rtol << "*|b|; worst at " << shape_string(r.worst) << ": got " << value_text(r.worst_actual)
+       << ", expected " << value_text(r.worst_expected) << " (" << value_text(worst_ratio) << "x the allowed difference)";
   } else if (!(r.cosine_distance <= tol.max_cosine_distance)) {
-    os << "cosine distance " << fmt(r.cosine_distance) << " exceeds " << tol.max_cosine_distance << " over "
+    os << "cosine distance " << value_text(r.cosine_distance) << " exceeds " << tol.max_cosine_distance << " over "
        << r.elements << " elements";
   } else {
     return r;

@@ -38,6 +38,9 @@ struct CompareReport {
   std::string describe() const;  // one line
 };
 
+// A value as verdicts print it: nine significant digits, so that two floats an ulp apart print apart.
+std::string value_text(double x);
+
 // Exact comparison (integer outputs: metadata, indices). Float dtypes compare by value, with NaN
 // equal to NaN and +0 equal to -0.
 CompareReport compare_exact(const HostTensor& actual, const HostTensor& expected);

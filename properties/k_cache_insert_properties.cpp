@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "core/compare.h"
 #include "core/fp16.h"
 #include "core/reserved_buffer.h"
 #include "harness/testbed.h"
@@ -150,11 +151,11 @@ Verdict k_cache_insert_equals_oracle(Device& device, KCacheInsertFn* insert, con
     std::memcpy(&got, s.cache.bytes() + sat, 4);
     std::memcpy(&exp, want.data() + sat, 4);
     if (std::memcmp(&got, &exp, 4) != 0) {
-      // Nine digits and the bits: scales an ulp apart print alike at std::to_string's six.
+      // The value and its bits (an fp32 scale's): the two may be an ulp apart.
       const auto text = [](float f) {
-        char b[48];
-        std::snprintf(b, sizeof b, "%.9g (0x%08x)", static_cast<double>(f), float_bits(f));
-        return std::string(b);
+        char bits[16];
+        std::snprintf(bits, sizeof bits, "0x%08x", float_bits(f));
+        return value_text(f) + " (" + bits + ")";
       };
       return where + ": scale " + text(got) + ", the oracle's " + text(exp) + (c.ue8m0 ? " (ue8m0)" : " (fp32)");
     }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -28,13 +27,6 @@ namespace mlacheck {
 using kernels::Device;
 
 namespace {
-
-// Nine significant digits: two values that differ in their last bits print alike at six.
-std::string nine_digits(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.9g", x);
-  return b;
-}
 
 constexpr int64_t kDim = kernels::kSparseMlaHeadDim, kLatent = kernels::kSparseMlaLatent;
 constexpr int64_t kTile = kernels::kSparseMlaScaleTile, kRope = kernels::kSparseMlaRope;
@@ -393,7 +385,7 @@ Verdict sparse_mla_rows_independent_of_batch(Device& device, SparseMlaFn* fn, co
       const double got = bytes == 2 ? bf16_to_float(load_u16(y + i * bytes)) : load_f32(y + i * bytes);
       const double want = bytes == 2 ? bf16_to_float(load_u16(x + i * bytes)) : load_f32(x + i * bytes);
       return who + " launched alone vs in its batch: " + name + " element " + shape_string(at) + " (of the request) " +
-             nine_digits(got) + ", in the batch " + nine_digits(want) + " (other bits)";
+             value_text(got) + ", in the batch " + value_text(want) + " (other bits)";
     }
     return std::nullopt;
   };

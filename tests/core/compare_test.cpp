@@ -221,5 +221,12 @@ TEST(CompareRuns, TwoRunsMayBeTwiceTheOracleAllowanceApartAndNoMore) {
   EXPECT_THROW(compare_runs({1.0}, {1.0, 2.0}, exact, slack, {3}, tol), Error);
 }
 
+// Verdicts print values at nine digits: two fp32 values an ulp apart print apart (at six they would not).
+TEST(CompareText, ValuesAnUlpApartPrintApart) {
+  const float a = 0.141741f, b = std::nextafter(a, 1.0f);
+  EXPECT_NE(value_text(a), value_text(b));
+  EXPECT_EQ(value_text(0.5), "0.5");
+}
+
 }  // namespace
 }  // namespace mlacheck
