@@ -113,7 +113,8 @@ std::unique_ptr<RepeatedLaunches> queue_repeats(const std::vector<GuardedMemory*
   MLA_REQUIRE(launches >= 1, "queue_repeats: ", launches, " launches");
   // One backend's hook takes them all: buffers of several types launch one at a time.
   if (buffers.empty() || groups_by_type(buffers, "queue_repeats").size() != 1) return nullptr;
-  const std::type_info& type = typeid(*buffers.front());
+  const GuardedMemory& first = *buffers.front();
+  const std::type_info& type = typeid(first);
   for (const GuardedMemory* m : read) {
     MLA_REQUIRE(m != nullptr, "queue_repeats: a read buffer is null");
     if (typeid(*m) != type) return nullptr;

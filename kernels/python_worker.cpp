@@ -459,7 +459,7 @@ class Lender {
   int fd_ = -1;
   std::string blocks_json_, drop_json_;                 // the host arena's block; the ids to close
   std::vector<std::pair<int64_t, std::string>> pending_;  // cuda blocks to open with the next message
-  bool hooked_ = false;
+  [[maybe_unused]] bool hooked_ = false;  // cuda only
   static constexpr size_t kKeptOpen = 64;
   std::map<std::string, Open> open_;  // by IPC handle
   std::vector<std::string> kept_;     // handles of ended scopes, oldest first
