@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "tools/flags.h"
 
 namespace mlacheck {
 
@@ -73,9 +72,8 @@ std::vector<AdapterInfo> shipped_adapters() {
   return out;
 }
 
-std::vector<std::string> python_specs(const flags::Parsed& f) {
-  std::vector<std::string> specs = f.list("python");
-  const std::vector<std::string> names = f.list("adapter");
+std::vector<std::string> python_specs(const std::vector<std::string>& python, const std::vector<std::string>& names) {
+  std::vector<std::string> specs = python;
   if (names.empty()) return specs;
   const std::vector<AdapterInfo> shipped = shipped_adapters();
   for (const std::string& name : names) {

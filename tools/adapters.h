@@ -8,10 +8,6 @@
 
 namespace mlacheck {
 
-namespace flags {
-class Parsed;
-}
-
 // The Python package mlacheck runs with: the install's <prefix>/share/mlacheck/python (beside the
 // running executable), else the source tree's python/; "" when neither is there.
 std::string python_package_dir();
@@ -29,6 +25,6 @@ std::vector<AdapterInfo> shipped_adapters();
 
 // The --python specs a command runs: its --python values, then each --adapter NAME as the file and
 // callable it names. Throws Error (one line naming the adapters there are) for an unknown name.
-std::vector<std::string> python_specs(const flags::Parsed& f);
+std::vector<std::string> python_specs(const std::vector<std::string>& python, const std::vector<std::string>& adapters);
 
 }  // namespace mlacheck

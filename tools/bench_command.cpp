@@ -20,7 +20,7 @@
 #include "kernels/sparse_mla_glue.h"
 #include "kernels/topk_glue.h"
 #include "tools/bench_fuzz.h"
-#include "tools/flags.h"
+#include "tools/flags_typed.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_guarded_buffer.h"
 #endif
@@ -393,14 +393,14 @@ std::string format_fixed(double v, int digits) {
 }
 
 int run_bench_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  flags::Parsed f;
-  if (const int rc = flags::parse("bench", args, f, out, err); rc >= 0) return rc;
+  flags::BenchFlags f;
+  if (const int rc = flags::parse_bench(args, f, out, err); rc >= 0) return rc;
   if (f.positional[0] == "fuzz") return run_bench_fuzz(f, out, err);
   if (f.positional[0] != "guards") {
     return flags::usage_error(err, "bench", "no benchmark '" + f.positional[0] + "' (the benchmarks: guards, fuzz)");
   }
-  const std::string backend = f.text("backend"), size = f.text("size"), format = f.text("format");
-  const int repeats = static_cast<int>(f.integer("repeats"));
+  const std::string backend = f.backend, size = f.size, format = f.format;
+  const int repeats = static_cast<int>(f.repeats);
   try {
     const auto b = parse_backend(backend);
     MLA_REQUIRE(b.has_value(), "--backend '", backend, "' is not one of host, cuda, hip");

@@ -211,18 +211,18 @@ Row measure_in_processes(const std::string& backend, const FuzzTarget& t, uint64
 
 }  // namespace
 
-int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err) {
-  const std::string format = f.text("format"), other = f.text("backend");
-  const double seconds = f.real("seconds");
-  const uint64_t seed = f.seed("seed");
-  const size_t max_bytes = static_cast<size_t>(f.integer("input-bytes"));
-  const bool small = f.text("cases") == "small";
-  const int jobs = static_cast<int>(f.integer("jobs"));
-  const bool no_host = f.on("no-host");
+int run_bench_fuzz(const flags::BenchFlags& f, std::ostream& out, std::ostream& err) {
+  const std::string format = f.format, other = f.backend;
+  const double seconds = f.seconds;
+  const uint64_t seed = f.seed;
+  const size_t max_bytes = static_cast<size_t>(f.input_bytes);
+  const bool small = f.cases == "small";
+  const int jobs = static_cast<int>(f.jobs);
+  const bool no_host = f.no_host;
   try {
     MLA_REQUIRE(!(no_host && other == "host"), "--no-host with --backend host leaves nothing to measure");
     std::vector<const FuzzTarget*> targets;
-    for (const std::string& t : f.list("target")) targets.push_back(&find_fuzz_target(t));
+    for (const std::string& t : f.target) targets.push_back(&find_fuzz_target(t));
     if (targets.empty()) {
       for (const FuzzTarget& t : fuzz_targets()) targets.push_back(&t);
     }
@@ -241,7 +241,7 @@ int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err)
       // The workers make their own devices: this process makes none.
       for (const FuzzTarget* t : targets) {
         for (const std::string& name : backends) {
-          rows.push_back(measure_in_processes(name, *t, seed, max_bytes, f.text("cases"), seconds, jobs, &worker_violation));
+          rows.push_back(measure_in_processes(name, *t, seed, max_bytes, f.cases, seconds, jobs, &worker_violation));
         }
       }
     } else {
@@ -254,7 +254,7 @@ int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err)
     bool violated = false;
     if (format == "json") {
       out << "{\"seconds\": " << fixed(seconds, 2) << ", \"seed\": " << seed << ", \"max_input_bytes\": " << max_bytes
-          << ", \"cases\": \"" << f.text("cases") << "\""
+          << ", \"cases\": \"" << f.cases << "\""
           << ", \"rows\": [\n";
       for (size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];

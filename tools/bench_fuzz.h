@@ -12,12 +12,12 @@
 
 #include <iosfwd>
 
-#include "tools/flags.h"
+#include "tools/flags_typed.h"
 
 namespace mlacheck {
 
 // f: the parsed `bench fuzz` command line. Returns the exit status: 0 measured, 1 a violation on a
 // reference implementation, 2 a backend not usable or bad usage (one line on err).
-int run_bench_fuzz(const flags::Parsed& f, std::ostream& out, std::ostream& err);
+int run_bench_fuzz(const flags::BenchFlags& f, std::ostream& out, std::ostream& err);
 
 }  // namespace mlacheck

@@ -17,7 +17,7 @@
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
 #include "tools/adapters.h"
-#include "tools/flags.h"
+#include "tools/flags_typed.h"
 #include "properties/property_registry.h"
 #include "tools/report_formats.h"
 #include "tools/report_html.h"
@@ -339,22 +339,22 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
   Options o;
   auto bad = [&](const std::string& why) { return flags::usage_error(err, "check", why); };
   try {
-    flags::Parsed f;
-    if (const int rc = flags::parse("check", args, f, out, err); rc >= 0) return rc;
-    o.impls = f.list("impl");
-    o.plugins = f.list("plugin");
-    o.python = python_specs(f);
+    flags::CheckFlags f;
+    if (const int rc = flags::parse_check(args, f, out, err); rc >= 0) return rc;
+    o.impls = f.impl;
+    o.plugins = f.plugin;
+    o.python = python_specs(f.python, f.adapter);
     o.suite = suite_options(f);
-    o.suite.contract_probe = f.on("contract-probe");
-    o.suite.only = f.list("property");
-    o.suite.shrink = !f.on("no-shrink");
-    o.suite.fuzz = !f.on("no-fuzz");
-    o.suite.every_property = !f.on("fail-fast");
-    o.save_dir = f.text("save");
-    o.format = f.text("format");
-    o.report = f.text("report");
-    o.report_dir = f.text("report-dir");
-    flags::apply_max_mb(f);
+    o.suite.contract_probe = f.contract_probe;
+    o.suite.only = f.property;
+    o.suite.shrink = !f.no_shrink;
+    o.suite.fuzz = !f.no_fuzz;
+    o.suite.every_property = !f.fail_fast;
+    o.save_dir = f.save;
+    o.format = f.format;
+    o.report = f.report;
+    o.report_dir = f.report_dir;
+    flags::apply_max_mb(f.given.max_mb, f.max_mb);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
     // A GPU backend is not touched in this process (each implementation's child uses it).

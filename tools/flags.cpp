@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -352,8 +353,97 @@ int64_t machine_memory_mb() {
 
 int64_t default_max_mb() { return std::max<int64_t>(1, default_case_memory_budget_bytes() >> 20); }
 
-void apply_max_mb(const Parsed& f) {
-  if (f.given("max-mb")) set_case_memory_budget_bytes(f.integer("max-mb") << 20);
+void apply_max_mb(bool given, int64_t max_mb) {
+  if (given) set_case_memory_budget_bytes(max_mb << 20);
+}
+
+}  // namespace mlacheck::flags
+
+// ---- the typed header --------------------------------------------------------------------------
+
+namespace mlacheck::flags {
+
+namespace {
+
+std::string identifier(const std::string& name) {
+  std::string id = name;
+  std::replace(id.begin(), id.end(), '-', '_');
+  return id;
+}
+
+std::string struct_name(const std::string& command) {
+  std::string s = command;
+  s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  return s + "Flags";
+}
+
+const char* field_type(Kind k) {
+  switch (k) {
+    case Kind::Bool: return "bool";
+    case Kind::Text:
+    case Kind::Choice: return "std::string";
+    case Kind::List: return "std::vector<std::string>";
+    case Kind::Int: return "int64_t";
+    case Kind::Seed: return "uint64_t";
+    case Kind::Real: return "double";
+  }
+  return "";
+}
+
+const char* reader(Kind k) {
+  switch (k) {
+    case Kind::Bool: return "on";
+    case Kind::Text:
+    case Kind::Choice: return "text";
+    case Kind::List: return "list";
+    case Kind::Int: return "integer";
+    case Kind::Seed: return "seed";
+    case Kind::Real: return "real";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string typed_header() {
+  std::ostringstream h;
+  h << "// Made from tools/flags.def by flags::typed_header() (tools/flags.cpp); do not edit. After a change\n"
+       "// to the table: `BUILD/tools/flags_typed_gen > tools/flags_typed.h` (the test\n"
+       "// FlagsTyped.TheCheckedInHeaderIsCurrent fails until then).\n"
+       "//\n"
+       "// A struct per command: a typed field per flag, holding its value or its default, `given` (which\n"
+       "// flags the command line named) and the arguments without a flag; parse_<command>() parses into\n"
+       "// it as flags::parse does (-1: go on; 0: --help printed; 2: one line on err).\n"
+       "#pragma once\n\n"
+       "#include <cstdint>\n#include <iosfwd>\n#include <string>\n#include <vector>\n\n"
+       "#include \"tools/flags.h\"\n\n"
+       "namespace mlacheck::flags {\n";
+  for (const CommandSpec& c : commands()) {
+    const std::vector<FlagSpec>& fs = flags_of(c.name);
+    const std::string type = struct_name(c.name);
+    h << "\n// mlacheck " << c.synopsis << "\nstruct " << type << " {\n";
+    for (const FlagSpec& f : fs) {
+      h << "  " << field_type(f.kind) << " " << identifier(f.name)
+        << (f.kind == Kind::Bool ? " = false" : f.kind == Kind::Int || f.kind == Kind::Seed || f.kind == Kind::Real ? " = 0" : "")
+        << ";  // --" << f.name << (f.metavar.empty() || f.kind == Kind::Bool ? "" : " " + f.metavar) << "\n";
+      // (No default in the comment: --max-mb's is this machine's memory, and the file is the same everywhere.)
+    }
+    h << "  struct Given {\n";
+    for (const FlagSpec& f : fs) h << "    bool " << identifier(f.name) << " = false;\n";
+    h << "  } given;\n  std::vector<std::string> positional;\n};\n\n";
+    h << "inline int parse_" << identifier(c.name) << "(const std::vector<std::string>& args, " << type
+      << "& o, std::ostream& out, std::ostream& err) {\n"
+      << "  Parsed p;\n  const int rc = parse(\"" << c.name << "\", args, p, out, err);\n"
+      << "  if (rc >= 0) return rc;\n";
+    for (const FlagSpec& f : fs) {
+      const std::string id = identifier(f.name);
+      h << "  o." << id << " = p." << reader(f.kind) << "(\"" << f.name << "\");\n";
+      h << "  o.given." << id << " = p.given(\"" << f.name << "\");\n";
+    }
+    h << "  o.positional = p.positional;\n  return -1;\n}\n";
+  }
+  h << "\n}  // namespace mlacheck::flags\n";
+  return h.str();
 }
 
 }  // namespace mlacheck::flags

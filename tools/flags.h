@@ -83,12 +83,18 @@ std::string prefix(const std::string& command);
 // Writes "mlacheck <command>: <what> (see mlacheck <command> --help)" on err; returns 2.
 int usage_error(std::ostream& err, const std::string& command, const std::string& what);
 
+// The text of tools/flags_typed.h, made from the table: a struct per command with a typed field per
+// flag (--no-shrink is `bool no_shrink`, --budget `double budget`, a List a vector), which fields
+// were given, and a parse_<command>() that fills it. FlagsTyped.TheCheckedInHeaderIsCurrent holds
+// the checked-in file to it; `tools/flags_typed_gen > tools/flags_typed.h` (a build's) remakes it.
+std::string typed_header();
+
 // This machine: its CPUs (at least 1), its memory in MiB, and the default --max-mb.
 int64_t cpu_count();
 int64_t machine_memory_mb();
 int64_t default_max_mb();
 // --max-mb, when given, as the process-wide budget of one case (harness/memory_budget.h); the
 // default budget stands otherwise. Every command that runs cases calls it once, after parse.
-void apply_max_mb(const Parsed& f);
+void apply_max_mb(bool given, int64_t max_mb);
 
 }  // namespace mlacheck::flags

@@ -17,7 +17,7 @@
 #include "kernels/plugin.h"
 #include "kernels/python_bridge.h"
 #include "tools/adapters.h"
-#include "tools/flags.h"
+#include "tools/flags_typed.h"
 #include "tools/fuzz_campaign.h"
 #include "tools/report_formats.h"
 
@@ -39,33 +39,33 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
     }
   }
   FuzzOptions o;
-  flags::Parsed f;
-  if (const int rc = flags::parse("fuzz", args, f, out, err); rc >= 0) return rc;
-  o.target = f.text("target");
-  o.backend = f.text("backend");
-  o.impl = f.text("impl");
-  o.out_dir = f.text("out");
-  o.harness_dir = f.text("harness-dir");
+  flags::FuzzFlags f;
+  if (const int rc = flags::parse_fuzz(args, f, out, err); rc >= 0) return rc;
+  o.target = f.target;
+  o.backend = f.backend;
+  o.impl = f.impl;
+  o.out_dir = f.out;
+  o.harness_dir = f.harness_dir;
   // An empty --harness-dir is a mistake, not "look where you would without it".
-  if (f.given("harness-dir") && o.harness_dir.empty()) return flags::usage_error(err, "fuzz", "--harness-dir is empty");
-  o.seed_dirs = f.list("seeds");
-  o.seeds_given = f.given("seeds");
-  o.plugins = f.list("plugin");
-  o.python = python_specs(f);
-  o.time_s = f.integer("time");
-  o.runs = f.given("runs") ? f.integer("runs") : -1;
-  o.jobs = f.integer("jobs");
-  o.seed = f.integer("seed");
-  o.minimize_s = f.integer("minimize");
-  o.timeout_s = f.integer("timeout");
-  o.format = f.text("format");
-  o.sarif_path = f.text("sarif");
-  o.max_mb = f.integer("max-mb");
-  if (f.given("time") && f.given("runs")) return flags::usage_error(err, "fuzz", "give --time or --runs, not both");
+  if (f.given.harness_dir && o.harness_dir.empty()) return flags::usage_error(err, "fuzz", "--harness-dir is empty");
+  o.seed_dirs = f.seeds;
+  o.seeds_given = f.given.seeds;
+  o.plugins = f.plugin;
+  o.python = python_specs(f.python, f.adapter);
+  o.time_s = f.time;
+  o.runs = f.given.runs ? f.runs : -1;
+  o.jobs = f.jobs;
+  o.seed = f.seed;
+  o.minimize_s = f.minimize;
+  o.timeout_s = f.timeout;
+  o.format = f.format;
+  o.sarif_path = f.sarif;
+  o.max_mb = f.max_mb;
+  if (f.given.time && f.given.runs) return flags::usage_error(err, "fuzz", "give --time or --runs, not both");
   if (o.target.empty()) {
     return flags::usage_error(err, "fuzz", "--target T is required (mlacheck targets lists them; all runs each in turn)");
   }
-  flags::apply_max_mb(f);
+  flags::apply_max_mb(f.given.max_mb, f.max_mb);
   try {
     // Loaded here (a plugin that cannot be loaded is one line, before any harness starts) and, by
     // MLACHECK_PLUGIN, in every harness process.

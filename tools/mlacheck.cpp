@@ -28,7 +28,7 @@
 #include "tools/cli_main.h"
 #include "tools/check_command.h"
 #include "tools/adapters.h"
-#include "tools/flags.h"
+#include "tools/flags_typed.h"
 #include "tools/fuzz_command.h"
 #include "tools/mutants_command.h"
 #include "tools/repro.h"
@@ -116,8 +116,8 @@ int cmd_list() {
   return 0;
 }
 
-int cmd_selfcheck(const flags::Parsed& f) {
-  return mlacheck::run_selfcheck(std::cout, f.seed("seed"), f.integer("samples")) == 0 ? 0 : 1;
+int cmd_selfcheck(const flags::SelfcheckFlags& f) {
+  return mlacheck::run_selfcheck(std::cout, f.seed, f.samples) == 0 ? 0 : 1;
 }
 
 int cmd_targets() {
@@ -132,15 +132,15 @@ int cmd_targets() {
   return 0;
 }
 
-int cmd_decode(const flags::Parsed& f) {
-  if (f.text("target").empty()) return flags::usage_error(std::cerr, "decode", "--target T is required");
-  const mlacheck::FuzzCase c = mlacheck::decode_fuzz_input(mlacheck::find_fuzz_target(f.text("target")),
-                                                           mlacheck::read_input_file(f.positional[0]), f.text("impl"), f.text("backend"));
+int cmd_decode(const flags::DecodeFlags& f) {
+  if (f.target.empty()) return flags::usage_error(std::cerr, "decode", "--target T is required");
+  const mlacheck::FuzzCase c = mlacheck::decode_fuzz_input(mlacheck::find_fuzz_target(f.target),
+                                                           mlacheck::read_input_file(f.positional[0]), f.impl, f.backend);
   std::cout << c.text.format();
   return 0;
 }
 
-int cmd_encode(const flags::Parsed& f) {
+int cmd_encode(const flags::EncodeFlags& f) {
   const std::string bytes = mlacheck::encode_fuzz_input(mlacheck::read_input_file(f.positional[0]));
   std::ofstream out(f.positional[1], std::ios::binary);
   if (!(out << bytes) || !out.flush()) throw mlacheck::Error("cannot write '" + f.positional[1] + "'");
@@ -155,17 +155,32 @@ int run_command(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "mutants") return mlacheck::run_mutants_command(args, std::cout, std::cerr);
   if (cmd == "check") return mlacheck::run_check_command(args, std::cout, std::cerr);
   if (cmd == "bench") return mlacheck::run_bench_command(args, std::cout, std::cerr);
-  flags::Parsed f;
-  if (const int rc = flags::parse(cmd, args, f, std::cout, std::cerr); rc >= 0) return rc;
+  // Each parses into its command's typed flags (tools/flags_typed.h): -1 goes on.
   if (cmd == "list") {
-    for (const std::string& path : f.list("plugin")) mlacheck::kernels::load_plugin_isolated(path);
-    mlacheck::kernels::load_python_isolated(mlacheck::python_specs(f));
-    return f.given("contract-terms") ? cmd_list_contract_terms() : cmd_list();
+    flags::ListFlags f;
+    if (const int rc = flags::parse_list(args, f, std::cout, std::cerr); rc >= 0) return rc;
+    for (const std::string& path : f.plugin) mlacheck::kernels::load_plugin_isolated(path);
+    mlacheck::kernels::load_python_isolated(mlacheck::python_specs(f.python, f.adapter));
+    return f.contract_terms ? cmd_list_contract_terms() : cmd_list();
   }
-  if (cmd == "selfcheck") return cmd_selfcheck(f);
-  if (cmd == "targets") return cmd_targets();
-  if (cmd == "decode") return cmd_decode(f);
-  return cmd_encode(f);
+  if (cmd == "selfcheck") {
+    flags::SelfcheckFlags f;
+    const int rc = flags::parse_selfcheck(args, f, std::cout, std::cerr);
+    return rc >= 0 ? rc : cmd_selfcheck(f);
+  }
+  if (cmd == "targets") {
+    flags::TargetsFlags f;
+    const int rc = flags::parse_targets(args, f, std::cout, std::cerr);
+    return rc >= 0 ? rc : cmd_targets();
+  }
+  if (cmd == "decode") {
+    flags::DecodeFlags f;
+    const int rc = flags::parse_decode(args, f, std::cout, std::cerr);
+    return rc >= 0 ? rc : cmd_decode(f);
+  }
+  flags::EncodeFlags f;
+  const int rc = flags::parse_encode(args, f, std::cout, std::cerr);
+  return rc >= 0 ? rc : cmd_encode(f);
 }
 
 bool is_command(const std::string& name) {

@@ -21,7 +21,7 @@
 #include "fuzz/fuzz_input.h"
 #include "harness/memory_budget.h"
 #include "tools/adapters.h"
-#include "tools/flags.h"
+#include "tools/flags_typed.h"
 #include "kernels/mutants/bugs.h"
 #include "properties/property_registry.h"
 #include "tools/report_formats.h"
@@ -244,15 +244,15 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
   Options o;
   auto bad = [&](const std::string& why) { return flags::usage_error(err, "mutants", why); };
   try {
-    flags::Parsed f;
-    if (const int rc = flags::parse("mutants", args, f, out, err); rc >= 0) return rc;
+    flags::MutantsFlags f;
+    if (const int rc = flags::parse_mutants(args, f, out, err); rc >= 0) return rc;
     o.suite = suite_options(f);
-    o.format = f.text("format");
-    o.only = f.list("only");
-    o.save_dir = f.text("save");
-    o.plugins = f.list("plugin");
-    o.python = python_specs(f);
-    flags::apply_max_mb(f);
+    o.format = f.format;
+    o.only = f.only;
+    o.save_dir = f.save;
+    o.plugins = f.plugin;
+    o.python = python_specs(f.python, f.adapter);
+    flags::apply_max_mb(f.given.max_mb, f.max_mb);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
     // The host backend is checked here; a GPU backend is not touched in this process (a CUDA

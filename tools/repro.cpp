@@ -32,7 +32,7 @@
 #include "tools/report_formats.h"
 #include "harness/memory_budget.h"
 #include "tools/adapters.h"
-#include "tools/flags.h"
+#include "tools/flags_typed.h"
 #include "tools/report_html.h"
 #ifdef MLACHECK_HAVE_CUDA
 #include "core/backend/cuda_runtime.h"
@@ -384,22 +384,22 @@ int repro_guard_call(const std::string& file, const std::vector<std::string>& im
 
 int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ReproOptions o;
-  flags::Parsed f;
-  if (const int rc = flags::parse("repro", args, f, out, err); rc >= 0) return rc;
-  o.backend = f.text("backend");
-  o.impl = f.text("impl");
-  o.target = f.text("target");
-  o.ignore_contract = f.on("ignore-contract");
-  o.format = f.text("format");
-  o.report = f.text("report");
-  o.report_dir = f.text("report-dir");
-  flags::apply_max_mb(f);
-  o.max_mb_given = f.given("max-mb");
-  if (f.given("case-timeout")) o.case_timeout = f.real("case-timeout");
-  const std::vector<std::string> plugins = f.list("plugin");
+  flags::ReproFlags f;
+  if (const int rc = flags::parse_repro(args, f, out, err); rc >= 0) return rc;
+  o.backend = f.backend;
+  o.impl = f.impl;
+  o.target = f.target;
+  o.ignore_contract = f.ignore_contract;
+  o.format = f.format;
+  o.report = f.report;
+  o.report_dir = f.report_dir;
+  flags::apply_max_mb(f.given.max_mb, f.max_mb);
+  o.max_mb_given = f.given.max_mb;
+  if (f.given.case_timeout) o.case_timeout = f.case_timeout;
+  const std::vector<std::string>& plugins = f.plugin;
   std::vector<std::string> files = f.positional;
-  const std::string all_dir = f.text("all");
-  if (f.given("all")) {
+  const std::string& all_dir = f.all;
+  if (f.given.all) {
     if (!files.empty()) return flags::usage_error(err, "repro", "--all DIR runs a folder's cases; give no other files");
     if (all_dir.empty()) return flags::usage_error(err, "repro", "--all needs a folder");
     std::error_code ec;
@@ -418,20 +418,20 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
   }
   if (files.empty()) return flags::usage_error(err, "repro", "no case file given");
   if (files.size() == 1 && std::filesystem::path(files[0]).extension() == ".call") {
-    return repro_guard_call(files[0], python_specs(f), f.text("emit"), out, err);
+    return repro_guard_call(files[0], python_specs(f.python, f.adapter), f.emit, out, err);
   }
-  if (f.given("emit")) return flags::usage_error(err, "repro", "--emit is for a .call file (a call the guard saved)");
+  if (f.given.emit) return flags::usage_error(err, "repro", "--emit is for a .call file (a call the guard saved)");
   try {
     for (const std::string& path : plugins) kernels::load_plugin_isolated(path);
     // The probe's Python worker is lent to the first case's child (on --backend, else the host,
     // where saved cases run unless they say otherwise).
-    const std::string backend = f.given("backend") ? f.text("backend") : "host";
-    kernels::load_python_isolated(python_specs(f), backend == "host" || backend == "cuda" ? backend : "");
+    const std::string backend = f.given.backend ? f.backend : "host";
+    kernels::load_python_isolated(python_specs(f.python, f.adapter), backend == "host" || backend == "cuda" ? backend : "");
   } catch (const Error& e) {
     err << flags::prefix("repro") << e.what() << '\n';
     return 2;
   }
-  o.plugins = !plugins.empty() || f.given("python");  // a Python callable runs in a child too
+  o.plugins = !plugins.empty() || f.given.python;  // a Python callable runs in a child too
   if (o.report == "html") {  // the pages' folder is made before any case runs, so it cannot fail after
     std::error_code ec;
     std::filesystem::create_directories(o.report_dir, ec);

@@ -108,17 +108,6 @@ std::vector<const SuiteFinding*> SuiteResult::findings() const {
   return out;
 }
 
-SuiteOptions suite_options(const flags::Parsed& f) {
-  SuiteOptions o;
-  o.backend = f.text("backend");
-  o.budget = f.real("budget");
-  o.case_timeout = f.real("case-timeout");
-  o.cases = static_cast<int>(f.integer("cases"));
-  o.seed = f.seed("seed");
-  o.corpus = f.text("corpus");
-  return o;
-}
-
 std::string corpus_root(const std::string& corpus) {
   if (!corpus.empty()) return corpus;
   const char* env = std::getenv("MLACHECK_CORPUS_DIR");

@@ -32,7 +32,6 @@
 #include <string>
 #include <vector>
 
-#include "tools/flags.h"
 
 namespace mlacheck {
 
@@ -75,8 +74,19 @@ struct SuiteOptions {
 void check_contract_names(const std::string& impl, const std::string& corpus);
 
 // The suite's flags of check and mutants (tools/flags.def): --backend, --budget, --case-timeout,
-// --cases, --seed, --corpus, each as given or its command's default.
-SuiteOptions suite_options(const flags::Parsed& f);
+// --cases, --seed, --corpus, each as given or its command's default (F: flags::CheckFlags or
+// flags::MutantsFlags, tools/flags_typed.h).
+template <class F>
+SuiteOptions suite_options(const F& f) {
+  SuiteOptions o;
+  o.backend = f.backend;
+  o.budget = f.budget;
+  o.case_timeout = f.case_timeout;
+  o.cases = static_cast<int>(f.cases);
+  o.seed = f.seed;
+  o.corpus = f.corpus;
+  return o;
+}
 
 // What failed: the stage ("properties", "regressions", "fuzz"), the check (a property, or how the
 // child ended), its verdict line, when, and the case (a case file, for `mlacheck repro`).

@@ -2,6 +2,7 @@
 // shows each flag with its default and range and an example that parses; every bad value is one
 // line naming the flag and what it takes.
 #include "tools/flags.h"
+#include "tools/flags_typed.h"
 
 #include <algorithm>
 #include <fstream>
@@ -180,6 +181,69 @@ TEST(Flags, UsageErrorsCarryOnePrefix) {
   EXPECT_EQ(usage_error(err, "fuzz", "--target T is required"), 2);
   EXPECT_EQ(err.str(), "mlacheck fuzz: --target T is required (see mlacheck fuzz --help)\n");
   EXPECT_EQ(prefix("repro"), "mlacheck repro: ");
+}
+
+}  // namespace
+}  // namespace mlacheck::flags
+
+// ---- tools/flags_typed.h: the typed flags of each command, made from the table -------------------
+
+namespace mlacheck::flags {
+namespace {
+
+// The checked-in header is what the table makes now: a flag added, renamed or retyped in
+// tools/flags.def fails here until `BUILD/tools/flags_typed_gen > tools/flags_typed.h` is run.
+TEST(FlagsTyped, TheCheckedInHeaderIsCurrent) {
+  std::ifstream in(MLACHECK_SOURCE_DIR "/tools/flags_typed.h");
+  ASSERT_TRUE(in) << "no tools/flags_typed.h";
+  std::ostringstream text;
+  text << in.rdbuf();
+  EXPECT_TRUE(text.str() == typed_header())
+      << "tools/flags_typed.h is not what tools/flags.def makes: run BUILD/tools/flags_typed_gen > tools/flags_typed.h";
+  // Every flag of every command is a field of its command's struct, and is read by its name.
+  for (const CommandSpec& c : commands()) {
+    for (const FlagSpec& f : flags_of(c.name)) {
+      EXPECT_NE(text.str().find("(\"" + f.name + "\")"), std::string::npos) << c.name << " --" << f.name;
+    }
+  }
+}
+
+// parse_<command> fills its struct: values typed, defaults where not given, which were given, the
+// arguments without a flag; --help and a bad value return as parse does, the struct untouched.
+TEST(FlagsTyped, ParseFillsTheCommandsStructWithValuesDefaultsAndWhatWasGiven) {
+  std::ostringstream out, err;
+  CheckFlags c;
+  ASSERT_EQ(parse_check(split("--budget 2.5 --no-shrink --impl topk_decode@ref --impl mla_decode@ref --seed 0x10"), c,
+                        out, err),
+            -1)
+      << err.str();
+  EXPECT_EQ(c.budget, 2.5);
+  EXPECT_TRUE(c.no_shrink);
+  EXPECT_FALSE(c.fail_fast);
+  EXPECT_EQ(c.impl, (std::vector<std::string>{"topk_decode@ref", "mla_decode@ref"}));
+  EXPECT_EQ(c.seed, 16u);
+  EXPECT_EQ(c.cases, 20);  // the default
+  EXPECT_EQ(c.save, "mlacheck-cases");
+  EXPECT_EQ(c.format, "table");
+  EXPECT_TRUE(c.given.budget && c.given.no_shrink && c.given.impl && c.given.seed);
+  EXPECT_FALSE(c.given.cases || c.given.save || c.given.fail_fast);
+  FuzzFlags z;
+  ASSERT_EQ(parse_fuzz(split("--target topk_decode --runs 5"), z, out, err), -1) << err.str();
+  EXPECT_EQ(z.target, "topk_decode");
+  EXPECT_EQ(z.runs, 5);
+  EXPECT_TRUE(z.given.runs);
+  EXPECT_FALSE(z.given.time);
+  EXPECT_EQ(z.time, 60);  // the default, though --runs replaces it
+  DecodeFlags d;
+  ASSERT_EQ(parse_decode(split("--target topk_decode input.bin"), d, out, err), -1) << err.str();
+  EXPECT_EQ(d.positional, (std::vector<std::string>{"input.bin"}));
+  EXPECT_EQ(parse_fuzz(split("--target topk_decode extra"), z, out, err), 2);  // fuzz takes no file
+  MutantsFlags m;
+  m.budget = -1;
+  EXPECT_EQ(parse_mutants(split("--budget 0"), m, out, err), 2);  // below the range: one line, exit 2
+  EXPECT_EQ(m.budget, -1);
+  EXPECT_EQ(parse_mutants(split("--help"), m, out, err), 0);
+  EXPECT_EQ(m.budget, -1);
 }
 
 }  // namespace
