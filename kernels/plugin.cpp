@@ -302,7 +302,7 @@ int add_contract(void* context, const char* op, const char* name, const char* te
 namespace {
 
 // A path that names something other than a file (a FIFO, a folder, a device) is refused before
-// dlopen, which would block on a FIFO until the probe's timeout (found by fuzz/cli_fuzzer's author).
+// dlopen, which would block on a FIFO until the probe's timeout (found by tools/cli_fuzzer's author).
 void require_file_if_there(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;  // missing: dlopen's message says so

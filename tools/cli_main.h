@@ -1,5 +1,5 @@
 // The mlacheck command line as a function: what the executable's main runs (tools/mlacheck_main.cpp)
-// and what the command-line fuzzer (fuzz/cli_fuzzer.cpp) runs in-process, one input at a time.
+// and what the command-line fuzzer (tools/cli_fuzzer.cpp) runs in-process, one input at a time.
 #pragma once
 
 namespace mlacheck {

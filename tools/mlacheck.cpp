@@ -1,5 +1,5 @@
 // The mlacheck command: its command line (cli_main, tools/cli_main.h) and subcommand dispatch. The
-// executable's main is tools/mlacheck_main.cpp; the command-line fuzzer (fuzz/cli_fuzzer.cpp) runs
+// executable's main is tools/mlacheck_main.cpp; the command-line fuzzer (tools/cli_fuzzer.cpp) runs
 // cli_main in-process.
 //
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input (one line on stderr).
@@ -199,7 +199,7 @@ int stdout_checked(const std::string& prefix, int rc) {
   const int error = errno;
   if (flushed && std::cout.good() && !std::ferror(stdout)) return rc;
   // A command that failed has said why in its one line (exit 2): the output it could not write
-  // then is not a second line (found by fuzz/cli_fuzzer: repro of a raw input, stdout on /dev/full).
+  // then is not a second line (found by tools/cli_fuzzer: repro of a raw input, stdout on /dev/full).
   if (rc == 2) return 2;
   std::cerr << prefix << "cannot write the output to stdout"
             << (error != 0 ? std::string(": ") + std::strerror(error) : std::string()) << '\n';

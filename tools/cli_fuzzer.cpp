@@ -15,7 +15,7 @@
 //
 // Input. The first byte picks the mode:
 //   - a multiple of 4 ("L" for one): a literal argv, one argument per line after the first; an
-//     argument "@NAME" is the named file of the dictionary below (fuzz/cli_seeds/ are written so);
+//     argument "@NAME" is the named file of the dictionary below (tools/cli_seeds/ are written so);
 //   - anything else: an argv drawn from the flag table (tools/flags.def) by the rest of the bytes:
 //     a command (or help, an unknown command, none), the flags each command needs to stay fast, then
 //     up to six more items: flags of the command (in all three spellings, sometimes without their
