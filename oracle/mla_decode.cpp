@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "oracle/decode_rows.h"
 #include "oracle/mla_weight_slack.h"
 
 namespace mlacheck::oracle {
@@ -67,7 +68,7 @@ MlaDecodeResult mla_decode(const MlaDecodeInputs& in) {
     MLA_REQUIRE(seq_len >= 0, "mla decode: seq_lens ", lens.to_string(), " entry ", b, " is ", seq_len);
     const Matrix K = gather_keys(in, b, seq_len);  // the last query token sees all seq_len keys
     for (int64_t t = 0; t < q_len; ++t) {
-      const int64_t row = (b * q_len + t) * H, len = std::max<int64_t>(0, seq_len - q_len + t + 1);
+      const int64_t row = (b * q_len + t) * H, len = decode_row_length(seq_len, q_len, t);
       Eigen::Map<Eigen::VectorXd> lse(out.lse.values.data() + row, H);
       if (len == 0) {  // o stays 0
         lse.setConstant(-std::numeric_limits<double>::infinity());

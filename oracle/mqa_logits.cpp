@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 
 #include "core/error.h"
+#include "oracle/decode_rows.h"
 #include "core/fp8.h"
 
 namespace mlacheck::oracle {
@@ -109,7 +110,7 @@ LogitsResult paged_mqa_logits(const PagedMqaLogitsInputs& in) {
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t j = 0; j < next_n; ++j) {
       const int64_t n = c.rank() == 2 ? in.context_lens.at<int32_t>({b, j})
-                                      : std::max<int64_t>(0, in.context_lens.at<int32_t>({b}) - next_n + j + 1);
+                                      : decode_row_length(in.context_lens.at<int32_t>({b}), next_n, j);
       MLA_REQUIRE(n >= 0 && n <= in.max_context_len, "paged logits: row ", b * next_n + j, " has context length ", n,
                   ", outside [0, max_context_len = ", in.max_context_len, "]");
       res.row_end[static_cast<size_t>(b * next_n + j)] = n;

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "oracle/decode_rows.h"
 
 namespace mlacheck::oracle {
 
@@ -26,7 +27,7 @@ std::vector<int64_t> topk_decode_row_lengths(const HostTensor& seq_lens, int64_t
   } else {
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t j = 0; j < next_n; ++j) {
-        n[static_cast<size_t>(b * next_n + j)] = std::max<int64_t>(0, int64_t(seq_lens.at<int32_t>({b})) - next_n + j + 1);
+        n[static_cast<size_t>(b * next_n + j)] = decode_row_length(seq_lens.at<int32_t>({b}), next_n, j);
       }
     }
   }

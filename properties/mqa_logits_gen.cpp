@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "oracle/decode_rows.h"
+
 namespace mlacheck {
 
 const std::vector<const char*>& key_pattern_names() {
@@ -27,7 +29,7 @@ int64_t max_logits_head_dim(int64_t H) {
 
 int64_t PagedLogitsCase::row_len(int64_t b, int64_t j) const {
   return lens_2d ? lens[static_cast<size_t>(b * next_n + j)]
-                 : std::max<int64_t>(0, lens[static_cast<size_t>(b)] - next_n + j + 1);
+                 : oracle::decode_row_length(lens[static_cast<size_t>(b)], next_n, j);
 }
 
 int64_t PagedLogitsCase::longest(int64_t b) const {

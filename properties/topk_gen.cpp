@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "oracle/decode_rows.h"
 #include "kernels/topk.h"
 
 namespace mlacheck {
@@ -118,7 +119,7 @@ std::vector<int64_t> topk_row_lengths(const TopkCase& c) {
     } else if (c.lengths == TopkLengths::kDecode2D) {
       len = c.seq_lens[i];
     } else {
-      len = int64_t{c.seq_lens[static_cast<size_t>(r / c.next_n)]} - c.next_n + r % c.next_n + 1;
+      len = oracle::decode_row_length(c.seq_lens[static_cast<size_t>(r / c.next_n)], c.next_n, r % c.next_n);
     }
     n[i] = std::clamp<int64_t>(len, 0, c.cols);
   }

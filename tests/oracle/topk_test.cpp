@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/topk_check.h"
+#include "oracle/decode_rows.h"
 
 namespace mlacheck::oracle {
 namespace {
@@ -23,6 +24,19 @@ TEST(TopkOracle, DecodeRowLengthsFromOneAndTwoDimensionalSeqLens) {
   std::vector<int32_t> two = {5, 6, 0, 1};
   EXPECT_EQ(topk_decode_row_lengths(HostTensor(two.data(), View::contiguous(DType::kI32, {2, 2})), 2),
             (std::vector<int64_t>{5, 6, 0, 1}));
+}
+
+// oracle/decode_rows.h, the rule the top-k and logits oracles, the MLA decode's causal mask and the
+// generators share, by hand: the last of n rows sees every key, each row before it one fewer, none
+// fewer than 0.
+TEST(DecodeRows, TheLastRowSeesEveryKeyEachBeforeItOneFewerAndNoneFewerThanZero) {
+  EXPECT_EQ(decode_row_length(10, 2, 1), 10);
+  EXPECT_EQ(decode_row_length(10, 2, 0), 9);
+  EXPECT_EQ(decode_row_length(10, 1, 0), 10);
+  EXPECT_EQ(decode_row_length(1, 4, 3), 1);
+  EXPECT_EQ(decode_row_length(1, 4, 2), 0);
+  EXPECT_EQ(decode_row_length(1, 4, 0), 0);  // -2 clamped
+  EXPECT_EQ(decode_row_length(0, 1, 0), 0);
 }
 
 TEST(TopkOracle, ANonContiguousTwoDimensionalSeqLensIsRefused) {
