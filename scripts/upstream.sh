@@ -25,7 +25,7 @@
 #   headers and libraries, C++20; $DEEPGEMM_CXXFLAGS, e.g. -g1, is appended); DeepGEMM compiles its
 #   kernels itself when first called (nvcc).
 # run --injected: the same on the copies with one injected bug each (prepare --injected: vLLM's K-cache
-#   insert and gather, its decode top-k, FlashMLA's dense and sparse decode interfaces; build:
+#   insert and gather, its four top-k ops, FlashMLA's dense and sparse decode interfaces; build:
 #   DeepGEMM's kernel), with
 #   --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
@@ -104,7 +104,7 @@ prepare() {
     tar -czf "$out/deepgemm/src.tar.gz" -C "$stage" src
     rm -rf "$stage"
   fi
-  [ "$injected" = 0 ] || { cache_ops_library "$out/injected/vllm" 1; injected_flashmla "$out/injected/vllm"; injected_topk "$out/injected/topk"; }
+  [ "$injected" = 0 ] || { [ -f "$out/injected/vllm/_C_stable_libtorch.abi3.so" ] || cache_ops_library "$out/injected/vllm" 1; injected_flashmla "$out/injected/vllm"; injected_topk "$out/injected"; }
   du -sh "$out"/* | sed "s/^/$me: /"
 }
 
@@ -300,21 +300,46 @@ injected_flashmla() {
   echo "vllm $version wheel, FlashMLA's interfaces: causal=False in the dense branch of flash_mla_with_kvcache, attn_sink None in its sparse branch, descale_q for descale_k in flash_mla_with_kvcache_fp8 (injected)" >> "$dir/REVISIONS"
 }
 
-# --injected, vLLM's compiled decode top-k: scripts/upstream_guard.sh build compiles the release's
-# sampler.cu, topk.cu and cooperative_topk.cu from its sdist (the four top-k ops alone, namespace _C,
-# sm_90a) clean and with one injected bug in topKPerRowDecode (the last row's block also stores its
-# first index one row past the end of the indices tensor). The bug build, named as the wheel's
-# library, is OUT/injected/topk/vllm/_C_stable_libtorch.abi3.so, which `run --injected` hands the
-# adapter vllm_cuda.top_k_per_row_decode (MLACHECK_VLLM_SRC=OUT/injected/topk).
+# --injected, vLLM's compiled top-k: scripts/upstream_guard.sh build compiles the release's sampler.cu,
+# topk.cu and cooperative_topk.cu from its sdist (the four top-k ops alone, namespace _C, sm_90a)
+# with injected bugs, each build named as the wheel's library in a folder `run --injected` points
+# MLACHECK_VLLM_SRC at, so that each adapter meets one bug on its path:
+#   OUT/injected/topk (top_k_per_row_decode): the last row's block of topKPerRowDecode also stores
+#     its first index one row past the end of the indices tensor (the guard's bug build);
+#   OUT/injected/topk-prefill-cooperative (top_k_per_row_prefill, indexer_decode_topk):
+#     topKPerRowPrefill reads its row's end as inclusive, and cooperative_topk's short-row path (the
+#     decode step's top-k for at most 64 rows) takes index sl; persistent_topk, the decode step's
+#     other path, is clean there;
+#   OUT/injected/topk-persistent (persistent_topk): its short-row path pads with index 0, not -1.
 injected_topk() {
-  local dir=$1 g
-  [ -f "$dir/vllm/_C_stable_libtorch.abi3.so" ] && return 0
+  local dir=$1 g variant want=() lib
+  for variant in bug bug-prefill-cooperative bug-persistent; do
+    lib="$dir/$(topk_folder "$variant")/vllm/_C_stable_libtorch.abi3.so"
+    [ -f "$lib" ] || want+=("$variant")
+  done
+  [ ${#want[@]} -gt 0 ] || return 0
   g=$(mktemp -d)
-  bash scripts/upstream_guard.sh build "$g" | sed "s/^/$me: /" || die "--injected: scripts/upstream_guard.sh build failed"
-  mkdir -p "$dir/vllm"
-  cp "$g/libvllm_topk_bug.so" "$dir/vllm/_C_stable_libtorch.abi3.so"
-  echo "vllm $version sdist, sampler.cu, topk.cu and cooperative_topk.cu with scripts/upstream_guard.sh's injected bug (topKPerRowDecode's last row stores one row past the output)" > "$dir/vllm/REVISIONS"
+  MLACHECK_TOPK_VARIANTS="${want[*]}" bash scripts/upstream_guard.sh build "$g" | sed "s/^/$me: /" \
+    || die "--injected: scripts/upstream_guard.sh build failed"
+  for variant in "${want[@]}"; do
+    lib="$dir/$(topk_folder "$variant")/vllm"
+    mkdir -p "$lib"
+    cp "$g/libvllm_topk_$variant.so" "$lib/_C_stable_libtorch.abi3.so"
+    echo "vllm $version sdist, sampler.cu, topk.cu and cooperative_topk.cu with scripts/upstream_guard.sh's injected $variant (scripts/upstream.sh, injected_topk, says what it is)" > "$lib/REVISIONS"
+  done
   rm -rf "$g"
+}
+
+topk_folder() {  # VARIANT: the folder under OUT/injected of upstream_guard.sh's build VARIANT
+  case "$1" in bug) echo topk ;; *) echo "topk-${1#bug-}" ;; esac
+}
+
+topk_injected_src() {  # ADAPTER: the folder under OUT/injected holding its injected top-k library
+  case "$1" in
+    vllm_cuda.top_k_per_row_decode) topk_folder bug ;;
+    vllm_cuda.top_k_per_row_prefill|vllm_cuda.indexer_decode_topk) topk_folder bug-prefill-cooperative ;;
+    vllm_cuda.persistent_topk) topk_folder bug-persistent ;;
+  esac
 }
 
 inject_line() {  # FROM TO OLD NEW: TO is FROM with the one line OLD (found exactly once) made NEW
@@ -370,9 +395,10 @@ run() {
       case "$name" in
         vllm_cuda.indexer_k_quant_and_cache|vllm_cuda.cp_gather_indexer_k_quant_cache)
           [ -d "$out/vsrc/vllm" ] && picked+=("$name") ;;
-        vllm_cuda.top_k_per_row_decode)  # its injected copy: upstream_guard.sh's bug build (injected_topk)
+        vllm_cuda.top_k_per_row_decode|vllm_cuda.top_k_per_row_prefill|vllm_cuda.persistent_topk|vllm_cuda.indexer_decode_topk)
+          # the injected copies: upstream_guard.sh's bug builds (injected_topk)
           if [ "$injected" = 1 ]; then
-            [ -f "$out/topk/vllm/_C_stable_libtorch.abi3.so" ] && picked+=("$name")
+            [ -f "$out/$(topk_injected_src "$name")/vllm/_C_stable_libtorch.abi3.so" ] && picked+=("$name")
           else
             [ -d "$out/vsrc/vllm" ] && [ ! -f "$out/vsrc/vllm/FROM_SOURCE" ] && picked+=("$name")
           fi ;;
@@ -391,7 +417,7 @@ run() {
   for a in "${picked[@]}"; do
     (
       rc=0
-      [ "$injected" = 1 ] && [ "$a" = vllm_cuda.top_k_per_row_decode ] && export MLACHECK_VLLM_SRC="$out/topk"
+      [ "$injected" = 1 ] && [ -n "$(topk_injected_src "$a")" ] && export MLACHECK_VLLM_SRC="$out/$(topk_injected_src "$a")"
       timeout $((budget + 600)) "$m" check --backend cuda --adapter "$a" --budget "$budget" --seed "$seed" --format junit \
         "${fail_fast[@]}" --save "$results/$a-cases" > "$results/$a.xml" 2> "$results/$a.log" || rc=$?
       echo "$a $rc" >> "$rcs"

@@ -82,7 +82,9 @@ PY
   mkdir -p "$out"
   out=$(cd "$out" && pwd)
   local variant
-  for variant in clean bug; do
+  # $MLACHECK_TOPK_VARIANTS picks the builds (default "clean bug"); upstream.sh prepare --injected
+  # asks for the two below as well, the injected copies of the other three top-k adapters.
+  for variant in ${MLACHECK_TOPK_VARIANTS:-clean bug}; do
     local dir="$out/build-$variant"
     rm -rf "$dir" && mkdir -p "$dir" && cp -r "$src/csrc" "$dir/csrc"
     "$py" - "$dir/csrc/libtorch_stable" "$variant" <<'PY'
@@ -115,6 +117,23 @@ if variant == "bug":
            "    if (rowIdx == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) outIndices[topK] = outIndices[0];\n"
            "  }")
     open(path, "w").write(src[:end] + bug + src[end:])
+def inject(name, old, new):
+    path = lib + "/" + name
+    src = open(path).read()
+    if src.count(old) != 1:
+        sys.exit("upstream_guard: %s has %d lines '%s', want 1 (another vLLM release?)" % (name, src.count(old), old))
+    open(path, "w").write(src.replace(old, new + "  // mlacheck: injected bug"))
+if variant == "bug-prefill-cooperative":
+    # topKPerRowPrefill takes the row's end as inclusive (one column past [ks, ke) is read), and
+    # cooperative_topk's short-row path, the decode step's top-k for at most 64 rows, takes index sl.
+    inject("sampler.cu", "int rowEnd = rowEnds[rowIdx];", "int rowEnd = rowEnds[rowIdx] + 1;")
+    inject("cooperative_topk.cuh", "out[i] = (i < static_cast<uint32_t>(sl)) ? static_cast<int32_t>(i) : -1;",
+           "out[i] = (i <= static_cast<uint32_t>(sl)) ? static_cast<int32_t>(i) : -1;")
+if variant == "bug-persistent":
+    # persistent_topk's short-row path pads with index 0 where -1 says "no key" (the class of
+    # finding 6 and of ROCm's global-index conversion, finding 5).
+    inject("persistent_topk.cuh", "row_output[i] = (i < seq_len) ? static_cast<int32_t>(i) : -1;",
+           "row_output[i] = (i < seq_len) ? static_cast<int32_t>(i) : 0;")
 PY
     echo "upstream_guard: compiling the $variant build (4 units, a few minutes)"
     local u pids=()
@@ -139,7 +158,7 @@ PY
   cp "$repo/examples/upstream/guard_shims/torch_utils.py" "$t/vllm/utils/torch_utils.py"
   touch "$t/vllm/__init__.py" "$t/vllm/utils/__init__.py"
   printf '[pytest]\n' > "$t/pytest.ini"
-  echo "upstream_guard: $out: libvllm_topk_clean.so, libvllm_topk_bug.so, tests/ (carry it to the GPU machine)"
+  echo "upstream_guard: $out: $(cd "$out" && ls libvllm_topk_*.so | tr '\n' ' ')tests/ (carry it to the GPU machine)"
 }
 
 run() {
