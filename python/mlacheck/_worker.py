@@ -300,6 +300,10 @@ class Worker:
             # module is imported and its kernels decorated, so set before that). A user's own
             # TRITON_INTERPRET (say 0) is kept.
             os.environ.setdefault("TRITON_INTERPRET", "1")
+        # A file that is not there is said before torch is imported (2 s of CPU for nothing).
+        for spec in msg["specs"]:
+            if spec["module"].endswith(".py") and not os.path.isfile(spec["module"]):
+                return ["fail no such file '%s' (from %s)" % (spec["module"], os.getcwd())]
         try:
             import torch
         except Exception as e:  # noqa: BLE001 - any import failure is the same refusal
@@ -332,8 +336,6 @@ class Worker:
                 continue
             folder = "."
             if module.endswith(".py"):
-                if not os.path.isfile(module):
-                    return ["fail no such file '%s' (from %s)" % (module, os.getcwd())]
                 folder, module = os.path.split(module)
                 module = module[:-3]
             sys.path.insert(0, os.path.abspath(folder or "."))

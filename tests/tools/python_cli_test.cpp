@@ -36,7 +36,7 @@ int lines(const std::string& s) {
 std::string missing() {
   static const bool torch = [] {
     setenv("MLACHECK_PYTHON", MLACHECK_PYTHON_EXECUTABLE, 1);
-    return std::system((std::string(MLACHECK_PYTHON_EXECUTABLE) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+    return std::system((std::string(MLACHECK_PYTHON_EXECUTABLE) + " " + kSource + "/tests/tools/has_modules.py torch").c_str()) == 0;
   }();
   return torch ? "" : "no torch";
 }
@@ -543,7 +543,7 @@ INSTANTIATE_TEST_SUITE_P(
 std::string missing_triton() {
   if (const std::string why = missing(); !why.empty()) return why;
   static const bool triton =
-      std::system((std::string(MLACHECK_PYTHON_EXECUTABLE) + " -c 'import triton' >/dev/null 2>&1").c_str()) == 0;
+      std::system((std::string(MLACHECK_PYTHON_EXECUTABLE) + " " + kSource + "/tests/tools/has_modules.py triton").c_str()) == 0;
   return triton ? "" : "no Triton in " MLACHECK_PYTHON_EXECUTABLE " (scripts/pyenv.sh makes the environment)";
 }
 #define SKIP_WITHOUT_TRITON()                                                                    \
