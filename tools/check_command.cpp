@@ -245,10 +245,7 @@ void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::os
       if (tl == r.tally.end() || tl->second.cases == 0) {  // never a pass: failed, with why
         t.outcome = TestCase::Outcome::kFailed;
         t.type = "not judged";
-        t.message = p + ": no case ran" +
-                    (tl != r.tally.end() && tl->second.not_taken > 0
-                         ? " (" + std::to_string(tl->second.not_taken) + " not taken: " + tl->second.not_taken_why + ")"
-                         : " (the budget ended first)");
+        t.message = p + ": no case ran (" + r.no_case_reason(p) + ")";
         t.details = t.message;
       } else {
         t.output = std::to_string(tl->second.cases) + " case(s) run";

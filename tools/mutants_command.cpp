@@ -102,6 +102,21 @@ std::string today() {
 
 using NotRun = std::vector<std::pair<std::string, std::string>>;
 
+}  // namespace
+
+// A loaded machine can put an interpreted regression past the interpreter's reach (mutants.triton,
+// 2026-12-07): the survivor then says so.
+std::string survivor_text(const SuiteResult& r) {
+  std::string out = std::to_string(r.cases_run) + " cases run, none failed";
+  if (r.beyond_reach > 0) {
+    out += "; " + std::to_string(r.beyond_reach) + " not run (" + r.beyond_reach_why + ")";
+  }
+  if (r.outside_contract > 0) out += "; " + std::to_string(r.outside_contract) + " seed or regression cases outside the contract";
+  return out;
+}
+
+namespace {
+
 void print_table(const Options& o, const std::vector<Row>& rows, const NotRun& not_run, std::ostream& out) {
   out << "mlacheck mutants: " << rows.size() << " seeded-bug variant(s) on the " << o.suite.backend << " backend, "
       << fixed(o.suite.budget, 0) << " s budget each, " << today() << "\n\n";
@@ -115,8 +130,8 @@ void print_table(const Options& o, const std::vector<Row>& rows, const NotRun& n
   int killed = 0;
   for (const Row& r : rows) {
     const std::string by = r.failed ? r.first.stage + ": " + r.first.check : "-";
-    std::string verdict = r.failed ? r.first.verdict : std::to_string(r.cases_run) + " cases run, none failed";
-    if (verdict.size() > 160) verdict = verdict.substr(0, 157) + "...";
+    std::string verdict = r.failed ? r.first.verdict : survivor_text(r);
+    if (verdict.size() > 240) verdict = verdict.substr(0, 237) + "...";
     std::snprintf(line, sizeof line, "%-*s  %-8s  %-45s  %7ss  %-11s  %s\n", static_cast<int>(w), shown(o, r.impl).c_str(),
                   r.failed ? "killed" : "SURVIVED", by.c_str(), r.failed ? fixed(r.first.seconds, 2).c_str() : "-",
                   r.named_result.c_str(), verdict.c_str());
@@ -169,7 +184,7 @@ void print_junit(const Options& o, const std::vector<Row>& rows, const NotRun& n
     t.classname = r.op.empty() ? r.impl.substr(0, r.impl.find('@')) : r.op;
     std::string said = r.failed ? "killed by " + r.first.stage + ": " + r.first.check + " after " +
                                       fixed(r.first.seconds, 2) + " s: " + r.first.verdict + "\n"
-                                : std::to_string(r.cases_run) + " cases run, none failed\n";
+                                : survivor_text(r) + "\n";
     said += "named check " + r.named + ": " + r.named_result + (r.named_verdict.empty() ? "" : ": " + r.named_verdict) + "\n";
     if (!r.budget_note.empty()) said += r.budget_note + "\n";
     if (r.false_positives > 0) {
@@ -183,7 +198,7 @@ void print_junit(const Options& o, const std::vector<Row>& rows, const NotRun& n
       t.outcome = TestCase::Outcome::kFailed;
       t.seconds = o.suite.budget;
       t.type = "survived";
-      t.message = "survived: " + std::to_string(r.cases_run) + " cases run, none failed (the suite misses this seeded bug)";
+      t.message = "survived: " + survivor_text(r) + " (the suite misses this seeded bug)";
       t.details = said;
     }
     s.cases.push_back(std::move(t));
@@ -210,6 +225,7 @@ void print_json(const Options& o, const std::vector<Row>& rows, const NotRun& no
         << ", \"killed\": " << (r.failed ? "true" : "false") << ", \"stage\": " << report::json_quote(r.first.stage)
         << ", \"check\": " << report::json_quote(r.first.check) << ", \"verdict\": " << report::json_quote(r.first.verdict)
         << ", \"seconds\": " << fixed(r.first.seconds, 3) << ", \"cases_run\": " << r.cases_run
+        << ", \"beyond_reach\": " << r.beyond_reach << ", \"outside_contract\": " << r.outside_contract
         << ", \"named_check\": " << report::json_quote(r.named) << ", \"named_result\": " << report::json_quote(r.named_result)
         << ", \"named_verdict\": " << report::json_quote(r.named_verdict) << ", \"case\": " << report::json_quote(r.first.case_text)
         << ", \"false_positives\": " << r.false_positives << ", \"false_positive\": " << report::json_quote(r.false_positive)

@@ -27,6 +27,12 @@ const std::string& named_check_of(const std::string& variant);
 // digits), in registry order.
 std::vector<std::string> seeded_variants();
 
+struct SuiteResult;
+// A surviving variant's run in exact counts: "N cases run, none failed", then the cases it did not
+// run (beyond the Triton interpreter's reach, with the first reason; seed or regression cases
+// outside the contract): a survivor whose killing case was among them never met it.
+std::string survivor_text(const SuiteResult& r);
+
 // Returns the exit status: 0 every variant killed, 1 one survived, 2 bad usage (one line on err).
 int run_mutants_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

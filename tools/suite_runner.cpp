@@ -84,20 +84,21 @@ std::vector<std::string> SuiteResult::unjudged() const {
   return out;
 }
 
+std::string SuiteResult::no_case_reason(const std::string& p) const {
+  const auto t = tally.find(p);
+  if (t != tally.end() && t->second.not_taken > 0) {
+    return std::to_string(t->second.not_taken) + " not taken: " + t->second.not_taken_why;
+  }
+  if (false_positive_case.find("property " + p + "\n") != std::string::npos) {
+    return "its case failed on " + op + "@ref too, below";
+  }
+  if (stopped_at_first_failure) return "not run: --fail-fast stopped the check at its first failure";
+  return "the budget ended first: give a longer --budget";
+}
+
 std::string SuiteResult::unjudged_reason() const {
   std::string out;
-  for (const std::string& p : unjudged()) {
-    const auto t = tally.find(p);
-    std::string why = p + ": no case ran";
-    if (t != tally.end() && t->second.not_taken > 0) {
-      why += " (" + std::to_string(t->second.not_taken) + " not taken: " + t->second.not_taken_why + ")";
-    } else if (false_positive_case.find("property " + p + "\n") != std::string::npos) {
-      why += " (its case failed on " + op + "@ref too, below)";
-    } else {
-      why += " (the budget ended first: give a longer --budget)";
-    }
-    out += (out.empty() ? "" : "; ") + why;
-  }
+  for (const std::string& p : unjudged()) out += (out.empty() ? "" : "; ") + p + ": no case ran (" + no_case_reason(p) + ")";
   return out;
 }
 
@@ -688,6 +689,7 @@ SuiteResult run_suite(const SuiteOptions& o, const std::string& impl, const std:
   clock.end = clock.start + seconds(o.budget);
   clock.slack = 0.05 * o.budget;
   SuiteResult row = run_suite_proper(o, impl, named, clock);
+  row.stopped_at_first_failure = row.failed && !o.every_property;
   run_probe(o, row, clock);
   std::remove((costs.path + "." + row.op).c_str());  // the cost file of an interpreted op, if any
   row.seconds = std::chrono::duration<double>(Clock::now() - began).count();

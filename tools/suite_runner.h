@@ -148,6 +148,12 @@ struct SuiteResult {
   // as long and ended and held: slow, not hangs (never a failure); the first one's line.
   int slow_cases = 0;
   std::string slow_case;
+  // The run stopped at its first failure (--fail-fast: SuiteOptions::every_property off), so the
+  // properties without a case were not run, not starved of time.
+  bool stopped_at_first_failure = false;
+  // Why a property the row did not judge got no case, in words: cases not taken (and why), its
+  // case failing on the reference, the first failure stopping the run, or the budget.
+  std::string no_case_reason(const std::string& property) const;
   // No failure, but no case ran either (the budget ended first, or the contract left none): never a
   // PASS. check says NO RUN and exits 1.
   bool ran_nothing() const { return !failed && cases_run == 0; }

@@ -20,6 +20,7 @@
 #include "kernels/registry.h"
 #include "kernels/topk_glue.h"
 #include "properties/property_registry.h"
+#include "tools/suite_runner.h"
 
 namespace mlacheck {
 namespace {
@@ -72,6 +73,20 @@ TEST(Mutants, R4IsKilledAndTheMatrixSaysByWhat) {
 }
 
 // The matrix must be able to say SURVIVED: the correct top-k registered under a bug's name.
+// A survivor's line counts what ran and, apart, what did not (T1's Triton twin survived a loaded
+// CI run with its killing regression beyond the interpreter's reach, said nowhere).
+TEST(Mutants, ASurvivorSaysWhatItDidNotRun) {
+  SuiteResult r;
+  r.cases_run = 83;
+  EXPECT_EQ(survivor_text(r), "83 cases run, none failed");
+  r.beyond_reach = 131;
+  r.beyond_reach_why = "regressions: T1.case: beyond the Triton interpreter's reach: predicted 26.5 s past 25.0 s";
+  r.outside_contract = 2;
+  EXPECT_EQ(survivor_text(r), "83 cases run, none failed; 131 not run (regressions: T1.case: beyond the Triton "
+                              "interpreter's reach: predicted 26.5 s past 25.0 s); 2 seed or regression cases "
+                              "outside the contract");
+}
+
 TEST(Mutants, ACorrectImplementationUnderABugNameSurvives) {
   static const bool registered = [] {
     kernels::registry().add({"topk_decode", "Z9", "test only: the correct top-k under a bug id"},
@@ -83,6 +98,7 @@ TEST(Mutants, ACorrectImplementationUnderABugNameSurvives) {
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("topk_decode@Z9  SURVIVED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0 of 1 killed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" cases run, none failed"), std::string::npos) << r.out;
 }
 
 // A variant this build cannot run is counted apart, never folded into the killed: alone, it is

@@ -245,6 +245,42 @@ TEST(SuiteRunner, TheCorpusIsFoundBesideAnInstalledCommand) {
   fs::remove_all(exe.parent_path().parent_path() / "share");
 }
 
+// A property left without a case says why: its cases not taken, the first failure stopping the run
+// (--fail-fast), or the budget; the GPU run of 2026-12-07 said "the budget ended first" of a 90 s
+// budget that --fail-fast had stopped after one case.
+TEST(SuiteRunner, APropertyWithoutACaseSaysWhy) {
+  SuiteResult r;
+  r.op = "topk_decode";
+  r.properties = {"topk_decode.rows_admissible", "topk_decode.far_rows", "topk_decode.deterministic"};
+  r.failed = true;
+  r.first.property = "topk_decode.rows_admissible";
+  r.tally["topk_decode.rows_admissible"].cases = 1;
+  r.tally["topk_decode.far_rows"].add_not_taken(7, "reserved device memory is not lent on cuda");
+  EXPECT_EQ(r.unjudged(), (std::vector<std::string>{"topk_decode.far_rows", "topk_decode.deterministic"}));
+  EXPECT_EQ(r.no_case_reason("topk_decode.far_rows"), "7 not taken: reserved device memory is not lent on cuda");
+  EXPECT_EQ(r.no_case_reason("topk_decode.deterministic"), "the budget ended first: give a longer --budget");
+  r.stopped_at_first_failure = true;
+  EXPECT_EQ(r.unjudged_reason(),
+            "topk_decode.far_rows: no case ran (7 not taken: reserved device memory is not lent on cuda); "
+            "topk_decode.deterministic: no case ran (not run: --fail-fast stopped the check at its first failure)");
+}
+
+// run_suite marks a row that --fail-fast (every_property off) stopped at its failure, and only that.
+TEST(SuiteRunner, ARowStoppedAtItsFirstFailureIsMarkedSo) {
+  SuiteOptions o;
+  o.budget = 20;
+  o.cases = 2;
+  o.fuzz = false;
+  const SuiteResult stopped = run_suite(o, "topk_decode@R4");
+  ASSERT_TRUE(stopped.failed);
+  EXPECT_TRUE(stopped.stopped_at_first_failure);
+  o.every_property = true;
+  const SuiteResult judged = run_suite(o, "topk_decode@R4");
+  ASSERT_TRUE(judged.failed);
+  EXPECT_FALSE(judged.stopped_at_first_failure);
+  EXPECT_FALSE(run_suite(o, "topk_decode@ref").stopped_at_first_failure);
+}
+
 TEST(SuiteRunner, TheReferencePasses) {
   SuiteOptions o;
   o.budget = 3;
