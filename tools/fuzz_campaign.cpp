@@ -89,7 +89,7 @@ std::vector<std::string> default_seed_dirs(const FuzzOptions& o) {
 int write_seeds(const FuzzOptions& o, const FuzzTarget& t, const fs::path& seeds, std::ostream& out) {
   fs::create_directories(seeds);
   int n = 0;
-  for (const std::string& dir : o.seed_dirs) {
+  for (const std::string& dir : o.seeds) {
     std::error_code ec;
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -184,8 +184,8 @@ class Campaign {
  public:
   Campaign(FuzzOptions o, std::ostream& out) : o_(std::move(o)), out_(out) {
     summary_.target = o_.target;
-    budget_.timed = o_.runs < 0;
-    budget_.seconds = static_cast<double>(o_.time_s);
+    budget_.timed = !o_.given.runs;
+    budget_.seconds = static_cast<double>(o_.time);
   }
 
   CampaignSummary run() {
@@ -207,19 +207,19 @@ class Campaign {
     const bool python = !o_.python_loaded.empty();
     if (o_.impl.empty()) o_.impl = target_->op + (python ? "@py" : "@ref");
     harness_ = find_harness(o_);
-    dir_ = o_.out_dir.empty() ? fs::path("mlacheck-fuzz") / o_.target : fs::path(o_.out_dir);
+    dir_ = o_.out.empty() ? fs::path("mlacheck-fuzz") / o_.target : fs::path(o_.out);
     for (const char* sub : {"corpus", "crashes", "cases", "violations"}) fs::create_directories(dir_ / sub);
     fs::remove_all(dir_ / "seeds");
-    if (!o_.seeds_given) o_.seed_dirs = default_seed_dirs(o_);
+    if (!o_.given.seeds) o_.seeds = default_seed_dirs(o_);
     seeds_ = write_seeds(o_, *target_, dir_ / "seeds", out_);
     corpus_before_ = std::distance(fs::directory_iterator(dir_ / "corpus"), fs::directory_iterator());
     before_ = crash_files(dir_ / "crashes");
 
     env_ = {"MLACHECK_BACKEND=" + o_.backend, "MLACHECK_IMPL=" + o_.impl,
             "MLACHECK_CASE_DIR=" + (dir_ / "violations").string()};
-    if (!o_.plugins.empty()) {
+    if (!o_.plugin.empty()) {
       std::string list;
-      for (const std::string& path : o_.plugins) list += (list.empty() ? "" : ":") + path;
+      for (const std::string& path : o_.plugin) list += (list.empty() ? "" : ":") + path;
       env_.push_back("MLACHECK_PLUGIN=" + list);
     }
     if (python) {
@@ -232,7 +232,7 @@ class Campaign {
       env_.push_back("MLACHECK_PYTHON_LOADED=" + o_.python_loaded);
       const char* ms = std::getenv("MLACHECK_FUZZ_MAX_MS");
       if (ms == nullptr || *ms == '\0') env_.push_back("MLACHECK_FUZZ_MAX_MS=5000");
-      env_.push_back("MLACHECK_FUZZ_CASE_TIMEOUT=" + std::to_string(o_.timeout_s));
+      env_.push_back("MLACHECK_FUZZ_CASE_TIMEOUT=" + std::to_string(o_.timeout));
       env_.push_back("MLACHECK_FUZZ_COST_FILE=" + fs::absolute(dir_ / "interpreter-cost").string());
     }
     if (o_.backend == "cuda") {
@@ -246,11 +246,11 @@ class Campaign {
   // progress line every 5 s; stopped early enough for the merge to fit.
   void fuzz() {
     std::vector<std::string> argv = {harness_.string(), "-seed=" + std::to_string(o_.seed),
-                                     "-timeout=" + std::to_string(o_.timeout_s),
+                                     "-timeout=" + std::to_string(o_.timeout),
                                      "-rss_limit_mb=" + std::to_string(std::max<int64_t>(8192, o_.max_mb + 2048)),
                                      "-max_len=8192", "-artifact_prefix=" + (dir_ / "crashes").string() + "/",
                                      "-print_final_stats=1"};
-    if (o_.runs >= 0) {
+    if (o_.given.runs) {
       argv.push_back("-runs=" + std::to_string(o_.runs));
     } else {
       // libFuzzer's own clock starts after our setup; its fork-mode jobs may overrun it (run_child stops them).
@@ -268,8 +268,8 @@ class Campaign {
     fs::remove(log_);
     out_ << "fuzz " << o_.target << " (" << o_.impl << " on " << o_.backend << "): " << harness_.string() << "\n"
          << "  " << seeds_ << " seed cases, " << corpus_before_ << " inputs in " << (dir_ / "corpus").string() << ", "
-         << (o_.runs >= 0 ? std::to_string(o_.runs) + " runs"
-                          : std::to_string(o_.time_s) + " s in all (the last " + std::to_string(std::llround(budget_.reserve())) +
+         << (o_.given.runs ? std::to_string(o_.runs) + " runs"
+                          : std::to_string(o_.time) + " s in all (the last " + std::to_string(std::llround(budget_.reserve())) +
                                 " s for triage, minimizing, merging)")
          << ", " << o_.jobs << " job(s); log " << log_.string() << '\n';
     if (o_.backend == "cuda" && o_.jobs > 1 && !kernels::mps_daemon_running()) {
@@ -279,7 +279,7 @@ class Campaign {
     out_.flush();
     double last_print = 0;
     const double limit =
-        o_.runs >= 0 ? 0 : std::max(1.0, budget_.seconds - 0.5 * budget_.reserve() - budget_.elapsed());
+        o_.given.runs ? 0 : std::max(1.0, budget_.seconds - 0.5 * budget_.reserve() - budget_.elapsed());
     // Fuzzing also stops early enough for the merge to fit: the corpus rerun once by one process, at
     // the rate seen so far (a quarter of the budget at most).
     const auto merge_fits = [&] {
@@ -358,9 +358,9 @@ class Campaign {
       fs::path input = f;
       // Half of what is left goes to minimizing, shared by the crashes still to minimize.
       const int64_t min_s = std::min<int64_t>(
-          o_.minimize_s, static_cast<int64_t>(budget_.left(1e9) / 2 / static_cast<double>(distinct_.size() - index)));
-      if (o_.minimize_s > 0 && min_s < 1) ++unminimized;
-      if (o_.minimize_s > 0 && min_s >= 1) {
+          o_.minimize, static_cast<int64_t>(budget_.left(1e9) / 2 / static_cast<double>(distinct_.size() - index)));
+      if (o_.minimize > 0 && min_s < 1) ++unminimized;
+      if (o_.minimize > 0 && min_s >= 1) {
         const fs::path min = dir_ / "crashes" / ("min-" + k);
         run_child({harness_.string(), "-minimize_crash=1", "-max_total_time=" + std::to_string(min_s),
                    "-exact_artifact_path=" + min.string(), f.string()},

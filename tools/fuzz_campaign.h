@@ -7,21 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "tools/flags_typed.h"
 #include "tools/fuzz_log.h"
 #include "tools/report_formats.h"
 
 namespace mlacheck {
 
-// What the command's flags set for a campaign.
-struct FuzzOptions {
-  std::string target, backend = "host", impl, out_dir, harness_dir;
-  std::vector<std::string> seed_dirs, plugins;  // plugins: absolute paths, for the harness too
-  std::vector<std::string> python;              // --python specs (kernels/python_bridge.h)
-  std::string python_loaded;                    // their $MLACHECK_PYTHON_LOADED, for the harness
-  bool seeds_given = false;
-  int64_t time_s = 60, jobs = 1, runs = -1, seed = 0, minimize_s = 20, timeout_s = 60;
-  std::string format = "text", sarif_path;  // --format text|sarif (stdout), --sarif FILE (also)
-  int64_t max_mb = 0;  // --max-mb: one case's budget here; libFuzzer's -rss_limit_mb is raised above it
+// What the command's flags set for a campaign: the typed flags of `mlacheck fuzz` (tools/flags.def,
+// through tools/flags_typed.h: defaults, `given`), and what follows from them.
+struct FuzzOptions : flags::FuzzFlags {
+  std::vector<std::string> python_specs;  // --python and --adapter as specs (kernels/python_bridge.h)
+  std::string python_loaded;              // their $MLACHECK_PYTHON_LOADED, for the harness
 };
 
 // What a campaign ran and found.

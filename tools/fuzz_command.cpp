@@ -39,28 +39,11 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
     }
   }
   FuzzOptions o;
-  flags::FuzzFlags f;
+  flags::FuzzFlags& f = o;
   if (const int rc = flags::parse_fuzz(args, f, out, err); rc >= 0) return rc;
-  o.target = f.target;
-  o.backend = f.backend;
-  o.impl = f.impl;
-  o.out_dir = f.out;
-  o.harness_dir = f.harness_dir;
   // An empty --harness-dir is a mistake, not "look where you would without it".
   if (f.given.harness_dir && o.harness_dir.empty()) return flags::usage_error(err, "fuzz", "--harness-dir is empty");
-  o.seed_dirs = f.seeds;
-  o.seeds_given = f.given.seeds;
-  o.plugins = f.plugin;
-  o.python = python_specs(f.python, f.adapter);
-  o.time_s = f.time;
-  o.runs = f.given.runs ? f.runs : -1;
-  o.jobs = f.jobs;
-  o.seed = f.seed;
-  o.minimize_s = f.minimize;
-  o.timeout_s = f.timeout;
-  o.format = f.format;
-  o.sarif_path = f.sarif;
-  o.max_mb = f.max_mb;
+  o.python_specs = python_specs(f.python, f.adapter);
   if (f.given.time && f.given.runs) return flags::usage_error(err, "fuzz", "give --time or --runs, not both");
   if (o.target.empty()) {
     return flags::usage_error(err, "fuzz", "--target T is required (mlacheck targets lists them; all runs each in turn)");
@@ -69,14 +52,14 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
   try {
     // Loaded here (a plugin that cannot be loaded is one line, before any harness starts) and, by
     // MLACHECK_PLUGIN, in every harness process.
-    for (std::string& path : o.plugins) {
+    for (std::string& path : o.plugin) {
       kernels::load_plugin_isolated(path);
       path = fs::absolute(path).string();
     }
     // A Python callable is probed here (one line if it does not load) and registered again, from
     // $MLACHECK_PYTHON_LOADED without a probe, in every harness process.
     std::vector<std::string> python_ops;
-    for (const std::string& name : kernels::load_python_isolated(o.python)) python_ops.push_back(name.substr(0, name.find('@')));
+    for (const std::string& name : kernels::load_python_isolated(o.python_specs)) python_ops.push_back(name.substr(0, name.find('@')));
     o.python_loaded = kernels::python_loaded_environment();
     const auto has_callable = [&](const FuzzTarget& t) {
       return std::find(python_ops.begin(), python_ops.end(), t.op) != python_ops.end();
@@ -101,15 +84,15 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
     // With --format sarif, stdout holds the SARIF log alone and the campaign's text goes to stderr.
     std::ostream& text = o.format == "sarif" ? err : out;
     std::ofstream sarif_file;
-    if (!o.sarif_path.empty()) {
-      sarif_file.open(o.sarif_path, std::ios::trunc);
-      MLA_REQUIRE(sarif_file.is_open(), "--sarif: cannot write '", o.sarif_path, "'");
+    if (!o.sarif.empty()) {
+      sarif_file.open(o.sarif, std::ios::trunc);
+      MLA_REQUIRE(sarif_file.is_open(), "--sarif: cannot write '", o.sarif, "'");
     }
     std::vector<CampaignSummary> done;
     for (const std::string& t : targets) {
       FuzzOptions one = o;
       one.target = t;
-      if (targets.size() > 1) one.out_dir = (fs::path(o.out_dir.empty() ? "mlacheck-fuzz" : o.out_dir) / t).string();
+      if (targets.size() > 1) one.out = (fs::path(o.out.empty() ? "mlacheck-fuzz" : o.out) / t).string();
       done.push_back(run_fuzz_campaign(one, text));
     }
     size_t distinct = 0, ran_nothing = 0;
@@ -125,11 +108,11 @@ int run_fuzz_command(const std::vector<std::string>& args, std::ostream& out, st
       if (sarif_file.is_open()) {
         report::write_sarif(sarif_file, run);
         sarif_file.close();
-        MLA_REQUIRE(!sarif_file.fail(), "--sarif: cannot write '", o.sarif_path, "'");
+        MLA_REQUIRE(!sarif_file.fail(), "--sarif: cannot write '", o.sarif, "'");
       }
     }
     if (done.size() > 1) {
-      text << "\nfuzz campaign summary (" << o.backend << ", " << (o.runs >= 0 ? std::to_string(o.runs) + " runs" : std::to_string(o.time_s) + " s")
+      text << "\nfuzz campaign summary (" << o.backend << ", " << (o.given.runs ? std::to_string(o.runs) + " runs" : std::to_string(o.time) + " s")
           << " per target):\n  target                   inputs   exec/s  coverage  corpus  crashes (distinct)\n";
       for (const CampaignSummary& d : done) {
         char line[200];
