@@ -54,14 +54,10 @@ std::string read_file(const std::string& path) { return read_input_file(path, kM
 
 namespace {
 
-struct ReproOptions {
-  std::string backend, impl, target;
-  bool plugins = false;  // plugins are loaded: every case runs in a child
-  bool ignore_contract = false;  // run a case outside the implementation's contract anyway
-  std::string format = "table";  // --format table|json|junit: the report of --all
-  std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
-  bool max_mb_given = false;  // --max-mb: it holds, whatever a case records
-  double case_timeout = 0;    // --case-timeout, else a hang's recorded case_timeout, else none (600 s)
+// The repro command's typed flags (tools/flags.def, through tools/flags_typed.h), and whether its
+// cases run in a child (plugins or Python callables are loaded).
+struct ReproOptions : flags::ReproFlags {
+  bool in_child = false;
 };
 
 // How long a case in a child may run: as check confirmed a hang (four times the case timeout, and
@@ -149,7 +145,7 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     std::optional<RaisedCaseMemory> raised;
     if (c.has(kMaxMbKey)) {
       const int64_t need = c.integer(kMaxMbKey, 1, int64_t{1} << 30) << 20;
-      if (!o.max_mb_given && need > case_memory_budget_bytes() &&
+      if (!o.given.max_mb && need > case_memory_budget_bytes() &&
           (physical_memory_bytes() == 0 || need <= physical_memory_bytes())) {
         raised.emplace(need);
       }
@@ -157,7 +153,7 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     const std::string use_backend = o.backend.empty() ? c.word("backend") : o.backend;
     const std::string use_impl = o.impl.empty() ? c.word("impl") : o.impl;
     property_registry().find(property);  // an unknown property is bad input, before any run
-    if (!o.plugins && !kernels::registry().contains(use_impl)) {
+    if (!o.in_child && !kernels::registry().contains(use_impl)) {
       // Not a malformed case: what runs it is not loaded (a plugin's or a Python callable's name).
       const bool py = use_impl.size() > 3 && use_impl.compare(use_impl.size() - 3, 3, "@py") == 0;
       err << flags::prefix("repro") << file << ": its implementation '" << use_impl << "' is not loaded here ("
@@ -185,7 +181,7 @@ int repro_one(const std::string& file, const ReproOptions& o, std::ostream& out,
     // design: a write through a wrapped offset into reserved memory) and every other backend or
     // plugin run in a child.
     const bool reference = use_impl.size() > 4 && use_impl.compare(use_impl.size() - 4, 4, "@ref") == 0;
-    if (*b == Backend::kHost && !o.plugins && reference) {
+    if (*b == Backend::kHost && !o.in_child && reference) {
       const ScopedCaseMemory memory;  // the case's buffers, refused past the budget before they are made
       GuardPictureSink sink;
       std::optional<ScopedGuardPictureSink> on;
@@ -384,18 +380,9 @@ int repro_guard_call(const std::string& file, const std::vector<std::string>& im
 
 int run_repro_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ReproOptions o;
-  flags::ReproFlags f;
+  flags::ReproFlags& f = o;
   if (const int rc = flags::parse_repro(args, f, out, err); rc >= 0) return rc;
-  o.backend = f.backend;
-  o.impl = f.impl;
-  o.target = f.target;
-  o.ignore_contract = f.ignore_contract;
-  o.format = f.format;
-  o.report = f.report;
-  o.report_dir = f.report_dir;
   flags::apply_max_mb(f.given.max_mb, f.max_mb);
-  o.max_mb_given = f.given.max_mb;
-  if (f.given.case_timeout) o.case_timeout = f.case_timeout;
   const std::vector<std::string>& plugins = f.plugin;
   std::vector<std::string> files = f.positional;
   const std::string& all_dir = f.all;
@@ -431,7 +418,7 @@ int run_repro_command(const std::vector<std::string>& args, std::ostream& out, s
     err << flags::prefix("repro") << e.what() << '\n';
     return 2;
   }
-  o.plugins = !plugins.empty() || f.given.python;  // a Python callable runs in a child too
+  o.in_child = !plugins.empty() || f.given.python;  // a Python callable runs in a child too
   if (o.report == "html") {  // the pages' folder is made before any case runs, so it cannot fail after
     std::error_code ec;
     std::filesystem::create_directories(o.report_dir, ec);
