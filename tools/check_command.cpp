@@ -29,12 +29,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Options {
+// The check command's typed flags (tools/flags.def, through tools/flags_typed.h), and what follows
+// from them: the suite's options and the Python callables as specs.
+struct Options : flags::CheckFlags {
   SuiteOptions suite;
-  std::vector<std::string> impls, plugins;
-  std::vector<std::string> python;  // --python [OP=]MODULE:CALLABLE, each
-  std::string save_dir = "mlacheck-cases", format = "table";  // a failure's case is always saved
-  std::string report = "none", report_dir = "mlacheck-report";  // --report html: a page per stray access
+  std::vector<std::string> python_specs;  // --python [OP=]MODULE:CALLABLE and --adapter NAME, each
 };
 
 bool has_target(const std::string& op) {
@@ -49,7 +48,7 @@ std::string fixed(double v, int digits) {
 
 // What `mlacheck repro FILE` needs besides the file: the first plugin, the Python callable.
 std::string rerun_flags(const Options& o) {
-  return (o.plugins.empty() ? "" : " --plugin " + o.plugins.front()) + kernels::python_flags();
+  return (o.plugin.empty() ? "" : " --plugin " + o.plugin.front()) + kernels::python_flags();
 }
 
 std::string saved_name(const std::string& impl) {
@@ -143,7 +142,7 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
     for (const SuiteFinding* f : r.findings()) {
       if (f->case_text.empty()) continue;
       out << "\n" << r.impl << " failed " << (f->property.empty() ? f->check : f->property) << " on this case (saved as "
-          << (fs::path(o.save_dir) / saved_name(r, *f)).string() << "); rerun it with `mlacheck repro FILE"
+          << (fs::path(o.save) / saved_name(r, *f)).string() << "); rerun it with `mlacheck repro FILE"
           << rerun_flags(o) << "`:\n"
           << f->case_text;
     }
@@ -193,7 +192,7 @@ void print_table(const Options& o, const std::vector<SuiteResult>& rows, std::os
     if (r.false_positives > 0) {
       out << "suite defect: " << r.false_positives << " case(s) run for " << r.impl << " failed on " << r.op
           << "@ref too (not counted against it; a failure of the suite, exit 1); first: " << r.false_positive;
-      if (!r.false_positive_case.empty()) out << "; its case is saved as " << (fs::path(o.save_dir) / false_positive_name(r.impl)).string();
+      if (!r.false_positive_case.empty()) out << "; its case is saved as " << (fs::path(o.save) / false_positive_name(r.impl)).string();
       out << '\n';
     }
   }
@@ -224,7 +223,7 @@ void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::os
       t.name = name, t.classname = r.impl, t.outcome = TestCase::Outcome::kFailed, t.seconds = f.seconds;
       t.message = f.stage + ": " + f.verdict;
       t.type = f.check == name && name.find('.') != std::string::npos ? "property violation" : f.check;
-      const std::string rerun = "saved as " + (fs::path(o.save_dir) / saved_name(r, f)).string() +
+      const std::string rerun = "saved as " + (fs::path(o.save) / saved_name(r, f)).string() +
                                 "; rerun it with `mlacheck repro FILE" + rerun_flags(o) + "`:\n";
       t.details = t.message + "\n" + (f.case_text.empty() ? "" : rerun + f.case_text);
       return t;
@@ -263,7 +262,7 @@ void print_junit(const Options& o, const std::vector<SuiteResult>& rows, std::os
       t.message = suite_defect_text(r);
       t.details = t.message + (r.false_positive_case.empty()
                                    ? std::string()
-                                   : "\nsaved as " + (fs::path(o.save_dir) / false_positive_name(r.impl)).string() +
+                                   : "\nsaved as " + (fs::path(o.save) / false_positive_name(r.impl)).string() +
                                          ":\n" + r.false_positive_case);
       s.cases.push_back(t);
     }
@@ -312,7 +311,7 @@ void print_json(const Options& o, const std::vector<SuiteResult>& rows, std::ost
           << ", \"stage\": " << report::json_quote(f.stage) << ", \"check\": " << report::json_quote(f.check)
           << ", \"verdict\": " << report::json_quote(f.verdict) << ", \"seconds\": " << fixed(f.seconds, 3)
           << ", \"case\": " << report::json_quote(f.case_text) << ", \"saved_as\": "
-          << report::json_quote(f.case_text.empty() ? "" : (fs::path(o.save_dir) / saved_name(r, f)).string()) << "}";
+          << report::json_quote(f.case_text.empty() ? "" : (fs::path(o.save) / saved_name(r, f)).string()) << "}";
     }
     out << "], \"properties\": [";
     for (size_t j = 0; j < r.properties.size(); ++j) {
@@ -336,21 +335,15 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
   Options o;
   auto bad = [&](const std::string& why) { return flags::usage_error(err, "check", why); };
   try {
-    flags::CheckFlags f;
+    flags::CheckFlags& f = o;
     if (const int rc = flags::parse_check(args, f, out, err); rc >= 0) return rc;
-    o.impls = f.impl;
-    o.plugins = f.plugin;
-    o.python = python_specs(f.python, f.adapter);
+    o.python_specs = python_specs(f.python, f.adapter);
     o.suite = suite_options(f);
     o.suite.contract_probe = f.contract_probe;
     o.suite.only = f.property;
     o.suite.shrink = !f.no_shrink;
     o.suite.fuzz = !f.no_fuzz;
     o.suite.every_property = !f.fail_fast;
-    o.save_dir = f.save;
-    o.format = f.format;
-    o.report = f.report;
-    o.report_dir = f.report_dir;
     flags::apply_max_mb(f.given.max_mb, f.max_mb);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
@@ -364,15 +357,15 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
     MLA_REQUIRE(fs::is_directory(fs::path(corpus) / "regressions"), "no corpus at '", corpus,
                 "' (a folder with regressions/ and one folder per fuzz target; --corpus DIR)");
     std::vector<std::string> from_plugins;
-    for (const std::string& path : o.plugins) {
+    for (const std::string& path : o.plugin) {
       const kernels::LoadedPlugin p = kernels::load_plugin_isolated(path);
       from_plugins.insert(from_plugins.end(), p.implementations.begin(), p.implementations.end());
     }
     // The probe's Python worker is lent to the first child that runs cases (host or cuda).
     const std::string lend = o.suite.backend == "host" || o.suite.backend == "cuda" ? o.suite.backend : "";
     kernels::set_python_start_limit(o.suite.budget);  // a module that hangs on import: told within the budget
-    for (const std::string& name : kernels::load_python_isolated(o.python, lend)) from_plugins.push_back(name);
-    std::vector<std::string> impls = o.impls;
+    for (const std::string& name : kernels::load_python_isolated(o.python_specs, lend)) from_plugins.push_back(name);
+    std::vector<std::string> impls = o.impl;
     if (impls.empty()) impls = from_plugins;
     if (impls.empty()) {
       for (const kernels::ImplementationInfo& i : kernels::registry().list()) {
@@ -396,7 +389,7 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
         MLA_REQUIRE(found, "--property '", named, "' is not a property ", impl, " runs (", op, "'s: ", runs, ")");
       }
     }
-    MLA_REQUIRE(!o.save_dir.empty(), "--save needs a folder");
+    MLA_REQUIRE(!o.save.empty(), "--save needs a folder");
     if (o.report == "html") {  // the pages' folder is made before any suite runs
       std::error_code ec;
       fs::create_directories(o.report_dir, ec);
@@ -411,15 +404,15 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       const SuiteResult& r = rows.back();
       if (!r.false_positive_case.empty()) {
         std::error_code ec;
-        fs::create_directories(o.save_dir, ec);
-        MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
-        std::ofstream(fs::path(o.save_dir) / false_positive_name(impl)) << r.false_positive_case;
+        fs::create_directories(o.save, ec);
+        MLA_REQUIRE(fs::is_directory(o.save), "--save: cannot make the folder '", o.save, "'");
+        std::ofstream(fs::path(o.save) / false_positive_name(impl)) << r.false_positive_case;
       }
       // A property's case from an earlier run that failed no longer: not left beside this run's.
       {
         const std::string base = saved_name(impl);
         std::error_code ec;
-        for (const auto& e : fs::directory_iterator(o.save_dir, ec)) {
+        for (const auto& e : fs::directory_iterator(o.save, ec)) {
           const std::string n = e.path().filename().string();
           if (n.size() > base.size() && n.rfind(base.substr(0, base.size() - 4), 0) == 0 &&
               n.compare(n.size() - 5, 5, ".case") == 0 && n.find("-false-positive-on-ref") == std::string::npos &&
@@ -431,10 +424,10 @@ int run_check_command(const std::vector<std::string>& args, std::ostream& out, s
       for (const SuiteFinding* found : r.findings()) {
         if (found->case_text.empty()) continue;
         std::error_code ec;
-        fs::create_directories(o.save_dir, ec);
-        MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
+        fs::create_directories(o.save, ec);
+        MLA_REQUIRE(fs::is_directory(o.save), "--save: cannot make the folder '", o.save, "'");
         const std::string name = saved_name(r, *found);
-        std::ofstream(fs::path(o.save_dir) / name) << found->case_text;
+        std::ofstream(fs::path(o.save) / name) << found->case_text;
         // --report html: the failing case rerun in a child with the guard picture on; a stray
         // write's page is named like the saved case, and its path ends the verdict.
         if (o.report == "html") {

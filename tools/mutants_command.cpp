@@ -69,14 +69,12 @@ bool is_bug_id(const std::string& name) {
          std::all_of(name.begin() + 1, name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-struct Options {
+// The mutants command's typed flags (tools/flags.def, through tools/flags_typed.h), and what follows
+// from them.
+struct Options : flags::MutantsFlags {
   SuiteOptions suite;
-  std::string format = "table";
-  std::vector<std::string> only;
-  std::string save_dir;  // --save: each kill's case as <op>-<id>.case
-  std::vector<std::string> plugins;
-  std::vector<std::string> python;                // --python: each callable a variant, <op>@py
-  std::map<std::string, std::string> mirrors;     // a Python variant -> the docs/bugs.md row it mirrors
+  std::vector<std::string> python_specs;       // --python and --adapter: each callable a variant, <op>@py
+  std::map<std::string, std::string> mirrors;  // a Python variant -> the docs/bugs.md row it mirrors
 };
 
 // A variant as the matrix shows it: a Python one with the row it mirrors ("mla_decode_impl@py (T1)").
@@ -163,7 +161,7 @@ void print_table(const Options& o, const std::vector<Row>& rows, const NotRun& n
     if (r.false_positives > 0) {
       out << "suite false positive: " << r.false_positives << " case(s) run for " << r.impl
           << " failed on " << r.op << "@ref too (not counted as kills); first: " << r.false_positive
-          << (o.save_dir.empty() ? "" : " (saved with --save)") << '\n';
+          << (o.save.empty() ? "" : " (saved with --save)") << '\n';
     }
   }
 }
@@ -260,14 +258,10 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
   Options o;
   auto bad = [&](const std::string& why) { return flags::usage_error(err, "mutants", why); };
   try {
-    flags::MutantsFlags f;
+    flags::MutantsFlags& f = o;
     if (const int rc = flags::parse_mutants(args, f, out, err); rc >= 0) return rc;
     o.suite = suite_options(f);
-    o.format = f.format;
-    o.only = f.only;
-    o.save_dir = f.save;
-    o.plugins = f.plugin;
-    o.python = python_specs(f.python, f.adapter);
+    o.python_specs = python_specs(f.python, f.adapter);
     flags::apply_max_mb(f.given.max_mb, f.max_mb);
     const auto b = parse_backend(o.suite.backend);
     if (!b) return bad("--backend '" + o.suite.backend + "' is not one of host, cuda, hip");
@@ -282,11 +276,11 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
     MLA_REQUIRE(fs::is_directory(fs::path(corpus) / "regressions"), "no corpus at '", corpus,
                 "' (a folder with regressions/ and one folder per fuzz target; --corpus DIR)");
     // A plugin's implementations named like bug ids join the matrix; any other can be named by --only.
-    for (const std::string& path : o.plugins) kernels::load_plugin_isolated(path);
+    for (const std::string& path : o.plugin) kernels::load_plugin_isolated(path);
     // Each Python callable is a variant of its own (a seeded twin, say a Triton kernel with one
     // wrong decision, run on the host in Triton's interpreter), named after the row it mirrors.
     kernels::set_python_start_limit(o.suite.budget);
-    const std::vector<std::string> from_python = kernels::load_python_isolated(o.python);
+    const std::vector<std::string> from_python = kernels::load_python_isolated(o.python_specs);
     for (const std::string& impl : from_python) {
       const std::string id = kernels::python_mirrors(impl.substr(0, impl.find('@')));
       if (id.empty()) continue;
@@ -295,7 +289,7 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
       o.mirrors[impl] = id;
     }
     std::vector<std::string> variants;
-    if (o.only.empty()) variants = o.python.empty() ? seeded_variants() : from_python;
+    if (o.only.empty()) variants = o.python_specs.empty() ? seeded_variants() : from_python;
     for (const std::string& want : o.only) {
       std::string found;
       for (const std::string& v : seeded_variants()) {
@@ -311,10 +305,10 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
       variants.push_back(found);
     }
     if (variants.empty()) return bad("no seeded-bug variants are registered");
-    if (!o.save_dir.empty()) {
+    if (!o.save.empty()) {
       std::error_code ec;
-      fs::create_directories(o.save_dir, ec);
-      MLA_REQUIRE(fs::is_directory(o.save_dir), "--save: cannot make the folder '", o.save_dir, "'");
+      fs::create_directories(o.save, ec);
+      MLA_REQUIRE(fs::is_directory(o.save), "--save: cannot make the folder '", o.save, "'");
     }
     std::vector<Row> rows;
     std::vector<std::pair<std::string, std::string>> not_run;  // variant, why
@@ -333,11 +327,11 @@ int run_mutants_command(const std::vector<std::string>& args, std::ostream& out,
       const Row& r = rows.back();
       std::string name = v;
       std::replace(name.begin(), name.end(), '@', '-');
-      if (!o.save_dir.empty() && r.failed && !r.first.case_text.empty()) {
-        std::ofstream(fs::path(o.save_dir) / (name + ".case")) << r.first.case_text;
+      if (!o.save.empty() && r.failed && !r.first.case_text.empty()) {
+        std::ofstream(fs::path(o.save) / (name + ".case")) << r.first.case_text;
       }
-      if (!o.save_dir.empty() && !r.false_positive_case.empty()) {
-        std::ofstream(fs::path(o.save_dir) / (name + "-false-positive-on-ref.case")) << r.false_positive_case;
+      if (!o.save.empty() && !r.false_positive_case.empty()) {
+        std::ofstream(fs::path(o.save) / (name + "-false-positive-on-ref.case")) << r.false_positive_case;
       }
     }
     if (o.format == "json") {
