@@ -760,6 +760,14 @@ void record_probe(const std::vector<std::string>& texts, const IsolatedOutcome& 
 
 void probe_workers(const std::vector<std::string>& texts, const std::string& lend_for) {
   const auto started = std::chrono::steady_clock::now();
+  // Every worker of this command, the probe's first, is forked by its zygote (python_worker.h). Not
+  // when a module file is missing: the worker says so before torch is imported, and so in a moment.
+  bool files = true;
+  for (const Spec& s : registered().specs) {
+    const bool py = s.module.size() > 3 && s.module.compare(s.module.size() - 3, 3, ".py") == 0;
+    if (py && access(s.module.c_str(), F_OK) != 0) files = false;
+  }
+  if (files) python_worker::start_zygote();
   IsolatedOutcome probe;
   if (!lend_for.empty()) {
     probe.kind = IsolatedOutcome::kViolation;

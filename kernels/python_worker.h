@@ -56,6 +56,15 @@ bool adopt_lent(const std::string& key);
 // In the lending process: whether the lent worker is still there for the next child.
 bool lent_available();
 
+// ---- the zygote: workers forked with torch imported ----
+// Starts this command's zygote: a Python process that imports torch once, then forks each worker
+// this process and every process forked from it after this call asks for, torch already imported
+// (about 2 s of CPU saved per worker: a check runs its properties in isolated children, each with a
+// worker of its own). It dies with this process. A worker it forked is ended as one started
+// directly is: with the process it serves, or killed by its pid. MLACHECK_PYTHON_ZYGOTE=0 turns it
+// off; without it (or when it is gone) each worker starts an interpreter of its own.
+void start_zygote();
+
 // ---- the memory lent to the worker ----
 // The backend whose buffers are lent (set before the first describe).
 void set_backend(int32_t backend);

@@ -744,15 +744,213 @@ class Compiling:
 
 COMPILING = Compiling()
 
-def main():
+def serve(fd):
     # A callable that crashes the interpreter (a segfault in an extension) leaves its Python stack on
     # stderr, which mlacheck passes on with its "the Python worker was killed by signal 11" line.
     faulthandler.enable()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.argv[1]))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
     try:
         Worker(sock).serve()
     except (BrokenPipeError, ConnectionResetError):
         pass  # the process it served was stopped (a budget's end, a timeout): nothing to answer
+
+
+# ---- the zygote ----------------------------------------------------------------------------------
+# A command that runs cases in many isolated children needs a fresh worker in each (a child's worker
+# holds that child's state). Started with `--zygote FD`, this process imports torch once (about 2 s
+# of CPU) and then forks a worker, torch already imported, for each request on FD (a SOCK_SEQPACKET
+# socket the command's processes share; kernels/python_worker.cpp). A request is one datagram: the
+# requester's folder and environment, NUL-separated, with three descriptors attached: the worker's
+# socket, and the requester's stdin and stderr. Each request gets a supervisor (a fork of this
+# process) that forks the worker and waits for it:
+# - it sends "worker-pid PID" on the worker's socket first (the requester kills a worker that hangs
+#   by that pid), and "worker-ended exit N" or "worker-ended signal N" when the worker has ended (it
+#   is not the requester's child, so the requester cannot wait for it);
+# - it kills the worker when the requester's end of the socket closes (the requester died, say at a
+#   budget's end), as PR_SET_PDEATHSIG does for a worker the requester started itself;
+# - it dies with this process, and the worker with it; this process dies with the command.
+
+def die_with_parent():
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
+def send_line(fd, text):
+    data = (text + "\n").encode("utf-8")
+    try:
+        os.write(fd, struct.pack("<I", len(data)) + data)
+    except OSError:
+        pass  # the requester has gone
+
+
+def supervise(parent, request, sock_fd, in_fd, err_fd):
+    import select
+    import signal
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    die_with_parent()
+    if os.getppid() != parent:
+        os._exit(1)
+    me = os.getpid()
+    worker = os.fork()
+    if worker == 0:
+        die_with_parent()
+        if os.getppid() != me:
+            os._exit(1)
+        parts = request.split(b"\0")
+        os.dup2(in_fd, 0)
+        os.dup2(err_fd, 1)  # prints go to stderr, as for a worker started directly
+        os.dup2(err_fd, 2)
+        os.close(in_fd)
+        os.close(err_fd)
+        os.environb.clear()
+        for item in parts[1:]:
+            key, sep, value = item.partition(b"=")
+            if sep and key:
+                os.environb[key] = value
+        try:
+            os.chdir(parts[0])
+        except OSError:
+            pass
+        sys.argv = ["-c", str(sock_fd)]
+        serve(sock_fd)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    os.close(in_fd)
+    os.close(err_fd)
+    send_line(sock_fd, "worker-pid %d" % worker)
+    poller = select.poll()
+    poller.register(sock_fd, select.POLLRDHUP)
+    ended = None
+    while ended is None:
+        events = poller.poll(200)
+        pid, status = os.waitpid(worker, os.WNOHANG)
+        if pid == worker:
+            ended = status
+        elif events:  # the requester's end closed: the worker is not needed any more
+            os.kill(worker, signal.SIGKILL)
+            ended = os.waitpid(worker, 0)[1]
+    if os.WIFSIGNALED(ended):
+        send_line(sock_fd, "worker-ended signal %d" % os.WTERMSIG(ended))
+    else:
+        send_line(sock_fd, "worker-ended exit %d" % os.WEXITSTATUS(ended))
+    os._exit(0)
+
+
+def zygote(fd, server=None):
+    """Serves fork requests on fd (a connected SOCK_SEQPACKET socket) until every process of the
+    command has closed its end; or, with server = (lock file, socket path, idle seconds), on every
+    connection accepted on fd (a listening one: the zygote commands share, kernels/python_worker.cpp),
+    until no connection has been open for the idle seconds."""
+    import select
+    import signal
+    import time
+    import warnings
+    first = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
+    try:
+        import torch  # noqa: F401 - imported once here, so that no worker forked from here imports it
+    except Exception:  # noqa: BLE001 - a worker says why when it loads (the same import)
+        pass
+    # numpy's BLAS keeps a thread, which has fork handlers of its own; Python 3.12 warns of any fork
+    # in a process with threads. This one forks before any of that thread's work.
+    warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the supervisors are reaped as they end
+    me = os.getpid()
+    if server:  # its log (stderr): the pid, to end it by hand
+        sys.stderr.write("mlacheck zygote %d serving %s (%s); ends after %g s without a command\n"
+                         % (me, server[1], sys.executable, server[2]))
+        sys.stderr.flush()
+    conns = {} if server else {first.fileno(): first}
+    listening = first if server else None
+    idle_since = time.monotonic()
+    while True:
+        poller = select.poll()
+        for c in conns:
+            poller.register(c, select.POLLIN)
+        if listening is not None:
+            poller.register(listening.fileno(), select.POLLIN)
+        try:
+            ready = poller.poll(1000 if server else None)
+        except InterruptedError:
+            continue
+        if server and not conns and not ready and time.monotonic() - idle_since >= server[2]:
+            if retire(listening, server):
+                return
+            idle_since = time.monotonic()
+            continue
+        for c, _ in ready:
+            if listening is not None and c == listening.fileno():
+                try:
+                    conn, _ = listening.accept()
+                except OSError:
+                    continue
+                conns[conn.fileno()] = conn
+                continue
+            try:
+                request, fds, _, _ = socket.recv_fds(conns[c], 1 << 20, 3)
+            except InterruptedError:
+                continue
+            except OSError:
+                request, fds = b"", []
+            if not request and not fds:  # every process of that command has closed its end
+                conns.pop(c).close()
+                if not conns:
+                    if not server:
+                        return
+                    idle_since = time.monotonic()
+                continue
+            if len(fds) != 3:
+                for d in fds:
+                    os.close(d)
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.fork() == 0:
+                try:
+                    for other in list(conns.values()) + ([listening] if listening is not None else []):
+                        other.close()
+                    supervise(me, request, *fds)
+                finally:
+                    os._exit(0)
+            for d in fds:
+                os.close(d)
+
+
+def retire(listening, server):
+    """An idle shared zygote ends, under the lock its starters take: a connection that came in
+    meanwhile keeps it (False); else its socket file goes with it (True)."""
+    import fcntl
+    lock_path, socket_path, _ = server
+    try:
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        import select
+        if select.select([listening], [], [], 0)[0]:
+            return False
+        try:
+            os.unlink(socket_path)  # no starter re-binds it while this one answers (they hold the lock)
+        except OSError:
+            pass
+        listening.close()
+        return True
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
+        zygote(int(sys.argv[2]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "--zygote-server":
+        zygote(int(sys.argv[2]), (sys.argv[3], sys.argv[4], float(sys.argv[5])))
+    else:
+        serve(int(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -91,6 +91,106 @@ TEST(PythonCli, ACheckStartsOnePythonWorkerForItsProbeAndItsCases) {
   EXPECT_EQ(count(), 1) << again.out;
 }
 
+// Every worker of a command is forked by its zygote, which imported torch once
+// (kernels/python_worker.h): a check whose callable crashes every worker (each child after a crash
+// needs a new one) starts the interpreter once however many workers load the callable. Without the
+// zygote (MLACHECK_PYTHON_ZYGOTE=0) each worker starts one. Both give the same verdict, and a worker
+// the zygote forked (not the case's child: its supervisor in the zygote says how it ended) is said
+// with its signal, as one started directly is.
+TEST(PythonCli, ACommandStartsTheInterpreterOnceForAllItsWorkers) {
+  SKIP_WITHOUT_TORCH();
+  const std::string dir = ::testing::TempDir() + "python_zygote";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string execs = dir + "/execs.txt", loads = dir + "/loads.txt", python = dir + "/python";
+  {  // an interpreter that counts its starts
+    std::ofstream w(python);
+    w << "#!/bin/sh\necho $$ >> '" << execs << "'\nexec '" << MLACHECK_PYTHON_EXECUTABLE << "' \"$@\"\n";
+  }
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+  const auto count = [](const std::string& file) {
+    std::ifstream in(file);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    std::filesystem::remove(file);
+    return n;
+  };
+  setenv("MLACHECK_PYTHON", python.c_str(), 1);
+  setenv("MLACHECK_TEST_STARTS", loads.c_str(), 1);
+  const std::string cmd = "check --python " + kFixtures + "topk_segv.py:topk_decode --cases 2 --no-fuzz --no-shrink "
+                          "--case-timeout 120 --save " + dir;
+  setenv("MLACHECK_PYTHON_ZYGOTE", "1", 1);  // the command's own (ctest's presets name a shared one)
+  const CliResult with = run_mlacheck(cmd);
+  const int with_execs = count(execs), with_loads = count(loads);
+  setenv("MLACHECK_PYTHON_ZYGOTE", "0", 1);
+  const CliResult without = run_mlacheck(cmd);
+  const int without_execs = count(execs), without_loads = count(loads);
+  unsetenv("MLACHECK_PYTHON_ZYGOTE");
+  unsetenv("MLACHECK_TEST_STARTS");
+  setenv("MLACHECK_PYTHON", MLACHECK_PYTHON_EXECUTABLE, 1);
+  EXPECT_EQ(with.status, 1) << with.out;
+  EXPECT_EQ(without.status, 1) << without.out;
+  EXPECT_GE(with_loads, 3) << "workers that loaded the callable: " << with.out;  // else nothing to fork
+  EXPECT_EQ(with_execs, 1) << with_loads << " loads: " << with.out;
+  EXPECT_EQ(without_execs, without_loads) << without.out;
+  EXPECT_EQ(with_loads, without_loads);
+  for (const CliResult* r : {&with, &without}) {
+    EXPECT_TRUE(has(r->out, "the Python worker was killed by signal 11 (Segmentation fault) during the call")) << r->out;
+    EXPECT_FALSE(has(r->out, "closed its end")) << r->out;
+  }
+  const auto verdict = [](const std::string& out) { return out.substr(out.rfind("topk_decode@py")); };
+  EXPECT_EQ(verdict(with.out), verdict(without.out));
+}
+
+// MLACHECK_PYTHON_ZYGOTE=FOLDER: the commands share one zygote (a daemon on a socket in FOLDER,
+// started by the first): a second command starts no interpreter at all, and gives the same verdict.
+TEST(PythonCli, CommandsShareTheZygoteOfAFolder) {
+  SKIP_WITHOUT_TORCH();
+  const std::string dir = ::testing::TempDir() + "python_shared_zygote";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string execs = dir + "/execs.txt", python = dir + "/python";
+  {  // an interpreter that counts its starts
+    std::ofstream w(python);
+    w << "#!/bin/sh\necho $$ >> '" << execs << "'\nexec '" << MLACHECK_PYTHON_EXECUTABLE << "' \"$@\"\n";
+  }
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+  const auto count = [&] {
+    std::ifstream in(execs);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    std::filesystem::remove(execs);
+    return n;
+  };
+  setenv("MLACHECK_PYTHON", python.c_str(), 1);
+  setenv("MLACHECK_PYTHON_ZYGOTE", (dir + "/z").c_str(), 1);
+  const std::string cmd = "check --python " + kGood + " --cases 3 --no-fuzz --case-timeout 120";
+  const CliResult first = run_mlacheck(cmd);
+  const int first_execs = count();
+  const CliResult second = run_mlacheck(cmd);
+  const int second_execs = count();
+  unsetenv("MLACHECK_PYTHON_ZYGOTE");
+  setenv("MLACHECK_PYTHON", MLACHECK_PYTHON_EXECUTABLE, 1);
+  // The daemon's log names it: ended here rather than after its idle minute.
+  std::string log_text;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/z")) {
+    if (e.path().extension() == ".log") {
+      std::ifstream in(e.path());
+      log_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  }
+  const size_t at = log_text.find("mlacheck zygote ");
+  ASSERT_NE(at, std::string::npos) << log_text;
+  kill(std::atoi(log_text.c_str() + at + 16), SIGKILL);
+  EXPECT_EQ(first.status, 0) << first.out;
+  EXPECT_EQ(second.status, 0) << second.out;
+  EXPECT_EQ(first_execs, 1) << first.out;
+  EXPECT_EQ(second_execs, 0) << second.out;
+  EXPECT_TRUE(has(log_text, " serving " + dir + "/z/zygote-")) << log_text;
+  const auto verdict = [](const std::string& out) { return out.substr(out.rfind("topk_decode@py")); };
+  EXPECT_EQ(verdict(first.out), verdict(second.out));
+}
+
 // A run that judges only part of the suite is PARTIAL and exit 1, never PASS: a top-k of 3 s a
 // call in a budget of 1 s. The case under way when the budget ends is given the case timeout, so
 // one case of the first property runs; the others are named as not judged, with why.
