@@ -91,6 +91,25 @@ TEST(PythonCli, ACheckStartsOnePythonWorkerForItsProbeAndItsCases) {
   EXPECT_EQ(count(), 1) << again.out;
 }
 
+// The test Python behind a script in dir that appends a line to file at each start; its path.
+std::string counting_interpreter(const std::string& dir, const std::string& file) {
+  const std::string python = dir + "/python";
+  std::ofstream w(python);
+  w << "#!/bin/sh\necho $$ >> '" << file << "'\nexec '" << MLACHECK_PYTHON_EXECUTABLE << "' \"$@\"\n";
+  w.close();
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+  return python;
+}
+
+// The lines of file (then removed): the starts counted since the last call.
+int count_lines(const std::string& file) {
+  std::ifstream in(file);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  std::filesystem::remove(file);
+  return n;
+}
+
 // Every worker of a command is forked by its zygote, which imported torch once
 // (kernels/python_worker.h): a check whose callable crashes every worker (each child after a crash
 // needs a new one) starts the interpreter once however many workers load the callable. Without the
@@ -102,29 +121,17 @@ TEST(PythonCli, ACommandStartsTheInterpreterOnceForAllItsWorkers) {
   const std::string dir = ::testing::TempDir() + "python_zygote";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string execs = dir + "/execs.txt", loads = dir + "/loads.txt", python = dir + "/python";
-  {  // an interpreter that counts its starts
-    std::ofstream w(python);
-    w << "#!/bin/sh\necho $$ >> '" << execs << "'\nexec '" << MLACHECK_PYTHON_EXECUTABLE << "' \"$@\"\n";
-  }
-  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
-  const auto count = [](const std::string& file) {
-    std::ifstream in(file);
-    int n = 0;
-    for (std::string line; std::getline(in, line);) ++n;
-    std::filesystem::remove(file);
-    return n;
-  };
-  setenv("MLACHECK_PYTHON", python.c_str(), 1);
+  const std::string execs = dir + "/execs.txt", loads = dir + "/loads.txt";
+  setenv("MLACHECK_PYTHON", counting_interpreter(dir, execs).c_str(), 1);
   setenv("MLACHECK_TEST_STARTS", loads.c_str(), 1);
   const std::string cmd = "check --python " + kFixtures + "topk_segv.py:topk_decode --cases 2 --no-fuzz --no-shrink "
                           "--case-timeout 120 --save " + dir;
   setenv("MLACHECK_PYTHON_ZYGOTE", "1", 1);  // the command's own (ctest's presets name a shared one)
   const CliResult with = run_mlacheck(cmd);
-  const int with_execs = count(execs), with_loads = count(loads);
+  const int with_execs = count_lines(execs), with_loads = count_lines(loads);
   setenv("MLACHECK_PYTHON_ZYGOTE", "0", 1);
   const CliResult without = run_mlacheck(cmd);
-  const int without_execs = count(execs), without_loads = count(loads);
+  const int without_execs = count_lines(execs), without_loads = count_lines(loads);
   unsetenv("MLACHECK_PYTHON_ZYGOTE");
   unsetenv("MLACHECK_TEST_STARTS");
   setenv("MLACHECK_PYTHON", MLACHECK_PYTHON_EXECUTABLE, 1);
@@ -149,26 +156,14 @@ TEST(PythonCli, CommandsShareTheZygoteOfAFolder) {
   const std::string dir = ::testing::TempDir() + "python_shared_zygote";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string execs = dir + "/execs.txt", python = dir + "/python";
-  {  // an interpreter that counts its starts
-    std::ofstream w(python);
-    w << "#!/bin/sh\necho $$ >> '" << execs << "'\nexec '" << MLACHECK_PYTHON_EXECUTABLE << "' \"$@\"\n";
-  }
-  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
-  const auto count = [&] {
-    std::ifstream in(execs);
-    int n = 0;
-    for (std::string line; std::getline(in, line);) ++n;
-    std::filesystem::remove(execs);
-    return n;
-  };
-  setenv("MLACHECK_PYTHON", python.c_str(), 1);
+  const std::string execs = dir + "/execs.txt";
+  setenv("MLACHECK_PYTHON", counting_interpreter(dir, execs).c_str(), 1);
   setenv("MLACHECK_PYTHON_ZYGOTE", (dir + "/z").c_str(), 1);
   const std::string cmd = "check --python " + kGood + " --cases 3 --no-fuzz --case-timeout 120";
   const CliResult first = run_mlacheck(cmd);
-  const int first_execs = count();
+  const int first_execs = count_lines(execs);
   const CliResult second = run_mlacheck(cmd);
-  const int second_execs = count();
+  const int second_execs = count_lines(execs);
   unsetenv("MLACHECK_PYTHON_ZYGOTE");
   setenv("MLACHECK_PYTHON", MLACHECK_PYTHON_EXECUTABLE, 1);
   // The daemon's log names it: ended here rather than after its idle minute.
