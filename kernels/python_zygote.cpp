@@ -212,6 +212,12 @@ bool connect_shared(const std::string& folder, const std::string& python) {
   const std::string base = folder + "/zygote-" + shared_key(python), path = base + ".sock";
   if (path.size() >= sizeof(sockaddr_un{}.sun_path)) return false;
   mkdir(folder.c_str(), 0700);
+  // Only a folder of this user's that nobody else may write: a socket another user placed there
+  // would be handed this user's workers.
+  struct stat st;
+  if (stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 022) != 0) {
+    return false;
+  }
   const int lock = open((base + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock < 0) return false;
   while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 __all__ = ["OPS", "Case", "Cases", "Verdict", "cases", "check", "binary", "implements", "properties", "property", "test_of", "CheckFailed"]
 
@@ -159,6 +160,17 @@ def _property_flags(property):  # noqa: A002 - the keyword users pass
     return [a for n in names for a in ("--property", n)]
 
 
+def _worker_env():
+    """The environment of a command check() runs: its workers in this Python, and forked by the
+    zygote the commands of this user share (docs/python.md, "Many commands, one import"), so that a
+    test suite calling check() many times imports torch once, not once a call. A
+    $MLACHECK_PYTHON_ZYGOTE of the caller's (0: none) is kept."""
+    env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
+    if not env.get("MLACHECK_PYTHON_ZYGOTE"):
+        env["MLACHECK_PYTHON_ZYGOTE"] = os.path.join(tempfile.gettempdir(), "mlacheck-%d" % os.getuid())
+    return env
+
+
 def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", contract=None, property=None,
           isolate=True, fail_fast=False, shrink=True, fuzz=True):
     """Runs op's whole suite (properties, corpus regressions, fuzzing for budget seconds) on fn.
@@ -192,7 +204,7 @@ def check(op, fn, budget=10, backend="host", seed=None, save="mlacheck-cases", c
         cmd += ["--no-shrink"]
     if not fuzz:
         cmd += ["--no-fuzz"]
-    env = dict(os.environ, MLACHECK_PYTHON=sys.executable)
+    env = _worker_env()
     if contract is not None:
         env["MLACHECK_PYTHON_CONTRACT"] = contract if isinstance(contract, str) else "\n".join(contract)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env)
@@ -283,7 +295,6 @@ class Cases:
         if self.contract is not None:
             env["MLACHECK_PYTHON_CONTRACT"] = (self.contract if isinstance(self.contract, str)
                                                else "\n".join(self.contract))
-        import tempfile
         out_file, err_file = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # never a full pipe
         proc = subprocess.Popen(self.cmd, env=env, pass_fds=[theirs.fileno()], stdout=out_file, stderr=err_file,
                                 universal_newlines=True)

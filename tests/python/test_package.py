@@ -3,6 +3,7 @@ fails with the view, row and column and a saved case, and bad input is one clear
 Run by ctest (python.package) with PYTHONPATH=python and MLACHECK_BIN set."""
 import os
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -121,6 +122,28 @@ def test_shrink_false_and_fuzz_false_ask_for_their_flags(monkeypatch):
         mlacheck.test_of("topk_decode", topk_torch.topk_decode, budget=1, fuzz=False)()
     assert "--no-fuzz" in seen[0] and "--no-fuzz" not in seen[1] and "--no-fuzz" in seen[2], seen
     assert "--no-fuzz" in mlacheck.cases("topk_decode", fuzz=False).cmd
+
+
+def test_check_s_commands_share_a_zygote_unless_told_otherwise(monkeypatch):
+    # check() names the user's shared zygote folder (docs/python.md, "Many commands, one import"),
+    # so a suite of check() calls imports torch once; the caller's own setting (0: none) is kept.
+    import subprocess
+    envs = []
+
+    def fake_run(cmd, **kwargs):
+        envs.append(kwargs["env"])
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    for setting in (None, "0", "/some/folder"):
+        if setting is None:
+            monkeypatch.delenv("MLACHECK_PYTHON_ZYGOTE", raising=False)
+        else:
+            monkeypatch.setenv("MLACHECK_PYTHON_ZYGOTE", setting)
+        with pytest.raises(RuntimeError, match="stop here"):
+            mlacheck.check("topk_decode", topk_torch.topk_decode, budget=1)
+    assert envs[0]["MLACHECK_PYTHON_ZYGOTE"] == os.path.join(tempfile.gettempdir(), "mlacheck-%d" % os.getuid())
+    assert envs[1]["MLACHECK_PYTHON_ZYGOTE"] == "0" and envs[2]["MLACHECK_PYTHON_ZYGOTE"] == "/some/folder"
+    assert all(e["MLACHECK_PYTHON"] == sys.executable for e in envs)
 
 
 def test_a_lambda_is_a_type_error():
