@@ -796,6 +796,7 @@ def supervise(parent, request, sock_fd, in_fd, err_fd):
     me = os.getpid()
     worker = os.fork()
     if worker == 0:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         die_with_parent()
         if os.getppid() != me:
             os._exit(1)
@@ -858,6 +859,10 @@ def zygote(fd, server=None):
     # in a process with threads. This one forks before any of that thread's work.
     warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the supervisors are reaped as they end
+    # A Ctrl-C reaches the command's whole process group: the workers stop as they did when started
+    # directly (KeyboardInterrupt), and this process and the supervisors, which end with the command
+    # anyway, print no traceback of their own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     me = os.getpid()
     if server:  # its log (stderr): the pid, to end it by hand
         sys.stderr.write("mlacheck zygote %d serving %s (%s); ends after %g s without a command\n"
