@@ -54,6 +54,9 @@ struct SparseMlaCase : CaseSchedule {
   // Not a case key: the roundings the implementation under test declares (its contract's precision
   // clauses), which the oracle's slacks follow (oracle/sparse_mla.h).
   oracle::MlaPrecision precision;
+  // Not a case key: the contract's `lse none` (the implementation returns no lse): lse is then checked
+  // to be left as staged, not compared with the oracle's.
+  bool lse_none = false;
   bool zero_rows = false;  // some q rows (a head of a token) and some cache tokens all zero
   // The invalid entries a case holds: mixed (-1, other negatives, slots past the cache) or only -1
   // (a caller whose top-k and slot conversion produce nothing else: contract term clean_indices).

@@ -135,8 +135,8 @@ inject bug-global-rocm vllm/v1/attention/backends/mla/rocm_aiter_mla_sparse.py \
 inject bug-native vllm/v1/attention/backends/mla/indexer.py '                ).clamp_(min=0)' '                )'
 echo "upstream: vLLM $version at $root; the injected-bug copies at $root-bug, $root-bug-mla, $root-bug-gather, $root-bug-pack, $root-bug-unpack, $root-bug-global, $root-bug-insert, $root-bug-native and $root-bug-global-rocm"
 
-# SGLang: the Python files of its DSA kernels (sglang/kernels/ops/attention/dsa/), and a copy with
-# one injected bug: the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).
+# SGLang: the Python files of its DSA kernels (sglang/kernels/ops/attention/dsa/), and copies with
+# one injected bug each: first the tiled decode index transform takes index 0 for "no index" (`>= 0` made `> 0`).
 sversion=$(sed -n 's/^sglang==\([0-9.]*\).*/\1/p' python/upstream.lock)
 sroot="$cache/sglang-$sversion"
 unpack_release sglang "$sversion" "$sroot" sglang/kernels/ops/attention/dsa/
@@ -146,4 +146,8 @@ inject bug sglang/kernels/ops/attention/dsa/transform_index.py \
 # And the 2048-wide kernel (transform_index_page_table_decode_kernel) with the same `>= 0` made `> 0`.
 inject bug-2048 sglang/kernels/ops/attention/dsa/transform_index.py \
   '    mask = loaded_topk_indices >= 0' '    mask = loaded_topk_indices > 0'
-echo "upstream: SGLang $sversion at $sroot; the injected-bug copies at $sroot-bug and $sroot-bug-2048"
+# And the sparse MLA decode's fused kernel (_sparse_mla_fused_kernel) with its row's end inclusive:
+# each query token also takes the entry one past its top-k row (the next token's first).
+inject bug-sparse sglang/kernels/ops/attention/dsa/triton_sparse_mla.py \
+  '        valid = k_pos < valid_topk' '        valid = k_pos <= valid_topk'
+echo "upstream: SGLang $sversion at $sroot; the injected-bug copies at $sroot-bug, $sroot-bug-2048 and $sroot-bug-sparse"

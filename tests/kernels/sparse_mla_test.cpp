@@ -178,6 +178,43 @@ TEST(SparseMlaDecode, BatchRowsRoundingAllowsRoundingOnly) {
   }));
 }
 
+// An implementation that returns no lse (SGLang's Triton decode): the kernel's lse goes to scratch
+// memory, mlacheck's lse view is never written.
+void out_only(Device& device, const SparseMlaArgs& a) {
+  std::vector<float> scratch(static_cast<size_t>(a.lse.view.numel()));
+  SparseMlaArgs b = a;
+  b.lse = {scratch.data(), View::contiguous(DType::kF32, a.lse.view.shape())};
+  sparse_mla_decode(device, b);
+}
+
+// `lse none`: out alone is compared, and lse must stay unwritten; without the declaration the
+// unwritten lse fails, and with it an implementation that writes lse fails.
+TEST(SparseMlaDecode, LseNoneChecksOutAndAnUnwrittenLse) {
+  EXPECT_TRUE(rc::check("out only, declared lse none: every property", [] {
+    SparseMlaCase c = *gen::sparse_mla_case();
+    c.lse_none = true;
+    const auto device = make_device(Backend::kHost);
+    rc_require(sparse_mla_equals_oracle(*device, &out_only, c), case_text("sparse_mla_decode.equals_oracle", c));
+    rc_require(sparse_mla_rows_independent_of_batch(*device, &out_only, c),
+               case_text("sparse_mla_decode.rows_independent_of_batch", c));
+    rc_require(sparse_mla_permutation_invariant(*device, &out_only, c, c.seed + 1),
+               case_text("sparse_mla_decode.topk_permutation_invariant", c));
+  }));
+  const auto device = make_device(Backend::kHost);
+  SparseMlaCase c;
+  c.B = 2, c.S = 1, c.H = 3, c.topk = 4, c.page = 16, c.num_blocks = 2, c.block_stride = 16 * kToken, c.seed = 9;
+  c.indices = {0, 1, 2, -1, 5, 3, 3, 7};
+  c.trap = 16;  // a slot of the spare page
+  const Verdict unwritten = sparse_mla_equals_oracle(*device, &out_only, c);
+  ASSERT_TRUE(unwritten.has_value());
+  EXPECT_NE(unwritten->find("lse:"), std::string::npos) << *unwritten;
+  c.lse_none = true;
+  const Verdict written = sparse_mla_equals_oracle(*device, &sparse_mla_decode, c);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_NE(written->find("written"), std::string::npos) << *written;
+  EXPECT_NE(written->find("`lse none`"), std::string::npos) << *written;
+}
+
 // W2: the production kernel with a slot's byte offset computed in int32.
 void offsets_in_32_bits(Device& device, const SparseMlaArgs& a) {
   sparse_mla_decode_seeded(device, a, SparseMlaBug::kW2SlotOffsetIn32Bits);

@@ -12,6 +12,7 @@ here.
 |---|---|---|
 | transform_index_decode | topk_to_global | kernels/ops/attention/dsa/transform_index.py `transform_index_page_table_decode` as srt/layers/attention/dsa_backend.py calls it for a decode step (2633-2637, 3930-3934): its tiled kernel for top-k widths other than 2048 |
 | transform_index_decode_2048 | topk_to_global | the same function at DeepSeek V3.2's index_topk, 2048, where it takes its one-program-per-row kernel (`transform_index_page_table_decode_kernel`) |
+| sparse_decode | sparse_mla_decode | kernels/ops/attention/dsa/triton_sparse_mla_decode.py `triton_sparse_mla_decode_splitk` (triton_sparse_mla.py's `_sparse_mla_fused_kernel` when it picks one split, else `_sparse_mla_split_k_kernel` and `_sparse_mla_reduce_kernel`) as srt/layers/attention/dsa_backend.py `_forward_triton_decode` (3473-3497) calls it for `dsa_decode_backend = "triton"` (2689-2697) on a bf16 cache |
 
 The function maps each query token's top-k token positions to KV slots through `page_table_1`, the
 token-granular page table of its metadata (page size 1: one row per query token, its positions'
@@ -28,10 +29,35 @@ adapter declares what dsa_backend.py guarantees:
 - `local contiguous`, `global contiguous`: `result` is made by `torch.empty_like(topk_indices)` and
   topk_indices is the indexer's [tokens, topk] output (`_pad_topk_indices` returns it, or a
   `torch.cat` of it with -1 rows); the 2048 kernel reads row r at r x 2048 whatever the strides.
+
+`sparse_decode` takes q as dsa_backend.py hands an already-concatenated q on (2599-2606: q_nope and
+q_rope two views of one [tokens, H, 576] buffer, which the launcher addresses by their strides),
+the indices as `page_table_1.unsqueeze(1)` (one row of global slots per query token), and returns
+out alone, [1, tokens, H, 512], which the adapter copies into mlacheck's out. What the caller
+guarantees:
+- `lse none`: the function returns no lse, and this path asks for none;
+- `clean_indices`: page_table_1 is transform_index_page_table_decode's output, a slot or -1 (the
+  kernel masks `slot >= 0` only and reads any other slot unchecked);
+- `has_topk_length = 0`, `has_attn_sink = 0`: the triton path passes neither (an attention sink
+  raises before it, 2562-2565);
+- `scales dtype ue8m0`, and the cache: SGLang's bf16 cache holds 576 bf16 values a token
+  ([pool, 1, 576], `get_key_buffer`). mlacheck's case holds fp8_ds_mla tokens; the adapter writes
+  the tokens the indices name into that layout as bf16 (`bf16_cache`), each latent value its code
+  times its tile scale, then the 64 rope values as they are, and NaN in every other token, where
+  mlacheck's cache holds poison. With power-of-two (ue8m0) tile scales the conversion is exact (a
+  4-bit significand times 2^k is a bf16 value), so the kernel sees the values the oracle uses. The
+  conversion is the one piece of glue here and changes no value; the kernel reads the converted
+  copy, so a read of a token it should not read is seen by its values (NaN), not by the guard;
+- `precision p bf16`: P is cast to bf16 for P.V (`p_dot = p.to(input_type)`, triton_sparse_mla.py 724).
+Its device queries: `get_device_core_count` (sglang/srt/utils/common.py) is the GPU's SM count on a
+GPU; on the host (Triton's interpreter, no device) the adapter stands an H200's 132 in for it and
+device index 0 for the CPU's none, so the launcher picks the split it would pick on an H200 (its
+shared-memory query finds no device there and takes its conservative tile, 32 keys for bf16).
 """
 import importlib.util
 import os
 import sys
+import types
 
 import torch
 
@@ -93,3 +119,106 @@ def transform_index_decode(query_start_loc, local, block_table, page, **kw):
 def transform_index_decode_2048(query_start_loc, local, block_table, page, **kw):
     """The same at DeepSeek V3.2's index_topk: the kernel of one program per row."""
     return _transform(local, block_table, kw["global"])
+
+
+# ---- sparse MLA decode (sparse_mla_decode, docs/ops.md 4) ----------------------------------------
+
+SPARSE_MLA = "sglang/kernels/ops/attention/dsa/triton_sparse_mla.py"
+SPARSE_DECODE = "sglang/kernels/ops/attention/dsa/triton_sparse_mla_decode.py"
+H200_SMS = 132  # the host's stand-in for get_device_core_count (the module's docstring)
+
+
+def _shim(name, **attrs):
+    m = types.ModuleType(name)
+    m.__dict__.update(attrs)
+    return m
+
+
+def _sm_count(device_id=0):
+    """sglang/srt/utils/common.py get_device_core_count on CUDA; the host's stand-in elsewhere."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device_id).multi_processor_count
+    return H200_SMS
+
+
+def _not_on_this_path(*args, **kwargs):
+    raise RuntimeError("sglang_triton.py: q8kv8_topk_length_from_indices is the prefill's, not the decode's")
+
+
+def _load_with(rel, shims):
+    """_load with the shim modules in sys.modules while rel executes (the previous entries put back)."""
+    saved = {m.__name__: sys.modules.get(m.__name__) for m in shims}
+    sys.modules.update({m.__name__: m for m in shims})
+    try:
+        return _load(rel)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+_sparse = None
+
+
+def sparse_mla():
+    """(triton_sparse_mla, triton_sparse_mla_decode) of the release, loaded once. Their imports of
+    SGLang's platform queries meet stand-ins with the queries' CUDA answers: fp8 is OCP e4m3 (not
+    MI300's fnuz), no gfx95, the SM count as above."""
+    global _sparse
+    if _sparse is None:
+        base = _load_with(SPARSE_MLA, [
+            _shim("sglang.kernels.ops.attention.metadata", q8kv8_topk_length_from_indices=_not_on_this_path),
+            _shim("sglang.kernels.ops.quantization.fp8_kernel", is_fp8_fnuz=lambda: False),
+            _shim("sglang.srt.utils", get_device_core_count=_sm_count, is_gfx95_supported=lambda: False)])
+        if not torch.cuda.is_available():
+            base._device_index = lambda device=None: 0  # the host: one stand-in device
+        decode = _load_with(SPARSE_DECODE, [_shim("sglang.kernels.ops.attention.dsa.triton_sparse_mla",
+                                                  **{k: getattr(base, k) for k in dir(base) if not k.startswith("__")})])
+        if not torch.cuda.is_available():  # the host: the tile its shared-memory query takes without a device
+            decode._sparse_mla_block_k = lambda kv: base._block_k_for_shared_memory(kv.shape[-1], kv.element_size(), None)
+        _sparse = (base, decode)
+    return _sparse
+
+
+def bf16_cache(kv_cache, indices):
+    """SGLang's bf16 cache [slots, 1, 576] (slot s = block x page + offset at row s) holding the
+    tokens of mlacheck's fp8_ds_mla cache u8 [blocks, page, 656] that indices name: each latent value
+    its e4m3 code times its tile's scale, rounded to bf16 (exact for ue8m0 scales), then the 64 rope
+    values as they are. Every other row is NaN, as every other token of mlacheck's cache is poison:
+    only the named tokens are read here, so a far-slot case's reserved cache is read where it is backed."""
+    blocks, page = kv_cache.shape[0], kv_cache.shape[1]
+    slots = blocks * page
+    named = indices.reshape(-1).long()
+    named = torch.unique(named[(named >= 0) & (named < slots)])
+    cache = torch.full((slots, 1, 576), float("nan"), dtype=torch.bfloat16, device=kv_cache.device)
+    tokens = kv_cache[named // page, named % page]  # [n, 656]: the named tokens only
+    codes = tokens[:, :512].contiguous().view(torch.float8_e4m3fn).float().view(-1, 4, 128)
+    scales = tokens[:, 512:528].contiguous().view(torch.float32).view(-1, 4, 1)
+    latent = (codes * scales).view(-1, 512).to(torch.bfloat16)
+    rope = tokens[:, 528:656].contiguous().view(torch.bfloat16)
+    cache[named, 0] = torch.cat([latent, rope], dim=-1)
+    return cache
+
+
+_workspaces = {}  # per device, as dsa_backend.py keeps one per stream (_triton_sparse_mla_workspaces)
+
+SPARSE_CONTRACT = ["lse none", "clean_indices", "has_topk_length = 0", "has_attn_sink = 0", "scales dtype ue8m0",
+                   "precision p bf16"]
+
+
+@implements("sparse_mla_decode", contract=SPARSE_CONTRACT)
+def sparse_decode(q, kv_cache, indices, topk_length, attn_sink, out, lse, softmax_scale):
+    """dsa_backend.py 3488-3497: triton_sparse_mla_decode_splitk(q_nope, q_rope, kv=kv_cache,
+    indices=page_table_1.unsqueeze(1), sm_scale, d_v=512, workspace=...).squeeze(0), into out."""
+    _, decode = sparse_mla()
+    heads = q.shape[2]
+    q_all = q.view(-1, heads, 576)
+    workspace = _workspaces.setdefault(str(q.device), [])
+    o = decode.triton_sparse_mla_decode_splitk(
+        q_nope=q_all[:, :, :512], q_rope=q_all[:, :, 512:], kv=bf16_cache(kv_cache, indices),
+        indices=indices.reshape(-1, indices.shape[-1]).unsqueeze(1), sm_scale=float(softmax_scale), d_v=512,
+        workspace=workspace).squeeze(0)
+    out.view(-1, heads, 512).copy_(o)
+    return None
