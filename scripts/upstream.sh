@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every shipped adapter of an upstream GPU kernel (python/mlacheck/adapters/: vLLM's compiled
-# library, FlashMLA's sparse and dense decode as vLLM ships it, DeepGEMM's paged MQA logits) checked on a GPU
+# library, FlashMLA's sparse and dense decode as vLLM ships it, DeepGEMM's paged MQA logits, SGLang's
+# Triton DSA kernels: its sparse MLA decode and decode index transform) checked on a GPU
 # machine, with a JUnit file and a findings table (docs/upstream.md, "Every adapter on a GPU").
 # Three steps, because the GPU machine has no network:
 #
@@ -25,7 +26,8 @@
 #   headers and libraries, C++20; $DEEPGEMM_CXXFLAGS, e.g. -g1, is appended); DeepGEMM compiles its
 #   kernels itself when first called (nvcc).
 # run --injected: the same on the copies with one injected bug each (prepare --injected: vLLM's K-cache
-#   insert and gather, its four top-k ops, FlashMLA's dense and sparse decode interfaces; build:
+#   insert and gather, its four top-k ops, FlashMLA's dense and sparse decode interfaces, SGLang's
+#   sparse decode; build:
 #   DeepGEMM's kernel), with
 #   --fail-fast; results in OUT/injected/results-injected.
 # run: `mlacheck check --backend cuda --adapter NAME --budget S --format junit` for each adapter
@@ -103,6 +105,15 @@ prepare() {
     } > "$out/deepgemm/REVISIONS"
     tar -czf "$out/deepgemm/src.tar.gz" -C "$stage" src
     rm -rf "$stage"
+  fi
+  # SGLang's DSA kernels (Python and Triton: nothing to build), and the copy whose sparse decode's
+  # fused kernel has its injected bug (scripts/upstream_cache.sh's sglang-<version>-bug-sparse).
+  local sversion
+  sversion=$(sed -n 's/^sglang==\([0-9.]*\).*/\1/p' python/upstream.lock)
+  rm -rf "$out/sglang" && mkdir -p "$out/sglang" && cp -r "$cache/sglang-$sversion/." "$out/sglang/"
+  if [ "$injected" = 1 ]; then
+    rm -rf "$out/injected/sglang" && mkdir -p "$out/injected/sglang"
+    cp -r "$cache/sglang-$sversion-bug-sparse/." "$out/injected/sglang/"
   fi
   [ "$injected" = 0 ] || { [ -f "$out/injected/vllm/_C_stable_libtorch.abi3.so" ] || cache_ops_library "$out/injected/vllm" 1; injected_flashmla "$out/injected/vllm"; injected_topk "$out/injected"; }
   du -sh "$out"/* | sed "s/^/$me: /"
@@ -382,6 +393,7 @@ run() {
   [ -x "$m" ] || die "run: no mlacheck at '$m' (set MLACHECK)"
   export MLACHECK_PYTHON=${MLACHECK_PYTHON:-python3}
   [ -d "$out/vsrc/vllm" ] && export MLACHECK_VLLM_SRC="$out/vsrc"
+  [ -d "$out/sglang/sglang" ] && export MLACHECK_SGLANG_SRC="$out/sglang"
   if [ -f "$out/deepgemm/src/deep_gemm/__init__.py" ]; then
     export PYTHONPATH="$out/deepgemm/src${PYTHONPATH:+:$PYTHONPATH}" DG_JIT_CACHE_DIR="$out/deepgemm/jit-cache"
     if [ -s "$out/deepgemm/libstdcxx" ]; then  # the libstdc++ DeepGEMM was built against (see build)
@@ -406,6 +418,9 @@ run() {
           [ -f "$out/vsrc/vllm/third_party/flashmla/flash_mla_interface.py" ] && picked+=("$name") ;;
         vllm_cuda.*) [ "$injected" = 0 ] && [ -d "$out/vsrc/vllm" ] && [ ! -f "$out/vsrc/vllm/FROM_SOURCE" ] && picked+=("$name") ;;
         deepgemm.*) [ -f "$out/deepgemm/src/deep_gemm/__init__.py" ] && picked+=("$name") ;;
+        # the injected copy holds the sparse decode's bug only
+        sglang_triton.sparse_decode) [ -d "$out/sglang/sglang" ] && picked+=("$name") ;;
+        sglang_triton.*) [ "$injected" = 0 ] && [ -d "$out/sglang/sglang" ] && picked+=("$name") ;;
       esac
     done < <("$m" list | sed -n '/^adapters of upstream kernels/,/^$/p' | tail -n +2)
   fi

@@ -15,13 +15,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "scripts", "upstream.sh")
 MLACHECK = os.environ["MLACHECK_BIN"]
 
-# `list` from the real tool; `check`: one line "ADAPTER MLACHECK_VLLM_SRC" in $STUB_LOG, and a JUnit
+# `list` from the real tool; `check`: one line "ADAPTER MLACHECK_VLLM_SRC MLACHECK_SGLANG_SRC" in $STUB_LOG, and a JUnit
 # report of one passing property with one case.
 STUB = """#!/usr/bin/env bash
 if [ "$1" = list ]; then exec "$MLACHECK_REAL" list; fi
 adapter=
 while [ $# -gt 0 ]; do [ "$1" = --adapter ] && adapter=$2; shift; done
-echo "$adapter ${MLACHECK_VLLM_SRC:-unset}" >> "$STUB_LOG"
+echo "$adapter ${MLACHECK_VLLM_SRC:-unset} ${MLACHECK_SGLANG_SRC:-unset}" >> "$STUB_LOG"
 echo '<testsuites><testsuite name="s"><properties><property name="cases_run" value="1"/></properties><testcase name="p"/></testsuite></testsuites>'
 """
 
@@ -33,10 +33,12 @@ TOPK = {
 }
 
 
-def run_injected(tmp_path, folders):
+def run_injected(tmp_path, folders, sglang=False):
     out = tmp_path / "up"
     injected = out / "injected"
     (injected / "vllm").mkdir(parents=True, exist_ok=True)  # the K-cache copies' folder
+    if sglang:  # prepare --injected's copy of SGLang's DSA kernels with the sparse decode's bug
+        (injected / "sglang" / "sglang").mkdir(parents=True, exist_ok=True)
     for folder in folders:
         lib = injected / folder / "vllm"
         lib.mkdir(parents=True, exist_ok=True)
@@ -51,8 +53,9 @@ def run_injected(tmp_path, folders):
     p = subprocess.run(["bash", SCRIPT, "run", str(out), "--injected", "--budget", "1", "--jobs", "2"], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
     assert p.returncode == 0, p.stdout
-    handed = dict(line.split() for line in log.read_text().splitlines())
-    return injected, handed, p.stdout
+    handed = {line.split()[0]: line.split()[1] for line in log.read_text().splitlines()}
+    sglang_src = {line.split()[0]: line.split()[2] for line in log.read_text().splitlines()}
+    return injected, (handed, sglang_src) if sglang else handed, p.stdout
 
 
 def test_each_top_k_adapter_is_handed_the_build_with_the_bug_on_its_path(tmp_path):
@@ -69,3 +72,10 @@ def test_an_adapter_whose_injected_build_is_missing_is_not_checked(tmp_path):
     _, handed, out = run_injected(tmp_path, ["topk", "topk-prefill-cooperative"])
     assert "vllm_cuda.persistent_topk" not in handed, (handed, out)
     assert "vllm_cuda.top_k_per_row_prefill" in handed and "vllm_cuda.top_k_per_row_decode" in handed, (handed, out)
+
+
+def test_sglang_s_sparse_decode_alone_is_handed_the_copy_with_its_bug(tmp_path):
+    injected, (handed, sglang_src), out = run_injected(tmp_path, [], sglang=True)
+    assert sglang_src.get("sglang_triton.sparse_decode") == str(injected / "sglang"), (sglang_src, out)
+    # the transform adapters' bugs are not in that copy: they are not checked with --injected
+    assert not any(a.startswith("sglang_triton.transform") for a in handed), (handed, out)
