@@ -54,10 +54,8 @@ GPU; on the host (Triton's interpreter, no device) the adapter stands an H200's 
 device index 0 for the CPU's none, so the launcher picks the split it would pick on an H200 (its
 shared-memory query finds no device there and takes its conservative tile, 32 keys for bf16).
 """
-import importlib.util
 import os
 import sys
-import types
 
 import torch
 
@@ -66,6 +64,9 @@ try:
 except ImportError:  # a bare checkout run by file path: the package beside this folder
     sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     from mlacheck import implements
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _loading  # noqa: E402 - this folder's loader (_loading.py)
 
 VERSION = "0.5.23"  # python/upstream.lock
 CACHE = os.environ.get("MLACHECK_UPSTREAM_CACHE") or os.path.join(
@@ -82,16 +83,12 @@ def _root():
     return root
 
 
-def _load(rel):
+def _load(rel, shims=()):
     """The release's module rel, executed from its own file under a private name (its imports:
-    torch, triton, typing, itertools)."""
-    path = os.path.join(_root(), rel)
+    torch, triton, typing, itertools; the shim modules stand for any other while it executes)."""
     name = "sglang_%s__%s" % (VERSION.replace(".", "_"), rel[:-3].replace("/", "__"))
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        _loading.exec_file(os.path.join(_root(), rel), name, shims)
     return sys.modules[name]
 
 
@@ -128,12 +125,6 @@ SPARSE_DECODE = "sglang/kernels/ops/attention/dsa/triton_sparse_mla_decode.py"
 H200_SMS = 132  # the host's stand-in for get_device_core_count (the module's docstring)
 
 
-def _shim(name, **attrs):
-    m = types.ModuleType(name)
-    m.__dict__.update(attrs)
-    return m
-
-
 def _sm_count(device_id=0):
     """sglang/srt/utils/common.py get_device_core_count on CUDA; the host's stand-in elsewhere."""
     if torch.cuda.is_available():
@@ -145,20 +136,6 @@ def _not_on_this_path(*args, **kwargs):
     raise RuntimeError("sglang_triton.py: q8kv8_topk_length_from_indices is the prefill's, not the decode's")
 
 
-def _load_with(rel, shims):
-    """_load with the shim modules in sys.modules while rel executes (the previous entries put back)."""
-    saved = {m.__name__: sys.modules.get(m.__name__) for m in shims}
-    sys.modules.update({m.__name__: m for m in shims})
-    try:
-        return _load(rel)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-
-
 _sparse = None
 
 
@@ -168,14 +145,14 @@ def sparse_mla():
     MI300's fnuz), no gfx95, the SM count as above."""
     global _sparse
     if _sparse is None:
-        base = _load_with(SPARSE_MLA, [
-            _shim("sglang.kernels.ops.attention.metadata", q8kv8_topk_length_from_indices=_not_on_this_path),
-            _shim("sglang.kernels.ops.quantization.fp8_kernel", is_fp8_fnuz=lambda: False),
-            _shim("sglang.srt.utils", get_device_core_count=_sm_count, is_gfx95_supported=lambda: False)])
+        base = _load(SPARSE_MLA, [
+            _loading.shim("sglang.kernels.ops.attention.metadata", q8kv8_topk_length_from_indices=_not_on_this_path),
+            _loading.shim("sglang.kernels.ops.quantization.fp8_kernel", is_fp8_fnuz=lambda: False),
+            _loading.shim("sglang.srt.utils", get_device_core_count=_sm_count, is_gfx95_supported=lambda: False)])
         if not torch.cuda.is_available():
             base._device_index = lambda device=None: 0  # the host: one stand-in device
-        decode = _load_with(SPARSE_DECODE, [_shim("sglang.kernels.ops.attention.dsa.triton_sparse_mla",
-                                                  **{k: getattr(base, k) for k in dir(base) if not k.startswith("__")})])
+        decode = _load(SPARSE_DECODE, [_loading.shim("sglang.kernels.ops.attention.dsa.triton_sparse_mla",
+                                                         **{k: getattr(base, k) for k in dir(base) if not k.startswith("__")})])
         if not torch.cuda.is_available():  # the host: the tile its shared-memory query takes without a device
             decode._sparse_mla_block_k = lambda kv: base._block_k_for_shared_memory(kv.shape[-1], kv.element_size(), None)
         _sparse = (base, decode)

@@ -23,10 +23,11 @@ read the upstream file itself):
 """
 import ast
 import builtins
-import importlib.util
 import os
 import sys
-import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _loading  # noqa: E402 - this folder's loader (_loading.py)
 
 PIN = {"version": "0.29.0"}  # python/upstream.lock pins its wheel by hash
 
@@ -89,12 +90,7 @@ def compiled_library(rel, adapter, kernels):
     return path
 
 
-def shim(name, **attrs):
-    """A stand-in module `name` holding attrs."""
-    m = types.ModuleType(name)
-    m.__dict__.update(attrs)
-    m.__mlacheck_shim__ = True
-    return m
+shim = _loading.shim
 
 
 def load_module(rel, shims=()):
@@ -104,21 +100,7 @@ def load_module(rel, shims=()):
     name = "vllm_%s__%s" % (PIN["version"].replace(".", "_"), rel[:-3].replace("/", "__").replace(".", "_"))
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) == path:
         return sys.modules[name]
-    saved = {m.__name__: sys.modules.get(m.__name__) for m in shims}
-    for m in shims:
-        sys.modules[m.__name__] = m
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-    return module
+    return _loading.exec_file(path, name, shims)
 
 
 def _free_names(node):
