@@ -6,11 +6,11 @@ float64. The adapter passes only if it hands on q, the cache, the block table, t
 scales as the caller does and copies out and the transposed lse back; each stand-in's injected bug
 (the one scripts/upstream.sh --injected puts in the real files) fails. Label upstream, ctest
 upstream.vllm."""
-import json
 import os
-import subprocess
 
 import pytest
+
+from checking import check_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MLACHECK = os.environ["MLACHECK_BIN"]
@@ -26,12 +26,7 @@ def check(adapter, budget, bug=None):
             "--property", "mla_decode.equals_oracle", "--format", "json", "--no-shrink"]
     if bug:
         args.append("--fail-fast")
-    p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                       timeout=600)
-    start = p.stdout.find("{\"backend\"")
-    assert start >= 0, p.stdout[-3000:]
-    row = json.loads(p.stdout[start:p.stdout.rfind("}") + 1])["implementations"][0]
-    return p.returncode, row, p.stdout
+    return check_json(args, env)
 
 
 @pytest.mark.parametrize("adapter", ["dense_decode", "dense_decode_fp8"])

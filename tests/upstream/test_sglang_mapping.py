@@ -9,11 +9,11 @@ unwritten; the stand-in's injected bug (the one scripts/upstream_cache.sh puts i
 fails within 20 cases; each contract clause left out fails. Label upstream, ctest upstream.vllm.
 The far-slot property (an 8 GiB reserved cache, a 4 GB bf16 copy) is left to the GPU run
 (scripts/upstream.sh)."""
-import json
 import os
-import subprocess
 
 import pytest
+
+from checking import check_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MLACHECK = os.environ["MLACHECK_BIN"]
@@ -37,12 +37,7 @@ def check(budget, bug=None, contract=None):
         args += ["--property", "sparse_mla_decode." + p]
     if bug or contract is not None:
         args.append("--fail-fast")
-    p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                       timeout=600)
-    start = p.stdout.find("{\"backend\"")
-    assert start >= 0, p.stdout[-3000:]
-    row = json.loads(p.stdout[start:p.stdout.rfind("}") + 1])["implementations"][0]
-    return p.returncode, row, p.stdout
+    return check_json(args, env)
 
 
 def test_the_sparse_decode_adapter_maps_its_arguments_onto_a_stand_in_that_passes():
