@@ -9,6 +9,7 @@
 // bytes each value takes, so regression and seed cases in corpus/ seed the fuzzers.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,11 @@ struct FuzzCase {
 // names its line ("case line 12: 'k' is 0, outside [1, 8]").
 FuzzCase decode_fuzz_input(const FuzzTarget& target, std::string_view input, const std::string& impl,
                            const std::string& backend);
+// Every key the cases of op's properties hold (the header's property, impl and backend left out):
+// their schemas' fields, read by decoding a few inputs of each property of the op's target. What a
+// contract may bound besides the op's terms (check_contract_names).
+std::set<std::string> case_keys(const std::string& op);
+
 // The bytes that decode (with decode_fuzz_input of its property's target) to case c. Throws
 // mlacheck::Error with one line for a malformed case.
 std::string encode_fuzz_input(std::string_view case_file);

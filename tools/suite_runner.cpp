@@ -648,25 +648,11 @@ void run_probe(const SuiteOptions& o, SuiteResult& row, const RowClock& clock) {
 
 }  // namespace
 
-void check_contract_names(const std::string& impl, const std::string& corpus) {
+void check_contract_names(const std::string& impl) {
   const std::shared_ptr<const Contract> contract = kernels::registry().contract(impl);
   if (!contract || contract->empty()) return;
   const std::string op = impl.substr(0, impl.find('@'));
-  std::set<std::string> keys;
-  const fs::path root(corpus_root(corpus));
-  for (const FuzzTarget& t : fuzz_targets()) {
-    if (t.op != op) continue;
-    for (const fs::path& dir : {root / t.name, root / "regressions"}) {
-      for (const auto& [path, text] : case_files(dir, [&](const PropertyEntry& p) { return p.op == op; })) {
-        std::istringstream lines(text.format());
-        std::string line;
-        while (std::getline(lines, line)) {
-          if (!line.empty() && line[0] != '#') keys.insert(line.substr(0, line.find(' ')));
-        }
-      }
-    }
-  }
-  if (keys.empty()) return;  // no corpus cases of the op to read its keys from
+  const std::set<std::string> keys = case_keys(op);  // the op's case schemas' keys
   const std::vector<std::string> term_keys = contract_term_keys(op);
   for (const KeyLimit& l : contract->limits) {
     if (std::find(term_keys.begin(), term_keys.end(), l.key) != term_keys.end()) continue;  // a term's own

@@ -69,9 +69,9 @@ struct SuiteOptions {
 };
 
 // Throws mlacheck::Error with one line when impl's contract bounds a name that is neither a term of
-// its op nor a key of the op's cases in the corpus (a misspelt clause would otherwise bound
-// nothing); nothing to check without a contract or corpus cases of the op.
-void check_contract_names(const std::string& impl, const std::string& corpus);
+// its op nor a key of the op's cases (case_keys: its case schemas' keys; a misspelt clause would
+// otherwise bound nothing); nothing to check without a contract.
+void check_contract_names(const std::string& impl);
 
 // The suite's flags of check and mutants (tools/flags.def): --backend, --budget, --case-timeout,
 // --cases, --seed, --corpus, each as given or its command's default (F: flags::CheckFlags or

@@ -299,5 +299,40 @@ TEST(FuzzInput, EveryCorpusCaseEncodesToItself) {
   EXPECT_GT(n, 100);
 }
 
+// case_keys reads an op's keys from its schemas: every key of every corpus case of the op is
+// among them (the corpus holds each property's seeds and the regressions), and no header key is.
+TEST(FuzzInput, CaseKeysHoldEveryKeyOfTheCorpus) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::set<std::string>> keys;
+  int files = 0;
+  for (const auto& dir : fs::recursive_directory_iterator(MLACHECK_SOURCE_DIR "/corpus")) {
+    if (dir.path().extension() != ".case") continue;
+    const std::string folder = dir.path().parent_path().filename().string();
+    if (folder == "case_text" || folder == "view_reshape") continue;
+    std::ifstream in(dir.path());
+    std::ostringstream text;
+    text << in.rdbuf();
+    const CaseText c = CaseText::parse(text.str());
+    const std::string op = property_registry().find(c.word("property")).op;
+    if (!keys.count(op)) keys[op] = case_keys(op);
+    std::istringstream lines(text.str());
+    std::string line;
+    while (std::getline(lines, line)) {
+      const std::string key = line.substr(0, line.find(' '));
+      if (line.empty() || line[0] == '#' || key == "property" || key == "impl" || key == "backend") continue;
+      if (key == kMaxMbKey || key == kCaseTimeoutKey) continue;  // check's notes for repro, not the case's
+      EXPECT_TRUE(keys[op].count(key)) << dir.path() << ": '" << key << "' is not among " << op << "'s case keys";
+    }
+    ++files;
+  }
+  EXPECT_GT(files, 100);
+  for (const auto& [op, k] : keys) {
+    EXPECT_FALSE(k.count("impl") || k.count("property") || k.count("backend")) << op;
+    EXPECT_GE(k.size(), 3u) << op;
+  }
+  EXPECT_TRUE(case_keys("sparse_mla_decode").count("block_base")) << "the far cases' key";
+  EXPECT_TRUE(case_keys("no_such_op").empty());
+}
+
 }  // namespace
 }  // namespace mlacheck
