@@ -1,6 +1,8 @@
 // Exact and tolerance-based comparison with worst-coordinate reports.
 #include "core/compare.h"
 
+#include "core/poison.h"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -113,9 +115,10 @@ CompareReport compare_exact(const HostTensor& actual, const HostTensor& expected
 CompareReport compare_close(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol) {
   CompareReport r;
   if (!same_shape(actual, expected, r)) return r;
-  int64_t special_mismatches = 0;
+  int64_t special_mismatches = 0, unwritten = 0;
   std::vector<int64_t> first_special;
   double special_a = 0, special_b = 0;
+  bool first_unwritten = false;
   double worst_ratio = 0;  // |a-b| / (atol + rtol*|b|) of the worst finite pair
   double excess2 = 0, norms = 0;
   const DType ta = actual.view.dtype(), tb = expected.view.dtype();
@@ -125,10 +128,15 @@ CompareReport compare_close(const HostTensor& actual, const HostTensor& expected
     const double b = load_element(tb, pb);
     const FloatClass ca = classify(a), cb = classify(b);
     if (ca != cb) {
+      // The testbed's output poison (core/poison.h): an element the kernel never wrote (or wrote
+      // with a copy of poison it read), named so rather than as the NaN it is.
+      const bool poison = is_output_poison(ta, pa);
+      unwritten += poison;
       if (special_mismatches++ == 0) {
         first_special = idx;
         special_a = a;
         special_b = b;
+        first_unwritten = poison;
       }
       return;
     }
@@ -158,8 +166,10 @@ CompareReport compare_close(const HostTensor& actual, const HostTensor& expected
     r.worst_actual = special_a;
     r.worst_expected = special_b;
     os << special_mismatches << " of " << r.elements << " elements have the wrong special value; first at "
-       << shape_string(first_special) << ": got " << class_name(classify(special_a)) << " (" << value_text(special_a)
-       << "), expected " << class_name(classify(special_b)) << " (" << value_text(special_b) << ")";
+       << shape_string(first_special) << ": got " << class_name(classify(special_a)) << " ("
+       << (first_unwritten ? "the output poison: never written" : value_text(special_a)) << "), expected "
+       << class_name(classify(special_b)) << " (" << value_text(special_b) << ")";
+    if (unwritten > 0) os << "; " << unwritten << " of them hold the output poison (never written, or a copy of it)";
   } else if (r.mismatches > 0) {
     os << r.mismatches << " of " << r.elements << " elements exceed |a-b| <= " << tol.atol << " + "
        << tol.rtol << "*|b|; worst at " << shape_string(r.worst) << ": got " << value_text(r.worst_actual)

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/poison.h"
 
 namespace mlacheck {
 namespace {
@@ -109,6 +110,22 @@ TEST(CompareClose, AllPoisonOutputNeverPasses) {
   Pair p({1.0, 2.0});
   p.actual = {NAN, NAN};  // the poison an unwritten output keeps
   EXPECT_FALSE(compare_close(p.a({2}), p.b({2}), kTol).ok);
+}
+
+// An element still holding the testbed's output poison is named as never written; another NaN is
+// named by its value.
+TEST(CompareClose, TheOutputPoisonIsNamedAsNeverWritten) {
+  Pair p({1.0, 2.0, 3.0});
+  poison_output(p.a({3}));
+  p.actual[1] = NAN;  // a NaN the kernel wrote
+  const CompareReport r = compare_close(p.a({3}), p.b({3}), kTol);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.describe().find("first at [0]: got NaN (the output poison: never written)"), std::string::npos)
+      << r.describe();
+  EXPECT_NE(r.describe().find("2 of them hold the output poison"), std::string::npos) << r.describe();
+  Pair q({1.0});
+  q.actual[0] = NAN;
+  EXPECT_EQ(compare_close(q.a({1}), q.b({1}), kTol).describe().find("poison"), std::string::npos);
 }
 
 TEST(CompareClose, Bf16AgainstFp64AndShapeMismatch) {
