@@ -59,6 +59,19 @@ bool is_output_poison(DType t, const void* p) {
   return std::memcmp(want, p, dtype_size(t)) == 0;
 }
 
+std::string unwritten_note(const HostTensor& t) {
+  const DType dt = t.view.dtype();
+  const uint8_t* base = t.bytes();
+  int64_t unwritten = 0, elements = 0;
+  t.view.for_each_byte_offset([&](int64_t off) {
+    ++elements;
+    unwritten += is_output_poison(dt, base + off);
+  });
+  if (unwritten == 0) return "";
+  return " (" + std::to_string(unwritten) + " of " + std::to_string(elements) +
+         " elements hold the output poison: never written)";
+}
+
 void fill(const HostTensor& t, double value) {
   const DType dt = t.view.dtype();
   uint8_t encoded[8];

@@ -17,6 +17,9 @@ void poison_output(const HostTensor& t);
 // True when the element at p (of dtype t) still holds the output poison.
 bool is_output_poison(DType t, const void* p);
 
+// For a verdict on t after its values were widened for a comparison (which loses the poison's
+// bits): " (N of M elements hold the output poison: never written)", or "" when none does.
+std::string unwritten_note(const HostTensor& t);
 // An int32 as a verdict shows it: the output poison (0xA5 in every byte, -1515870811) is named for
 // what it is, an element the kernel never wrote; any other value is its decimal.
 std::string int32_text(int32_t v);

@@ -12,6 +12,7 @@
 #include "core/compare.h"
 #include "core/contract.h"
 #include "core/error.h"
+#include "core/poison.h"
 #include "core/fp16.h"
 #include "core/tolerances.h"
 #include "kernels/registry.h"
@@ -232,12 +233,12 @@ Verdict compare_mla_decode(const HostTensor& o, const HostTensor& lse, const ora
   const CompareReport ro = compare_close(got.tensor(), expect.tensor(), tolerance_for("mla_decode", "o"));
   if (!ro.ok) {
     return "mla_decode o" + (magnitude_log2 != 0 ? " x 2^" + std::to_string(-magnitude_log2) : std::string()) +
-           ": " + ro.describe() + (o_moved ? after : "");
+           ": " + ro.describe() + (o_moved ? after : "") + unwritten_note(o);
   }
   oracle::OracleTensor got_lse = oracle::load(lse);
   const bool lse_moved = move_by_slack(got_lse.values, want.lse.values, want.lse_slack.values);
   const CompareReport rl = compare_close(got_lse.tensor(), want.lse.tensor(), tolerance_for("mla_decode", "lse"));
-  if (!rl.ok) return "mla_decode lse: " + rl.describe() + (lse_moved ? after : "");
+  if (!rl.ok) return "mla_decode lse: " + rl.describe() + (lse_moved ? after : "") + unwritten_note(lse);
   return std::nullopt;
 }
 

@@ -249,11 +249,13 @@ Verdict compare_sparse_mla(const HostTensor& out, const HostTensor& lse, const o
   std::string failure;
   if (!r_out.ok) {
     failure = (magnitude_log2 == 0 ? "out: " : "out x 2^" + std::to_string(-magnitude_log2) + ": ") + r_out.describe() +
-              (out_moved ? " (after each element moved toward the oracle by the declared precision's slack)" : "");
+              (out_moved ? " (after each element moved toward the oracle by the declared precision's slack)" : "") +
+              unwritten_note(out);
   }
   if (lse_compared && !r_lse.ok) {
     failure += (failure.empty() ? "lse: " : "; lse: ") + r_lse.describe() +
-               (moved ? " (after each element moved toward the oracle by its fp32 rounding slack)" : "");
+               (moved ? " (after each element moved toward the oracle by its fp32 rounding slack)" : "") +
+               unwritten_note(lse);
   }
   if (failure.empty()) return std::nullopt;
   return failure;

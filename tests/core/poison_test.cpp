@@ -37,6 +37,17 @@ TEST(Poison, AVerdictNamesTheIntegerPoisonForWhatItIs) {
   EXPECT_EQ(int32_text(-1515870810), "-1515870810");
 }
 
+// The note a widened comparison's verdict gets: the elements of the view still holding the poison.
+TEST(Poison, TheUnwrittenNoteCountsTheElementsStillHoldingThePoison) {
+  std::vector<uint16_t> mem(8, 0x3F80);  // bf16 1.0
+  const HostTensor t(mem.data(), View::padded_rows(DType::kBF16, {2, 3}, 4));
+  EXPECT_EQ(unwritten_note(t), "");
+  poison_output(t);
+  EXPECT_EQ(unwritten_note(t), " (6 of 6 elements hold the output poison: never written)");
+  mem[1] = 0x7FC0;  // a NaN the kernel wrote is not the poison
+  EXPECT_EQ(unwritten_note(t), " (5 of 6 elements hold the output poison: never written)");
+}
+
 TEST(Poison, OutputPoisonTouchesOnlyTheViewsElements) {
   std::vector<float> mem(12, 1.0f);
   poison_output(HostTensor(mem.data(), View::padded_rows(DType::kF32, {3, 2}, 4)));
