@@ -42,7 +42,7 @@ def check(budget, bug=None, contract=None):
 
 def test_the_sparse_decode_adapter_maps_its_arguments_onto_a_stand_in_that_passes():
     # A loaded machine can spend a budget on the worker's start (NO RUN, 0 cases): it then grows.
-    for budget in (12, 40, 160):
+    for budget in (8, 40, 160):
         rc, row, out = check(budget)
         if row["cases_run"] > 0:
             break
