@@ -54,6 +54,23 @@ class PlainHostMemory final : public GuardedMemory {
   std::vector<uint8_t> bytes_;
 };
 
+// What the host and CUDA devices share: whether guards are on, and the quarantine that keeps freed
+// device memory armed (so a kernel's write to it after the free is seen) and held by captured graphs.
+class QuarantinedDevice : public Device {
+ public:
+  std::shared_ptr<void> hold_freed_memory() override { return quarantine_ ? quarantine_->hold() : nullptr; }
+  std::vector<std::string> writes_to_freed_memory() override {
+    return quarantine_ ? quarantine_->writes_since_freed() : std::vector<std::string>{};
+  }
+
+ protected:
+  // Opened before a capture's body runs: scratch freed inside the body is the graph's too. Closed
+  // after the graph's hold is taken, so what the body freed is armed, and kept.
+  std::shared_ptr<void> open_capture() { return quarantine_ ? quarantine_->open_capture() : nullptr; }
+  bool guards_ = guards_enabled();
+  std::shared_ptr<Quarantine> quarantine_ = guards_ ? std::make_shared<Quarantine>() : nullptr;
+};
+
 class HostGraph final : public DeviceGraph {
  public:
   explicit HostGraph(simt::host::Graph g) : graph_(std::move(g)) {}
@@ -64,7 +81,7 @@ class HostGraph final : public DeviceGraph {
   simt::host::Graph graph_;
 };
 
-class HostDevice final : public Device {
+class HostDevice final : public QuarantinedDevice {
  public:
   Backend backend() const override { return Backend::kHost; }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
@@ -95,20 +112,13 @@ class HostDevice final : public Device {
     graph->hold_freed_memory(hold_freed_memory());
     return graph;  // `open` closes after the graph's hold is taken: what body freed is armed, and kept
   }
-  std::shared_ptr<void> hold_freed_memory() override { return quarantine_ ? quarantine_->hold() : nullptr; }
-  std::vector<std::string> writes_to_freed_memory() override {
-    return quarantine_ ? quarantine_->writes_since_freed() : std::vector<std::string>{};
-  }
 
  private:
-  std::shared_ptr<void> open_capture() { return quarantine_ ? quarantine_->open_capture() : nullptr; }
   mutable simt::host::Stream stream_;
-  bool guards_ = guards_enabled();
-  std::shared_ptr<Quarantine> quarantine_ = guards_ ? std::make_shared<Quarantine>() : nullptr;
 };
 
 #if defined(MLACHECK_HAVE_CUDA)
-class CudaDevice final : public Device {
+class CudaDevice final : public QuarantinedDevice {
  public:
   Backend backend() const override { return Backend::kCuda; }
   std::unique_ptr<GuardedMemory> allocate(const std::string& name, int64_t bytes) override {
@@ -132,13 +142,8 @@ class CudaDevice final : public Device {
     graph->hold_freed_memory(hold_freed_memory());
     return graph;  // `open` closes after the graph's hold is taken: what body freed is armed, and kept
   }
-  std::shared_ptr<void> hold_freed_memory() override { return quarantine_ ? quarantine_->hold() : nullptr; }
-  std::vector<std::string> writes_to_freed_memory() override {
-    return quarantine_ ? quarantine_->writes_since_freed() : std::vector<std::string>{};
-  }
 
  private:
-  std::shared_ptr<void> open_capture() { return quarantine_ ? quarantine_->open_capture() : nullptr; }
   class CudaGraph final : public DeviceGraph {
    public:
     CudaGraph(cuda::Graph g, cuda::Stream& s) : graph_(std::move(g)), stream_(s) {}
@@ -181,8 +186,6 @@ class CudaDevice final : public Device {
 
   cuda::Stream stream_;
   int64_t sm_count_ = cuda::probe_device().sm_count;
-  bool guards_ = guards_enabled();
-  std::shared_ptr<Quarantine> quarantine_ = guards_ ? std::make_shared<Quarantine>() : nullptr;
 };
 #endif
 
