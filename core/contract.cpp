@@ -168,7 +168,7 @@ const Term kTerms[] = {
      "slot conversion produce nothing else)"},
     {"sparse_mla_decode", "lse", TermKind::kDeclaration, "written none",
      "none: the implementation returns no lse (SGLang's Triton sparse decode returns out alone); out is checked as "
-     "before and lse must be left as it was staged, not written; the spec: lse written"},
+     "before and every lse element must be left unwritten (the output poison stays); the spec: lse written"},
     {"sparse_mla_decode", "q", TermKind::kPrecision, MLA_PRECISIONS},   // q in Q.K
     {"sparse_mla_decode", "kv", TermKind::kPrecision, MLA_PRECISIONS},  // K and V (decoded with their tile scales)
     {"sparse_mla_decode", "p", TermKind::kPrecision, MLA_P_PRECISIONS},   // the probabilities in P.V

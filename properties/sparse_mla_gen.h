@@ -55,7 +55,7 @@ struct SparseMlaCase : CaseSchedule {
   // clauses), which the oracle's slacks follow (oracle/sparse_mla.h).
   oracle::MlaPrecision precision;
   // Not a case key: the contract's `lse none` (the implementation returns no lse): lse is then checked
-  // to be left as staged, not compared with the oracle's.
+  // to be left unwritten (the output poison stays), not compared with the oracle's.
   bool lse_none = false;
   bool zero_rows = false;  // some q rows (a head of a token) and some cache tokens all zero
   // The invalid entries a case holds: mixed (-1, other negatives, slots past the cache) or only -1

@@ -185,7 +185,7 @@ bool same_special(double a, double b) { return (std::isnan(a) && std::isnan(b)) 
 // `lse none`: an implementation that returns no lse must leave every element of the lse view
 // unwritten, holding the output poison the testbed put there (core/poison.h); a write there is a
 // write to a view it declared it does not produce.
-Verdict lse_left_as_staged(const Buffer& lse, const std::string& who) {
+Verdict lse_left_unwritten(const Buffer& lse, const std::string& who) {
   const uint8_t* p = lse.host.data() + lse.view.byte_offset();
   for (int64_t i = 0; i < lse.view.numel(); ++i) {
     if (is_output_poison(DType::kF32, p + 4 * i)) continue;
@@ -220,7 +220,7 @@ SparseMlaOutcome run_sparse_mla(Device& device, SparseMlaFn* fn, const SparseMla
   std::memcpy(o.out.data(), st.out.host.data() + st.out.view.byte_offset(), 2 * o.out.size());
   o.lse.resize(static_cast<size_t>(st.lse.view.numel()));
   std::memcpy(o.lse.data(), st.lse.host.data() + st.lse.view.byte_offset(), 4 * o.lse.size());
-  if (c.lse_none && (o.failure = lse_left_as_staged(st.lse, ""))) return o;
+  if (c.lse_none && (o.failure = lse_left_unwritten(st.lse, ""))) return o;
   if (!compare && exact == nullptr) return o;
 
   oracle::SparseMlaInputs in{st.q.host_tensor(), st.kv.host_tensor(), st.indices.host_tensor(),
@@ -308,7 +308,7 @@ Verdict sparse_mla_permutation_invariant(Device& device, SparseMlaFn* fn, const 
            std::to_string(row % c.H) + ") column " + std::to_string(i % kLatent) + ": " + std::to_string(y) +
            " with the rows permuted, " + std::to_string(x) + " before, more than one bf16 ulp apart";
   }
-  if (c.lse_none) return std::nullopt;  // both runs left lse as staged (run_sparse_mla checked)
+  if (c.lse_none) return std::nullopt;  // both runs left lse unwritten (run_sparse_mla checked)
   // lse: each run may be off the exact lse by its slack plus the table's rule (what equals_oracle
   // allows), so the two by twice that. A campaign on the H200 found the one-sided rule too tight:
   // 1.008x the table's tolerance between two orders of one row, each within it of the oracle.
@@ -377,7 +377,7 @@ Verdict sparse_mla_rows_independent_of_batch(Device& device, SparseMlaFn* fn, co
   Staged st(c);
   if (Verdict v = st.run(device, c, [&] { fn(device, st.args(c)); })) return "the batch: " + *v;
   if (c.lse_none) {
-    if (Verdict v = lse_left_as_staged(st.lse, "the batch: ")) return v;
+    if (Verdict v = lse_left_unwritten(st.lse, "the batch: ")) return v;
   }
   const int64_t b = static_cast<int64_t>(c.seed % static_cast<uint64_t>(c.B));
   const std::string who = "request " + std::to_string(b) + " of " + std::to_string(c.B);
@@ -399,7 +399,7 @@ Verdict sparse_mla_rows_independent_of_batch(Device& device, SparseMlaFn* fn, co
   });
   if (v) return who + " alone: " + *v;
   if (c.lse_none) {
-    if (Verdict u = lse_left_as_staged(lse, who + " alone: ")) return u;
+    if (Verdict u = lse_left_unwritten(lse, who + " alone: ")) return u;
   }
   if (rounding) return rows_within_rounding(st, out, lse, c, b, who);
   // Bit for bit, element by element: request b's block of the batch's out and lse.

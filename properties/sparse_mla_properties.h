@@ -41,7 +41,7 @@ Verdict compare_sparse_mla(const HostTensor& out, const HostTensor& lse, const o
 
 // Oracle equivalence: out and lse equal the oracle's within tolerance, and nothing but out and lse
 // is written (rows with no valid entry included: out 0, lse +inf). With c.lse_none (the contract's
-// `lse none`), out equals the oracle's and lse is left as staged: every property checks that.
+// `lse none`), out equals the oracle's and lse is left unwritten: every property checks that.
 Verdict sparse_mla_equals_oracle(kernels::Device& device, SparseMlaFn* fn, const SparseMlaCase& c);
 
 // c with the entries of every top-k row reordered by a shuffle seeded with permutation_seed: the
