@@ -35,8 +35,9 @@ int32_t require_query_start_loc(const DeviceTensor& qsl, const char* op) {
   return static_cast<int32_t>(v.size(0) - 1);
 }
 
+// The launch of pack (rows from tokens to packed slots) or unpack (back), checked.
 PackRowsParams pack_params(const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed,
-                           const char* op) {
+                           const char* op, bool pack) {
   const int32_t B = require_query_start_loc(qsl, op);
   const View &t = tokens.view, &p = packed.view;
   MLA_REQUIRE(p.rank() >= 2 && p.size(0) == B && t.rank() == p.rank() - 1 && t.dtype() == p.dtype(), op,
@@ -56,28 +57,28 @@ PackRowsParams pack_params(const DeviceTensor& qsl, const DeviceTensor& tokens, 
   params.next_n = static_cast<int32_t>(next_n);
   params.row_bytes = row_bytes(t, 1, "tokens");
   MLA_REQUIRE(params.row_bytes == row_bytes(p, 2, "packed"), op, ": row sizes differ");
+  // A token row steps by stride 0, a packed slot by stride 1.
+  const DeviceTensor &src = pack ? tokens : packed, &dst = pack ? packed : tokens;
+  require_disjoint(src, dst, op);
+  const auto row_stride = [&](const DeviceTensor& x) {
+    return x.view.stride(&x == &tokens ? 0 : 1) * x.view.element_size();
+  };
+  params.src = src.data<uint8_t>();
+  params.src_row_stride = row_stride(src);
+  params.dst = dst.data<uint8_t>();
+  params.dst_row_stride = row_stride(dst);
   return params;
 }
 
 }  // namespace
 
 void pack_decode(Device& device, const DeviceTensor& qsl, const DeviceTensor& tokens, const DeviceTensor& packed) {
-  PackRowsParams p = pack_params(qsl, tokens, packed, "pack_decode");
-  require_disjoint(tokens, packed, "pack_decode");
-  p.src = tokens.data<uint8_t>();
-  p.src_row_stride = tokens.view.stride(0) * tokens.view.element_size();
-  p.dst = packed.data<uint8_t>();
-  p.dst_row_stride = packed.view.stride(1) * packed.view.element_size();
+  const PackRowsParams p = pack_params(qsl, tokens, packed, "pack_decode", true);
   MLA_DISPATCH(device, pack_rows, p);
 }
 
 void unpack_decode(Device& device, const DeviceTensor& qsl, const DeviceTensor& packed, const DeviceTensor& tokens) {
-  PackRowsParams p = pack_params(qsl, tokens, packed, "unpack_decode");
-  require_disjoint(packed, tokens, "unpack_decode");
-  p.src = packed.data<uint8_t>();
-  p.src_row_stride = packed.view.stride(1) * packed.view.element_size();
-  p.dst = tokens.data<uint8_t>();
-  p.dst_row_stride = tokens.view.stride(0) * tokens.view.element_size();
+  const PackRowsParams p = pack_params(qsl, tokens, packed, "unpack_decode", false);
   MLA_DISPATCH(device, unpack_rows, p);
 }
 
