@@ -41,10 +41,11 @@ def check(budget, bug=None, contract=None):
 
 
 def test_the_sparse_decode_adapter_maps_its_arguments_onto_a_stand_in_that_passes():
-    # A loaded machine can spend a budget on the worker's start (NO RUN, 0 cases): it then grows.
+    # A loaded machine can spend a budget on the worker's start (NO RUN, 0 cases) or leave a property
+    # without a case (PARTIAL): the budget then grows. A FAIL ends the loop.
     for budget in (8, 40, 160):
         rc, row, out = check(budget)
-        if row["cases_run"] > 0:
+        if row["result"] not in ("NO RUN", "PARTIAL"):
             break
     assert rc == 0 and row["result"] == "PASS" and row["cases_run"] > 0, out[-3000:]
 
