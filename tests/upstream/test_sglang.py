@@ -74,3 +74,11 @@ def test_a_copy_with_an_injected_bug_is_caught_within_20_cases(fn, copy, tmp_pat
     rc, row = check(fn, tmp_path, 60, src=RELEASE + copy, fail_fast=True)
     assert rc == 1 and row["result"] == "FAIL" and row["cases_run"] <= 20, (row["result"], row["cases_run"])
     assert "local 0 -> -1" in row["verdict"], row["verdict"]
+
+
+# The sparse decode's kernel does not run in Triton's interpreter: on the host the release is refused
+# in one line naming the GPU and the stand-in, not run into the interpreter's error.
+def test_the_sparse_decode_says_it_needs_a_gpu_on_the_host(tmp_path):
+    rc, row = check("sparse_decode", tmp_path, 60, fail_fast=True)
+    assert rc == 1 and row["result"] == "FAIL", (row["result"], row["verdict"])
+    assert "needs a GPU (--backend cuda)" in row["verdict"] and "fake_sglang" in row["verdict"], row["verdict"]

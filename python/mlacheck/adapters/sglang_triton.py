@@ -49,10 +49,10 @@ guarantees:
   conversion is the one piece of glue here and changes no value; the kernel reads the converted
   copy, so a read of a token it should not read is seen by its values (NaN), not by the guard;
 - `precision p bf16`: P is cast to bf16 for P.V (`p_dot = p.to(input_type)`, triton_sparse_mla.py 724).
-Its device queries: `get_device_core_count` (sglang/srt/utils/common.py) is the GPU's SM count on a
-GPU; on the host (Triton's interpreter, no device) the adapter stands an H200's 132 in for it and
-device index 0 for the CPU's none, so the launcher picks the split it would pick on an H200 (its
-shared-memory query finds no device there and takes its conservative tile, 32 keys for bf16).
+It needs a GPU: the release's kernel does not run in Triton 3.6's interpreter (a module-level
+`tl.constexpr` added to a tensor fails there), so on the host it refuses in one line, unless
+MLACHECK_SGLANG_SRC names the CPU stand-in (tests/upstream/fake_sglang) that CI checks its argument
+mapping against.
 """
 import os
 import sys
@@ -122,14 +122,12 @@ def transform_index_decode_2048(query_start_loc, local, block_table, page, **kw)
 
 SPARSE_MLA = "sglang/kernels/ops/attention/dsa/triton_sparse_mla.py"
 SPARSE_DECODE = "sglang/kernels/ops/attention/dsa/triton_sparse_mla_decode.py"
-H200_SMS = 132  # the host's stand-in for get_device_core_count (the module's docstring)
+STANDIN = "sglang/MLACHECK_STANDIN"  # the stand-in release's mark (tests/upstream/fake_sglang)
 
 
 def _sm_count(device_id=0):
-    """sglang/srt/utils/common.py get_device_core_count on CUDA; the host's stand-in elsewhere."""
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(device_id).multi_processor_count
-    return H200_SMS
+    """sglang/srt/utils/common.py get_device_core_count, as it answers on CUDA (0 without it)."""
+    return torch.cuda.get_device_properties(device_id).multi_processor_count if torch.cuda.is_available() else 0
 
 
 def _not_on_this_path(*args, **kwargs):
@@ -142,19 +140,19 @@ _sparse = None
 def sparse_mla():
     """(triton_sparse_mla, triton_sparse_mla_decode) of the release, loaded once. Their imports of
     SGLang's platform queries meet stand-ins with the queries' CUDA answers: fp8 is OCP e4m3 (not
-    MI300's fnuz), no gfx95, the SM count as above."""
+    MI300's fnuz), no gfx95, the GPU's SM count. Without a GPU, the stand-in release only."""
     global _sparse
     if _sparse is None:
+        if not torch.cuda.is_available() and not os.path.isfile(os.path.join(_root(), STANDIN)):
+            raise RuntimeError("sglang_triton.py: SGLang's Triton sparse MLA decode needs a GPU (--backend cuda): "
+                               "Triton 3.6's interpreter cannot run its kernel; on the host, "
+                               "MLACHECK_SGLANG_SRC=tests/upstream/fake_sglang checks the adapter's mapping")
         base = _load(SPARSE_MLA, [
             _loading.shim("sglang.kernels.ops.attention.metadata", q8kv8_topk_length_from_indices=_not_on_this_path),
             _loading.shim("sglang.kernels.ops.quantization.fp8_kernel", is_fp8_fnuz=lambda: False),
             _loading.shim("sglang.srt.utils", get_device_core_count=_sm_count, is_gfx95_supported=lambda: False)])
-        if not torch.cuda.is_available():
-            base._device_index = lambda device=None: 0  # the host: one stand-in device
         decode = _load(SPARSE_DECODE, [_loading.shim("sglang.kernels.ops.attention.dsa.triton_sparse_mla",
                                                          **{k: getattr(base, k) for k in dir(base) if not k.startswith("__")})])
-        if not torch.cuda.is_available():  # the host: the tile its shared-memory query takes without a device
-            decode._sparse_mla_block_k = lambda kv: base._block_k_for_shared_memory(kv.shape[-1], kv.element_size(), None)
         _sparse = (base, decode)
     return _sparse
 
